@@ -1,0 +1,257 @@
+"""Model configuration parsed and validated from a Hugging Face `config.json`.
+
+`ModelConfig` is frozen: everything derived at run time (dtypes, devices, buffer sizes) lives in the
+runtime, not here. Every invalid or missing field raises `ConfigError` naming the field, the value
+and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quickmoe.errors import ConfigError
+
+SUPPORTED_ARCHITECTURES = ("GptOssForCausalLM",)
+LAYER_TYPES = ("sliding_attention", "full_attention")
+QUANT_METHODS = ("mxfp4",)
+ROPE_TYPES = ("yarn", "default")
+
+
+def _fail(field_name: str, value: Any, expected: str, source: str) -> ConfigError:
+    return ConfigError(f"{source}: field '{field_name}' = {value!r}: expected {expected}")
+
+
+def _get(raw: dict, name: str, kind: type | tuple, source: str, *, default: Any = ..., positive: bool = False):
+    """Read `raw[name]`, check its type (bool is never an int here) and, optionally, that it is > 0."""
+    if name not in raw or raw[name] is None:
+        if default is ...:
+            raise ConfigError(f"{source}: missing field '{name}' (expected {_kind_name(kind)})")
+        return default
+    value = raw[name]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        ok, value = True, float(value)
+    if not ok:
+        raise _fail(name, value, _kind_name(kind), source)
+    if positive and not value > 0:
+        raise _fail(name, value, f"a positive {_kind_name(kind)}", source)
+    return value
+
+
+def _kind_name(kind: type | tuple) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join({int: "an integer", float: "a number", bool: "a boolean", str: "a string",
+                        list: "a list", dict: "an object"}.get(k, k.__name__) for k in kinds)
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """RoPE parameters. gpt-oss uses YaRN: NeoX half-split rotation, frequencies blended between
+    interpolation and extrapolation over a ramp, and cos/sin scaled by `attention_factor`."""
+
+    rope_theta: float
+    rope_type: str = "yarn"
+    factor: float = 1.0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    original_max_position_embeddings: int = 4096
+    truncate: bool = True
+    attention_factor: float | None = None
+
+    @property
+    def cos_sin_scale(self) -> float:
+        """Factor on cos/sin: explicit `attention_factor`, else YaRN's 0.1*ln(factor)+1 (1 when factor <= 1)."""
+        if self.attention_factor is not None:
+            return self.attention_factor
+        if self.rope_type != "yarn" or self.factor <= 1:
+            return 1.0
+        return 0.1 * math.log(self.factor) + 1.0
+
+
+@dataclass(frozen=True)
+class QuantizationConfig:
+    """`quantization_config` of the checkpoint. Only MXFP4 experts are quantized in gpt-oss."""
+
+    quant_method: str
+    modules_to_not_convert: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A validated gpt-oss `config.json`. `quantization` is None for bf16 experts."""
+
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    num_local_experts: int
+    num_experts_per_tok: int
+    sliding_window: int
+    layer_types: tuple[str, ...]
+    rms_norm_eps: float
+    rope: RopeScaling
+    max_position_embeddings: int
+    swiglu_limit: float = 7.0
+    swiglu_alpha: float = 1.702
+    attention_bias: bool = True
+    tie_word_embeddings: bool = False
+    eos_token_ids: tuple[int, ...] = ()
+    pad_token_id: int | None = None
+    quantization: QuantizationConfig | None = None
+    source: str = field(default="config.json", compare=False)
+
+    def __post_init__(self) -> None:
+        src = self.source
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise _fail("num_key_value_heads", self.num_key_value_heads,
+                        f"a divisor of num_attention_heads={self.num_attention_heads}", src)
+        if self.num_experts_per_tok > self.num_local_experts:
+            raise _fail("num_experts_per_tok", self.num_experts_per_tok,
+                        f"at most num_local_experts={self.num_local_experts}", src)
+        if self.head_dim % 2:
+            raise _fail("head_dim", self.head_dim, "an even number (RoPE rotates halves)", src)
+        if len(self.layer_types) != self.num_hidden_layers:
+            raise _fail("layer_types", list(self.layer_types),
+                        f"{self.num_hidden_layers} entries (num_hidden_layers)", src)
+        for i, kind in enumerate(self.layer_types):
+            if kind not in LAYER_TYPES:
+                raise _fail(f"layer_types[{i}]", kind, f"one of {list(LAYER_TYPES)}", src)
+        if self.quantization is not None and self.hidden_size % 32:
+            raise _fail("hidden_size", self.hidden_size, "a multiple of 32 (MXFP4 block size)", src)
+        if self.quantization is not None and self.intermediate_size % 32:
+            raise _fail("intermediate_size", self.intermediate_size, "a multiple of 32 (MXFP4 block size)", src)
+        for i, tok in enumerate(self.eos_token_ids):
+            if not 0 <= tok < self.vocab_size:
+                raise _fail(f"eos_token_id[{i}]", tok, f"a token id in [0, {self.vocab_size})", src)
+
+    @property
+    def experts_quantized(self) -> bool:
+        return self.quantization is not None
+
+    @property
+    def num_kv_groups(self) -> int:
+        return self.num_attention_heads // self.num_key_value_heads
+
+    def layer_window(self, layer_idx: int) -> int | None:
+        """The sliding window of a layer in tokens (a query sees itself and window-1 earlier tokens), or None."""
+        return self.sliding_window if self.layer_types[layer_idx] == "sliding_attention" else None
+
+    @classmethod
+    def from_dir(cls, path: str | Path) -> "ModelConfig":
+        path = Path(path)
+        cfg_path = path / "config.json"
+        if not path.is_dir():
+            raise ConfigError(f"{path}: not a directory (expected a model directory holding config.json)")
+        if not cfg_path.is_file():
+            raise ConfigError(f"{cfg_path}: missing (expected a Hugging Face config.json)")
+        try:
+            raw = json.loads(cfg_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{cfg_path}: not valid JSON ({exc})") from None
+        return cls.from_dict(raw, source=str(cfg_path))
+
+    @classmethod
+    def from_dict(cls, raw: Any, source: str = "config.json") -> "ModelConfig":
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}: expected a JSON object, got {type(raw).__name__}")
+        archs = _get(raw, "architectures", list, source)
+        supported = [a for a in archs if a in SUPPORTED_ARCHITECTURES]
+        if not supported:
+            raise _fail("architectures", archs, f"one of {list(SUPPORTED_ARCHITECTURES)}", source)
+
+        def pos_int(name: str, default: Any = ...) -> int:
+            return _get(raw, name, int, source, default=default, positive=True)
+
+        hidden = pos_int("hidden_size")
+        heads = pos_int("num_attention_heads")
+        layers = pos_int("num_hidden_layers")
+        experts_per_tok = raw.get("num_experts_per_tok", raw.get("experts_per_token"))
+        topk_raw = {"num_experts_per_tok": experts_per_tok} if experts_per_tok is not None else {}
+        head_dim = pos_int("head_dim", default=hidden // heads if hidden % heads == 0 else ...)
+        layer_types = _get(raw, "layer_types", list, source, default=None)
+        if layer_types is None:  # HF default: even layers slide, odd layers see everything
+            layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+        eos = raw.get("eos_token_id")
+        eos_ids = [] if eos is None else (eos if isinstance(eos, list) else [eos])
+        if any(not isinstance(t, int) or isinstance(t, bool) for t in eos_ids):
+            raise _fail("eos_token_id", eos, "an integer or a list of integers", source)
+        pad = _get(raw, "pad_token_id", int, source, default=None)
+        return cls(
+            architecture=supported[0],
+            vocab_size=pos_int("vocab_size"),
+            hidden_size=hidden,
+            intermediate_size=pos_int("intermediate_size"),
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=pos_int("num_key_value_heads"),
+            head_dim=head_dim,
+            num_local_experts=pos_int("num_local_experts"),
+            num_experts_per_tok=_get(topk_raw, "num_experts_per_tok", int, source, positive=True),
+            sliding_window=pos_int("sliding_window", default=128),
+            layer_types=tuple(layer_types),
+            rms_norm_eps=_get(raw, "rms_norm_eps", float, source, default=1e-5, positive=True),
+            rope=_parse_rope(raw, source),
+            max_position_embeddings=pos_int("max_position_embeddings", default=131072),
+            swiglu_limit=_get(raw, "swiglu_limit", float, source, default=7.0, positive=True),
+            swiglu_alpha=_get(raw, "swiglu_alpha", float, source, default=1.702, positive=True),
+            attention_bias=_get(raw, "attention_bias", bool, source, default=True),
+            tie_word_embeddings=_get(raw, "tie_word_embeddings", bool, source, default=False),
+            eos_token_ids=tuple(eos_ids),
+            pad_token_id=pad,
+            quantization=_parse_quantization(raw, source),
+            source=source,
+        )
+
+
+def _parse_rope(raw: dict, source: str) -> RopeScaling:
+    """Accept both spellings: `rope_scaling` + top-level `rope_theta` (published gpt-oss), or
+    `rope_parameters` holding `rope_theta` (transformers 5)."""
+    if raw.get("rope_parameters") is not None:
+        params = _get(raw, "rope_parameters", dict, source)
+        prefix = "rope_parameters"
+        theta_src, theta_name = params, "rope_theta"
+    else:
+        params = _get(raw, "rope_scaling", dict, source, default=None) or {"rope_type": "default"}
+        prefix = "rope_scaling"
+        theta_src, theta_name = raw, "rope_theta"
+    sub = f"{source} ({prefix})" if theta_src is params else source
+    theta = _get(theta_src, theta_name, float, sub, default=150000.0, positive=True)
+    psrc = f"{source} ({prefix})"
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in ROPE_TYPES:
+        raise _fail(f"{prefix}.rope_type", rope_type, f"one of {list(ROPE_TYPES)}", source)
+    if rope_type == "default":
+        return RopeScaling(rope_theta=theta, rope_type="default")
+    return RopeScaling(
+        rope_theta=theta,
+        rope_type=rope_type,
+        factor=_get(params, "factor", float, psrc, positive=True),
+        beta_fast=_get(params, "beta_fast", float, psrc, default=32.0, positive=True),
+        beta_slow=_get(params, "beta_slow", float, psrc, default=1.0, positive=True),
+        original_max_position_embeddings=_get(params, "original_max_position_embeddings", int, psrc,
+                                              positive=True),
+        truncate=_get(params, "truncate", bool, psrc, default=True),
+        attention_factor=_get(params, "attention_factor", float, psrc, default=None),
+    )
+
+
+def _parse_quantization(raw: dict, source: str) -> QuantizationConfig | None:
+    q = _get(raw, "quantization_config", dict, source, default=None)
+    if q is None:
+        return None
+    method = q.get("quant_method")
+    if method not in QUANT_METHODS:
+        raise _fail("quantization_config.quant_method", method, f"one of {list(QUANT_METHODS)}", source)
+    skip = _get(q, "modules_to_not_convert", list, f"{source} (quantization_config)", default=[])
+    if any(not isinstance(m, str) for m in skip):
+        raise _fail("quantization_config.modules_to_not_convert", skip, "a list of strings", source)
+    return QuantizationConfig(quant_method=method, modules_to_not_convert=tuple(skip))
