@@ -1,3 +1,19 @@
 """quickmoe: a serving engine for Mixture-of-Experts LLMs (gpt-oss first), ready to serve in seconds."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # LLM and SamplingParams import torch: load them on first use so `quickmoe --help` stays fast.
+    if name == "LLM":
+        from quickmoe.llm import LLM
+
+        return LLM
+    if name == "SamplingParams":
+        from quickmoe.runtime.sampling_params import SamplingParams
+
+        return SamplingParams
+    raise AttributeError(f"module 'quickmoe' has no attribute {name!r}")
+
+
+__all__ = ["LLM", "SamplingParams", "__version__"]

@@ -7,6 +7,7 @@ and what was expected.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 from dataclasses import dataclass, field
@@ -133,9 +134,15 @@ class ModelConfig:
             if not 0 <= tok < self.vocab_size:
                 raise _fail(f"eos_token_id[{i}]", tok, f"a token id in [0, {self.vocab_size})", src)
 
-    @property
-    def experts_quantized(self) -> bool:
-        return self.quantization is not None
+    def is_quantized(self, module_name: str) -> bool:
+        """Whether checkpoint module `module_name` is quantized: a quantization config is present and no
+        `modules_to_not_convert` pattern (fnmatch-style, or a dotted prefix) names the module."""
+        if self.quantization is None:
+            return False
+        for pattern in self.quantization.modules_to_not_convert:
+            if fnmatch.fnmatchcase(module_name, pattern) or module_name.startswith(pattern + "."):
+                return False
+        return True
 
     @property
     def num_kv_groups(self) -> int:
@@ -255,3 +262,33 @@ def _parse_quantization(raw: dict, source: str) -> QuantizationConfig | None:
     if any(not isinstance(m, str) for m in skip):
         raise _fail("quantization_config.modules_to_not_convert", skip, "a list of strings", source)
     return QuantizationConfig(quant_method=method, modules_to_not_convert=tuple(skip))
+
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How to run a model: where, in which precision, and how much context and batch to allow.
+
+    `model` None means the embedded default (a tiny random checkpoint built once into the cache).
+    `device` auto picks CUDA when available; `dtype` auto is bfloat16 on CUDA and float32 on CPU.
+    """
+
+    model: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    max_model_len: int | None = None
+    max_num_seqs: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES and not self.device.startswith("cuda:"):
+            raise ConfigError(f"engine option 'device' = {self.device!r}: expected one of {list(DEVICES)} or 'cuda:N'")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"engine option 'dtype' = {self.dtype!r}: expected one of {list(DTYPES)}")
+        if self.max_model_len is not None and (not isinstance(self.max_model_len, int) or self.max_model_len < 2):
+            raise ConfigError(f"engine option 'max_model_len' = {self.max_model_len!r}: expected an integer >= 2")
+        if not isinstance(self.max_num_seqs, int) or self.max_num_seqs < 1:
+            raise ConfigError(f"engine option 'max_num_seqs' = {self.max_num_seqs!r}: expected an integer >= 1")

@@ -1,0 +1,27 @@
+# One-command set-up and runs on a fresh machine (CPU). On GPU machines install your CUDA torch first
+# and run `pip install -e '.[dev]'` yourself.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+# The main job on the embedded default: a tiny random gpt-oss model, built once into the cache, on CPU.
+demo: setup
+	$(VENV)/bin/quickmoe generate --prompt "Hello from quickmoe" --max-tokens 24 --seed 0 --device cpu
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,5 @@
+import sys
+
+from quickmoe.cli import main
+
+sys.exit(main())

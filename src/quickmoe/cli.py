@@ -1,0 +1,180 @@
+"""The `quickmoe` command.
+
+Subcommands import their heavy dependencies lazily so `quickmoe --help` answers at once. Bad input
+raises a `QuickMoEError`, printed as one line without a traceback (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from quickmoe import __version__
+from quickmoe.errors import QuickMoEError
+
+logger = logging.getLogger("quickmoe")
+
+PRESETS = ("tiny", "gpt-oss-20b", "gpt-oss-120b")
+
+EPILOG_GENERATE = """examples:
+  quickmoe generate --prompt "Hello"                 # embedded tiny random model on CPU (text is meaningless)
+  quickmoe generate ./gpt-oss-20b --chat --prompt "What is MoE?" --max-tokens 64
+"""
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    g.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors; no progress bars")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quickmoe",
+        description="quickmoe: a serving engine for Mixture-of-Experts LLMs (gpt-oss first), ready in seconds.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"quickmoe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    gen = sub.add_parser("generate", help="generate text from prompts with a local checkpoint",
+                         description="Load a gpt-oss checkpoint directory and complete prompts. With no DIR, "
+                         "a tiny random model is built once into the cache and run on CPU.",
+                         epilog=EPILOG_GENERATE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    gen.add_argument("model", nargs="?", metavar="DIR", help="checkpoint directory (default: embedded tiny model)")
+    gen.add_argument("--prompt", "-p", action="append", required=True,
+                     help="prompt text; repeat for a batch of prompts")
+    gen.add_argument("--chat", action="store_true",
+                     help="treat each prompt as a user message and render the chat format (harmony for gpt-oss)")
+    gen.add_argument("--max-tokens", type=int, default=32, help="tokens to generate per prompt (default 32)")
+    gen.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
+    gen.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass in (0, 1] (default 1.0)")
+    gen.add_argument("--seed", type=int, default=None, help="seed for reproducible sampling")
+    gen.add_argument("--ignore-eos", action="store_true", help="keep generating past end-of-sequence tokens")
+    gen.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
+    gen.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                     help="activation/weight dtype of non-expert layers (auto: bfloat16 on CUDA, float32 on CPU)")
+    gen.add_argument("--max-model-len", type=int, default=None, help="maximum prompt + output tokens")
+    gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
+    _add_common(gen)
+    gen.set_defaults(func=cmd_generate)
+
+    mk = sub.add_parser("make-checkpoint", help="write a random gpt-oss checkpoint in the exact HF layout",
+                        description="Write a checkpoint directory with random weights that transformers and "
+                        "quickmoe load: config.json, generation_config.json, safetensors shards with their index, "
+                        "and the tokenizer. Streamed: large presets need little RAM. Same seed, same bytes.")
+    mk.add_argument("out", metavar="OUT", help="output directory (must not exist or be empty)")
+    mk.add_argument("--preset", default="tiny", choices=PRESETS, help="model shape (default tiny)")
+    mk.add_argument("--layers", type=int, default=None, help="override the number of layers")
+    mk.add_argument("--experts", type=int, default=None, help="override the number of experts")
+    mk.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    mk.add_argument("--experts-dtype", default="mxfp4", choices=("mxfp4", "bf16"),
+                    help="expert weights as MXFP4 blocks+scales (as published) or bf16 (default mxfp4)")
+    mk.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    _add_common(mk)
+    mk.set_defaults(func=cmd_make_checkpoint)
+
+    info = sub.add_parser("info", help="describe a checkpoint directory (config and tensors)",
+                          description="Validate and summarise a checkpoint: its config and shards, without "
+                          "loading weights.")
+    info.add_argument("model", nargs="?", metavar="DIR", help="checkpoint directory (default: embedded tiny model)")
+    _add_common(info)
+    info.set_defaults(func=cmd_info)
+    return parser
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from quickmoe.llm import LLM
+    from quickmoe.runtime.sampling_params import SamplingParams
+
+    t0 = time.perf_counter()
+    llm = LLM(args.model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len)
+    t_load = time.perf_counter() - t0
+    if _is_synthetic(llm.model_dir):
+        logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
+                       llm.model_dir)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                            seed=args.seed, ignore_eos=args.ignore_eos)
+    t1 = time.perf_counter()
+    if args.chat:
+        outputs = [llm.chat([{"role": "user", "content": p}], params) for p in args.prompt]
+    else:
+        outputs = llm.generate(args.prompt, params)
+    elapsed = time.perf_counter() - t1
+    for prompt, out in zip(args.prompt, outputs):
+        if args.json:
+            print(json.dumps({"prompt": prompt, "text": out.text, "token_ids": out.token_ids,
+                              "finish_reason": out.finish_reason}, ensure_ascii=False))
+        else:
+            print(f"--- prompt: {prompt!r}\n{out.text}\n--- ({len(out.token_ids)} tokens, {out.finish_reason})")
+    n_tokens = sum(len(o.token_ids) for o in outputs)
+    logger.info("ready in %.2f s; generated %d tokens in %.2f s (%.1f tokens/s)", t_load, n_tokens, elapsed,
+                n_tokens / max(elapsed, 1e-9))
+    return 0
+
+
+def cmd_make_checkpoint(args: argparse.Namespace) -> int:
+    from quickmoe.checkpoint.synth import write_checkpoint
+
+    out = write_checkpoint(Path(args.out), preset=args.preset, layers=args.layers, experts=args.experts,
+                           seed=args.seed, experts_dtype=args.experts_dtype, overwrite=args.overwrite,
+                           progress=not args.quiet)
+    print(out)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from quickmoe.checkpoint.reader import CheckpointReader
+    from quickmoe.config import ModelConfig
+
+    model_dir = Path(args.model) if args.model else _default_dir()
+    config = ModelConfig.from_dir(model_dir)
+    reader = CheckpointReader(model_dir)
+    experts = "mxfp4" if config.is_quantized("model.layers.0.mlp.experts") else "bf16"
+    kinds = {k: config.layer_types.count(k) for k in sorted(set(config.layer_types))}
+    print(f"{model_dir}\n  architecture: {config.architecture}\n  layers: {config.num_hidden_layers} {kinds}\n"
+          f"  hidden {config.hidden_size}, intermediate {config.intermediate_size}, heads "
+          f"{config.num_attention_heads}/{config.num_key_value_heads} x {config.head_dim}\n"
+          f"  experts: {config.num_local_experts} (top-{config.num_experts_per_tok}), {experts}\n"
+          f"  vocab: {config.vocab_size}\n  checkpoint: {len(reader.entries)} tensors, {reader.total_bytes:,} bytes "
+          f"in {len(reader.files)} file(s)" + ("\n  random weights (quickmoe make-checkpoint)"
+                                               if _is_synthetic(model_dir) else ""))
+    return 0
+
+
+def _default_dir() -> Path:
+    from quickmoe.checkpoint.default_model import ensure_default_model
+
+    return ensure_default_model()
+
+
+def _is_synthetic(model_dir: Path) -> bool:
+    try:
+        return "quickmoe_synthetic" in json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose, args.quiet)
+    try:
+        return args.func(args)
+    except QuickMoEError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""gpt-oss attention: GQA, RoPE, per-head sink logits, optional sliding window, over a KV cache."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from quickmoe.config import ModelConfig
+from quickmoe.layers.linear import Linear
+from quickmoe.layers.rotary import RotaryEmbedding
+from quickmoe.layers.weights import declare_weight
+from quickmoe.runtime.forward_batch import ForwardBatch
+
+
+def sink_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks: torch.Tensor,
+                       q_positions: torch.Tensor, window: int | None, scale: float) -> torch.Tensor:
+    """Attention of one sequence, in float32.
+
+    q [n, H, D] at absolute positions q_positions [n]; k, v [L, KV, D] hold positions 0..L-1.
+    Query at position p sees keys j <= p, and with a window only j > p - window (itself and
+    window-1 earlier tokens). Each head's sink logit joins the softmax denominator only:
+    p_j = exp(s_j) / (sum_j' exp(s_j') + exp(sink)). Returns [n, H, D] in q's dtype.
+    """
+    num_heads, num_kv = q.shape[1], k.shape[1]
+    k = k.float().repeat_interleave(num_heads // num_kv, dim=1)  # [L, H, D]
+    v = v.float().repeat_interleave(num_heads // num_kv, dim=1)
+    logits = torch.einsum("nhd,lhd->hnl", q.float(), k) * scale  # [H, n, L]
+    key_pos = torch.arange(k.shape[0], device=q.device)
+    visible = key_pos[None, :] <= q_positions[:, None]  # [n, L]
+    if window is not None:
+        visible &= key_pos[None, :] > q_positions[:, None] - window
+    logits = logits.masked_fill(~visible[None], float("-inf"))
+    sink = sinks.float()[:, None, None].expand(-1, logits.shape[1], 1)  # [H, n, 1]
+    combined = torch.cat([logits, sink], dim=-1)
+    probs = torch.softmax(combined - combined.amax(dim=-1, keepdim=True), dim=-1)[..., :-1]  # drop the sink
+    return torch.einsum("hnl,lhd->nhd", probs, v).to(q.dtype)
+
+
+class GptOssAttention(nn.Module):
+    """q/k/v/o projections with bias, NeoX YaRN RoPE, sinks, and a sliding window on some layers."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype, device: torch.device | str,
+                 rotary: RotaryEmbedding) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.num_heads, self.num_kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.window = config.layer_window(layer_idx)
+        self.scale = self.head_dim**-0.5
+        self.rotary = rotary  # shared by all layers; not a registered submodule of each
+        hidden, bias = config.hidden_size, config.attention_bias
+        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        kw = dict(bias=bias, dtype=dtype, device=device)
+        self.q_proj = Linear(hidden, q_size, **kw)
+        self.k_proj = Linear(hidden, kv_size, **kw)
+        self.v_proj = Linear(hidden, kv_size, **kw)
+        self.o_proj = Linear(q_size, hidden, **kw)
+        declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
+
+    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                batch: ForwardBatch) -> torch.Tensor:
+        num_tokens = hidden.shape[0]
+        q = self.q_proj(hidden).view(num_tokens, self.num_heads, self.head_dim)
+        k = self.k_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
+        q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
+        k_cache, v_cache = batch.kv_cache.layer(self.layer_idx)
+        k_cache[batch.token_slots, batch.positions] = k.to(k_cache.dtype)
+        v_cache[batch.token_slots, batch.positions] = v.to(v_cache.dtype)
+        out = torch.empty_like(q)
+        start = 0
+        for slot, n, ctx in zip(batch.seq_slots, batch.query_lens, batch.context_lens):
+            rows = slice(start, start + n)
+            out[rows] = sink_attention_ref(q[rows], k_cache[slot, :ctx], v_cache[slot, :ctx], self.sinks,
+                                           batch.positions[rows], self.window, self.scale)
+            start += n
+        return self.o_proj(out.view(num_tokens, -1))

@@ -1,0 +1,47 @@
+"""Declaring parameters together with how the checkpoint fills them.
+
+Every parameter a checkpoint fills is created with `declare_weight`, which records the tensor's shape
+and dtype *in the checkpoint* (validated before anything is read) and a `weight_loader(param, tensor)`
+that copies a checkpoint tensor into the parameter, converting dtype and layout as needed. Parameters
+are allocated once, directly on their device, in the layout the forward pass uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+WeightLoader = Callable[[nn.Parameter, torch.Tensor], None]
+
+
+def copy_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
+    """Copy as is (shapes were validated against `checkpoint_shape`), converting dtype and device."""
+    assert param.shape == loaded.shape, (param.shape, loaded.shape)
+    param.data.copy_(loaded)
+
+
+def transpose_last2_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
+    """Checkpoint [..., in, out] -> parameter [..., out, in] (HF's unquantized experts are stored in x out)."""
+    param.data.copy_(loaded.transpose(-1, -2))
+
+
+def declare_weight(
+    module: nn.Module,
+    name: str,
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    device: torch.device | str,
+    *,
+    checkpoint_dtype: torch.dtype,
+    checkpoint_shape: Sequence[int] | None = None,
+    weight_loader: WeightLoader = copy_weight_loader,
+) -> nn.Parameter:
+    """Register `module.<name>` as an uninitialised, frozen parameter filled by the checkpoint."""
+    param = nn.Parameter(torch.empty(tuple(shape), dtype=dtype, device=device), requires_grad=False)
+    param.checkpoint_shape = tuple(checkpoint_shape if checkpoint_shape is not None else shape)
+    param.checkpoint_dtype = checkpoint_dtype
+    param.weight_loader = weight_loader
+    module.register_parameter(name, param)
+    return param

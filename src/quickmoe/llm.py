@@ -1,0 +1,149 @@
+"""The offline Python API: `LLM(DIR).generate(prompts, SamplingParams(...))`.
+
+A simple batched generate loop over a contiguous KV cache: all prompts of a group are prefilled in
+one packed step, then decoded together until each stops. (Continuous batching over a paged cache is
+the engine of a later issue; this API will sit on top of it unchanged.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from quickmoe.config import EngineConfig
+from quickmoe.errors import RequestError
+from quickmoe.layers.sampler import Sampler
+from quickmoe.runtime.forward_batch import ForwardBatch
+from quickmoe.runtime.model_runner import ModelRunner
+from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.tokenizer import load_tokenizer
+
+logger = logging.getLogger(__name__)
+
+Prompt = str | Sequence[int]
+
+
+@dataclass
+class RequestOutput:
+    """The result of one prompt. finish_reason: 'stop' (EOS or a stop token) or 'length'."""
+
+    prompt: str | None
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finish_reason: str
+
+
+@dataclass
+class _Sequence:
+    prompt_ids: list[int]
+    params: SamplingParams
+    generator: torch.Generator | None
+    stop_ids: frozenset[int]
+    output_ids: list[int]
+    finish_reason: str | None = None
+
+
+class LLM:
+    """A gpt-oss model ready to generate. `model` is a checkpoint directory; None uses the embedded
+    default (a tiny random checkpoint built once into the cache: its text is meaningless)."""
+
+    def __init__(self, model: str | Path | None = None, *, device: str = "auto", dtype: str = "auto",
+                 max_model_len: int | None = None, max_num_seqs: int = 64) -> None:
+        self.engine_config = EngineConfig(model=None if model is None else str(model), device=device, dtype=dtype,
+                                          max_model_len=max_model_len, max_num_seqs=max_num_seqs)
+        if model is None:
+            from quickmoe.checkpoint.default_model import ensure_default_model
+
+            model = ensure_default_model()
+        self.model_dir = Path(model)
+        self.runner = ModelRunner(self.model_dir, self.engine_config)
+        self.config = self.runner.config
+        self.tokenizer = load_tokenizer(self.model_dir)
+        self.max_model_len = max_model_len or self.config.max_position_embeddings
+        self.sampler = Sampler()
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def _prompt_ids(self, prompt: Prompt, index: int) -> list[int]:
+        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
+        if not ids:
+            raise RequestError(f"prompt {index}: empty (expected at least one token)")
+        bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
+        if bad:
+            raise RequestError(f"prompt {index}: token id {bad[0]} is outside the model's vocabulary "
+                               f"[0, {self.config.vocab_size})")
+        if len(ids) >= self.max_model_len:
+            raise RequestError(f"prompt {index}: {len(ids)} tokens leave no room to generate within "
+                               f"max_model_len={self.max_model_len}")
+        return ids
+
+    def _stop_ids(self, params: SamplingParams) -> frozenset[int]:
+        eos = () if params.ignore_eos else (self.config.eos_token_ids or self.tokenizer.eos_token_ids)
+        return frozenset(eos) | frozenset(params.stop_token_ids)
+
+    # -- generation -------------------------------------------------------------------------------
+    def generate(self, prompts: Prompt | Sequence[Prompt],
+                 sampling_params: SamplingParams | Sequence[SamplingParams] | None = None) -> list[RequestOutput]:
+        """Generate for each prompt (text, or a list of token ids). One SamplingParams for all, or one each."""
+        if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        prompts = list(prompts)
+        if sampling_params is None:
+            sampling_params = SamplingParams()
+        params = [sampling_params] * len(prompts) if isinstance(sampling_params, SamplingParams) \
+            else list(sampling_params)
+        if len(params) != len(prompts):
+            raise RequestError(f"got {len(params)} SamplingParams for {len(prompts)} prompts (expected one or "
+                               "one per prompt)")
+        seqs = []
+        for i, (prompt, p) in enumerate(zip(prompts, params)):
+            gen = None
+            if not p.greedy:
+                gen = torch.Generator().manual_seed(p.seed if p.seed is not None else
+                                                    int(torch.randint(0, 2**62, ()).item()))
+            seqs.append(_Sequence(self._prompt_ids(prompt, i), p, gen, self._stop_ids(p), []))
+        step = self.engine_config.max_num_seqs
+        for start in range(0, len(seqs), step):
+            self._run_group(seqs[start:start + step])
+        return [RequestOutput(prompt=prompt if isinstance(prompt, str) else None, prompt_token_ids=s.prompt_ids,
+                              token_ids=s.output_ids, text=self.tokenizer.decode(s.output_ids),
+                              finish_reason=s.finish_reason or "length")
+                for prompt, s in zip(prompts, seqs)]
+
+    def chat(self, messages: Sequence[dict], sampling_params: SamplingParams | None = None) -> RequestOutput:
+        """Render a conversation with the model's chat format (harmony for gpt-oss) and complete it."""
+        params = sampling_params or SamplingParams()
+        stop = tuple(params.stop_token_ids) + tuple(self.tokenizer.chat_stop_token_ids)
+        params = SamplingParams(max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
+                                seed=params.seed, stop_token_ids=stop, ignore_eos=params.ignore_eos)
+        return self.generate([self.tokenizer.render_chat(list(messages))], params)[0]
+
+    def _run_group(self, seqs: list[_Sequence]) -> None:
+        """Prefill every sequence of the group in one packed step, then decode them together."""
+        max_len = min(self.max_model_len, max(len(s.prompt_ids) + s.params.max_tokens for s in seqs))
+        cache = self.runner.new_kv_cache(len(seqs), max_len)
+        slots = list(range(len(seqs)))
+        batch = ForwardBatch.build([s.prompt_ids for s in seqs], [0] * len(seqs), slots, cache, self.runner.device)
+        active = list(slots)
+        while active:
+            logits = self.runner.forward(batch)  # [B, V]
+            tokens = self.sampler(logits, [seqs[i].params for i in active], [seqs[i].generator for i in active])
+            still = []
+            for i, tok in zip(active, tokens):
+                s = seqs[i]
+                s.output_ids.append(tok)
+                if tok in s.stop_ids:
+                    s.finish_reason = "stop"
+                elif len(s.output_ids) >= s.params.max_tokens or len(s.prompt_ids) + len(s.output_ids) >= max_len:
+                    s.finish_reason = "length"
+                else:
+                    still.append(i)
+            active = still
+            if active:
+                batch = ForwardBatch.build([[seqs[i].output_ids[-1]] for i in active],
+                                           [len(seqs[i].prompt_ids) + len(seqs[i].output_ids) - 1 for i in active],
+                                           active, cache, self.runner.device)

@@ -1,0 +1,54 @@
+"""Shared helpers: small random checkpoints written by quickmoe's own synthesis, and the transformers
+reference loaded from the same files (MXFP4 dequantized, eager attention, eager experts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+SMALL_VOCAB = 1024
+
+
+def small_overrides(**kw) -> dict:
+    """Overrides that keep tests fast: a small vocabulary with special ids inside it."""
+    base = dict(vocab_size=SMALL_VOCAB, eos_token_id=SMALL_VOCAB - 2, pad_token_id=SMALL_VOCAB - 1)
+    base.update(kw)
+    return base
+
+
+def write_small_checkpoint(out: Path, *, experts_dtype: str = "mxfp4", layers: int = 2, experts: int = 4,
+                           seed: int = 0, **overrides) -> Path:
+    from quickmoe.checkpoint.synth import write_checkpoint
+
+    return write_checkpoint(out, preset="tiny", layers=layers, experts=experts, seed=seed,
+                            experts_dtype=experts_dtype, overrides=small_overrides(**overrides), progress=False)
+
+
+def load_hf_reference(model_dir: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"):
+    """transformers' GptOssForCausalLM on the same files: the independent reference."""
+    from transformers import GptOssForCausalLM, Mxfp4Config
+
+    import json
+
+    quantized = "quantization_config" in json.loads((model_dir / "config.json").read_text())
+    kwargs = dict(quantization_config=Mxfp4Config(dequantize=True)) if quantized else {}
+    model = GptOssForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="eager",
+                                              experts_implementation="eager", **kwargs)
+    return model.to(device).eval()
+
+
+@pytest.fixture(scope="session")
+def ckpt_factory(tmp_path_factory):
+    """Memoised checkpoint writer: the same arguments give the same directory within a session."""
+    made: dict[tuple, Path] = {}
+
+    def make(**kw) -> Path:
+        key = tuple(sorted(kw.items(), key=lambda kv: kv[0]))
+        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in key)
+        if key not in made:
+            made[key] = write_small_checkpoint(tmp_path_factory.mktemp("ckpt") / "model", **kw)
+        return made[key]
+
+    return make

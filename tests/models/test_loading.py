@@ -1,0 +1,114 @@
+"""Loading a checkpoint into the model: exact values, and every CheckpointError naming its culprit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from quickmoe.checkpoint.reader import CheckpointReader
+from quickmoe.config import EngineConfig
+from quickmoe.errors import CheckpointError
+from quickmoe.runtime.model_runner import ModelRunner
+
+
+def _runner(model_dir):
+    return ModelRunner(model_dir, EngineConfig(model=str(model_dir), device="cpu", dtype="float32"))
+
+
+@pytest.mark.parametrize("experts_dtype", ["mxfp4", "bf16"])
+def test_every_parameter_holds_its_checkpoint_tensor(ckpt_factory, experts_dtype):
+    model_dir = ckpt_factory(experts_dtype=experts_dtype, hidden_size=64, intermediate_size=64)
+    runner = _runner(model_dir)
+    reader = CheckpointReader(model_dir)
+    params = dict(runner.model.named_parameters())
+    assert set(params) == set(reader.entries)
+    for name, tensor in reader.iter_tensors():
+        got = params[name].data
+        if name.endswith(("experts.gate_up_proj", "experts.down_proj")):  # in x out -> out x in
+            tensor = tensor.transpose(-1, -2)
+        assert torch.equal(got, tensor.to(got.dtype)), name
+
+
+def _copy(model_dir, tmp_path):
+    dst = tmp_path / "copy"
+    shutil.copytree(model_dir, dst)
+    return dst
+
+
+def _rewrite_single_shard(model_dir, mutate):
+    """Rewrite the (only) shard with `mutate(tensors: dict)` applied, keeping the index consistent."""
+    from safetensors.torch import load_file, save_file
+
+    index_path = model_dir / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    (shard,) = set(index["weight_map"].values())
+    tensors = load_file(model_dir / shard)
+    mutate(tensors)
+    save_file(tensors, model_dir / shard, metadata={"format": "pt"})
+    index["weight_map"] = {name: shard for name in tensors}
+    index_path.write_text(json.dumps(index))
+    return shard
+
+
+def test_unexpected_tensor_is_named(ckpt_factory, tmp_path):
+    d = _copy(ckpt_factory(hidden_size=64, intermediate_size=64), tmp_path)
+    shard = _rewrite_single_shard(d, lambda t: t.update({"model.layers.0.mlp.extra.weight": torch.ones(3)}))
+    with pytest.raises(CheckpointError) as err:
+        _runner(d)
+    assert "model.layers.0.mlp.extra.weight" in str(err.value) and shard in str(err.value)
+
+
+def test_missing_tensor_is_named(ckpt_factory, tmp_path):
+    d = _copy(ckpt_factory(hidden_size=64, intermediate_size=64), tmp_path)
+    _rewrite_single_shard(d, lambda t: t.pop("model.layers.1.self_attn.sinks"))
+    with pytest.raises(CheckpointError, match=r"model\.layers\.1\.self_attn\.sinks"):
+        _runner(d)
+
+
+def test_wrong_shape_and_dtype_are_named(ckpt_factory, tmp_path):
+    d = _copy(ckpt_factory(hidden_size=64, intermediate_size=64), tmp_path)
+
+    def mutate(t):
+        t["model.layers.0.mlp.router.bias"] = torch.randn(5).to(torch.bfloat16)
+        t["model.norm.weight"] = t["model.norm.weight"].float()
+
+    _rewrite_single_shard(d, mutate)
+    with pytest.raises(CheckpointError) as err:
+        _runner(d)
+    msg = str(err.value)
+    assert "model.layers.0.mlp.router.bias" in msg and "model.norm.weight" in msg  # both reported at once
+
+
+def test_truncated_shard_is_named_before_loading(ckpt_factory, tmp_path):
+    d = _copy(ckpt_factory(hidden_size=64, intermediate_size=64), tmp_path)
+    shard = next(d.glob("model-*.safetensors"))
+    os.truncate(shard, shard.stat().st_size - 100)
+    with pytest.raises(CheckpointError) as err:
+        _runner(d)
+    assert shard.name in str(err.value)
+
+
+def test_header_length_corruption_is_named(ckpt_factory, tmp_path):
+    d = _copy(ckpt_factory(hidden_size=64, intermediate_size=64), tmp_path)
+    shard = next(d.glob("model-*.safetensors"))
+    with open(shard, "r+b") as f:
+        f.write(struct.pack("<Q", 2**40))
+    with pytest.raises(CheckpointError, match=shard.name):
+        _runner(d)
+
+
+def test_cli_prints_one_line_error_without_traceback(ckpt_factory, tmp_path):
+    d = _copy(ckpt_factory(hidden_size=64, intermediate_size=64), tmp_path)
+    _rewrite_single_shard(d, lambda t: t.pop("lm_head.weight"))
+    proc = subprocess.run([sys.executable, "-m", "quickmoe", "generate", str(d), "--prompt", "hi", "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and "lm_head.weight" in proc.stderr
+    assert "Traceback" not in proc.stderr

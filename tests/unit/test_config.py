@@ -1,0 +1,129 @@
+"""ModelConfig parsing and every ConfigError path (each message must name the culprit)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quickmoe.config import EngineConfig, ModelConfig
+from quickmoe.errors import ConfigError, RequestError
+from quickmoe.runtime.sampling_params import SamplingParams
+
+
+def gpt_oss_20b_config() -> dict:
+    """config.json of the published gpt-oss-20b (fields quickmoe reads)."""
+    return {
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088,
+        "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64,
+        "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 32, "num_experts_per_tok": 4,
+        "experts_per_token": 4, "sliding_window": 128, "rms_norm_eps": 1e-05, "swiglu_limit": 7.0,
+        "layer_types": ["sliding_attention", "full_attention"] * 12, "max_position_embeddings": 131072,
+        "rope_theta": 150000, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                                               "original_max_position_embeddings": 4096, "rope_type": "yarn",
+                                               "truncate": False},
+        "attention_bias": True, "tie_word_embeddings": False, "eos_token_id": 200002, "pad_token_id": 199999,
+        "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+            "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
+    }
+
+
+def test_parses_published_20b_config(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(gpt_oss_20b_config()))
+    cfg = ModelConfig.from_dir(tmp_path)
+    assert cfg.num_hidden_layers == 24 and cfg.num_local_experts == 32 and cfg.num_experts_per_tok == 4
+    assert cfg.layer_window(0) == 128 and cfg.layer_window(1) is None
+    assert cfg.rope.rope_type == "yarn" and cfg.rope.factor == 32.0 and cfg.rope.truncate is False
+    assert cfg.rope.rope_theta == 150000.0
+    assert abs(cfg.rope.cos_sin_scale - (0.1 * 3.4657359027997265 + 1)) < 1e-12  # 0.1 ln 32 + 1
+    assert cfg.is_quantized("model.layers.3.mlp.experts")
+    assert not cfg.is_quantized("model.layers.3.self_attn") and not cfg.is_quantized("lm_head")
+    assert cfg.eos_token_ids == (200002,) and cfg.num_kv_groups == 8
+
+
+def test_rope_parameters_spelling_equals_rope_scaling_spelling():
+    raw = gpt_oss_20b_config()
+    old = ModelConfig.from_dict(raw)
+    new_raw = dict(raw)
+    new_raw["rope_parameters"] = dict(raw.pop("rope_scaling"), rope_theta=raw.pop("rope_theta"))
+    del new_raw["rope_scaling"], new_raw["rope_theta"]
+    assert ModelConfig.from_dict(new_raw).rope == old.rope
+
+
+def test_absent_quantization_means_bf16_experts_and_layer_types_default():
+    raw = gpt_oss_20b_config()
+    del raw["quantization_config"], raw["layer_types"]
+    cfg = ModelConfig.from_dict(raw)
+    assert cfg.quantization is None and not cfg.is_quantized("model.layers.0.mlp.experts")
+    assert cfg.layer_types[:3] == ("sliding_attention", "full_attention", "sliding_attention")
+
+
+def test_modules_to_not_convert_can_exclude_experts():
+    raw = gpt_oss_20b_config()
+    raw["quantization_config"]["modules_to_not_convert"].append("model.layers.*.mlp.experts")
+    assert not ModelConfig.from_dict(raw).is_quantized("model.layers.0.mlp.experts")
+
+
+@pytest.mark.parametrize("mutate, culprits", [
+    (lambda r: r.update(architectures=["LlamaForCausalLM"]), ["architectures", "LlamaForCausalLM",
+                                                              "GptOssForCausalLM"]),
+    (lambda r: r.pop("hidden_size"), ["hidden_size", "missing"]),
+    (lambda r: r.update(hidden_size="2880"), ["hidden_size", "'2880'", "integer"]),
+    (lambda r: r.update(num_hidden_layers=0), ["num_hidden_layers", "0", "positive"]),
+    (lambda r: r.update(num_hidden_layers=True), ["num_hidden_layers", "True"]),
+    (lambda r: r.update(num_key_value_heads=7), ["num_key_value_heads", "7", "divisor"]),
+    (lambda r: r.update(num_experts_per_tok=64, experts_per_token=64), ["num_experts_per_tok", "64"]),
+    (lambda r: r.update(layer_types=["sliding_attention"] * 3), ["layer_types", "24 entries"]),
+    (lambda r: r["layer_types"].__setitem__(5, "local"), ["layer_types[5]", "'local'", "full_attention"]),
+    (lambda r: r.update(rope_scaling={"rope_type": "ntk"}), ["rope_scaling.rope_type", "'ntk'", "yarn"]),
+    (lambda r: r["rope_scaling"].pop("factor"), ["factor", "missing", "rope_scaling"]),
+    (lambda r: r.update(rope_theta=-1), ["rope_theta", "-1"]),
+    (lambda r: r.update(quantization_config={"quant_method": "gptq"}),
+     ["quantization_config.quant_method", "'gptq'", "mxfp4"]),
+    (lambda r: r["quantization_config"].update(modules_to_not_convert="lm_head"),
+     ["modules_to_not_convert", "list"]),
+    (lambda r: r.update(hidden_size=2890), ["hidden_size", "2890", "multiple of 32"]),
+    (lambda r: r.update(eos_token_id=300000), ["eos_token_id", "300000"]),
+    (lambda r: r.update(eos_token_id="</s>"), ["eos_token_id", "'</s>'"]),
+    (lambda r: r.update(rms_norm_eps="tiny"), ["rms_norm_eps", "'tiny'", "number"]),
+])
+def test_invalid_config_names_field_value_and_expectation(mutate, culprits):
+    raw = gpt_oss_20b_config()
+    mutate(raw)
+    with pytest.raises(ConfigError) as err:
+        ModelConfig.from_dict(raw, source="dir/config.json")
+    msg = str(err.value)
+    assert "dir/config.json" in msg
+    for word in culprits:
+        assert word in msg, f"{word!r} not in {msg!r}"
+
+
+def test_config_file_errors_name_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="not a directory"):
+        ModelConfig.from_dir(tmp_path / "nope")
+    with pytest.raises(ConfigError, match=r"config\.json: missing"):
+        ModelConfig.from_dir(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"config\.json: not valid JSON"):
+        ModelConfig.from_dir(tmp_path)
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="expected a JSON object"):
+        ModelConfig.from_dir(tmp_path)
+
+
+@pytest.mark.parametrize("kwargs, culprit", [
+    (dict(device="tpu"), "'tpu'"), (dict(dtype="fp8"), "'fp8'"), (dict(max_model_len=1), "max_model_len"),
+    (dict(max_num_seqs=0), "max_num_seqs"),
+])
+def test_engine_config_rejects_invalid_options(kwargs, culprit):
+    with pytest.raises(ConfigError, match=culprit):
+        EngineConfig(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, culprit", [
+    (dict(max_tokens=0), "max_tokens"), (dict(temperature=-0.5), "temperature"), (dict(top_p=0), "top_p"),
+    (dict(top_p=1.5), "top_p"), (dict(seed="x"), "seed"), (dict(stop_token_ids=[-1]), "stop_token_ids"),
+])
+def test_sampling_params_reject_invalid_values(kwargs, culprit):
+    with pytest.raises(RequestError, match=culprit):
+        SamplingParams(**kwargs)
