@@ -1,0 +1,81 @@
+"""The tokenizer interface the engine uses, and what every implementation shares."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from quickmoe.errors import TokenizerError
+from quickmoe.tokenizer import chat
+from quickmoe.tokenizer.chat import ChatSegment
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """`text` with surrogate pairs joined and lone surrogates (not encodable as UTF-8) replaced by U+FFFD,
+    as tiktoken and openai-harmony do."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class Tokenizer(ABC):
+    """Text <-> token ids, plus the model's chat format (harmony, for gpt-oss vocabularies).
+
+    Subclasses set `name` (what error messages call it), `vocab_size` (number of ids, special tokens
+    included), `eos_token_ids` (ids that end a plain-text generation) and `uses_harmony` (whether the
+    vocabulary is o200k_harmony, so that openai-harmony renders and parses its chats).
+    """
+
+    name: str
+    vocab_size: int
+    eos_token_ids: tuple[int, ...]
+    uses_harmony: bool
+
+    @abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """Plain text to ids. Special-token strings in the text ("<|end|>") are ordinary text."""
+
+    @abstractmethod
+    def decode_bytes(self, ids: Sequence[int]) -> bytes:
+        """Ids to the bytes they stand for; may stop inside a UTF-8 character (incremental decoding)."""
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Ids to text; bytes that are not valid UTF-8 become U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def render_chat(self, messages: Sequence[Mapping[str, Any]], reasoning_effort: str | None = None) -> list[int]:
+        """The conversation's prompt ids, ready for the assistant to complete (see tokenizer.chat)."""
+        self._require_harmony("render a chat")
+        return chat.render_chat(messages, reasoning_effort)
+
+    @property
+    def chat_stop_token_ids(self) -> tuple[int, ...]:
+        """Tokens that end an assistant turn in a chat (harmony: <|return|>, <|call|>)."""
+        return chat.CHAT_STOP_TOKEN_IDS if self.uses_harmony else self.eos_token_ids
+
+    def parse_chat_completion(self, ids: Sequence[int]) -> list[ChatSegment]:
+        """A chat completion's ids split into (channel, text) segments: analysis, final, ..."""
+        checked = self.checked_ids(ids)
+        if not self.uses_harmony:
+            return [ChatSegment(channel="final", text=self.decode(checked))]
+        return chat.parse_chat_completion(checked)
+
+    def checked_ids(self, ids: Sequence[int]) -> list[int]:
+        """`ids` as a list of ints, each checked to lie in [0, vocab_size)."""
+        try:
+            checked = [int(t) for t in ids]
+        except (TypeError, ValueError) as exc:
+            raise TokenizerError(f"{self.name}: token ids must be integers ({exc})") from exc
+        for token in checked:
+            if not 0 <= token < self.vocab_size:
+                raise TokenizerError(f"{self.name}: token id {token} is outside the vocabulary "
+                                     f"[0, {self.vocab_size})")
+        return checked
+
+    def _require_harmony(self, action: str) -> None:
+        if not self.uses_harmony:
+            raise TokenizerError(f"{self.name}: cannot {action}: the vocabulary lacks harmony's special tokens "
+                                 "(<|start|>=200006, <|message|>=200008, ...) and other chat templates are "
+                                 "not supported yet")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} vocab_size={self.vocab_size}>"

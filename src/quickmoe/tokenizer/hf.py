@@ -1,0 +1,153 @@
+"""A tokenizer backed by a model directory's Hugging Face tokenizer.json (the `tokenizers` library).
+
+eos ids come from generation_config.json (`eos_token_id`), tokenizer_config.json and
+special_tokens_map.json (`eos_token`), whichever exist. When the vocabulary is o200k_harmony (the
+harmony special tokens at their gpt-oss ids, and o200k's ids for plain text) chats are rendered and
+parsed by openai-harmony, exactly as for the built-in tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from quickmoe.errors import TokenizerError
+from quickmoe.tokenizer.base import Tokenizer, replace_lone_surrogates
+from quickmoe.tokenizer.byte_level import text_to_bytes
+from quickmoe.tokenizer.vocab import (CALL, CHANNEL, CONSTRAIN, END, GPT_OSS_EOS_TOKEN_IDS, MESSAGE, RETURN, START,
+                                      special_token_names)
+
+logger = logging.getLogger(__name__)
+
+TOKENIZER_FILE = "tokenizer.json"
+_HARMONY_PROBE_TEXT, _HARMONY_PROBE_IDS = "Hello world", [13225, 2375]
+# the tokens harmony's format is made of, at their o200k_harmony ids
+HARMONY_FORMAT_TOKEN_IDS = (RETURN, CONSTRAIN, CHANNEL, START, END, MESSAGE, CALL)
+_BYTE_FALLBACK_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON file holding an object; {} if the file does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TokenizerError(f"{path}: cannot read it ({exc})") from exc
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TokenizerError(f"{path}: not valid JSON ({exc}); expected a JSON object") from exc
+    if not isinstance(obj, dict):
+        raise TokenizerError(f"{path}: expected a JSON object, found {type(obj).__name__}")
+    return obj
+
+
+class HFTokenizer(Tokenizer):
+    """The tokenizer described by `model_dir/tokenizer.json` (Hugging Face `tokenizers` format)."""
+
+    def __init__(self, model_dir: Path) -> None:
+        import tokenizers
+
+        self.model_dir = Path(model_dir)
+        self.path = self.model_dir / TOKENIZER_FILE
+        self.name = str(self.path)
+        try:
+            self._tokenizer = tokenizers.Tokenizer.from_file(str(self.path))
+        except Exception as exc:  # tokenizers raises a plain Exception for every kind of bad file
+            raise TokenizerError(f"{self.path}: not a valid Hugging Face tokenizer.json ({exc}); expected the "
+                                 "JSON written by the `tokenizers` library") from exc
+        self._tokenizer.encode_special_tokens = True  # "<|end|>" in user text stays plain text
+        self.vocab_size = self._tokenizer.get_vocab_size(with_added_tokens=True)
+        self.uses_harmony = self._has_harmony_vocabulary()
+        self.eos_token_ids = self._read_eos_token_ids()
+        self._id_to_bytes: list[bytes | None] | None = None
+        logger.debug("%s: %d ids, eos %s, harmony chat: %s", self.path, self.vocab_size, self.eos_token_ids,
+                     self.uses_harmony)
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise TokenizerError(f"{self.name}: can only encode str, got {type(text).__name__}")
+        try:
+            return self._tokenizer.encode(text, add_special_tokens=False).ids
+        except TypeError:  # lone surrogates: not UTF-8
+            return self._tokenizer.encode(replace_lone_surrogates(text), add_special_tokens=False).ids
+
+    def decode_bytes(self, ids: Sequence[int]) -> bytes:
+        table = self._decode_table()
+        pieces = []
+        for token in self.checked_ids(ids):
+            piece = table[token]
+            if piece is None:
+                raise TokenizerError(f"{self.name}: token id {token} has no token (the ids are not contiguous)")
+            pieces.append(piece)
+        return b"".join(pieces)
+
+    # -- construction helpers ---------------------------------------------------------------------
+    def _has_harmony_vocabulary(self) -> bool:
+        names = special_token_names()
+        if any(self._tokenizer.token_to_id(names[token_id]) != token_id for token_id in HARMONY_FORMAT_TOKEN_IDS):
+            return False
+        return self.encode(_HARMONY_PROBE_TEXT) == _HARMONY_PROBE_IDS
+
+    def _eos_token_from(self, path: Path) -> int | None:
+        eos = read_json_object(path).get("eos_token")
+        if isinstance(eos, dict):
+            eos = eos.get("content")
+        if eos is None:
+            return None
+        if not isinstance(eos, str):
+            raise TokenizerError(f"{path}: eos_token = {eos!r}, expected a token string")
+        token_id = self._tokenizer.token_to_id(eos)
+        if token_id is None:
+            raise TokenizerError(f"{path}: eos_token {eos!r} is not a token of {self.path}")
+        return token_id
+
+    def _read_eos_token_ids(self) -> tuple[int, ...]:
+        found: list[int] = []
+        generation_config = self.model_dir / "generation_config.json"
+        eos = read_json_object(generation_config).get("eos_token_id")
+        for token_id in eos if isinstance(eos, list) else [eos]:
+            if token_id is None:
+                continue
+            if not isinstance(token_id, int) or not 0 <= token_id < self.vocab_size:
+                raise TokenizerError(f"{generation_config}: eos_token_id {token_id!r} is not a token id in "
+                                     f"[0, {self.vocab_size})")
+            found.append(token_id)
+        for name in ("tokenizer_config.json", "special_tokens_map.json"):
+            token_id = self._eos_token_from(self.model_dir / name)
+            if token_id is not None:
+                found.append(token_id)
+        if self.uses_harmony:
+            found.extend(GPT_OSS_EOS_TOKEN_IDS)
+        return tuple(dict.fromkeys(found))
+
+    def _decode_table(self) -> list[bytes | None]:
+        if self._id_to_bytes is None:
+            self._id_to_bytes = self._build_decode_table()
+        return self._id_to_bytes
+
+    def _build_decode_table(self) -> list[bytes | None]:
+        vocab = self._tokenizer.get_vocab(with_added_tokens=True)
+        added = {token_id: token.content for token_id, token in self._tokenizer.get_added_tokens_decoder().items()}
+        byte_level = self._is_byte_level()
+        byte_fallback = bool(getattr(self._tokenizer.model, "byte_fallback", False))
+        table: list[bytes | None] = [None] * (max(vocab.values(), default=-1) + 1)
+        for token, token_id in vocab.items():
+            if token_id in added:
+                table[token_id] = added[token_id].encode("utf-8")
+            elif byte_level:
+                table[token_id] = text_to_bytes(token) or token.encode("utf-8")
+            elif byte_fallback and _BYTE_FALLBACK_TOKEN.fullmatch(token):
+                table[token_id] = bytes([int(token[3:5], 16)])
+            else:  # SentencePiece-style: U+2581 marks a space
+                table[token_id] = token.replace("\u2581", " ").encode("utf-8")
+        return table
+
+    def _is_byte_level(self) -> bool:
+        decoder = self._tokenizer.decoder
+        return decoder is not None and b'"ByteLevel"' in decoder.__getstate__()
