@@ -1,219 +1,243 @@
 """Random gpt-oss checkpoints in the exact Hugging Face layout, written as a stream.
 
 `write_checkpoint` plans every tensor's place first (names, shapes, dtypes, shards, offsets), writes
-each shard's safetensors header, then generates each tensor in bounded chunks and appends its bytes,
-so host memory stays small whatever the model size. Each tensor's generator is seeded from
-(seed, tensor name): the same seed gives the same bytes.
+each shard's safetensors header, then appends the tensors' bytes in order as `random_weights`
+generates them in bounded chunks on a few threads, so host memory stays small whatever the model
+size. The directory is assembled under a temporary name and renamed at the end: an interrupted run
+leaves no half checkpoint behind.
 
-Weights are scaled so activations stay finite and meaningful through every layer: linear weights
-~ N(0, 1/in), norms near 1, sinks ~ N(0, 1), a router with spread, and MXFP4 experts of uniform random
-codes whose E8M0 scales give an effective std near 1/sqrt(in).
+The same seed gives byte-identical files. Weights are scaled so that activations stay finite and
+meaningful through every layer (see `random_weights`). bf16 experts (`experts_dtype="bf16"`) are
+exactly the dequantized MXFP4 experts of the same seed, in Hugging Face's unquantized layout (in x out),
+so both formats describe the same model.
 """
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import json
 import logging
-import math
 import os
 import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-import torch
-
-from quickmoe.checkpoint.presets import GENERATION_CONFIG, PRESETS, alternating_layer_types, base_config
-from quickmoe.checkpoint.safetensors_writer import ShardPlan, plan_shards, write_shard
+from quickmoe.checkpoint import random_weights
+from quickmoe.checkpoint.presets import PRESETS, alternating_layer_types, base_config, generation_config
+from quickmoe.checkpoint.safetensors_writer import ShardPlan, TensorSpec, plan_shards, tensor_nbytes, write_shard
 from quickmoe.config import ModelConfig
 from quickmoe.errors import ConfigError
+from quickmoe.formats.mxfp4 import BLOCK_SIZE
 
 logger = logging.getLogger(__name__)
 
 EXPERTS_DTYPES = ("mxfp4", "bf16")
-_E2M1_RMS = math.sqrt(sum(v * v for v in (0, .5, 1, 1.5, 2, 3, 4, 6)) / 8)  # rms of a uniform random code
-_CHUNK = 1 << 24  # elements generated at once
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One checkpoint tensor: name, shape, safetensors dtype ('BF16' or 'U8'), and how to fill it."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    init: str  # normal | ones_noise | fp4_codes | e8m0
-    std: float = 0.0
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * (2 if self.dtype == "BF16" else 1)
+_MAX_WORKERS = 4  # generator threads (the bytes do not depend on it)
+_CHECKPOINT_MARKERS = ("config.json", "model.safetensors.index.json")
 
 
 def preset_config(preset: str, *, layers: int | None = None, experts: int | None = None,
-                  experts_dtype: str = "mxfp4", **overrides) -> dict:
-    """The config.json dict of a preset, with optional changes; validated by ModelConfig."""
+                  experts_dtype: str = "mxfp4", **overrides: Any) -> dict[str, Any]:
+    """The config.json dict of `preset`, optionally with `layers` decoder layers (layer_types alternate
+    sliding/full), `experts` experts per layer, bf16 experts (no quantization_config) and other
+    config.json fields replaced (`overrides`, e.g. hidden_size=64, vocab_size=512). When a smaller
+    vocabulary leaves the published eos/pad ids out of range and they are not overridden, they become
+    vocab_size-2 and vocab_size-1. Validated by ModelConfig: anything invalid raises ConfigError naming
+    the field, the value and what was expected."""
     if preset not in PRESETS:
         raise ConfigError(f"option 'preset' = {preset!r}: expected one of {list(PRESETS)}")
     if experts_dtype not in EXPERTS_DTYPES:
         raise ConfigError(f"option 'experts_dtype' = {experts_dtype!r}: expected one of {list(EXPERTS_DTYPES)}")
-    for name, value in (("layers", layers), ("experts", experts)):
+    for option, value in (("layers", layers), ("experts", experts)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigError(f"option '{name}' = {value!r}: expected a positive integer")
+            raise ConfigError(f"option '{option}' = {value!r}: expected a positive integer (or None for the "
+                              f"preset's own)")
     cfg = base_config(preset)
+    unknown = sorted(set(overrides) - set(cfg))
+    if unknown:
+        raise ConfigError(f"override {unknown[0]!r} = {overrides[unknown[0]]!r}: not a field of the {preset!r} "
+                          f"config.json; expected one of {sorted(cfg)}")
     if layers is not None:
-        cfg.update(num_hidden_layers=layers, layer_types=alternating_layer_types(layers))
+        cfg["num_hidden_layers"] = layers
     if experts is not None:
         cfg["num_local_experts"] = experts
-    if "num_experts_per_tok" in overrides:
-        overrides["experts_per_token"] = overrides["num_experts_per_tok"]
     cfg.update(overrides)
+    if "layer_types" not in overrides:
+        cfg["layer_types"] = alternating_layer_types(cfg["num_hidden_layers"])
+    top_k = overrides.get("num_experts_per_tok", overrides.get("experts_per_token", cfg["num_experts_per_tok"]))
+    cfg["num_experts_per_tok"] = cfg["experts_per_token"] = top_k
+    vocab = cfg["vocab_size"]
+    if isinstance(vocab, int) and vocab > 0:
+        if "pad_token_id" not in overrides and isinstance(cfg["pad_token_id"], int) and cfg["pad_token_id"] >= vocab:
+            cfg["pad_token_id"] = vocab - 1
+        if "eos_token_id" not in overrides and isinstance(cfg["eos_token_id"], int) and cfg["eos_token_id"] >= vocab:
+            cfg["eos_token_id"] = max(vocab - 2, 0)
     if experts_dtype == "bf16":
-        cfg.pop("quantization_config", None)
-    ModelConfig.from_dict(cfg, source=f"preset {preset!r}")  # raises ConfigError naming the bad field
+        del cfg["quantization_config"]
+    ModelConfig.from_dict(cfg, source=f"preset {preset!r}")
     return cfg
 
 
-def tensor_specs(cfg: dict) -> list[TensorSpec]:
-    """Every tensor of the checkpoint, in file order, exactly as the published gpt-oss checkpoints."""
-    c = ModelConfig.from_dict(cfg)
-    h, i, e, v = c.hidden_size, c.intermediate_size, c.num_local_experts, c.vocab_size
+def tensor_specs(config: dict[str, Any]) -> list[TensorSpec]:
+    """Every tensor of a gpt-oss checkpoint for config.json dict `config`, in file order, with the
+    names, shapes and dtypes of the published checkpoints: experts as MXFP4 `*_blocks` [E, N, K/32, 16]
+    and `*_scales` [E, N, K/32] (out x in) when the config quantizes them, else Hugging Face's bf16
+    `gate_up_proj` [E, H, 2I] and `down_proj` [E, I, H] (in x out); everything else bf16."""
+    c = ModelConfig.from_dict(config)
+    h, inter, e, v = c.hidden_size, c.intermediate_size, c.num_local_experts, c.vocab_size
     q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
-    specs = [TensorSpec("model.embed_tokens.weight", (v, h), "BF16", "normal", 1.0)]
+    specs = [TensorSpec("model.embed_tokens.weight", (v, h), "BF16")]
     for n in range(c.num_hidden_layers):
         p = f"model.layers.{n}"
-        specs += [
-            TensorSpec(f"{p}.input_layernorm.weight", (h,), "BF16", "ones_noise", 0.05),
-            TensorSpec(f"{p}.post_attention_layernorm.weight", (h,), "BF16", "ones_noise", 0.05),
-        ]
+        specs.append(TensorSpec(f"{p}.input_layernorm.weight", (h,), "BF16"))
         for proj, out_f, in_f in (("q_proj", q, h), ("k_proj", kv, h), ("v_proj", kv, h), ("o_proj", h, q)):
-            specs += [TensorSpec(f"{p}.self_attn.{proj}.weight", (out_f, in_f), "BF16", "normal", in_f**-0.5),
-                      TensorSpec(f"{p}.self_attn.{proj}.bias", (out_f,), "BF16", "normal", 0.1)]
-        specs += [
-            TensorSpec(f"{p}.self_attn.sinks", (c.num_attention_heads,), "BF16", "normal", 1.0),
-            TensorSpec(f"{p}.mlp.router.weight", (e, h), "BF16", "normal", 2.0 * h**-0.5),
-            TensorSpec(f"{p}.mlp.router.bias", (e,), "BF16", "normal", 0.1),
-        ]
+            specs += [TensorSpec(f"{p}.self_attn.{proj}.weight", (out_f, in_f), "BF16"),
+                      TensorSpec(f"{p}.self_attn.{proj}.bias", (out_f,), "BF16")]
+        specs += [TensorSpec(f"{p}.self_attn.sinks", (c.num_attention_heads,), "BF16"),
+                  TensorSpec(f"{p}.post_attention_layernorm.weight", (h,), "BF16"),
+                  TensorSpec(f"{p}.mlp.router.weight", (e, h), "BF16"),
+                  TensorSpec(f"{p}.mlp.router.bias", (e,), "BF16")]
         x = f"{p}.mlp.experts"
-        if c.is_quantized(x):
-            specs += [
-                TensorSpec(f"{x}.gate_up_proj_blocks", (e, 2 * i, h // 32, 16), "U8", "fp4_codes"),
-                TensorSpec(f"{x}.gate_up_proj_scales", (e, 2 * i, h // 32), "U8", "e8m0", h**-0.5),
-                TensorSpec(f"{x}.gate_up_proj_bias", (e, 2 * i), "BF16", "normal", 0.1),
-                TensorSpec(f"{x}.down_proj_blocks", (e, h, i // 32, 16), "U8", "fp4_codes"),
-                TensorSpec(f"{x}.down_proj_scales", (e, h, i // 32), "U8", "e8m0", i**-0.5),
-                TensorSpec(f"{x}.down_proj_bias", (e, h), "BF16", "normal", 0.1),
-            ]
-        else:  # HF's unquantized experts are stored in x out, gate/up interleaved along the last dim
-            specs += [
-                TensorSpec(f"{x}.gate_up_proj", (e, h, 2 * i), "BF16", "normal", h**-0.5),
-                TensorSpec(f"{x}.gate_up_proj_bias", (e, 2 * i), "BF16", "normal", 0.1),
-                TensorSpec(f"{x}.down_proj", (e, i, h), "BF16", "normal", i**-0.5),
-                TensorSpec(f"{x}.down_proj_bias", (e, h), "BF16", "normal", 0.1),
-            ]
-    specs.append(TensorSpec("model.norm.weight", (h,), "BF16", "ones_noise", 0.05))
+        if c.is_quantized(x):  # out x in; gate_up rows interleaved (even gate, odd up)
+            specs += [TensorSpec(f"{x}.gate_up_proj_blocks", (e, 2 * inter, h // BLOCK_SIZE, 16), "U8"),
+                      TensorSpec(f"{x}.gate_up_proj_scales", (e, 2 * inter, h // BLOCK_SIZE), "U8"),
+                      TensorSpec(f"{x}.gate_up_proj_bias", (e, 2 * inter), "BF16"),
+                      TensorSpec(f"{x}.down_proj_blocks", (e, h, inter // BLOCK_SIZE, 16), "U8"),
+                      TensorSpec(f"{x}.down_proj_scales", (e, h, inter // BLOCK_SIZE), "U8"),
+                      TensorSpec(f"{x}.down_proj_bias", (e, h), "BF16")]
+        else:  # in x out; gate_up columns interleaved (even gate, odd up)
+            specs += [TensorSpec(f"{x}.gate_up_proj", (e, h, 2 * inter), "BF16"),
+                      TensorSpec(f"{x}.gate_up_proj_bias", (e, 2 * inter), "BF16"),
+                      TensorSpec(f"{x}.down_proj", (e, inter, h), "BF16"),
+                      TensorSpec(f"{x}.down_proj_bias", (e, h), "BF16")]
+    specs.append(TensorSpec("model.norm.weight", (h,), "BF16"))
     if not c.tie_word_embeddings:
-        specs.append(TensorSpec("lm_head.weight", (v, h), "BF16", "normal", h**-0.5))
+        specs.append(TensorSpec("lm_head.weight", (v, h), "BF16"))
     return specs
-
-
-def _rng(seed: int, name: str) -> np.random.Generator:
-    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()  # stable across processes (unlike hash())
-    return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
-
-
-def tensor_chunks(spec: TensorSpec, seed: int) -> Iterator[bytes]:
-    """The tensor's bytes in order, generated <= _CHUNK elements at a time."""
-    rng = _rng(seed, spec.name)
-    total = math.prod(spec.shape)
-    if spec.init == "e8m0":
-        # effective weight std = rms(code) * 2**(s - 127) ~ spec.std; half the blocks one step smaller
-        base = 127 + round(math.log2(spec.std / _E2M1_RMS))
-    for start in range(0, total, _CHUNK):
-        n = min(_CHUNK, total - start)
-        if spec.init == "fp4_codes":
-            yield rng.bytes(n)  # uniform random nibbles: every E2M1 code equally likely
-        elif spec.init == "e8m0":
-            yield (base - rng.integers(0, 2, n, dtype=np.uint8)).astype(np.uint8).tobytes()
-        else:
-            values = rng.standard_normal(n, dtype=np.float32) * np.float32(spec.std)
-            if spec.init == "ones_noise":
-                values += np.float32(1.0)
-            yield torch.from_numpy(values).to(torch.bfloat16).view(torch.uint8).numpy().tobytes()
 
 
 def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int | None = None,
                      experts: int | None = None, seed: int = 0, experts_dtype: str = "mxfp4",
-                     overrides: dict | None = None, shard_bytes: int = 5_000_000_000, overwrite: bool = False,
-                     progress: bool = True) -> Path:
-    """Write a random checkpoint directory that transformers and quickmoe load. Returns its path."""
+                     overrides: dict[str, Any] | None = None, shard_bytes: int = 5_000_000_000,
+                     overwrite: bool = False, progress: bool = True) -> Path:
+    """Write a random gpt-oss checkpoint directory (config.json, generation_config.json, safetensors shards
+    of about `shard_bytes`, model.safetensors.index.json, tokenizer files) that transformers and quickmoe
+    load, and return its path. `preset`, `layers`, `experts`, `experts_dtype`, `overrides`: as in
+    `preset_config`. Refuses a non-empty existing `out_dir` unless `overwrite` (and then only one that
+    looks like a checkpoint). Shows a byte progress bar when `progress` and stderr is a terminal."""
     out = Path(out_dir)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"option 'seed' = {seed!r}: expected a non-negative integer")
+    if isinstance(shard_bytes, bool) or not isinstance(shard_bytes, int) or shard_bytes < 1:
+        raise ConfigError(f"option 'shard_bytes' = {shard_bytes!r}: expected a positive integer")
     cfg = preset_config(preset, layers=layers, experts=experts, experts_dtype=experts_dtype, **(overrides or {}))
     cfg["quickmoe_synthetic"] = {"preset": preset, "seed": seed, "experts_dtype": experts_dtype}
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise ConfigError(f"output directory {out} exists and is not empty (pass --overwrite to replace it)")
+    _check_target(out, overwrite)
     specs = tensor_specs(cfg)
-    plan = plan_shards([(s.name, s.shape, s.dtype, s.nbytes) for s in specs], shard_bytes)
-    total = sum(s.nbytes for s in specs)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    plan = plan_shards(specs, shard_bytes)
+    total = sum(tensor_nbytes(s.shape, s.dtype) for s in specs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the checkpoint gets the usual permissions
     t0 = time.perf_counter()
+    bar = _progress_bar(total, progress)
     try:
-        bar = _progress_bar(total, progress)
-        by_name = {s.name: s for s in specs}
-        for shard in plan:
-            write_shard(tmp / shard.file_name, shard,
-                        lambda name: tensor_chunks(by_name[name], seed), on_bytes=bar.update if bar else None)
-        if bar:
-            bar.close()
-        _write_json(tmp / "model.safetensors.index.json", {
-            "metadata": {"total_size": total},
-            "weight_map": {name: shard.file_name for shard in plan for name in shard.tensor_names}})
+        _write_tokenizer(tmp)  # first: if it fails, it fails before minutes of weights are written
+        chunks = random_weights.tensor_chunks(specs, seed, workers=min(_MAX_WORKERS, os.cpu_count() or 1))
+        try:
+            for shard in plan:
+                write_shard(tmp / shard.file_name, shard, chunks, on_bytes=bar.update if bar else None)
+            if next(chunks, None) is not None:
+                raise RuntimeError("chunks were generated beyond the planned tensors")
+        finally:
+            chunks.close()
+        _write_json(tmp / "model.safetensors.index.json", _index(plan, total))
         _write_json(tmp / "config.json", cfg)
-        _write_json(tmp / "generation_config.json", _generation_config(cfg))
-        _write_tokenizer(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        _write_json(tmp / "generation_config.json", generation_config(cfg))
+        _install(tmp, out)
     finally:
+        if bar is not None:
+            bar.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    dt = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
     logger.info("wrote %s: %d tensors, %d shard(s), %.2f GB in %.1f s (%.2f GB/s)", out, len(specs), len(plan),
-                total / 1e9, dt, total / 1e9 / max(dt, 1e-9))
+                total / 1e9, seconds, total / 1e9 / max(seconds, 1e-9))
     return out
 
 
-def _generation_config(cfg: dict) -> dict:
-    gen = dict(GENERATION_CONFIG)
-    vocab = cfg["vocab_size"]
-    if any(t >= vocab for t in gen["eos_token_id"]):  # shrunken test vocabularies: keep ids inside it
-        gen.update(bos_token_id=cfg.get("pad_token_id", 0), eos_token_id=[cfg["eos_token_id"]],
-                   pad_token_id=cfg.get("pad_token_id", 0))
-    return gen
+def _index(plan: list[ShardPlan], total: int) -> dict[str, Any]:
+    weight_map = {t.name: shard.file_name for shard in plan for t in shard.tensors}
+    return {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
 
 
-def _write_json(path: Path, obj: dict) -> None:
-    path.write_text(json.dumps(obj, indent=2) + "\n")
+def _check_target(out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"output {out} exists and is not a directory")
+    if not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise ConfigError(f"output directory {out} exists and is not empty (pass overwrite=True, or "
+                          f"--overwrite, to replace it)")
+    if not any((out / marker).is_file() for marker in _CHECKPOINT_MARKERS):
+        raise ConfigError(f"output directory {out} is not empty and does not look like a checkpoint (no "
+                          f"{' or '.join(_CHECKPOINT_MARKERS)}): refusing to replace it")
+
+
+def _install(tmp: Path, out: Path) -> None:
+    """Move the finished directory `tmp` to `out`, replacing an empty or (checked) old checkpoint there."""
+    old = None
+    if out.exists() and any(out.iterdir()):
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.rename(out, old)
+    try:
+        os.rename(tmp, out)  # replaces an empty directory atomically
+    except OSError as exc:
+        if old is not None:
+            os.rename(old, out)
+            old = None
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another writer finished first
+            raise FileExistsError(f"{out} was written by someone else meanwhile") from None
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    path.write_text(json.dumps(obj, indent=2, sort_keys=path.name != "model.safetensors.index.json") + "\n")
 
 
 def _write_tokenizer(out_dir: Path) -> None:
-    from quickmoe.tokenizer import write_tokenizer_files
-
+    """Write the real gpt-oss tokenizer files (another module's job); skipped, with a warning, when that
+    module is not available."""
+    try:
+        from quickmoe.tokenizer import write_tokenizer_files
+    except ImportError as exc:
+        logger.warning("no tokenizer files written into %s: quickmoe.tokenizer.write_tokenizer_files is not "
+                       "available (%s)", out_dir, exc)
+        return
     write_tokenizer_files(out_dir)
 
 
-def _progress_bar(total: int, enabled: bool):
+def _progress_bar(total: int, enabled: bool) -> Any:
     if not enabled or not sys.stderr.isatty():
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1000, desc="writing", file=sys.stderr)
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1000, desc="writing checkpoint",
+                file=sys.stderr, dynamic_ncols=True)
 
 
-__all__ = ["PRESETS", "EXPERTS_DTYPES", "TensorSpec", "ShardPlan", "preset_config", "tensor_specs", "plan_shards",
+__all__ = ["EXPERTS_DTYPES", "PRESETS", "ShardPlan", "TensorSpec", "plan_shards", "preset_config", "tensor_specs",
            "write_checkpoint"]

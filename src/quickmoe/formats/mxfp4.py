@@ -1,105 +1,192 @@
-"""MXFP4 (OCP Microscaling, FP4 E2M1 elements with a shared E8M0 scale per 32 elements).
+"""MXFP4 (OCP Microscaling): 4-bit E2M1 elements sharing one E8M0 power-of-two scale per 32 elements.
 
-Layout, as in the gpt-oss checkpoints: `blocks` uint8 [..., K/32, 16] hold 32 4-bit codes per block,
-element 2j in the LOW nibble of byte j and element 2j+1 in the high nibble; `scales` uint8 [..., K/32]
-are E8M0 exponents. value = E2M1_VALUES[code] * 2**(scale - 127).
+Layout, as stored in the gpt-oss checkpoints (no transpose anywhere in this module):
 
-Pure functions on torch tensors (CPU or CUDA); no model knowledge.
+- `blocks` uint8 [..., K/32, 16]: 32 4-bit codes per block; element 2j of a block is the LOW nibble of
+  byte j, element 2j+1 the high nibble.
+- `scales` uint8 [..., K/32]: E8M0 exponents, bias 127.
+- value = E2M1_LUT[code] * 2**(scale - 127).
+
+Pure, vectorised functions on torch tensors (CPU or CUDA); no model knowledge. Large tensors are
+processed in chunks of blocks so that transient memory stays bounded (the gpt-oss-120b gate_up
+tensor alone is 128 x 5760 x 90 blocks).
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
-BLOCK_SIZE = 32
+BLOCK_SIZE = 32  # elements per MXFP4 block (one shared scale)
+BYTES_PER_BLOCK = BLOCK_SIZE // 2  # two 4-bit codes per byte
 E8M0_BIAS = 127
-# code -> value; bit 3 is the sign, bits 0-2 index [0, .5, 1, 1.5, 2, 3, 4, 6]
-E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+# code -> value. Bit 3 is the sign; bits 0-2 index the magnitudes [0, .5, 1, 1.5, 2, 3, 4, 6]
+# (1 exponent-bias E2M1: 2 exponent bits, 1 mantissa bit, subnormals at exponent 0).
+E2M1_LUT = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+E2M1_VALUES = E2M1_LUT  # alias
 E2M1_MAX = 6.0
-# E2M1 has 2 exponent bits (bias 1): the largest value 6 = 1.5 * 2**2, so emax = 2.
+# The largest E2M1 value is 6 = 1.5 * 2**2, so the element format's emax is 2 (OCP MX spec).
 E2M1_EMAX = 2
-_CHUNK_ELEMENTS = 1 << 26  # bound on elements processed at once (transient memory)
+# Magnitude code of 2 * |value| for the 8 E2M1 magnitudes (2*|v| is an integer in {0,1,2,3,4,6,8,12}).
+_CODE_OF_DOUBLED = (0, 1, 2, 3, 4, 0, 5, 0, 6, 0, 0, 0, 7)
+_CHUNK_BLOCKS = 1 << 18  # blocks (of 32 elements) processed at once: ~32 MiB per float32 temporary
+
+_EXACT_WORK_DTYPES = (torch.float32, torch.bfloat16, torch.float64)
 
 
 def unpack_fp4(blocks: torch.Tensor) -> torch.Tensor:
-    """[..., 16] uint8 -> [..., 32] uint8 codes (low nibble first)."""
+    """Split packed FP4 bytes into codes: uint8 [..., n] -> uint8 [..., 2n], values in [0, 16).
+
+    Byte j gives element 2j (its low nibble) then element 2j+1 (its high nibble); with gpt-oss blocks
+    [..., K/32, 16] the result is [..., K/32, 32].
+    """
+    _check_uint8("blocks", blocks)
     low = blocks & 0x0F
     high = blocks >> 4
-    return torch.stack((low, high), dim=-1).flatten(-2)  # [..., 16, 2] -> [..., 32]
+    return torch.stack((low, high), dim=-1).flatten(-2)  # [..., n, 2] -> [..., 2n]
 
 
 def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
-    """[..., 32] uint8 codes in [0, 16) -> [..., 16] uint8 (element 2j in the low nibble of byte j)."""
-    pairs = codes.unflatten(-1, (-1, 2))  # [..., 16, 2]
-    return pairs[..., 0] | (pairs[..., 1] << 4)
+    """Pack FP4 codes two per byte: uint8 [..., 2n] -> uint8 [..., n] (the inverse of `unpack_fp4`).
 
-
-def _chunks(leading: int, per_row: int) -> list[slice]:
-    rows = max(1, _CHUNK_ELEMENTS // max(per_row, 1))
-    return [slice(i, min(i + rows, leading)) for i in range(0, leading, rows)]
+    Element 2j goes to the low nibble of byte j and element 2j+1 to the high nibble; only the low
+    4 bits of each code are used.
+    """
+    _check_uint8("codes", codes)
+    if codes.shape[-1] % 2:
+        raise ValueError(f"pack_fp4 needs an even last dimension, got codes of shape {tuple(codes.shape)}")
+    pairs = codes.unflatten(-1, (-1, 2))  # [..., n, 2]
+    return (pairs[..., 0] & 0x0F) | (pairs[..., 1] << 4)
 
 
 def dequantize_mxfp4(blocks: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """blocks [..., G, 16], scales [..., G] -> values [..., G*32] in `dtype` (same leading layout).
+    """MXFP4 -> floating point: blocks uint8 [..., G, 16], scales uint8 [..., G] -> [..., G*32] in `dtype`.
 
-    Exact for every dtype with at least 8 exponent bits (float32, bfloat16): each value is a 2-bit
-    mantissa times a power of two. Scales outside a dtype's range over/underflow as ldexp would.
+    The leading layout is kept (no transpose). Every value is a 2-bit significand times a power of two,
+    so the result is exact in float32, bfloat16 and float64 except where the scale overflows the dtype
+    (scale 255 gives inf, or NaN for a zero code, like ldexp). float16 is computed in float32 and then
+    rounded, so scales outside float16's range overflow or lose subnormal bits there.
     """
-    if blocks.shape[:-1] != scales.shape or blocks.shape[-1] != BLOCK_SIZE // 2:
-        raise ValueError(f"MXFP4 blocks {tuple(blocks.shape)} and scales {tuple(scales.shape)} do not match "
-                         f"(expected blocks [..., G, 16] and scales [..., G])")
-    lut = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=blocks.device)
-    lead = blocks.shape[:-2]
-    groups = blocks.shape[-2]
-    flat_blocks = blocks.reshape(-1, groups, BLOCK_SIZE // 2)  # [R, G, 16]
-    flat_scales = scales.reshape(-1, groups)  # [R, G]
-    out = torch.empty(flat_blocks.shape[0], groups * BLOCK_SIZE, dtype=dtype, device=blocks.device)
-    for rows in _chunks(flat_blocks.shape[0], groups * BLOCK_SIZE):
-        codes = unpack_fp4(flat_blocks[rows]).long()  # [r, G, 32]
-        values = lut[codes]  # [r, G, 32] float32, exact
-        exponents = flat_scales[rows].to(torch.int32) - E8M0_BIAS  # [r, G]
-        values = torch.ldexp(values, exponents[..., None].to(torch.float32))
-        out[rows] = values.flatten(-2).to(dtype)
-    return out.reshape(*lead, groups * BLOCK_SIZE)
+    _check_uint8("blocks", blocks)
+    _check_uint8("scales", scales)
+    if blocks.dim() < 2 or blocks.shape[-1] != BYTES_PER_BLOCK or blocks.shape[:-1] != scales.shape:
+        raise ValueError(f"MXFP4 blocks {tuple(blocks.shape)} and scales {tuple(scales.shape)} do not match: "
+                         f"expected blocks [..., G, {BYTES_PER_BLOCK}] and scales [..., G]")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dequantize_mxfp4 needs a floating-point output dtype, got {dtype}")
+    work = dtype if dtype in _EXACT_WORK_DTYPES else torch.float32
+    pair_lut = _byte_pair_lut(blocks.device, work)  # [256, 2]: byte -> (low value, high value)
+    # One gather per byte: view each (low, high) pair as a single integer twice as wide when one exists.
+    wide = {2: torch.int32, 4: torch.int64}.get(pair_lut.element_size())
+    flat_blocks = blocks.reshape(-1, BYTES_PER_BLOCK)  # [B, 16]
+    flat_scales = scales.reshape(-1)  # [B]
+    out = torch.empty(flat_blocks.shape[0], BLOCK_SIZE, dtype=dtype, device=blocks.device)  # [B, 32]
+    for start in range(0, flat_blocks.shape[0], _CHUNK_BLOCKS):
+        rows = slice(start, start + _CHUNK_BLOCKS)
+        idx = flat_blocks[rows].to(torch.int32)  # [b, 16]
+        if wide is not None:
+            pairs = torch.index_select(pair_lut.view(wide).reshape(256), 0, idx.reshape(-1))  # [b*16]
+            values = pairs.view(work).reshape(idx.shape[0], BLOCK_SIZE)  # [b, 32], exact
+        else:
+            values = pair_lut[idx].flatten(-2)  # [b, 16, 2] -> [b, 32]
+        factor = e8m0_to_float(flat_scales[rows]).to(work)  # [b], powers of two (exact in `work`)
+        if work == dtype:
+            torch.mul(values, factor[:, None], out=out[rows])
+        else:
+            out[rows] = (values * factor[:, None]).to(dtype)
+    return out.reshape(*scales.shape[:-1], scales.shape[-1] * BLOCK_SIZE)  # [B, 32] -> [..., G*32]
 
 
 def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """values [..., K] -> (blocks [..., K/32, 16] uint8, scales [..., K/32] uint8), along the last dim.
+    """Floating point [..., K] -> (blocks uint8 [..., K/32, 16], scales uint8 [..., K/32]), along the last dim.
 
-    Scale (OCP MX rule): 2**(floor(log2(amax)) - emax) with emax = 2, so the block maximum lands in
-    [4, 8); the E8M0 exponent is clamped to [-127, 127] (an all-zero block gets exponent -127). Each
-    element x / scale is rounded to the nearest E2M1 value, ties to the even code, and saturates at ±6.
+    Shared scale (OCP MX rule): 2**(floor(log2(amax)) - 2) where amax is the block's largest |x|, so the
+    block maximum lands in [4, 8); the exponent is clamped to E8M0's [-127, 127], and an all-zero block
+    gets scale byte 0 (2**-127). Each x / scale is rounded to the nearest E2M1 value, ties to the even
+    code, saturating at ±6; the sign is kept (negative values that round to zero give -0, code 8).
+    NaN quantizes to zero and ±inf to ±6 at the largest scale. K must be a multiple of 32, else ValueError.
     """
-    k = x.shape[-1]
-    if k % BLOCK_SIZE:
-        raise ValueError(f"MXFP4 quantization needs the last dimension K={k} to be a multiple of {BLOCK_SIZE}")
-    lead = x.shape[:-1]
-    flat = x.reshape(-1, k // BLOCK_SIZE, BLOCK_SIZE)  # [R, G, 32]
-    blocks = torch.empty(*flat.shape[:2], BLOCK_SIZE // 2, dtype=torch.uint8, device=x.device)
-    scales = torch.empty(flat.shape[:2], dtype=torch.uint8, device=x.device)
-    for rows in _chunks(flat.shape[0], k):
-        blk = flat[rows].float()
-        amax = blk.abs().amax(dim=-1)  # [r, G]
-        # frexp: amax = m * 2**e with m in [0.5, 1), so floor(log2(amax)) = e - 1 (exact, no log rounding)
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"quantize_mxfp4 needs a floating-point tensor, got {x.dtype}")
+    if x.dim() == 0 or x.shape[-1] % BLOCK_SIZE:
+        k = x.shape[-1] if x.dim() else None
+        raise ValueError(f"MXFP4 quantization needs the last dimension K={k} to be a multiple of {BLOCK_SIZE} "
+                         f"(tensor of shape {tuple(x.shape)})")
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    groups = x.shape[-1] // BLOCK_SIZE
+    flat = x.reshape(-1, BLOCK_SIZE)  # [B, 32]
+    blocks = torch.empty(flat.shape[0], BYTES_PER_BLOCK, dtype=torch.uint8, device=x.device)  # [B, 16]
+    scales = torch.empty(flat.shape[0], dtype=torch.uint8, device=x.device)  # [B]
+    code_of_doubled = torch.tensor(_CODE_OF_DOUBLED, dtype=torch.uint8, device=x.device)
+    for start in range(0, flat.shape[0], _CHUNK_BLOCKS):
+        rows = slice(start, start + _CHUNK_BLOCKS)
+        v = flat[rows].to(work)  # [b, 32]
+        v = torch.where(torch.isnan(v), 0.0, v)  # NaN -> 0; ±inf stay, and saturate below
+        amax = v.abs().amax(dim=-1)  # [b]
+        # frexp: amax = m * 2**e with m in [0.5, 1), so floor(log2(amax)) = e - 1, exactly (no log rounding)
         _, e = torch.frexp(amax)
-        exponent = torch.where(amax > 0, e.to(torch.int32) - 1 - E2M1_EMAX, torch.full_like(e, -E8M0_BIAS,
-                                                                                            dtype=torch.int32))
-        exponent = exponent.clamp(-E8M0_BIAS, E8M0_BIAS)
-        scaled = torch.ldexp(blk, (-exponent)[..., None].to(torch.float32))  # [r, G, 32]
-        blocks[rows] = pack_fp4(_round_to_e2m1_codes(scaled))
-        scales[rows] = (exponent + E8M0_BIAS).to(torch.uint8)
-    return blocks.reshape(*lead, k // BLOCK_SIZE, BLOCK_SIZE // 2), scales.reshape(*lead, k // BLOCK_SIZE)
+        shared = torch.where(amax > 0, e.to(torch.int32) - 1 - E2M1_EMAX, -E8M0_BIAS)
+        shared = torch.where(torch.isinf(amax), E8M0_BIAS, shared)
+        shared = shared.clamp(-E8M0_BIAS, E8M0_BIAS)  # [b]
+        # [b, 32]; a power-of-two factor: exact, except results below 2**-126 (which round to 0 anyway)
+        scaled = v * _exp2(-shared).to(work)[:, None]
+        blocks[rows] = pack_fp4(_round_to_e2m1(scaled, code_of_doubled))
+        scales[rows] = (shared + E8M0_BIAS).to(torch.uint8)
+    lead = x.shape[:-1]
+    return blocks.reshape(*lead, groups, BYTES_PER_BLOCK), scales.reshape(*lead, groups)
 
 
-def _round_to_e2m1_codes(v: torch.Tensor) -> torch.Tensor:
-    """float values -> uint8 codes of the nearest E2M1 value (ties to the even code), saturating at ±6."""
-    mag = v.abs().clamp(max=E2M1_MAX)
-    grid = torch.tensor(E2M1_VALUES[:8], dtype=v.dtype, device=v.device)  # [8] ascending magnitudes
-    # Midpoints between neighbouring magnitudes; bucketize sends a value equal to a midpoint to the lower
-    # neighbour, then a tie whose lower code is odd (mantissa bit 1) moves up to the even code.
-    mids = (grid[1:] + grid[:-1]) / 2  # [7]
-    idx = torch.bucketize(mag, mids)  # index of the nearest grid value, ties go to the lower neighbour
-    tie = (mag.unsqueeze(-1) == mids).any(dim=-1)
-    idx = torch.where(tie & (idx % 2 == 1), idx + 1, idx)  # at a tie pick the even code
-    sign = (v < 0) | ((v == 0) & torch.signbit(v))
-    return (idx.to(torch.uint8) | (sign.to(torch.uint8) << 3))
+def e8m0_to_float(scales: torch.Tensor) -> torch.Tensor:
+    """E8M0 bytes -> float32 2**(scale - 127), built from the bits (exact on every device).
+
+    Byte 0 gives the subnormal 2**-127 and byte 255 gives inf (OCP reserves it for NaN; inf keeps
+    ldexp's behaviour, so a zero code times it is NaN).
+    """
+    _check_uint8("scales", scales)
+    return _exp2(scales.to(torch.int32) - E8M0_BIAS)
+
+
+def _exp2(exponent: torch.Tensor) -> torch.Tensor:
+    """int32 exponents in [-127, 128] -> float32 2**exponent, from the bits: 2**-127 is the subnormal
+    0x00400000, 2**128 is inf."""
+    biased = exponent + E8M0_BIAS  # the float32 exponent field
+    bits = torch.where(biased == 0, 1 << 22, biased << 23)
+    return bits.view(torch.float32)
+
+
+def mxfp4_nbytes(n: int, k: int) -> tuple[int, int]:
+    """Bytes of the (blocks, scales) of one [n, k] MXFP4 matrix (k a multiple of 32)."""
+    if k % BLOCK_SIZE:
+        raise ValueError(f"MXFP4 needs K={k} to be a multiple of {BLOCK_SIZE}")
+    groups = k // BLOCK_SIZE
+    return n * groups * BYTES_PER_BLOCK, n * groups
+
+
+def _round_to_e2m1(scaled: torch.Tensor, code_of_doubled: torch.Tensor) -> torch.Tensor:
+    """float values (already divided by the block scale) -> uint8 E2M1 codes: nearest value, ties to the
+    even code (mantissa bit 0), saturating at ±6."""
+    mag = scaled.abs().clamp(max=E2M1_MAX)
+    # The E2M1 grid has spacing 0.5 on [0, 2), 1 on [2, 4) and 2 on [4, 6]; dividing by a power of two is
+    # exact and torch.round rounds half to even, which on each segment is the even E2M1 code.
+    step = torch.where(mag < 2, 0.5, torch.where(mag < 4, 1.0, 2.0)).to(mag.dtype)
+    doubled = (torch.round(mag / step) * step * 2).to(torch.int64)  # 2*|q| in {0,1,2,3,4,6,8,12}
+    code = code_of_doubled[doubled]
+    return code | (torch.signbit(scaled).to(torch.uint8) << 3)
+
+
+@functools.lru_cache(maxsize=None)
+def _byte_pair_lut(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """[256, 2]: packed byte -> (value of its low nibble, value of its high nibble)."""
+    lut = torch.tensor(E2M1_LUT, dtype=torch.float32)
+    byte = torch.arange(256)
+    return torch.stack((lut[byte & 0x0F], lut[byte >> 4]), dim=-1).to(device=device, dtype=dtype)
+
+
+def _check_uint8(name: str, t: torch.Tensor) -> None:
+    if t.dtype != torch.uint8:
+        raise ValueError(f"MXFP4 {name} must be uint8, got {t.dtype} (shape {tuple(t.shape)})")
+
+
+__all__ = ["BLOCK_SIZE", "E2M1_LUT", "E2M1_MAX", "E8M0_BIAS", "dequantize_mxfp4", "e8m0_to_float", "mxfp4_nbytes",
+           "pack_fp4", "quantize_mxfp4", "unpack_fp4"]

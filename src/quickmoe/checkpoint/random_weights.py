@@ -1,0 +1,175 @@
+"""Random contents of synthetic gpt-oss checkpoints, generated chunk by chunk.
+
+Every chunk's generator is seeded from (seed, tensor name, chunk index), so the bytes depend on
+nothing else (not on thread timing, process or machine). Chunks are at most `CHUNK_ELEMENTS` elements
+of a tensor, or one expert's matrix for expert tensors, which are generated per expert so that the bf16
+experts can be made from exactly the MXFP4 experts' streams. `tensor_chunks` runs the chunks on a few
+threads and yields them in file order, with a bounded look-ahead (bounded memory).
+
+What the values are (so activations stay finite and meaningful through every layer): linear weights
+~ N(0, 1/in_features), biases ~ N(0, 0.02^2), norms ~ N(1, 0.05^2), embeddings and sinks ~ N(0, 1), router
+weights ~ N(0, 1/hidden) (logits spread ~ N(0, 1) over the experts) with a N(0, 0.1^2) bias, and MXFP4
+experts of uniform random codes whose E8M0 scales (one step apart between random blocks) give an
+effective std ~ 1/sqrt(in_features). bf16 normals are drawn by a 65536-entry quantile table indexed by
+random 16-bit words (tails to ~4.3 std), several times faster than a normal sampler.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from quickmoe.checkpoint.safetensors_writer import TensorSpec
+from quickmoe.formats.mxfp4 import BLOCK_SIZE, E2M1_LUT, E8M0_BIAS, dequantize_mxfp4
+
+CHUNK_ELEMENTS = 1 << 24  # elements per chunk of a non-expert tensor (32 MiB of bf16); part of the byte stream
+# rms of a uniformly random E2M1 code, and of a scale that is 2**b or 2**(b-1) with equal odds
+_E2M1_RMS = math.sqrt(sum(v * v for v in E2M1_LUT) / len(E2M1_LUT))
+_SCALE_SPREAD_RMS = math.sqrt((1 + 0.25) / 2)
+
+
+
+@dataclass(frozen=True)
+class _Fill:
+    """How a tensor is filled. kind: normal (bf16 N(mean, std)), fp4 (uniform random codes), e8m0
+    (scales for an effective weight std of 1/sqrt(k)), dequant (bf16 experts made from the MXFP4 blocks
+    and scales named `source`_blocks / `source`_scales, transposed to in x out)."""
+
+    kind: str
+    mean: float = 0.0
+    std: float = 0.0
+    k: int = 0
+    source: str = ""
+
+    @property
+    def per_expert(self) -> bool:
+        """Generated one expert (dim 0 slice) at a time, so bf16 and MXFP4 experts share their streams."""
+        return self.kind in ("fp4", "e8m0", "dequant")
+
+
+def _fill_for(spec: TensorSpec) -> _Fill:
+    """The fill rule of a gpt-oss checkpoint tensor, from its name (and its shape for the scaling)."""
+    name, shape = spec.name, spec.shape
+    if name.endswith("norm.weight"):  # input/post-attention layernorms and the final norm
+        return _Fill("normal", mean=1.0, std=0.05)
+    if name.endswith(("_proj.weight", "router.weight", "lm_head.weight")):  # [out, in]
+        return _Fill("normal", std=shape[1] ** -0.5)  # each output ~ N(0, |x|^2 / in)
+    if name.endswith(("_proj.bias", "_proj_bias")):  # attention and expert biases
+        return _Fill("normal", std=0.02)
+    if name.endswith("router.bias"):
+        return _Fill("normal", std=0.1)
+    if name.endswith(("embed_tokens.weight", "sinks")):
+        return _Fill("normal", std=1.0)
+    if name.endswith("_proj_blocks"):
+        return _Fill("fp4")
+    if name.endswith("_proj_scales"):  # [E, N, K/32]
+        return _Fill("e8m0", k=shape[-1] * BLOCK_SIZE)
+    if name.endswith((".gate_up_proj", ".down_proj")):  # bf16 experts [E, K, N]
+        if shape[1] % BLOCK_SIZE == 0:
+            return _Fill("dequant", k=shape[1], source=name)
+        return _Fill("normal", std=shape[1] ** -0.5)  # K not a multiple of 32: no MXFP4 twin
+    raise ValueError(f"no fill rule for tensor {name!r}")
+
+
+def _rng(seed: int, name: str, unit: int) -> np.random.PCG64:
+    """The bit generator of chunk `unit` of tensor `name` (stable across processes and versions of Python)."""
+    key = hashlib.sha256(f"quickmoe-synth/{seed}/{name}".encode()).digest()
+    return np.random.PCG64(np.random.SeedSequence(int.from_bytes(key[:16], "little"), spawn_key=(unit,)))
+
+
+def _random_bytes(seed: int, name: str, unit: int, n: int) -> np.ndarray:
+    """n uniformly random bytes (uint8 [n])."""
+    return _rng(seed, name, unit).random_raw((n + 7) // 8).view(np.uint8)[:n]
+
+
+@functools.lru_cache(maxsize=64)
+def _normal_bf16_table(mean: float, std: float) -> np.ndarray:
+    """uint16 [65536]: bf16 bits of mean + std * the normal quantiles at (i + 0.5) / 65536, so a uniformly
+    random 16-bit index draws from N(mean, std^2) (tails to ~4.3 std) at a table lookup's cost."""
+    p = (torch.arange(65536, dtype=torch.float64) + 0.5) / 65536
+    values = torch.special.ndtri(p) * std + mean
+    table = values.to(torch.bfloat16).view(torch.int16).numpy().view("<u2").copy()
+    table.flags.writeable = False  # shared by every thread
+    return table
+
+
+def _e8m0_base(k: int) -> int:
+    """Scale byte b such that codes times 2**(b-127) or 2**(b-128) have std ~ 1/sqrt(k)."""
+    exponent = round(math.log2(k ** -0.5 / (_E2M1_RMS * _SCALE_SPREAD_RMS)))
+    return min(max(E8M0_BIAS + exponent, 1), 254)
+
+
+def _e8m0_chunk(seed: int, name: str, unit: int, n: int, k: int) -> np.ndarray:
+    """n E8M0 scale bytes for an in-dimension k: the base scale, one step smaller for a random half."""
+    return np.uint8(_e8m0_base(k)) - (_random_bytes(seed, name, unit, n) & np.uint8(1))
+
+
+def _chunk(fill: _Fill, spec: TensorSpec, seed: int, unit: int, n: int) -> np.ndarray:
+    """The bytes of chunk `unit` (n elements) of tensor `spec`."""
+    if fill.kind == "normal":
+        index = _random_bytes(seed, spec.name, unit, 2 * n).view("<u2")  # [n] uniform 16-bit
+        return _normal_bf16_table(fill.mean, fill.std)[index]
+    if fill.kind == "fp4":
+        return _random_bytes(seed, spec.name, unit, n)
+    if fill.kind == "e8m0":
+        return _e8m0_chunk(seed, spec.name, unit, n, fill.k)
+    if fill.kind == "dequant":  # expert `unit` of bf16 experts [E, K, N], from MXFP4 [E, N, K/32, 16]
+        k, out_f = spec.shape[1], spec.shape[2]
+        blocks = _random_bytes(seed, f"{fill.source}_blocks", unit, n // 2)
+        scales = _e8m0_chunk(seed, f"{fill.source}_scales", unit, n // BLOCK_SIZE, k)
+        w = dequantize_mxfp4(torch.from_numpy(blocks).view(out_f, k // BLOCK_SIZE, 16),  # [N, K/32, 16]
+                             torch.from_numpy(scales).view(out_f, k // BLOCK_SIZE), dtype=torch.bfloat16)
+        return w.t().contiguous().view(torch.int16).numpy()  # [N, K] -> [K, N]
+    raise ValueError(f"unknown fill kind {fill.kind!r}")
+
+
+def tensor_chunks(specs: Iterable[TensorSpec], seed: int, workers: int) -> Iterator[tuple[str, Any]]:
+    """`(tensor name, bytes-like)` for every chunk of every tensor of `specs`, in order, generated on
+    `workers` threads (1: in the calling thread). The bytes depend only on `seed` and the specs."""
+    return _in_order(_jobs(specs, seed), workers)
+
+
+def _jobs(specs: Iterable[TensorSpec], seed: int) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
+    """(tensor name, chunk maker) for every chunk of every tensor, in file order."""
+    for spec in specs:
+        fill = _fill_for(spec)
+        total = math.prod(spec.shape)
+        if fill.per_expert:
+            per = math.prod(spec.shape[1:])
+            bounds = [(e, per) for e in range(spec.shape[0])] if per else []
+        else:
+            bounds = [(i, min(CHUNK_ELEMENTS, total - start))
+                      for i, start in enumerate(range(0, total, CHUNK_ELEMENTS))]
+        for unit, n in bounds:
+            yield spec.name, functools.partial(_chunk, fill, spec, seed, unit, n)
+
+
+def _in_order(jobs: Iterator[tuple[str, Callable[[], np.ndarray]]], workers: int) -> Iterator[tuple[str, Any]]:
+    """Run the jobs on `workers` threads with a bounded look-ahead; yield their results in job order."""
+    if workers <= 1:
+        for name, make in jobs:
+            yield name, make()
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="quickmoe-synth") as pool:
+        pending: deque[tuple[str, Future]] = deque()
+        try:
+            for name, make in jobs:
+                pending.append((name, pool.submit(make)))
+                if len(pending) > workers + 1:
+                    done_name, fut = pending.popleft()
+                    yield done_name, fut.result()
+            while pending:
+                done_name, fut = pending.popleft()
+                yield done_name, fut.result()
+        finally:
+            for _, fut in pending:
+                fut.cancel()
