@@ -34,9 +34,11 @@ def load_hf_reference(model_dir: Path, dtype: torch.dtype = torch.float32, devic
 
     quantized = "quantization_config" in json.loads((model_dir / "config.json").read_text())
     kwargs = dict(quantization_config=Mxfp4Config(dequantize=True)) if quantized else {}
+    if device != "cpu":  # load (and dequantize) straight onto the GPU; this path needs `accelerate`
+        kwargs["device_map"] = device
     model = GptOssForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="eager",
                                               experts_implementation="eager", **kwargs)
-    return model.to(device).eval()
+    return model.eval()
 
 
 @pytest.fixture(scope="session")
