@@ -82,7 +82,8 @@ class LLM:
         return ids
 
     def _stop_ids(self, params: SamplingParams) -> frozenset[int]:
-        eos = () if params.ignore_eos else (self.config.eos_token_ids or self.tokenizer.eos_token_ids)
+        # config.json names one EOS id; generation_config.json (read by the tokenizer) may name several
+        eos = set() if params.ignore_eos else set(self.config.eos_token_ids) | set(self.tokenizer.eos_token_ids)
         return frozenset(eos) | frozenset(params.stop_token_ids)
 
     # -- generation -------------------------------------------------------------------------------
