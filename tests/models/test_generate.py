@@ -43,6 +43,12 @@ def test_stops_at_stop_token_max_tokens_and_model_length(llm):
     assert len(long.token_ids) == 4 and long.finish_reason == "length"  # capped by max_model_len=64
 
 
+def test_eos_ids_stop_generation_unless_ignored(llm):
+    eos = llm.config.eos_token_ids[0]
+    assert eos in llm._stop_ids(SamplingParams()) and eos not in llm._stop_ids(SamplingParams(ignore_eos=True))
+    assert set(llm.tokenizer.eos_token_ids) <= llm._stop_ids(SamplingParams())  # generation_config's ids too
+
+
 def test_seeded_sampling_same_alone_and_in_a_batch(llm):
     p = SamplingParams(max_tokens=12, temperature=1.0, top_p=0.95, seed=42, ignore_eos=True)
     (alone,) = llm.generate([[9, 8, 7]], p)

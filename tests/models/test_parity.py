@@ -181,3 +181,17 @@ def test_gpt_oss_20b_shaped_logits_cuda_bf16():
           f"rel={ours_rel:.4f} argmax_agree={agree(logits['bfloat16']):.3f}; transformers bf16 "
           f"max_abs={hf_abs:.4f} rel={hf_rel:.4f} argmax_agree={agree(hf_bf16):.3f}")
     assert ours_rel < max(1.5 * hf_rel, 1e-2)
+
+
+def test_cpu_bfloat16_stays_close_to_float32(ckpt_factory):
+    """bf16 on CPU runs the same model: close to float32 (bf16 rounding only), same greedy first token."""
+    model_dir = ckpt_factory(experts_dtype="mxfp4", layers=2, experts=4, hidden_size=64, intermediate_size=64,
+                             num_experts_per_tok=2, sliding_window=16)
+    prompts = _prompts(1024, [5, 30], seed=4)
+    fp32 = _packed_logits(_runner(model_dir), prompts)
+    bf16 = _packed_logits(ModelRunner(model_dir, EngineConfig(model=str(model_dir), device="cpu",
+                                                              dtype="bfloat16")), prompts)
+    for a, b in zip(fp32, bf16):
+        assert b.dtype == torch.float32 and torch.isfinite(b).all()
+        _, rel = _rel(b, a)
+        assert 0 < rel < 0.1  # really computed in bf16, and still the same function
