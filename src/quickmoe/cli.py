@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="activation/weight dtype of non-expert layers (auto: bfloat16 on CUDA, float32 on CPU)")
     gen.add_argument("--max-model-len", type=int, default=None, help="maximum prompt + output tokens")
     gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
+    gen.add_argument("--startup-json", metavar="FILE", help="write the start-up report (phase timings) as JSON")
     _add_common(gen)
     gen.set_defaults(func=cmd_generate)
 
@@ -77,6 +78,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(mk)
     mk.set_defaults(func=cmd_make_checkpoint)
 
+    bench = sub.add_parser("bench", help="benchmarks (coldstart)", description="Benchmarks; see each subcommand.")
+    bench_sub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
+    cold = bench_sub.add_parser(
+        "coldstart", help="process start -> first token, phase by phase, in fresh subprocesses",
+        description="Run `quickmoe generate DIR --max-tokens 1` in N fresh processes and print min and median "
+        "of every start-up phase, with the page-cache state; optionally with the PermutationCache off and with "
+        "transformers' from_pretrained + one forward side by side.")
+    cold.add_argument("model", metavar="DIR", help="checkpoint directory")
+    cold.add_argument("-n", "--runs", type=int, default=3, help="runs per configuration (default 3)")
+    cold.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    cold.add_argument("--drop-caches", action="store_true",
+                      help="drop the OS page cache before each run (Linux, root); default: warm page cache")
+    cold.add_argument("--compare-uncached", action="store_true",
+                      help="also run with the PermutationCache disabled and print the processing ratio")
+    cold.add_argument("--baseline", default="none", choices=("none", "transformers"),
+                      help="also time transformers' from_pretrained + one forward on the same checkpoint")
+    cold.add_argument("--json", dest="json_out", metavar="FILE", help="write all reports and the summary as JSON")
+    _add_common(cold)
+    cold.set_defaults(func=cmd_bench_coldstart)
+
     info = sub.add_parser("info", help="describe a checkpoint directory (config and tensors)",
                           description="Validate and summarise a checkpoint: its config and shards, without "
                           "loading weights.")
@@ -87,11 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from quickmoe.runtime.startup import StartupReport
+
+    report = StartupReport.from_process_start()
     from quickmoe.llm import LLM
     from quickmoe.runtime.sampling_params import SamplingParams
 
+    report.mark("imports")
     t0 = time.perf_counter()
-    llm = LLM(args.model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len)
+    llm = LLM(args.model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
+              startup_report=report)
     t_load = time.perf_counter() - t0
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
@@ -113,6 +139,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     n_tokens = sum(len(o.token_ids) for o in outputs)
     logger.info("ready in %.2f s; generated %d tokens in %.2f s (%.1f tokens/s)", t_load, n_tokens, elapsed,
                 n_tokens / max(elapsed, 1e-9))
+    if args.startup_json:
+        Path(args.startup_json).write_text(report.to_json() + "\n")
     return 0
 
 
@@ -123,6 +151,15 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
                            seed=args.seed, experts_dtype=args.experts_dtype, overwrite=args.overwrite,
                            progress=not args.quiet)
     print(out)
+    return 0
+
+
+def cmd_bench_coldstart(args: argparse.Namespace) -> int:
+    from quickmoe.bench.coldstart import ColdstartOptions, run_coldstart
+
+    run_coldstart(ColdstartOptions(model=args.model, runs=args.runs, device=args.device,
+                                   drop_caches=args.drop_caches, compare_uncached=args.compare_uncached,
+                                   baseline=args.baseline, json_out=args.json_out))
     return 0
 
 

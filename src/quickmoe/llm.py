@@ -8,6 +8,7 @@ the engine of a later issue; this API will sit on top of it unchanged.)
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from quickmoe.layers.sampler import Sampler
 from quickmoe.runtime.forward_batch import ForwardBatch
 from quickmoe.runtime.model_runner import ModelRunner
 from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.runtime.startup import StartupReport
 from quickmoe.tokenizer import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -53,17 +55,23 @@ class LLM:
     default (a tiny random checkpoint built once into the cache: its text is meaningless)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "auto", dtype: str = "auto",
-                 max_model_len: int | None = None, max_num_seqs: int = 64) -> None:
+                 max_model_len: int | None = None, max_num_seqs: int = 64,
+                 startup_report: StartupReport | None = None) -> None:
         self.engine_config = EngineConfig(model=None if model is None else str(model), device=device, dtype=dtype,
                                           max_model_len=max_model_len, max_num_seqs=max_num_seqs)
+        self.startup_report = startup_report if startup_report is not None else StartupReport()
         if model is None:
             from quickmoe.checkpoint.default_model import ensure_default_model
 
+            t0 = time.perf_counter()
             model = ensure_default_model()
+            self.startup_report.info["default_model_s"] = time.perf_counter() - t0
+            self.startup_report.skip()  # building the default model once is not part of a start-up
         self.model_dir = Path(model)
-        self.runner = ModelRunner(self.model_dir, self.engine_config)
+        self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report)
         self.config = self.runner.config
         self.tokenizer = load_tokenizer(self.model_dir)
+        self.startup_report.mark("tokenizer")
         self.max_model_len = max_model_len or self.config.max_position_embeddings
         self.sampler = Sampler()
 
@@ -107,6 +115,8 @@ class LLM:
                 gen = torch.Generator().manual_seed(p.seed if p.seed is not None else
                                                     int(torch.randint(0, 2**62, ()).item()))
             seqs.append(_Sequence(self._prompt_ids(prompt, i), p, gen, self._stop_ids(p), []))
+        if self.startup_report.phases["first_token"] is None:
+            self.startup_report.skip()  # the first-token phase starts with the first request
         step = self.engine_config.max_num_seqs
         for start in range(0, len(seqs), step):
             self._run_group(seqs[start:start + step])
@@ -133,6 +143,9 @@ class LLM:
         while active:
             logits = self.runner.forward(batch)  # [B, V]
             tokens = self.sampler(logits, [seqs[i].params for i in active], [seqs[i].generator for i in active])
+            if self.startup_report.phases["first_token"] is None:
+                self.startup_report.mark("first_token")
+                self.startup_report.log()
             still = []
             for i, tok in zip(active, tokens):
                 s = seqs[i]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import torch
@@ -15,6 +14,7 @@ from quickmoe.errors import ConfigError
 from quickmoe.models.registry import build_model
 from quickmoe.runtime.forward_batch import ForwardBatch
 from quickmoe.runtime.kv_cache import KVCache
+from quickmoe.runtime.startup import StartupReport
 
 logger = logging.getLogger(__name__)
 
@@ -37,28 +37,34 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 class ModelRunner:
     """Owns the model: config -> build (parameters allocated on the device) -> load -> process."""
 
-    def __init__(self, model_dir: str | Path, engine: EngineConfig) -> None:
+    def __init__(self, model_dir: str | Path, engine: EngineConfig, report: StartupReport | None = None) -> None:
         self.model_dir = Path(model_dir)
+        self.report = report if report is not None else StartupReport()
         self.device = resolve_device(engine.device)
         self.dtype = resolve_dtype(engine.dtype, self.device)
-        self.timings: dict[str, float] = {}
-        t0 = time.perf_counter()
+        if self.device.type == "cuda":
+            torch.cuda.init()
+            torch.empty(1, device=self.device)  # creates the context
+            torch.cuda.synchronize(self.device)
+        self.report.mark("cuda_init")
         self.config = ModelConfig.from_dir(self.model_dir)
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
-        t1 = time.perf_counter()
+        self.report.mark("config")
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
-        t2 = time.perf_counter()
+        self.report.mark("build")
         self.load_stats: LoadStats = load_weights(self.model, reader)
-        t3 = time.perf_counter()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.report.mark("load")
         self.model.process_weights_after_loading()
         self.model.eval()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        t4 = time.perf_counter()
-        self.timings.update(config=t1 - t0, build=t2 - t1, load=t3 - t2, process=t4 - t3)
-        logger.info("model %s on %s (%s): config %.2fs, build %.2fs, load %.2fs (%.2f GB/s), process %.2fs",
-                    self.model_dir, self.device, str(self.dtype).removeprefix("torch."), t1 - t0, t2 - t1,
-                    t3 - t2, self.load_stats.gb_per_s, t4 - t3)
+        self.report.mark("process")
+        self.report.info.update(model=str(self.model_dir), device=str(self.device),
+                                dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
+                                load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
+        logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
 
     def new_kv_cache(self, num_slots: int, max_len: int) -> KVCache:
         return KVCache(self.config, num_slots, max_len, dtype=self.dtype, device=self.device)

@@ -1,0 +1,1 @@
+"""quickmoe.bench: benchmarks run by `quickmoe bench ...`."""

@@ -1,0 +1,150 @@
+"""`quickmoe bench coldstart DIR`: process start -> first token, in fresh subprocesses, phase by phase.
+
+Each run is a new `quickmoe generate DIR --max-tokens 1` process that writes its StartupReport; the
+bench prints min and median per phase over N runs, with the page-cache state: warm (every shard read
+once before the runs) or dropped before each run (`--drop-caches`, needs root). `--compare-uncached`
+repeats the runs with the PermutationCache disabled (indices rebuilt per expert) and prints the
+ratio of the processing phase; `--baseline transformers` runs transformers' from_pretrained + one
+forward on the same checkpoint the same way, side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from quickmoe.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+BASELINES = ("none", "transformers")
+
+
+@dataclass(frozen=True)
+class ColdstartOptions:
+    """What `bench coldstart` runs; validated at construction."""
+
+    model: str
+    runs: int = 3
+    device: str = "auto"
+    drop_caches: bool = False
+    compare_uncached: bool = False
+    baseline: str = "none"
+    json_out: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (Path(self.model) / "config.json").is_file():
+            raise ConfigError(f"bench coldstart: {self.model} is not a checkpoint directory (no config.json)")
+        if self.runs < 1:
+            raise ConfigError(f"bench coldstart option 'runs' = {self.runs}: expected an integer >= 1")
+        if self.baseline not in BASELINES:
+            raise ConfigError(f"bench coldstart option 'baseline' = {self.baseline!r}: expected one of "
+                              f"{list(BASELINES)}")
+
+
+def drop_page_cache() -> None:
+    """Write dirty pages, then drop the page cache (Linux, root)."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError as exc:
+        raise ConfigError(f"--drop-caches: cannot write /proc/sys/vm/drop_caches ({exc}); it needs root on Linux"
+                          ) from None
+
+
+def warm_page_cache(model_dir: Path) -> None:
+    """Read every file of the checkpoint once so the runs start from a warm page cache."""
+    for path in sorted(model_dir.iterdir()):
+        if path.is_file():
+            with open(path, "rb", buffering=0) as f:
+                while f.read(1 << 24):
+                    pass
+
+
+def _one_run(cmd: list[str], env: dict[str, str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report.json"
+        proc = subprocess.run([*cmd, "--json", str(out)] if "transformers_baseline" in " ".join(cmd)
+                              else [*cmd, "--startup-json", str(out)], env=env, capture_output=True, text=True)
+        if proc.returncode != 0 or not out.is_file():
+            raise RuntimeError(f"cold-start run failed (exit {proc.returncode}): {' '.join(cmd)}\n"
+                               f"{proc.stderr[-4000:]}")
+        return json.loads(out.read_text())
+
+
+def _series(opts: ColdstartOptions, cmd: list[str], env: dict[str, str], label: str) -> list[dict]:
+    reports = []
+    for i in range(opts.runs):
+        if opts.drop_caches:
+            drop_page_cache()
+        reports.append(_one_run(cmd, env))
+        logger.info("%s run %d/%d: %.2f s to first token", label, i + 1, opts.runs, reports[-1]["total"])
+    return reports
+
+
+def _summary(reports: list[dict]) -> dict[str, tuple[float, float]]:
+    """phase -> (min, median) over the runs that measured it; 'total' included."""
+    phases: dict[str, list[float]] = {}
+    for r in reports:
+        for name, value in [*r["phases"].items(), ("total", r["total"])]:
+            if value is not None:
+                phases.setdefault(name, []).append(value)
+    return {name: (min(v), statistics.median(v)) for name, v in phases.items()}
+
+
+def run_coldstart(opts: ColdstartOptions) -> dict:
+    model_dir = Path(opts.model)
+    if not opts.drop_caches:
+        warm_page_cache(model_dir)
+    env = dict(os.environ)
+    quickmoe_cmd = [sys.executable, "-m", "quickmoe", "generate", str(model_dir), "--prompt", "Hello world",
+                    "--max-tokens", "1", "--temperature", "0", "--device", opts.device, "-q"]
+    results = {"quickmoe": _series(opts, quickmoe_cmd, env, "quickmoe")}
+    if opts.compare_uncached:
+        results["quickmoe_uncached"] = _series(opts, quickmoe_cmd, {**env, "QUICKMOE_PERMUTATION_CACHE": "0"},
+                                               "quickmoe (PermutationCache off)")
+    if opts.baseline == "transformers":
+        device = opts.device if opts.device != "auto" else "cuda"
+        hf_cmd = [sys.executable, "-m", "quickmoe.bench.transformers_baseline", str(model_dir), "--device", device]
+        results["transformers"] = _series(opts, hf_cmd, env, "transformers")
+    summary = {name: _summary(reports) for name, reports in results.items()}
+    info = results["quickmoe"][0].get("info", {})
+    doc = {"model": str(model_dir), "runs": opts.runs, "page_cache": "dropped" if opts.drop_caches else "warm",
+           "device": info.get("device"), "dtype": info.get("dtype"), "summary": summary, "reports": results}
+    print(format_table(doc))
+    if opts.json_out:
+        Path(opts.json_out).write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+def format_table(doc: dict) -> str:
+    summary = doc["summary"]
+    columns = list(summary)
+    labels = {"quickmoe": "quickmoe", "quickmoe_uncached": "no-perm-cache", "transformers": "transformers"}
+    phases = list(dict.fromkeys(p for s in summary.values() for p in s))
+    phases = [p for p in phases if p != "total"] + ["total"]
+    head = f"{'phase':<16}" + "".join(f"{labels[c] + ' min':>22}{'median':>12}" for c in columns)
+    lines = [f"cold start of {doc['model']} ({doc['runs']} runs each, page cache {doc['page_cache']}, "
+             f"device {doc['device']}, {doc['dtype']})", head]
+    for p in phases:
+        row = f"{p:<16}"
+        for c in columns:
+            lo, med = summary[c].get(p, (None, None))
+            row += f"{'-':>22}{'-':>12}" if lo is None else f"{lo:>20.3f} s{med:>10.3f} s"
+        lines.append(row)
+    if "quickmoe_uncached" in summary and "process" in summary["quickmoe"]:
+        cached, uncached = summary["quickmoe"]["process"][1], summary["quickmoe_uncached"]["process"][1]
+        lines.append(f"weight processing, PermutationCache off / on (medians): {uncached:.3f} s / {cached:.3f} s = "
+                     f"{uncached / max(cached, 1e-9):.1f}x")
+    if "transformers" in summary:
+        ratio = summary["transformers"]["total"][1] / max(summary["quickmoe"]["total"][1], 1e-9)
+        lines.append(f"process start -> first token, transformers / quickmoe (medians): {ratio:.2f}x")
+    return "\n".join(lines)

@@ -1,0 +1,74 @@
+"""StartupReport phases and the cold-start bench (a real subprocess run on CPU)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from quickmoe.bench.coldstart import ColdstartOptions, format_table, run_coldstart
+from quickmoe.errors import ConfigError
+from quickmoe.runtime.startup import PHASES, StartupReport, process_age_s
+
+
+def test_marks_are_contiguous_and_sum_to_total():
+    report = StartupReport()
+    time.sleep(0.02)
+    first = report.mark("config")
+    report.skip()
+    time.sleep(0.01)
+    second = report.mark("load")
+    report.mark("load")  # adds to the phase
+    assert first >= 0.02 and second >= 0.01
+    assert report.phases["config"] == first and report.phases["load"] >= second
+    assert report.total == pytest.approx(report.phases["config"] + report.phases["load"])
+    assert report.phases["compile"] is None and list(report.phases) == list(PHASES)
+    with pytest.raises(KeyError, match="unknown startup phase 'warmup'"):
+        report.mark("warmup")
+    block = report.format()
+    assert "config" in block and "compile" in block and "total" in block
+    assert json.loads(report.to_json())["phases"]["load"] == report.phases["load"]
+
+
+def test_process_start_report_counts_the_interpreter():
+    age = process_age_s()
+    report = StartupReport.from_process_start()
+    if age is None:
+        pytest.skip("no /proc here")
+    assert 0 < report.phases["interpreter"] <= age
+
+
+def test_coldstart_options_are_validated(tmp_path):
+    with pytest.raises(ConfigError, match="not a checkpoint directory"):
+        ColdstartOptions(model=str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="'runs' = 0"):
+        ColdstartOptions(model=str(tmp_path), runs=0)
+    with pytest.raises(ConfigError, match="'baseline' = 'vllm'"):
+        ColdstartOptions(model=str(tmp_path), baseline="vllm")
+
+
+def test_table_shows_min_median_and_ratios():
+    doc = {"model": "m", "runs": 2, "page_cache": "warm", "device": "cpu", "dtype": "float32", "summary": {
+        "quickmoe": {"load": (1.0, 2.0), "process": (0.1, 0.2), "total": (3.0, 4.0)},
+        "quickmoe_uncached": {"process": (1.0, 2.0), "total": (5.0, 6.0)},
+        "transformers": {"from_pretrained": (7.0, 8.0), "total": (9.0, 12.0)}}}
+    table = format_table(doc)
+    assert "2.000 s" in table and "10.0x" in table and "3.00x" in table and "page cache warm" in table
+
+
+@pytest.mark.slow
+def test_coldstart_bench_runs_fresh_processes(tmp_path):
+    from quickmoe.checkpoint.synth import write_checkpoint
+
+    model = write_checkpoint(tmp_path / "model", preset="tiny", layers=2, experts=4, progress=False)  # real vocab
+    out = tmp_path / "cold.json"
+    doc = run_coldstart(ColdstartOptions(model=str(model), runs=2, device="cpu", json_out=str(out)))
+    assert len(doc["reports"]["quickmoe"]) == 2
+    for report in doc["reports"]["quickmoe"]:
+        phases = report["phases"]
+        for phase in ("imports", "config", "build", "load", "process", "tokenizer", "first_token"):
+            assert phases[phase] is not None and phases[phase] >= 0
+        assert report["total"] >= phases["load"] + phases["first_token"]
+    assert json.loads(out.read_text())["summary"]["quickmoe"]["total"][0] > 0
