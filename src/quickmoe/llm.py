@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,9 +69,12 @@ class LLM:
             self.startup_report.info["default_model_s"] = time.perf_counter() - t0
             self.startup_report.skip()  # building the default model once is not part of a start-up
         self.model_dir = Path(model)
-        self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report)
+        # The tokenizer loads on a thread while the weights load; the `tokenizer` phase is what is left to wait.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer") as pool:
+            tokenizer = pool.submit(load_tokenizer, self.model_dir)
+            self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report)
+            self.tokenizer = tokenizer.result()
         self.config = self.runner.config
-        self.tokenizer = load_tokenizer(self.model_dir)
         self.startup_report.mark("tokenizer")
         self.max_model_len = max_model_len or self.config.max_position_embeddings
         self.sampler = Sampler()
