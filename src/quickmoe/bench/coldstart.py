@@ -69,6 +69,25 @@ def warm_page_cache(model_dir: Path) -> None:
                     pass
 
 
+def measure_pinned_h2d_gb_per_s(nbytes: int = 1 << 30, repeats: int = 10) -> float | None:
+    """Median pinned host->device copy rate on this machine's first GPU (None without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    host = torch.randint(0, 255, (nbytes,), dtype=torch.uint8).pin_memory()  # random bytes, never zeros
+    dev = torch.empty_like(host, device="cuda")
+    times = []
+    for _ in range(repeats + 2):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dev.copy_(host, non_blocking=True)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return nbytes / statistics.median(times[2:]) / 1e9  # the first two are warm-up
+
+
 def _one_run(cmd: list[str], env: dict[str, str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
@@ -118,7 +137,10 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
     summary = {name: _summary(reports) for name, reports in results.items()}
     info = results["quickmoe"][0].get("info", {})
     doc = {"model": str(model_dir), "runs": opts.runs, "page_cache": "dropped" if opts.drop_caches else "warm",
-           "device": info.get("device"), "dtype": info.get("dtype"), "summary": summary, "reports": results}
+           "device": info.get("device"), "dtype": info.get("dtype"), "summary": summary, "reports": results,
+           "load_bytes": info.get("load_bytes"),
+           "pinned_h2d_gb_per_s": measure_pinned_h2d_gb_per_s() if str(info.get("device")).startswith("cuda")
+           else None}
     print(format_table(doc))
     if opts.json_out:
         Path(opts.json_out).write_text(json.dumps(doc, indent=2) + "\n")
@@ -140,6 +162,19 @@ def format_table(doc: dict) -> str:
             lo, med = summary[c].get(p, (None, None))
             row += f"{'-':>22}{'-':>12}" if lo is None else f"{lo:>20.3f} s{med:>10.3f} s"
         lines.append(row)
+    reports = doc.get("reports", {}).get("quickmoe", [])
+    if reports and "gpu_peak_bytes_during_process" in reports[0].get("info", {}):
+        i = reports[0]["info"]
+        lines.append(f"GPU memory: after load {i['gpu_bytes_after_load'] / 2**30:.2f} GiB, peak during processing "
+                     f"{i['gpu_peak_bytes_during_process'] / 2**30:.2f} GiB, after {i['gpu_bytes_after_process'] / 2**30:.2f}"
+                     f" GiB; peak host RSS {i['peak_host_rss_bytes'] / 2**30:.2f} GiB")
+    if doc.get("load_bytes") and "load" in summary["quickmoe"]:
+        rate = doc["load_bytes"] / 1e9 / summary["quickmoe"]["load"][1]
+        line = f"read + host->device: {rate:.1f} GB/s (median load phase)"
+        if doc.get("pinned_h2d_gb_per_s"):
+            line += (f"; pinned host->device measured now: {doc['pinned_h2d_gb_per_s']:.1f} GB/s "
+                     f"({100 * rate / doc['pinned_h2d_gb_per_s']:.0f}%)")
+        lines.append(line)
     if "quickmoe_uncached" in summary and "process" in summary["quickmoe"]:
         cached, uncached = summary["quickmoe"]["process"][1], summary["quickmoe_uncached"]["process"][1]
         lines.append(f"weight processing, PermutationCache off / on (medians): {uncached:.3f} s / {cached:.3f} s = "

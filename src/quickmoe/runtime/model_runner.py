@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import resource
 from pathlib import Path
 
 import torch
@@ -56,11 +57,17 @@ class ModelRunner:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.report.mark("load")
+        if self.device.type == "cuda":
+            self.report.info["gpu_bytes_after_load"] = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
         self.model.process_weights_after_loading()
         self.model.eval()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+            self.report.info["gpu_peak_bytes_during_process"] = torch.cuda.max_memory_allocated(self.device)
+            self.report.info["gpu_bytes_after_process"] = torch.cuda.memory_allocated(self.device)
         self.report.mark("process")
+        self.report.info["peak_host_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         self.report.info.update(model=str(self.model_dir), device=str(self.device),
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
