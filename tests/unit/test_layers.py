@@ -92,6 +92,7 @@ def _naive_moe(x, weights, ids, w1, b1, w2, b2, limit=7.0, alpha=1.702):
 @pytest.mark.parametrize("num_tokens, top_k", [(1, 1), (6, 2), (9, 4)])
 def test_fused_moe_ref_matches_naive_loop_bf16_and_mxfp4(num_tokens, top_k):
     from quickmoe.formats.mxfp4 import dequantize_mxfp4
+    from quickmoe.layouts import Mxfp4MoELayout, PermutationCache, convert_experts_
 
     g = torch.Generator().manual_seed(num_tokens)
     E, H, I = 6, 64, 32
@@ -109,9 +110,13 @@ def test_fused_moe_ref_matches_naive_loop_bf16_and_mxfp4(num_tokens, top_k):
     s1 = torch.randint(122, 127, (E, 2 * I, H // 32), generator=g, dtype=torch.uint8)
     q2 = torch.randint(0, 256, (E, H, I // 32, 16), generator=g, dtype=torch.uint8)
     s2 = torch.randint(122, 127, (E, H, I // 32), generator=g, dtype=torch.uint8)
-    got = fused_moe_ref(x, weights, ids, q1, b1, q2, b2, w1_scales=s1, w2_scales=s2)
     want = _naive_moe(x, weights, ids, dequantize_mxfp4(q1, s1), b1, dequantize_mxfp4(q2, s2), b2)
-    assert torch.allclose(got.double(), want, atol=1e-4)
+    for group in (1, 5, 64):  # the kernel layout, gate/up groups dividing I or not
+        layout, cache = Mxfp4MoELayout(gate_up_group=group), PermutationCache(enabled=True)
+        k1, ks1, kb1 = convert_experts_(q1.clone(), s1.clone(), b1.clone(), gate_up=True, layout=layout, cache=cache)
+        k2, ks2, kb2 = convert_experts_(q2.clone(), s2.clone(), b2.clone(), gate_up=False, layout=layout, cache=cache)
+        got = fused_moe_ref(x, weights, ids, k1, kb1, k2, kb2, w1_scales=ks1, w2_scales=ks2, gate_up_group=group)
+        assert torch.allclose(got.double(), want, atol=1e-4)
 
 
 def test_topk_softmax_is_softmax_over_selected_logits():

@@ -2,43 +2,47 @@
 (down + bias), weighted by the routing weights and combined into the output.
 
 `fused_moe_ref` is the torch reference; the Triton kernel of the MoE issue takes the same arguments.
-Expert weights are out x in: w1 [E, 2I, H] (rows interleaved: even gate, odd up), w2 [E, H, I]. When
-scales are given, w1/w2 are MXFP4 blocks [E, N, K/32, 16] with E8M0 scales [E, N, K/32], and are
-dequantized here per expert hit, so the stored experts stay MXFP4.
+Expert weights are out x in: w1 [E, 2I, H], w2 [E, H, I], with w1's rows (and w1_bias) in the gate/up
+order of `quickmoe.layouts.mxfp4_moe` with group `gate_up_group` (1: the checkpoint interleave, even
+rows gate, odd rows up). When scales are given, w1/w2 are MXFP4 in that module's kernel layout: packed
+blocks [E, N, K/2] uint8 and transposed E8M0 scales [E, K/32, N], dequantized here per expert hit, so
+the stored experts stay MXFP4.
 """
 
 from __future__ import annotations
 
 import torch
 
-from quickmoe.formats.mxfp4 import dequantize_mxfp4
+from quickmoe.layouts.mxfp4_moe import dequantize_expert, split_gate_up
 
 
-def swiglu_gpt_oss(gate_up: torch.Tensor, limit: float, alpha: float) -> torch.Tensor:
-    """gate_up [..., 2I] interleaved -> [..., I]: gate=min(g, limit), up=clamp(u, ±limit),
-    out = (up + 1) * gate * sigmoid(alpha * gate)."""
-    gate = gate_up[..., 0::2].clamp(max=limit)
-    up = gate_up[..., 1::2].clamp(min=-limit, max=limit)
+def swiglu_gpt_oss(gate_up: torch.Tensor, limit: float, alpha: float, gate_up_group: int = 1) -> torch.Tensor:
+    """gate_up [..., 2I] (gate/up grouped by `gate_up_group`; 1 = interleaved) -> [..., I]:
+    gate=min(g, limit), up=clamp(u, ±limit), out = (up + 1) * gate * sigmoid(alpha * gate)."""
+    gate, up = split_gate_up(gate_up, gate_up_group)  # [..., I] each, natural column order
+    gate = gate.clamp(max=limit)
+    up = up.clamp(min=-limit, max=limit)
     return (up + 1) * (gate * torch.sigmoid(alpha * gate))
 
 
 def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, expert: int, dtype: torch.dtype) -> torch.Tensor:
     if scales is None:
-        return w[expert].to(dtype)
-    return dequantize_mxfp4(w[expert], scales[expert], dtype=dtype)  # [N, K]
+        return w[expert].to(dtype)  # [N, K]
+    return dequantize_expert(w[expert], scales[expert], dtype)  # [N, K/2] + [K/32, N] -> [N, K]
 
 
 def fused_moe_ref(
     hidden: torch.Tensor,  # [T, H]
     topk_weights: torch.Tensor,  # [T, k]
     topk_ids: torch.Tensor,  # [T, k]
-    w1: torch.Tensor,
-    w1_bias: torch.Tensor,  # [E, 2I]
-    w2: torch.Tensor,
+    w1: torch.Tensor,  # [E, 2I, H] dense, or MXFP4 blocks [E, 2I, H/2]
+    w1_bias: torch.Tensor,  # [E, 2I], same row order as w1
+    w2: torch.Tensor,  # [E, H, I] dense, or MXFP4 blocks [E, H, I/2]
     w2_bias: torch.Tensor,  # [E, H]
     *,
-    w1_scales: torch.Tensor | None = None,
-    w2_scales: torch.Tensor | None = None,
+    w1_scales: torch.Tensor | None = None,  # [E, H/32, 2I]
+    w2_scales: torch.Tensor | None = None,  # [E, I/32, H]
+    gate_up_group: int = 1,
     swiglu_limit: float = 7.0,
     swiglu_alpha: float = 1.702,
 ) -> torch.Tensor:
@@ -60,7 +64,7 @@ def fused_moe_ref(
         tokens = token_of[rows]
         x = hidden[tokens]  # [n, H]
         h = x @ _expert_weight(w1, w1_scales, expert, dtype).T + w1_bias[expert].to(dtype)  # [n, 2I]
-        a = swiglu_gpt_oss(h, swiglu_limit, swiglu_alpha)  # [n, I]
+        a = swiglu_gpt_oss(h, swiglu_limit, swiglu_alpha, gate_up_group)  # [n, I]
         y = a @ _expert_weight(w2, w2_scales, expert, dtype).T + w2_bias[expert].to(dtype)  # [n, H]
         out.index_add_(0, tokens, (y * weight_of[rows, None].to(dtype)).to(dtype))
     return out

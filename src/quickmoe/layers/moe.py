@@ -7,6 +7,7 @@ The layer itself never pads or slices activations.
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 import torch
@@ -17,6 +18,10 @@ from quickmoe.kernels.fused_moe import fused_moe_ref
 from quickmoe.kernels.routing import topk_softmax_ref
 from quickmoe.layers.linear import Linear
 from quickmoe.layers.weights import declare_weight, transpose_last2_weight_loader
+from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, convert_experts_
+from quickmoe.layouts.permutation_cache import PermutationCache, default_permutation_cache
+
+logger = logging.getLogger(__name__)
 
 
 class MoEQuantMethod(Protocol):
@@ -53,30 +58,58 @@ class UnquantizedMoEMethod:
 
 
 class Mxfp4MoEMethod:
-    """MXFP4 experts kept as stored: blocks [E, N, K/32, 16] uint8 and E8M0 scales [E, N, K/32] uint8,
-    dequantized inside the experts computation. Biases are kept in the activation dtype."""
+    """MXFP4 experts in the kernel layout of `quickmoe.layouts.mxfp4_moe` (blocks [E, N, K/2] uint8,
+    transposed E8M0 scales [E, K/32, N], gate_up rows grouped by `layout.gate_up_group`), dequantized
+    inside the experts computation. Biases are kept in the activation dtype.
+
+    The parameters are allocated once, at their final size (the kernel layout has exactly the
+    checkpoint's bytes), and filled by plain copies in checkpoint layout: the loader's large contiguous
+    copies stay copies. `process_weights_after_loading` then permutes each parameter in place, all
+    experts of a layer per batched gather with indices from the PermutationCache, chunked along the
+    experts so that device memory stays <= final weights + the cache's transient budget (256 MiB), and
+    re-views the storages in their kernel shapes.
+    """
 
     block_size = 32
+
+    def __init__(self, layout: Mxfp4MoELayout | None = None, cache: PermutationCache | None = None) -> None:
+        self.layout = layout if layout is not None else Mxfp4MoELayout()
+        self._cache = cache  # None: the process-wide default, resolved at processing time
 
     def create_weights(self, layer: "FusedMoE", *, dtype: torch.dtype, device: torch.device | str) -> None:
         e, h, i = layer.num_experts, layer.hidden_size, layer.intermediate_size
         u8 = dict(checkpoint_dtype=torch.uint8)
+        # Checkpoint shapes until process_weights_after_loading re-views them in kernel layout.
         declare_weight(layer, "gate_up_proj_blocks", (e, 2 * i, h // 32, 16), torch.uint8, device, **u8)
         declare_weight(layer, "gate_up_proj_scales", (e, 2 * i, h // 32), torch.uint8, device, **u8)
         declare_weight(layer, "down_proj_blocks", (e, h, i // 32, 16), torch.uint8, device, **u8)
         declare_weight(layer, "down_proj_scales", (e, h, i // 32), torch.uint8, device, **u8)
         declare_weight(layer, "gate_up_proj_bias", (e, 2 * i), dtype, device, checkpoint_dtype=torch.bfloat16)
         declare_weight(layer, "down_proj_bias", (e, h), dtype, device, checkpoint_dtype=torch.bfloat16)
+        layer.experts_in_kernel_layout = False
 
     def process_weights_after_loading(self, layer: "FusedMoE") -> None:
-        pass  # kernel layouts (swizzles through the PermutationCache) arrive with the cold-start issue
+        if layer.experts_in_kernel_layout:
+            raise RuntimeError("MXFP4 experts were already converted to the kernel layout")
+        cache = self._cache if self._cache is not None else default_permutation_cache()
+        with torch.no_grad():
+            for proj, gate_up in (("gate_up_proj", True), ("down_proj", False)):
+                blocks, scales, bias = (getattr(layer, f"{proj}_{s}") for s in ("blocks", "scales", "bias"))
+                new_blocks, new_scales, _ = convert_experts_(blocks.data, scales.data, bias.data, gate_up=gate_up,
+                                                             layout=self.layout, cache=cache)
+                blocks.data = new_blocks  # [E, N, K/2], same storage
+                scales.data = new_scales  # [E, K/32, N], same storage
+        layer.experts_in_kernel_layout = True
+        logger.debug("MXFP4 experts in kernel layout (%s); %s", self.layout, cache.stats())
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
               topk_ids: torch.Tensor) -> torch.Tensor:
+        if not layer.experts_in_kernel_layout:
+            raise RuntimeError("MXFP4 experts used before process_weights_after_loading converted them")
         return fused_moe_ref(hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
                              layer.down_proj_blocks, layer.down_proj_bias, w1_scales=layer.gate_up_proj_scales,
-                             w2_scales=layer.down_proj_scales, swiglu_limit=layer.swiglu_limit,
-                             swiglu_alpha=layer.swiglu_alpha)
+                             w2_scales=layer.down_proj_scales, gate_up_group=self.layout.gate_up_group,
+                             swiglu_limit=layer.swiglu_limit, swiglu_alpha=layer.swiglu_alpha)
 
 
 class FusedMoE(nn.Module):
