@@ -1,32 +1,68 @@
 """Fill a built model's parameters from a checkpoint, through each parameter's `weight_loader`.
 
-CPU path: tensors are read shard by shard in file order and handed to their parameter; no full state
-dict is materialised. Every header is validated against the model before any data is read, and after
-loading every checkpoint tensor must have been used and every parameter filled. (The streaming GPU
-loader with pinned buffers and overlapped copies replaces the read loop in the cold-start issue.)
+Every header is validated against the model before any data is read. Then the shards are streamed in
+file order: `plan_chunks` cuts them into large reads, a `ChunkRing` of a few reader threads `preadv`s
+them into a small ring of host buffers (page-locked when the parameters are on a GPU), a transfer moves
+each chunk next to the parameters (on CUDA: an asynchronous copy on its own stream into a device staging
+buffer, overlapping the next reads), and each tensor is handed to `param.weight_loader(param, tensor)` as
+a view of the staged chunk, so dtype conversions and transposes run where the parameter lives. A tensor
+that straddles chunks (or is larger than one) is assembled in a buffer of its own size on that device
+first. No state dict is materialised: host memory used is the ring (plus, on CPU, one tensor being
+assembled). After loading, every checkpoint tensor must have been used and every parameter filled.
+
+Contract for weight loaders: copy out of `tensor` (e.g. `param.data.copy_(...)`); never keep a view of
+it, since its buffer is refilled with later chunks. A loader that aliases its input fails loudly.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
+from quickmoe.checkpoint.chunk_plan import Chunk, Piece, plan_chunks
+from quickmoe.checkpoint.prefetch import prefetch_page_cache
 from quickmoe.checkpoint.reader import CheckpointReader, TensorSpec
+from quickmoe.checkpoint.staging import ChunkRing
+from quickmoe.checkpoint.transfer import CudaTransfer, HostTransfer
 from quickmoe.errors import CheckpointError
 
+__all__ = ["LoadStats", "expected_tensors", "load_weights", "prefetch_page_cache", "DEFAULT_CHUNK_BYTES"]
+
 logger = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class LoadStats:
-    """What loading did: tensors and bytes read, seconds, throughput."""
+    """What loading did. `seconds` is the streaming time (reads through the last weight loader, GPU work
+    included), `validate_seconds` the header check before it. Thread-summed fields (`read_seconds`,
+    `copy_wait_seconds`, `setup_seconds`) can exceed `seconds`; `wait_seconds` is the consumer waiting for
+    reads (read-bound when close to `seconds`), `deliver_seconds` its time issuing copies and weight
+    loaders, `finish_seconds` the final wait for the device."""
 
     num_tensors: int
     num_bytes: int
     seconds: float
+    validate_seconds: float = 0.0
+    num_chunks: int = 0
+    chunk_bytes: int = 0
+    num_threads: int = 0
+    num_buffers: int = 0
+    peak_host_buffer_bytes: int = 0  # the ring's host buffers (+ the largest CPU assembly buffer)
+    peak_device_buffer_bytes: int = 0  # device staging buffers (+ the largest device assembly buffer)
+    read_seconds: float = 0.0
+    copy_wait_seconds: float = 0.0
+    setup_seconds: float = 0.0
+    wait_seconds: float = 0.0
+    deliver_seconds: float = 0.0
+    finish_seconds: float = 0.0
 
     @property
     def gb_per_s(self) -> float:
@@ -43,18 +79,148 @@ def expected_tensors(model: nn.Module) -> dict[str, TensorSpec]:
     return specs
 
 
-def load_weights(model: nn.Module, reader: CheckpointReader) -> LoadStats:
-    """Validate, then stream every checkpoint tensor into its parameter."""
+def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool = False, num_threads: int = 4,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, num_buffers: int = 8,
+                 num_device_buffers: int = 2) -> LoadStats:
+    """Validate, then stream every checkpoint tensor into its parameter.
+
+    `num_threads` reader threads fill a ring of `num_buffers` host buffers of `chunk_bytes` each; on CUDA,
+    `num_device_buffers` device staging buffers of `chunk_bytes` receive the chunks. `progress` shows a
+    byte progress bar (GB/s) when stderr is a terminal.
+    """
+    for option, value in (("num_threads", num_threads), ("chunk_bytes", chunk_bytes), ("num_buffers", num_buffers),
+                          ("num_device_buffers", num_device_buffers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"load_weights option {option!r} = {value!r}: expected a positive integer")
+    t_start = time.perf_counter()
     params = dict(model.named_parameters())
     reader.validate(expected_tensors(model))  # names, shapes, dtypes: all problems reported at once
-    filled: set[str] = set()
-    num_bytes = 0
+    validate_seconds = time.perf_counter() - t_start
     start = time.perf_counter()
-    for name, tensor in reader.iter_tensors(params.keys()):
-        param = params[name]
+    device = _staging_device(params.values())
+    names = [n for n in reader.entries if n in params]
+    chunks = plan_chunks(reader.entries_by_file, chunk_bytes, names)
+    sink = _Sink(params, device, chunks)
+    for name in names:  # empty tensors have no bytes to read
+        entry = reader.entries[name]
+        if entry.nbytes == 0:
+            sink.load(name, torch.empty(entry.shape, dtype=entry.dtype, device=device), None)
+    buffer_bytes = max((c.nbytes for c in chunks), default=1)
+    transfer = (CudaTransfer(device, buffer_bytes, num_device_buffers) if device.type == "cuda"
+                else HostTransfer())
+    total = sum(reader.entries[n].nbytes for n in names)
+    ring_stats: dict[str, float] = {}
+    peak_host = 0
+    deliver_seconds = finish_seconds = 0.0
+    bar = _progress_bar(total, progress)
+    try:
+        if chunks:
+            with ChunkRing(chunks, num_threads=num_threads, num_buffers=num_buffers, buffer_bytes=buffer_bytes,
+                           pin_memory=device.type == "cuda") as ring:
+                for chunk, host, slot in ring:
+                    t0 = time.perf_counter()
+                    data = transfer.stage(chunk, host, slot, ring)
+                    for piece in chunk.pieces:
+                        sink.deliver(piece, data)
+                    transfer.done(slot, ring)
+                    deliver_seconds += time.perf_counter() - t0
+                    if bar is not None:
+                        bar.update(sum(p.nbytes for p in chunk.pieces))
+                finish_seconds = transfer.finish()
+                peak_host = ring.allocated_bytes
+                ring_stats = dict(read_seconds=ring.read_seconds, copy_wait_seconds=ring.copy_wait_seconds,
+                                  setup_seconds=ring.setup_seconds, wait_seconds=ring.wait_seconds,
+                                  num_threads=ring.num_threads, num_buffers=ring.num_buffers)
+    finally:
+        transfer.close()
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - start
+    _check_complete(reader, params, sink.filled)
+    on_cpu = device.type != "cuda"
+    stats = LoadStats(
+        num_tensors=len(sink.filled), num_bytes=total, seconds=seconds, validate_seconds=validate_seconds,
+        num_chunks=len(chunks), chunk_bytes=chunk_bytes,
+        peak_host_buffer_bytes=peak_host + (sink.peak_assembly_bytes if on_cpu else 0),
+        peak_device_buffer_bytes=transfer.allocated_bytes + (0 if on_cpu else sink.peak_assembly_bytes),
+        deliver_seconds=deliver_seconds, finish_seconds=finish_seconds, **ring_stats)
+    logger.info("loaded %d tensors, %.2f GB in %.2f s (%.2f GB/s; %d chunks of <= %d MiB, %d threads, "
+                "%.0f MiB host buffers; validate %.3f s)", stats.num_tensors, stats.num_bytes / 1e9, stats.seconds,
+                stats.gb_per_s, stats.num_chunks, chunk_bytes >> 20, stats.num_threads,
+                stats.peak_host_buffer_bytes / 2**20, validate_seconds)
+    logger.debug("load phases: %s", stats)
+    return stats
+
+
+class _Sink:
+    """Hands pieces of staged chunks to the parameters' weight loaders, assembling straddling tensors."""
+
+    def __init__(self, params: dict[str, nn.Parameter], device: torch.device, chunks: Sequence[Chunk]) -> None:
+        self.params = params
+        self.device = device
+        # the largest tensor that goes through assembly (straddling, or a misaligned view)
+        self.scratch_bytes = max((p.entry.nbytes for c in chunks for p in c.pieces if not _is_view(p)), default=0)
+        self.filled: set[str] = set()
+        self.peak_assembly_bytes = 0
+        # At most one tensor is ever partly assembled: a tensor's pieces are in consecutive chunks, and
+        # in its last chunk its piece comes first (pieces are in offset order), before any other starts.
+        self._partial: torch.Tensor | None = None
+        self._partial_name = ""
+        # Assembly buffers are slices of one scratch buffer of `scratch_bytes`, allocated once and
+        # reused: weight loaders copy out of their input (CPU: before returning; CUDA: in kernels queued on
+        # the current stream, ahead of the next copy into the scratch), so the next tensor may overwrite
+        # it. Reuse also spares the CPU path a fresh allocation, and its page faults, per large tensor.
+        self._scratch: torch.Tensor | None = None
+
+    def deliver(self, piece: Piece, data: torch.Tensor) -> None:
+        entry = piece.entry
+        src = data[piece.src:piece.src + piece.nbytes]
+        # A whole piece is handed on as a view of the chunk, if its offset suits the dtype's alignment
+        # (safetensors does not promise that); otherwise it goes through an assembly buffer.
+        if _is_view(piece):
+            self.load(entry.name, src.view(entry.dtype).reshape(entry.shape), data)
+            return
+        if piece.dst == 0:
+            assert self._partial is None, (self._partial_name, entry.name)
+            if self._scratch is None:
+                self._scratch = torch.empty(self.scratch_bytes, dtype=torch.uint8, device=self.device)
+                self.peak_assembly_bytes = self.scratch_bytes
+            self._partial = self._scratch[:entry.nbytes]
+            self._partial_name = entry.name
+        assert self._partial is not None and self._partial_name == entry.name, (self._partial_name, entry.name)
+        self._partial[piece.dst:piece.dst + piece.nbytes].copy_(src)
+        if piece.is_last:
+            tensor = self._partial.view(entry.dtype).reshape(entry.shape)
+            self._partial = None
+            self.load(entry.name, tensor, self._scratch)
+
+    def load(self, name: str, tensor: torch.Tensor, staging: torch.Tensor | None) -> None:
+        param = self.params[name]
         param.weight_loader(param, tensor)
-        filled.add(name)
-        num_bytes += reader.entries[name].nbytes
+        if staging is not None and param.untyped_storage().data_ptr() == staging.untyped_storage().data_ptr():
+            raise AssertionError(f"the weight_loader of {name} kept a view of the loader's staging buffer "
+                                 "(it must copy: the buffer is reused for later chunks)")
+        self.filled.add(name)
+
+
+def _is_view(piece: Piece) -> bool:
+    """Whether a piece is handed on as a view of its chunk: whole, at an offset aligned for its dtype."""
+    return piece.is_whole and piece.src % piece.entry.dtype.itemsize == 0
+
+
+def _staging_device(params: Iterable[nn.Parameter]) -> torch.device:
+    """Where chunks are staged: the parameters' CUDA device if they have one, else the CPU."""
+    cuda = {p.device for p in params if p.device.type == "cuda"}
+    if len(cuda) > 1:
+        raise NotImplementedError(f"parameters on several CUDA devices ({sorted(map(str, cuda))}): the loader "
+                                  "stages to one device per process")
+    if not cuda:
+        return torch.device("cpu")
+    device = cuda.pop()
+    return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def _check_complete(reader: CheckpointReader, params: dict[str, nn.Parameter], filled: set[str]) -> None:
     unused = sorted(set(reader.entries) - filled)
     if unused:
         files = {str(reader.entries[n].file.name) for n in unused}
@@ -64,7 +230,12 @@ def load_weights(model: nn.Module, reader: CheckpointReader) -> LoadStats:
     if unfilled:
         raise CheckpointError(f"{len(unfilled)} parameter(s) were never filled from {reader.model_dir}: "
                               f"{', '.join(unfilled[:10])}")
-    stats = LoadStats(num_tensors=len(filled), num_bytes=num_bytes, seconds=time.perf_counter() - start)
-    logger.info("loaded %d tensors, %.2f GB in %.2f s (%.2f GB/s)", stats.num_tensors, stats.num_bytes / 1e9,
-                stats.seconds, stats.gb_per_s)
-    return stats
+
+
+def _progress_bar(total: int, progress: bool):  # -> tqdm | None (tqdm is imported only when shown)
+    if not progress or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1000, desc="loading weights",
+                dynamic_ncols=True, file=sys.stderr)
