@@ -12,6 +12,7 @@ from quickmoe.checkpoint.loader import LoadStats, load_weights
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
+from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
 from quickmoe.runtime.forward_batch import ForwardBatch
 from quickmoe.runtime.kv_cache import KVCache
@@ -67,6 +68,9 @@ class ModelRunner:
             self.report.info["gpu_peak_bytes_during_process"] = torch.cuda.max_memory_allocated(self.device)
             self.report.info["gpu_bytes_after_process"] = torch.cuda.memory_allocated(self.device)
         self.report.mark("process")
+        cache = default_permutation_cache()
+        self.report.info["permutation_cache"] = cache.stats()
+        cache.clear()  # the indices served every layer of this model; free them
         self.report.info["peak_host_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         self.report.info.update(model=str(self.model_dir), device=str(self.device),
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
