@@ -168,6 +168,10 @@ def format_table(doc: dict) -> str:
         lines.append(f"GPU memory: after load {i['gpu_bytes_after_load'] / 2**30:.2f} GiB, peak during processing "
                      f"{i['gpu_peak_bytes_during_process'] / 2**30:.2f} GiB, after {i['gpu_bytes_after_process'] / 2**30:.2f}"
                      f" GiB; peak host RSS {i['peak_host_rss_bytes'] / 2**30:.2f} GiB")
+    if reports and "permutation_cache" in reports[0].get("info", {}):
+        c = reports[0]["info"]["permutation_cache"]
+        lines.append(f"PermutationCache: {c.get('misses')} misses (distinct keys), {c.get('hits')} hits, "
+                     f"{c.get('index_bytes', 0) / 2**20:.1f} MiB of indices")
     if doc.get("load_bytes") and "load" in summary["quickmoe"]:
         rate = doc["load_bytes"] / 1e9 / summary["quickmoe"]["load"][1]
         line = f"read + host->device: {rate:.1f} GB/s (median load phase)"
