@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import resource
 from pathlib import Path
@@ -69,7 +70,7 @@ class ModelRunner:
             self.report.info["gpu_bytes_after_process"] = torch.cuda.memory_allocated(self.device)
         self.report.mark("process")
         cache = default_permutation_cache()
-        self.report.info["permutation_cache"] = cache.stats()
+        self.report.info["permutation_cache"] = dataclasses.asdict(cache.stats())
         cache.clear()  # the indices served every layer of this model; free them
         self.report.info["peak_host_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         self.report.info.update(model=str(self.model_dir), device=str(self.device),
