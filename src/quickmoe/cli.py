@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -111,13 +112,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from quickmoe.runtime.startup import StartupReport
 
     report = StartupReport.from_process_start()
+    if args.model and os.environ.get("QUICKMOE_PREFETCH", "1") != "0":
+        from quickmoe.checkpoint.prefetch import checkpoint_files, prefetch_page_cache
+
+        # page-cache read-ahead of the shards runs while torch imports (helps a cold page cache)
+        prefetch_page_cache(checkpoint_files(args.model))
     from quickmoe.llm import LLM
     from quickmoe.runtime.sampling_params import SamplingParams
 
     report.mark("imports")
     t0 = time.perf_counter()
     llm = LLM(args.model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
-              startup_report=report)
+              startup_report=report, progress=not args.quiet)
     t_load = time.perf_counter() - t0
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",

@@ -57,7 +57,7 @@ class LLM:
 
     def __init__(self, model: str | Path | None = None, *, device: str = "auto", dtype: str = "auto",
                  max_model_len: int | None = None, max_num_seqs: int = 64,
-                 startup_report: StartupReport | None = None) -> None:
+                 startup_report: StartupReport | None = None, progress: bool = False) -> None:
         self.engine_config = EngineConfig(model=None if model is None else str(model), device=device, dtype=dtype,
                                           max_model_len=max_model_len, max_num_seqs=max_num_seqs)
         self.startup_report = startup_report if startup_report is not None else StartupReport()
@@ -72,7 +72,7 @@ class LLM:
         # The tokenizer loads on a thread while the weights load; the `tokenizer` phase is what is left to wait.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer") as pool:
             tokenizer = pool.submit(load_tokenizer, self.model_dir)
-            self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report)
+            self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, progress=progress)
             self.tokenizer = tokenizer.result()
         self.config = self.runner.config
         self.startup_report.mark("tokenizer")

@@ -40,7 +40,8 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 class ModelRunner:
     """Owns the model: config -> build (parameters allocated on the device) -> load -> process."""
 
-    def __init__(self, model_dir: str | Path, engine: EngineConfig, report: StartupReport | None = None) -> None:
+    def __init__(self, model_dir: str | Path, engine: EngineConfig, report: StartupReport | None = None, *,
+                 progress: bool = False) -> None:
         self.model_dir = Path(model_dir)
         self.report = report if report is not None else StartupReport()
         self.device = resolve_device(engine.device)
@@ -55,7 +56,7 @@ class ModelRunner:
         self.report.mark("config")
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
         self.report.mark("build")
-        self.load_stats: LoadStats = load_weights(self.model, reader)
+        self.load_stats: LoadStats = load_weights(self.model, reader, progress=progress)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.report.mark("load")
@@ -73,6 +74,10 @@ class ModelRunner:
         self.report.info["permutation_cache"] = dataclasses.asdict(cache.stats())
         cache.clear()  # the indices served every layer of this model; free them
         self.report.info["peak_host_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        stats = self.load_stats
+        self.report.info["loader"] = {k: getattr(stats, k) for k in (
+            "peak_host_buffer_bytes", "peak_device_buffer_bytes", "validate_seconds", "read_seconds", "wait_seconds",
+            "deliver_seconds", "finish_seconds", "num_chunks", "chunk_bytes", "num_threads")}
         self.report.info.update(model=str(self.model_dir), device=str(self.device),
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
