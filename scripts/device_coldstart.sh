@@ -21,6 +21,10 @@ python3 -m quickmoe bench coldstart /tmp/gpt-oss-20b -n 3 --device cuda --compar
   --json "$OUT/cold_20b_warm.json" 2>&1 | grep -v INFO | tee "$OUT/cold_20b_warm.txt"
 fi
 if [ "$STAGE" = 2 ]; then
+cat /tmp/gpt-oss-20b/*.safetensors > /dev/null
+python3 scripts/loader_sweep.py /tmp/gpt-oss-20b 2>&1 | grep -v INFO | tee "$OUT/loader_sweep.txt"
+QUICKMOE_PREFETCH=0 python3 -m quickmoe bench coldstart /tmp/gpt-oss-20b -n 2 --device cuda --drop-caches \
+  --json "$OUT/cold_20b_dropped_noprefetch.json" 2>&1 | grep -v INFO | tee "$OUT/cold_20b_dropped_noprefetch.txt"
 python3 -m quickmoe bench coldstart /tmp/gpt-oss-20b -n 2 --device cuda --drop-caches --baseline transformers \
   --json "$OUT/cold_20b_dropped.json" 2>&1 | grep -v INFO | tee "$OUT/cold_20b_dropped.txt"
 python3 -m quickmoe bench coldstart /tmp/gpt-oss-120b -n 2 --device cuda --compare-uncached \
