@@ -112,7 +112,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from quickmoe.runtime.startup import StartupReport
 
     report = StartupReport.from_process_start()
-    if args.model and os.environ.get("QUICKMOE_PREFETCH", "1") != "0":
+    # Opt-in: on the H100 with a dropped page cache it did not shorten the start (19.9 s with, 19.7 s without;
+    # docs/benchmarks.md), since the read-ahead competes with the imports' own reads.
+    if args.model and os.environ.get("QUICKMOE_PREFETCH", "0") == "1":
         from quickmoe.checkpoint.prefetch import checkpoint_files, prefetch_page_cache
 
         # page-cache read-ahead of the shards runs while torch imports (helps a cold page cache)
