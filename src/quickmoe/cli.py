@@ -112,20 +112,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from quickmoe.runtime.startup import StartupReport
 
     report = StartupReport.from_process_start()
-    # Opt-in: on the H100 with a dropped page cache it did not shorten the start (19.9 s with, 19.7 s without;
-    # docs/benchmarks.md), since the read-ahead competes with the imports' own reads.
-    if args.model and os.environ.get("QUICKMOE_PREFETCH", "0") == "1":
-        from quickmoe.checkpoint.prefetch import checkpoint_files, prefetch_page_cache
+    from quickmoe.runtime.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
-        # page-cache read-ahead of the shards runs while torch imports (helps a cold page cache)
-        prefetch_page_cache(checkpoint_files(args.model))
+    # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
+    # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
+    early = EarlyStart.begin(args.model, args.device)
     from quickmoe.llm import LLM
     from quickmoe.runtime.sampling_params import SamplingParams
 
     report.mark("imports")
     t0 = time.perf_counter()
     llm = LLM(args.model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
-              startup_report=report, progress=not args.quiet)
+              startup_report=report, progress=not args.quiet, early_start=early)
     t_load = time.perf_counter() - t0
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",

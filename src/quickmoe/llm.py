@@ -20,6 +20,7 @@ from quickmoe.config import EngineConfig
 from quickmoe.errors import RequestError
 from quickmoe.layers.sampler import Sampler
 from quickmoe.runtime.forward_batch import ForwardBatch
+from quickmoe.runtime.early_start import EarlyStart
 from quickmoe.runtime.model_runner import ModelRunner
 from quickmoe.runtime.sampling_params import SamplingParams
 from quickmoe.runtime.startup import StartupReport
@@ -53,11 +54,13 @@ class _Sequence:
 
 class LLM:
     """A gpt-oss model ready to generate. `model` is a checkpoint directory; None uses the embedded
-    default (a tiny random checkpoint built once into the cache: its text is meaningless)."""
+    default (a tiny random checkpoint built once into the cache: its text is meaningless).
+    `early_start`: background start-up work begun before torch was imported (`EarlyStart.begin`)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str = "auto", dtype: str = "auto",
                  max_model_len: int | None = None, max_num_seqs: int = 64,
-                 startup_report: StartupReport | None = None, progress: bool = False) -> None:
+                 startup_report: StartupReport | None = None, progress: bool = False,
+                 early_start: EarlyStart | None = None) -> None:
         self.engine_config = EngineConfig(model=None if model is None else str(model), device=device, dtype=dtype,
                                           max_model_len=max_model_len, max_num_seqs=max_num_seqs)
         self.startup_report = startup_report if startup_report is not None else StartupReport()
@@ -69,10 +72,13 @@ class LLM:
             self.startup_report.info["default_model_s"] = time.perf_counter() - t0
             self.startup_report.skip()  # building the default model once is not part of a start-up
         self.model_dir = Path(model)
-        # The tokenizer loads on a thread while the weights load; the `tokenizer` phase is what is left to wait.
+        # The tokenizer loads on a thread: the early start's (begun during the imports), else one started now
+        # beside the weights. The `tokenizer` phase is what is left to wait for after the weights.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer") as pool:
-            tokenizer = pool.submit(load_tokenizer, self.model_dir)
-            self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, progress=progress)
+            tokenizer = (early_start.tokenizer if early_start is not None and early_start.tokenizer is not None
+                         else pool.submit(load_tokenizer, self.model_dir))
+            self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, progress=progress,
+                                      early_start=early_start)
             self.tokenizer = tokenizer.result()
         self.config = self.runner.config
         self.startup_report.mark("tokenizer")

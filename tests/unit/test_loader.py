@@ -1,6 +1,6 @@
 """The streaming loader: chunk planning, bit-exact equality with a naive per-tensor load for many chunk sizes
 (tensors straddling and exceeding chunks), thread counts and ring sizes, bounded host buffers, errors
-(short reads, failing or aliasing weight loaders) that stop the reader threads, progress, prefetch."""
+(short reads, failing or aliasing weight loaders) that stop the reader threads, progress, given host rings."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from torch import nn
 
 from quickmoe.checkpoint.chunk_plan import plan_chunks
 from quickmoe.checkpoint.loader import DEFAULT_CHUNK_BYTES, LoadStats, load_weights
-from quickmoe.checkpoint.prefetch import checkpoint_files, prefetch_page_cache
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import ModelConfig
 from quickmoe.errors import CheckpointError
@@ -262,16 +261,26 @@ def test_progress_bar_on_a_terminal_only(ckpts, monkeypatch):
     assert tty2.getvalue() == ""
 
 
-def test_prefetch_page_cache(ckpts, tmp_path, caplog):
-    files = checkpoint_files(ckpts["mxfp4"])
-    assert len(files) > 1
-    prefetch_page_cache(files).join(timeout=60)
-    with caplog.at_level("WARNING"):
-        t = prefetch_page_cache([tmp_path / "missing.safetensors"])
-        t.join(timeout=60)
-    assert not t.is_alive()
-    if hasattr(os, "posix_fadvise"):
-        assert "missing.safetensors" in caplog.text
+def test_given_host_buffers_are_the_ring(ckpts):
+    """Buffers allocated beforehand (the early start's page-locked ring) are used as the ring, one slot each."""
+    reader = CheckpointReader(ckpts["mxfp4"])
+    want = build(ckpts["mxfp4"])
+    naive_load(want, reader)
+    buffers = [torch.empty(70_000, dtype=torch.uint8) for _ in range(3)]
+    got = build(ckpts["mxfp4"])
+    stats = load_weights(got, reader, chunk_bytes=65536, num_threads=2, host_buffers=buffers)
+    assert_models_equal(got, want)
+    assert stats.num_buffers == 3 and 3 * 70_000 <= stats.peak_host_buffer_bytes <= 3 * 70_000 + _largest_assembled(reader, 65536)
+    with pytest.raises(ValueError, match="at least one 1-D uint8 buffer of >= 65536 bytes"):
+        load_weights(build(ckpts["mxfp4"]), reader, chunk_bytes=65536, host_buffers=[torch.empty(4096, dtype=torch.uint8)])
+    assert not reader_threads()
+
+
+def _largest_assembled(reader: CheckpointReader, chunk_bytes: int) -> int:
+    """Bytes of the CPU assembly buffer: the largest tensor that is not handed on as one view of a chunk."""
+    chunks = plan_chunks(reader.entries_by_file, chunk_bytes, list(reader.entries))
+    return max((p.entry.nbytes for c in chunks for p in c.pieces
+                if not (p.is_whole and p.src % p.entry.dtype.itemsize == 0)), default=0)
 
 
 def test_stats_keep_existing_fields():

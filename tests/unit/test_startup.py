@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from quickmoe.bench.coldstart import ColdstartOptions, format_table, run_coldstart
+from quickmoe.bench.coldstart import ColdstartOptions, format_table, run_coldstart, weights_ready_s
 from quickmoe.errors import ConfigError
 from quickmoe.runtime.startup import PHASES, StartupReport, process_age_s
 
@@ -58,6 +58,28 @@ def test_table_shows_min_median_and_ratios():
     assert "2.000 s" in table and "10.0x" in table and "3.00x" in table and "page cache warm" in table
 
 
+def test_weights_ready_sums_the_phases_up_to_processing():
+    ours = {"phases": {"interpreter": 0.1, "imports": 1.0, "cuda_init": 0.2, "config": 0.01, "build": 0.1,
+                       "load": 0.5, "process": 0.04, "tokenizer": 0.3, "first_token": 0.7}, "total": 2.95}
+    theirs = {"phases": {"interpreter": 0.1, "imports": 5.0, "from_pretrained": 3.0, "first_token": 0.5}, "total": 8.6}
+    assert weights_ready_s(ours) == pytest.approx(1.95)
+    assert weights_ready_s(theirs) == pytest.approx(8.1)
+    assert weights_ready_s({"phases": {"imports": 1.0}, "total": 1.0}) is None
+
+
+def test_table_reports_the_early_start():
+    info = {"early_start": {"prefetch": {"read_bytes": 3_000_000_000, "resident_bytes": 0, "failed_files": 0,
+                                         "seconds": 2.0},
+                            "cuda_preinit": {"ok": True, "error": None, "context_seconds": 0.9,
+                                             "host_buffer_seconds": 0.3, "host_buffer_bytes": 1 << 29}}}
+    doc = {"model": "m", "runs": 1, "page_cache": "dropped", "device": "cuda:0", "dtype": "bfloat16",
+           "summary": {"quickmoe": {"weights_ready": (4.0, 4.5), "total": (5.0, 6.0)}},
+           "reports": {"quickmoe": [{"phases": {}, "total": 6.0, "info": info}]}}
+    table = format_table(doc)
+    assert "weights_ready" in table and "4.500 s" in table
+    assert "CUDA context 0.90 s" in table and "read 3.00 GB from disk" in table
+
+
 @pytest.mark.slow
 def test_coldstart_bench_runs_fresh_processes(tmp_path):
     from quickmoe.checkpoint.synth import write_checkpoint
@@ -71,4 +93,9 @@ def test_coldstart_bench_runs_fresh_processes(tmp_path):
         for phase in ("imports", "config", "build", "load", "process", "tokenizer", "first_token"):
             assert phases[phase] is not None and phases[phase] >= 0
         assert report["total"] >= phases["load"] + phases["first_token"]
+        # the shards were read once before the runs: the early start's prefetch finds them all cached
+        shard_bytes = sum(f.stat().st_size for f in model.glob("*.safetensors"))
+        prefetch = report["info"]["early_start"]["prefetch"]
+        assert prefetch["read_bytes"] + prefetch["resident_bytes"] == shard_bytes
+        assert "cuda_preinit" not in report["info"]["early_start"]  # --device cpu
     assert json.loads(out.read_text())["summary"]["quickmoe"]["total"][0] > 0

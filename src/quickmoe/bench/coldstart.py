@@ -109,11 +109,24 @@ def _series(opts: ColdstartOptions, cmd: list[str], env: dict[str, str], label: 
     return reports
 
 
+# Phases up to and including these make "process start -> weights resident and processed" (transformers'
+# baseline: its from_pretrained, which also leaves the weights on the device ready to run).
+READY_PHASES = ("interpreter", "imports", "cuda_init", "config", "build", "load", "process", "from_pretrained")
+
+
+def weights_ready_s(report: dict) -> float | None:
+    """Seconds from process creation to weights resident and processed (None if the run has no such phase)."""
+    phases = report["phases"]
+    if phases.get("process") is None and phases.get("from_pretrained") is None:
+        return None
+    return sum(phases.get(p) or 0.0 for p in READY_PHASES)
+
+
 def _summary(reports: list[dict]) -> dict[str, tuple[float, float]]:
-    """phase -> (min, median) over the runs that measured it; 'total' included."""
+    """phase -> (min, median) over the runs that measured it; 'weights_ready' and 'total' included."""
     phases: dict[str, list[float]] = {}
     for r in reports:
-        for name, value in [*r["phases"].items(), ("total", r["total"])]:
+        for name, value in [*r["phases"].items(), ("weights_ready", weights_ready_s(r)), ("total", r["total"])]:
             if value is not None:
                 phases.setdefault(name, []).append(value)
     return {name: (min(v), statistics.median(v)) for name, v in phases.items()}
@@ -147,12 +160,28 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
     return doc
 
 
+def _early_start_line(infos: list[dict]) -> str:
+    """One line on the background start-up work (medians over the runs)."""
+    parts = []
+    pre = [i["cuda_preinit"] for i in infos if "cuda_preinit" in i]
+    if pre and all(p["ok"] for p in pre):
+        parts.append(f"CUDA context {statistics.median(p['context_seconds'] for p in pre):.2f} s + page-locked ring "
+                     f"{statistics.median(p['host_buffer_seconds'] for p in pre):.2f} s on a thread during imports")
+    elif pre:
+        parts.append(f"CUDA pre-initialisation failed ({pre[0]['error']})")
+    fetch = [i["prefetch"] for i in infos if "prefetch" in i]
+    if fetch:
+        parts.append(f"page-cache prefetch read {statistics.median(f['read_bytes'] for f in fetch) / 1e9:.2f} GB "
+                     f"from disk, found {statistics.median(f['resident_bytes'] for f in fetch) / 1e9:.2f} GB cached")
+    return "early start: " + ("; ".join(parts) if parts else "off")
+
+
 def format_table(doc: dict) -> str:
     summary = doc["summary"]
     columns = list(summary)
     labels = {"quickmoe": "quickmoe", "quickmoe_uncached": "no-perm-cache", "transformers": "transformers"}
     phases = list(dict.fromkeys(p for s in summary.values() for p in s))
-    phases = [p for p in phases if p != "total"] + ["total"]
+    phases = [p for p in phases if p not in ("weights_ready", "total")] + ["weights_ready", "total"]
     head = f"{'phase':<16}" + "".join(f"{labels[c] + ' min':>22}{'median':>12}" for c in columns)
     lines = [f"cold start of {doc['model']} ({doc['runs']} runs each, page cache {doc['page_cache']}, "
              f"device {doc['device']}, {doc['dtype']})", head]
@@ -168,6 +197,9 @@ def format_table(doc: dict) -> str:
         lines.append(f"GPU memory: after load {i['gpu_bytes_after_load'] / 2**30:.2f} GiB, peak during processing "
                      f"{i['gpu_peak_bytes_during_process'] / 2**30:.2f} GiB, after {i['gpu_bytes_after_process'] / 2**30:.2f}"
                      f" GiB; peak host RSS {i['peak_host_rss_bytes'] / 2**30:.2f} GiB")
+    early = [r["info"]["early_start"] for r in reports if "early_start" in r.get("info", {})]
+    if early:
+        lines.append(_early_start_line(early))
     if reports and "permutation_cache" in reports[0].get("info", {}):
         c = reports[0]["info"]["permutation_cache"]
         lines.append(f"PermutationCache: {c.get('misses')} misses (distinct keys), {c.get('hits')} hits, "

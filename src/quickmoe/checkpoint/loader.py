@@ -2,13 +2,15 @@
 
 Every header is validated against the model before any data is read. Then the shards are streamed in
 file order: `plan_chunks` cuts them into large reads, a `ChunkRing` of a few reader threads `preadv`s
-them into a small ring of host buffers (page-locked when the parameters are on a GPU), a transfer moves
-each chunk next to the parameters (on CUDA: an asynchronous copy on its own stream into a device staging
-buffer, overlapping the next reads), and each tensor is handed to `param.weight_loader(param, tensor)` as
-a view of the staged chunk, so dtype conversions and transposes run where the parameter lives. A tensor
-that straddles chunks (or is larger than one) is assembled in a buffer of its own size on that device
-first. No state dict is materialised: host memory used is the ring (plus, on CPU, one tensor being
-assembled). After loading, every checkpoint tensor must have been used and every parameter filled.
+them into a small ring of host buffers (page-locked when the parameters are on a GPU), and a transfer
+moves each chunk's bytes to the parameters (on CUDA: asynchronous copies on their own stream, overlapping
+the next reads). A `ParameterSink` decides where each tensor's bytes go: a parameter that is a plain copy
+of its checkpoint tensor (same dtype and shape) receives them directly, piece by piece, from the host
+buffer (no staging, no assembly); any other tensor is handed to `param.weight_loader(param, tensor)` as a
+view of the chunk's bytes staged next to the parameters (assembled first if it straddles chunks), so dtype
+conversions and transposes run where the parameter lives. No state dict is materialised: host memory used
+is the ring (plus, on CPU, one tensor being assembled). After loading, every checkpoint tensor must have
+been used and every parameter filled.
 
 Contract for weight loaders: copy out of `tensor` (e.g. `param.data.copy_(...)`); never keep a view of
 it, since its buffer is refilled with later chunks. A loader that aliases its input fails loudly.
@@ -17,7 +19,6 @@ it, since its buffer is refilled with later chunks. A loader that aliases its in
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -26,22 +27,18 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from quickmoe.checkpoint.chunk_plan import Chunk, Piece, plan_chunks
-from quickmoe.checkpoint.prefetch import prefetch_page_cache
+from quickmoe.checkpoint.chunk_plan import plan_chunks
+from quickmoe.checkpoint.loader_defaults import DEFAULT_CHUNK_BYTES, DEFAULT_NUM_BUFFERS, DEFAULT_NUM_THREADS
 from quickmoe.checkpoint.reader import CheckpointReader, TensorSpec
+from quickmoe.checkpoint.sink import ParameterSink
 from quickmoe.checkpoint.staging import ChunkRing
 from quickmoe.checkpoint.transfer import CudaTransfer, HostTransfer
 from quickmoe.errors import CheckpointError
 
-__all__ = ["LoadStats", "expected_tensors", "load_weights", "prefetch_page_cache", "DEFAULT_CHUNK_BYTES"]
+__all__ = ["LoadStats", "expected_tensors", "load_weights", "DEFAULT_CHUNK_BYTES", "DEFAULT_NUM_BUFFERS",
+           "DEFAULT_NUM_THREADS"]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
-# Tuned on the H100 machine (scripts/loader_sweep.py, warm page cache, gpt-oss-20b): 4 threads x 8 buffers
-# read 14.8 GB/s, 16 x 16 read 32.5 GB/s; the ring bounds pinned host memory to 16 x 32 MiB = 512 MiB.
-DEFAULT_NUM_THREADS = min(16, os.cpu_count() or 4)
-DEFAULT_NUM_BUFFERS = 16
 
 
 @dataclass(frozen=True)
@@ -87,12 +84,14 @@ def expected_tensors(model: nn.Module) -> dict[str, TensorSpec]:
 def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool = False,
                  num_threads: int = DEFAULT_NUM_THREADS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  num_buffers: int = DEFAULT_NUM_BUFFERS,
-                 num_device_buffers: int = 2) -> LoadStats:
+                 num_device_buffers: int = 2, host_buffers: Sequence[torch.Tensor] | None = None) -> LoadStats:
     """Validate, then stream every checkpoint tensor into its parameter.
 
-    `num_threads` reader threads fill a ring of `num_buffers` host buffers of `chunk_bytes` each; on CUDA,
-    `num_device_buffers` device staging buffers of `chunk_bytes` receive the chunks. `progress` shows a
-    byte progress bar (GB/s) when stderr is a terminal.
+    `num_threads` reader threads fill a ring of `num_buffers` host buffers of `chunk_bytes` each (page-locked
+    when the parameters are on CUDA); `host_buffers`, if given, are used as that ring instead (one slot each,
+    uint8, at least `chunk_bytes` long; e.g. the buffers the early start page-locked while torch imported).
+    On CUDA, `num_device_buffers` device staging buffers of `chunk_bytes` receive the chunks. `progress`
+    shows a byte progress bar (GB/s) when stderr is a terminal.
     """
     for option, value in (("num_threads", num_threads), ("chunk_bytes", chunk_bytes), ("num_buffers", num_buffers),
                           ("num_device_buffers", num_device_buffers)):
@@ -106,13 +105,13 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
     device = _staging_device(params.values())
     names = [n for n in reader.entries if n in params]
     chunks = plan_chunks(reader.entries_by_file, chunk_bytes, names)
-    sink = _Sink(params, device, chunks)
+    sink = ParameterSink(params, device, chunks)
     for name in names:  # empty tensors have no bytes to read
         entry = reader.entries[name]
         if entry.nbytes == 0:
             sink.load(name, torch.empty(entry.shape, dtype=entry.dtype, device=device), None)
     buffer_bytes = max((c.nbytes for c in chunks), default=1)
-    transfer = (CudaTransfer(device, buffer_bytes, num_device_buffers) if device.type == "cuda"
+    transfer = (CudaTransfer(device, sink.staging_bytes, num_device_buffers) if device.type == "cuda"
                 else HostTransfer())
     total = sum(reader.entries[n].nbytes for n in names)
     ring_stats: dict[str, float] = {}
@@ -122,12 +121,15 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
     try:
         if chunks:
             with ChunkRing(chunks, num_threads=num_threads, num_buffers=num_buffers, buffer_bytes=buffer_bytes,
-                           pin_memory=device.type == "cuda") as ring:
+                           pin_memory=device.type == "cuda", buffers=host_buffers) as ring:
                 for chunk, host, slot in ring:
                     t0 = time.perf_counter()
-                    data = transfer.stage(chunk, host, slot, ring)
-                    for piece in chunk.pieces:
-                        sink.deliver(piece, data)
+                    route = sink.routes[chunk.index]
+                    staged = transfer.send(host, slot, ring, route)
+                    sink.landed(chunk)
+                    for piece in route.delivered:
+                        assert staged is not None and route.span is not None
+                        sink.deliver(piece, staged, route.span[0])
                     transfer.done(slot, ring)
                     deliver_seconds += time.perf_counter() - t0
                     if bar is not None:
@@ -156,62 +158,6 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
                 stats.peak_host_buffer_bytes / 2**20, validate_seconds)
     logger.debug("load phases: %s", stats)
     return stats
-
-
-class _Sink:
-    """Hands pieces of staged chunks to the parameters' weight loaders, assembling straddling tensors."""
-
-    def __init__(self, params: dict[str, nn.Parameter], device: torch.device, chunks: Sequence[Chunk]) -> None:
-        self.params = params
-        self.device = device
-        # the largest tensor that goes through assembly (straddling, or a misaligned view)
-        self.scratch_bytes = max((p.entry.nbytes for c in chunks for p in c.pieces if not _is_view(p)), default=0)
-        self.filled: set[str] = set()
-        self.peak_assembly_bytes = 0
-        # At most one tensor is ever partly assembled: a tensor's pieces are in consecutive chunks, and
-        # in its last chunk its piece comes first (pieces are in offset order), before any other starts.
-        self._partial: torch.Tensor | None = None
-        self._partial_name = ""
-        # Assembly buffers are slices of one scratch buffer of `scratch_bytes`, allocated once and
-        # reused: weight loaders copy out of their input (CPU: before returning; CUDA: in kernels queued on
-        # the current stream, ahead of the next copy into the scratch), so the next tensor may overwrite
-        # it. Reuse also spares the CPU path a fresh allocation, and its page faults, per large tensor.
-        self._scratch: torch.Tensor | None = None
-
-    def deliver(self, piece: Piece, data: torch.Tensor) -> None:
-        entry = piece.entry
-        src = data[piece.src:piece.src + piece.nbytes]
-        # A whole piece is handed on as a view of the chunk, if its offset suits the dtype's alignment
-        # (safetensors does not promise that); otherwise it goes through an assembly buffer.
-        if _is_view(piece):
-            self.load(entry.name, src.view(entry.dtype).reshape(entry.shape), data)
-            return
-        if piece.dst == 0:
-            assert self._partial is None, (self._partial_name, entry.name)
-            if self._scratch is None:
-                self._scratch = torch.empty(self.scratch_bytes, dtype=torch.uint8, device=self.device)
-                self.peak_assembly_bytes = self.scratch_bytes
-            self._partial = self._scratch[:entry.nbytes]
-            self._partial_name = entry.name
-        assert self._partial is not None and self._partial_name == entry.name, (self._partial_name, entry.name)
-        self._partial[piece.dst:piece.dst + piece.nbytes].copy_(src)
-        if piece.is_last:
-            tensor = self._partial.view(entry.dtype).reshape(entry.shape)
-            self._partial = None
-            self.load(entry.name, tensor, self._scratch)
-
-    def load(self, name: str, tensor: torch.Tensor, staging: torch.Tensor | None) -> None:
-        param = self.params[name]
-        param.weight_loader(param, tensor)
-        if staging is not None and param.untyped_storage().data_ptr() == staging.untyped_storage().data_ptr():
-            raise AssertionError(f"the weight_loader of {name} kept a view of the loader's staging buffer "
-                                 "(it must copy: the buffer is reused for later chunks)")
-        self.filled.add(name)
-
-
-def _is_view(piece: Piece) -> bool:
-    """Whether a piece is handed on as a view of its chunk: whole, at an offset aligned for its dtype."""
-    return piece.is_whole and piece.src % piece.entry.dtype.itemsize == 0
 
 
 def _staging_device(params: Iterable[nn.Parameter]) -> torch.device:

@@ -49,7 +49,13 @@ class ChunkRing:
     """Reads `chunks` into a ring of host buffers with a few threads; iterate to consume them in order."""
 
     def __init__(self, chunks: Sequence[Chunk], *, num_threads: int, num_buffers: int, buffer_bytes: int,
-                 pin_memory: bool) -> None:
+                 pin_memory: bool, buffers: Sequence[torch.Tensor] | None = None) -> None:
+        if buffers is not None:  # allocated beforehand (e.g. page-locked by the early start): use them as is
+            small = [b.numel() for b in buffers if b.dtype != torch.uint8 or b.dim() != 1 or b.numel() < buffer_bytes]
+            if not buffers or small:
+                raise ValueError(f"ChunkRing: {len(buffers)} given buffers, expected at least one 1-D uint8 buffer of "
+                                 f">= {buffer_bytes} bytes each")
+            num_buffers = len(buffers)
         if num_threads < 1 or num_buffers < 1:
             raise ValueError(f"num_threads = {num_threads}, num_buffers = {num_buffers}: expected at least 1 each")
         too_big = [c for c in chunks if c.nbytes > buffer_bytes]
@@ -61,7 +67,8 @@ class ChunkRing:
         self.pin_memory = pin_memory
         self.num_buffers = num_buffers = max(1, min(num_buffers, len(self.chunks)))
         self.num_threads = max(1, min(num_threads, num_buffers, len(self.chunks)))
-        self._buffers: list[torch.Tensor | None] = [None] * num_buffers
+        self._buffers: list[torch.Tensor | None] = (list(buffers[:num_buffers]) if buffers is not None
+                                                     else [None] * num_buffers)
         # Free slots, handed out in the order they are taken. A slot is taken together with the next chunk
         # index under `_take_lock`, so chunks get buffers in chunk order: chunk k never waits for a buffer
         # that only a chunk > k holds, and the consumer (who frees slots in chunk order) cannot deadlock.

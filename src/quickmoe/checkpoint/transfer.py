@@ -1,20 +1,22 @@
 """Moving a chunk read into a host buffer to the device its parameters live on.
 
-Both transfers have the same three calls, made by the loader for each chunk in order:
-`stage(chunk, host, slot, ring)` returns the chunk's bytes on the target device (uint8, `chunk.nbytes`);
-the loader then hands views of them to the weight loaders; `done(slot, ring)` says those calls were made;
-`finish()` waits for everything queued; `close()` (always called) orders the streams for freeing.
+Both transfers have the same calls, made by the loader for each chunk in order:
+`send(host, slot, ring, route)` copies the route's direct pieces from the host buffer straight into their
+parameters and returns the route's span of bytes staged on the target device (or None); the loader then
+hands the delivered pieces to their weight loaders as views of it; `done(slot, ring)` says those calls
+were made; `finish()` waits for everything queued; `close()` (always called) orders the streams for freeing.
 
-- `HostTransfer` (parameters on the CPU): the host buffer itself is the staging buffer. Weight loaders copy
-  synchronously on the CPU, so once they have returned the buffer may be refilled: `done` releases it.
-- `CudaTransfer`: one asynchronous host->device copy per chunk on a dedicated copy stream, into a small
-  ring of device staging buffers; the weight loaders then run (convert dtype, transpose) on the current
-  stream, which waits for the copy with a CUDA event, so reading chunk k+1 and copying it overlap the
-  conversions of chunk k. Two events per chunk keep the rings safe:
-  `copied` (copy stream, after the H2D copy) gates the host buffer's reuse (the reader thread that gets
-  the slot next synchronizes on it) and the weight loaders (current stream waits on it);
-  `consumed` (current stream, after the weight loaders) gates the next copy into the same device buffer
-  (the copy stream waits on it).
+- `HostTransfer` (parameters on the CPU): copies run synchronously and the host buffer itself is the
+  staging buffer. Weight loaders copy before returning, so after them the buffer may be refilled: `done`
+  releases it.
+- `CudaTransfer`: the chunk's host->device copies (direct ones into the parameters, and the span into a
+  small ring of device staging buffers) are queued on a dedicated copy stream, so reading chunk k+1
+  overlaps them; the weight loaders run on the current stream, which waits for the copies with a CUDA
+  event. Two events per chunk keep the rings safe:
+  `copied` (copy stream, after the chunk's copies) gates the host buffer's reuse (the reader thread that
+  gets the slot next synchronizes on it) and the weight loaders (current stream waits on it);
+  `consumed` (current stream, after the weight loaders) gates the next copy into the same device staging
+  buffer (the copy stream waits on it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import time
 
 import torch
 
-from quickmoe.checkpoint.chunk_plan import Chunk
+from quickmoe.checkpoint.sink import ChunkRoute
 from quickmoe.checkpoint.staging import ChunkRing
 
 __all__ = ["CudaTransfer", "HostTransfer"]
@@ -33,13 +35,15 @@ logger = logging.getLogger(__name__)
 
 
 class HostTransfer:
-    """Parameters on the CPU: weight loaders read straight from the ring's host buffer."""
+    """Parameters on the CPU: direct pieces are copied now; weight loaders read the host buffer itself."""
 
     device = torch.device("cpu")
-    allocated_bytes = 0  # no device staging memory
+    allocated_bytes = 0  # no staging memory besides the ring
 
-    def stage(self, chunk: Chunk, host: torch.Tensor, slot: int, ring: ChunkRing) -> torch.Tensor:
-        return host
+    def send(self, host: torch.Tensor, slot: int, ring: ChunkRing, route: ChunkRoute) -> torch.Tensor | None:
+        for dst, start, end in route.direct:
+            dst.copy_(host[start:end])
+        return None if route.span is None else host[route.span[0]:route.span[1]]
 
     def done(self, slot: int, ring: ChunkRing) -> None:
         # weight_loader copies on the CPU before returning, so no view of the buffer outlives the call:
@@ -54,13 +58,13 @@ class HostTransfer:
 
 
 class CudaTransfer:
-    """Host buffer -> device staging buffer on a copy stream; weight loaders on the current stream."""
+    """Host buffer -> parameters and device staging on a copy stream; weight loaders on the current stream."""
 
-    def __init__(self, device: torch.device, buffer_bytes: int, num_buffers: int) -> None:
+    def __init__(self, device: torch.device, staging_bytes: int, num_buffers: int) -> None:
         if num_buffers < 1:
             raise ValueError(f"num_device_buffers = {num_buffers}: expected at least 1")
         self.device = device
-        self.buffer_bytes = buffer_bytes
+        self.staging_bytes = staging_bytes
         self.copy_stream = torch.cuda.Stream(device=device)
         self.compute_stream = torch.cuda.current_stream(device)
         # Allocated lazily on the current stream and used by both streams; every use on the copy stream
@@ -69,38 +73,45 @@ class CudaTransfer:
         self._buffers: list[torch.Tensor | None] = [None] * num_buffers
         self._consumed: list[torch.cuda.Event | None] = [None] * num_buffers
         self._count = 0
-        self._slot = -1
+        self._staged_slot: int | None = None
 
     @property
     def allocated_bytes(self) -> int:
         """Device bytes held by the staging buffers."""
         return sum(b.numel() for b in self._buffers if b is not None)
 
-    def stage(self, chunk: Chunk, host: torch.Tensor, slot: int, ring: ChunkRing) -> torch.Tensor:
-        dslot = self._count % len(self._buffers)
-        self._count += 1
-        buf = self._buffers[dslot]
-        if buf is None:
-            buf = self._buffers[dslot] = torch.empty(self.buffer_bytes, dtype=torch.uint8, device=self.device)
-        dev = buf[:chunk.nbytes]
-        consumed = self._consumed[dslot]
-        if consumed is not None:  # the weight loaders of the chunk last staged here must have read it
-            self.copy_stream.wait_event(consumed)
-        with torch.cuda.stream(self.copy_stream):
-            dev.copy_(host, non_blocking=True)  # asynchronous: `host` is a slice of a pinned buffer
+    def send(self, host: torch.Tensor, slot: int, ring: ChunkRing, route: ChunkRoute) -> torch.Tensor | None:
+        staged = None
+        self._staged_slot = None
+        if route.span is not None:
+            dslot = self._staged_slot = self._count % len(self._buffers)
+            self._count += 1
+            buf = self._buffers[dslot]
+            if buf is None:
+                buf = self._buffers[dslot] = torch.empty(self.staging_bytes, dtype=torch.uint8, device=self.device)
+            consumed = self._consumed[dslot]
+            if consumed is not None:  # the weight loaders of the span last staged here must have read it
+                self.copy_stream.wait_event(consumed)
+            staged = buf[:route.span[1] - route.span[0]]
+        with torch.cuda.stream(self.copy_stream):  # asynchronous: `host` is a slice of a page-locked buffer
+            for dst, start, end in route.direct:
+                dst.copy_(host[start:end], non_blocking=True)
+            if staged is not None:
+                staged.copy_(host[route.span[0]:route.span[1]], non_blocking=True)
         copied = torch.cuda.Event()
         copied.record(self.copy_stream)
         # The host slot goes back to the readers now; the reader that takes it synchronizes on `copied`
-        # before overwriting it, so the copy above always sees the bytes of this chunk.
+        # before overwriting it, so the copies above always see the bytes of this chunk.
         ring.release(slot, copied)
-        self.compute_stream.wait_event(copied)
-        self._slot = dslot
-        return dev
+        if staged is not None:
+            self.compute_stream.wait_event(copied)
+        return staged
 
     def done(self, slot: int, ring: ChunkRing) -> None:
-        consumed = torch.cuda.Event()
-        consumed.record(self.compute_stream)
-        self._consumed[self._slot] = consumed
+        if self._staged_slot is not None:
+            consumed = torch.cuda.Event()
+            consumed.record(self.compute_stream)
+            self._consumed[self._staged_slot] = consumed
 
     def finish(self) -> float:
         """Wait until every copy and weight loader queued has run; return the seconds waited."""

@@ -15,6 +15,7 @@ from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
+from quickmoe.runtime.early_start import EarlyStart
 from quickmoe.runtime.forward_batch import ForwardBatch
 from quickmoe.runtime.kv_cache import KVCache
 from quickmoe.runtime.startup import StartupReport
@@ -38,15 +39,23 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 class ModelRunner:
-    """Owns the model: config -> build (parameters allocated on the device) -> load -> process."""
+    """Owns the model: config -> build (parameters allocated on the device) -> load -> process.
+
+    `early_start`, if given, is the background work the process launched before importing torch (see
+    runtime/early_start.py): its CUDA context is waited for, its page-locked ring feeds the loader, and
+    both it and the page-cache prefetch are wound up once the weights are loaded."""
 
     def __init__(self, model_dir: str | Path, engine: EngineConfig, report: StartupReport | None = None, *,
-                 progress: bool = False) -> None:
+                 progress: bool = False, early_start: EarlyStart | None = None) -> None:
+        if early_start is not None:
+            early_start.imports_done()
         self.model_dir = Path(model_dir)
         self.report = report if report is not None else StartupReport()
         self.device = resolve_device(engine.device)
         self.dtype = resolve_dtype(engine.dtype, self.device)
+        host_buffers = None
         if self.device.type == "cuda":
+            host_buffers = self._await_cuda_preinit(early_start)
             torch.cuda.init()
             torch.empty(1, device=self.device)  # creates the context
             torch.cuda.synchronize(self.device)
@@ -56,9 +65,15 @@ class ModelRunner:
         self.report.mark("config")
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
         self.report.mark("build")
-        self.load_stats: LoadStats = load_weights(self.model, reader, progress=progress)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        try:
+            self.load_stats: LoadStats = load_weights(self.model, reader, progress=progress,
+                                                      host_buffers=host_buffers)
+        finally:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # no copy may still read the ring when it is freed
+            if early_start is not None:
+                early_start.finish()
+                self.report.info["early_start"] = early_start.info()
         self.report.mark("load")
         if self.device.type == "cuda":
             self.report.info["gpu_bytes_after_load"] = torch.cuda.memory_allocated(self.device)
@@ -82,6 +97,20 @@ class ModelRunner:
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
         logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
+
+    def _await_cuda_preinit(self, early_start: EarlyStart | None) -> list[torch.Tensor] | None:
+        """Wait for the early start's CUDA context (so torch's CUDA init finds it ready); return its
+        page-locked ring for the loader, or None (not started, failed, or made for another device)."""
+        preinit = early_start.cuda if early_start is not None else None
+        if preinit is None:
+            return None
+        if not preinit.wait():
+            logger.info("CUDA pre-initialisation did not succeed (%s); initialising CUDA now", preinit.error)
+            return None
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        if index != preinit.ordinal:
+            return None
+        return preinit.host_tensors()
 
     def new_kv_cache(self, num_slots: int, max_len: int) -> KVCache:
         return KVCache(self.config, num_slots, max_len, dtype=self.dtype, device=self.device)

@@ -1,0 +1,130 @@
+"""Where the bytes of each chunk go: straight into a parameter, or through its weight loader.
+
+A parameter whose weight loader is the plain `copy_weight_loader`, with the checkpoint's dtype and shape,
+contiguous, is byte-for-byte the checkpoint tensor: its pieces *land directly*, each copied from the
+chunk's host buffer into the matching byte range of the parameter (on CUDA an asynchronous host->device
+copy straight into the parameter: no staging buffer, no assembly of tensors that straddle chunks, no
+weight-loader call). With bf16 weights on CUDA that is every gpt-oss tensor but the float32 norms and
+sinks. Every other piece is *delivered*: the chunk's bytes [span) that hold such pieces are staged next
+to the parameters, and each tensor is handed to `param.weight_loader(param, tensor)` as a view of the
+staged bytes, or, if it straddles chunks or its offset is misaligned for its dtype, after assembly in a
+scratch buffer.
+
+`ParameterSink.routes[i]` says, for chunk i, which pieces land (destination views, host byte ranges) and
+which are delivered (with the span to stage); it is computed once from the chunk plan, before reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from quickmoe.checkpoint.chunk_plan import Chunk, Piece
+from quickmoe.layers.weights import copy_weight_loader
+
+__all__ = ["ChunkRoute", "ParameterSink", "lands_directly"]
+
+_SPAN_ALIGN = 16  # spans start at a multiple of this, so a piece's alignment within the span is its own
+
+
+def lands_directly(param: nn.Parameter) -> bool:
+    """Whether the checkpoint's bytes are the parameter's bytes (a plain copy, same dtype and shape)."""
+    return (param.weight_loader is copy_weight_loader and param.dtype == param.checkpoint_dtype
+            and tuple(param.shape) == tuple(param.checkpoint_shape) and param.is_contiguous())
+
+
+@dataclass(frozen=True)
+class ChunkRoute:
+    """For one chunk: `direct` (destination byte view, host start, host end) copies, the `delivered`
+    pieces, and the chunk-relative byte `span` [start, end) that must be staged for them (None if none)."""
+
+    direct: list[tuple[torch.Tensor, int, int]]
+    delivered: list[Piece]
+    span: tuple[int, int] | None
+
+
+class ParameterSink:
+    """Routes each chunk's pieces to the parameters; records which parameters were filled."""
+
+    def __init__(self, params: dict[str, nn.Parameter], device: torch.device, chunks: Sequence[Chunk]) -> None:
+        self.params = params
+        self.device = device
+        self.filled: set[str] = set()
+        flat: dict[str, torch.Tensor] = {}  # parameter -> its bytes, flat (for the ones that land directly)
+        self.routes: list[ChunkRoute] = []
+        for chunk in chunks:
+            direct, delivered = [], []
+            for piece in chunk.pieces:
+                name = piece.entry.name
+                if name not in flat and lands_directly(params[name]):
+                    flat[name] = params[name].data.view(-1).view(torch.uint8)
+                if name in flat:
+                    direct.append((flat[name][piece.dst:piece.dst + piece.nbytes], piece.src, piece.src + piece.nbytes))
+                else:
+                    delivered.append(piece)
+            span = None
+            if delivered:
+                start = min(p.src for p in delivered) // _SPAN_ALIGN * _SPAN_ALIGN
+                span = (start, max(p.src + p.nbytes for p in delivered))
+            self.routes.append(ChunkRoute(direct=direct, delivered=delivered, span=span))
+        self._direct_names = set(flat)
+        self.staging_bytes = max((r.span[1] - r.span[0] for r in self.routes if r.span is not None), default=0)
+        # the largest delivered tensor that needs assembly (straddling, or a misaligned view)
+        self.scratch_bytes = max((p.entry.nbytes for r in self.routes for p in r.delivered if not _is_view(p)),
+                                 default=0)
+        self.peak_assembly_bytes = 0
+        # At most one tensor is ever partly assembled: a tensor's pieces are in consecutive chunks, and
+        # in its last chunk its piece comes first (pieces are in offset order), before any other starts.
+        self._partial: torch.Tensor | None = None
+        self._partial_name = ""
+        # Assembly buffers are slices of one scratch buffer of `scratch_bytes`, allocated once and
+        # reused: weight loaders copy out of their input (CPU: before returning; CUDA: in kernels queued on
+        # the current stream, ahead of the next copy into the scratch), so the next tensor may overwrite
+        # it. Reuse also spares the CPU path a fresh allocation, and its page faults, per large tensor.
+        self._scratch: torch.Tensor | None = None
+
+    def landed(self, chunk: Chunk) -> None:
+        """The chunk's direct copies were queued: a tensor whose last piece was among them is filled."""
+        for piece in chunk.pieces:
+            if piece.is_last and piece.entry.name in self._direct_names:
+                self.filled.add(piece.entry.name)
+
+    def deliver(self, piece: Piece, staged: torch.Tensor, span_start: int) -> None:
+        """Hand `piece` (found at chunk byte piece.src, i.e. at staged[piece.src - span_start]) on."""
+        entry = piece.entry
+        at = piece.src - span_start
+        src = staged[at:at + piece.nbytes]
+        # A whole piece is handed on as a view of the staged bytes, if its offset suits the dtype's
+        # alignment (safetensors does not promise that); otherwise it goes through an assembly buffer.
+        if _is_view(piece):
+            self.load(entry.name, src.view(entry.dtype).reshape(entry.shape), staged)
+            return
+        if piece.dst == 0:
+            assert self._partial is None, (self._partial_name, entry.name)
+            if self._scratch is None:
+                self._scratch = torch.empty(self.scratch_bytes, dtype=torch.uint8, device=self.device)
+                self.peak_assembly_bytes = self.scratch_bytes
+            self._partial = self._scratch[:entry.nbytes]
+            self._partial_name = entry.name
+        assert self._partial is not None and self._partial_name == entry.name, (self._partial_name, entry.name)
+        self._partial[piece.dst:piece.dst + piece.nbytes].copy_(src)
+        if piece.is_last:
+            tensor = self._partial.view(entry.dtype).reshape(entry.shape)
+            self._partial = None
+            self.load(entry.name, tensor, self._scratch)
+
+    def load(self, name: str, tensor: torch.Tensor, staging: torch.Tensor | None) -> None:
+        param = self.params[name]
+        param.weight_loader(param, tensor)
+        if staging is not None and param.untyped_storage().data_ptr() == staging.untyped_storage().data_ptr():
+            raise AssertionError(f"the weight_loader of {name} kept a view of the loader's staging buffer "
+                                 "(it must copy: the buffer is reused for later chunks)")
+        self.filled.add(name)
+
+
+def _is_view(piece: Piece) -> bool:
+    """Whether a piece is handed on as a view of its chunk: whole, at an offset aligned for its dtype."""
+    return piece.is_whole and piece.src % piece.entry.dtype.itemsize == 0

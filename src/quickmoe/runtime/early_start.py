@@ -1,0 +1,110 @@
+"""The work a process starts first thing, before `import torch`, so that start-up phases overlap.
+
+`EarlyStart.begin(model_dir, device)` launches, on background threads:
+- a `PageCachePrefetch` of the checkpoint's shards (a cold page cache then fills while torch imports;
+  a warm one is probed and skipped);
+- a `CudaPreinit` for a CUDA device: the primary context and the loader's page-locked host ring;
+- the tokenizer's load. HF `tokenizers` parses tokenizer.json holding the GIL (0.3-0.7 s for o200k);
+  beside the loader it would stall the reader threads and the copies, so it runs during the imports.
+The engine picks them up later (`ModelRunner`, `LLM`): it waits for the context before torch's CUDA
+init, hands the ring to the loader, stops the prefetch and frees the ring after loading, and takes the
+tokenizer when it needs it.
+
+Environment switches (for comparisons; both default on): QUICKMOE_PREFETCH=0 disables the prefetch,
+QUICKMOE_CUDA_PREINIT=0 the CUDA pre-initialisation. This module imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quickmoe.checkpoint.loader_defaults import DEFAULT_CHUNK_BYTES, DEFAULT_NUM_BUFFERS
+from quickmoe.checkpoint.prefetch import PageCachePrefetch, checkpoint_files
+from quickmoe.runtime.cuda_preinit import CudaPreinit
+
+__all__ = ["EarlyStart", "cuda_ordinal"]
+
+logger = logging.getLogger(__name__)
+
+
+def cuda_ordinal(device: str) -> int | None:
+    """The CUDA device index a `--device` value will use, or None for CPU. 'auto' guesses device 0 (if
+    there is no CUDA device, the pre-initialisation fails quietly and nothing is lost)."""
+    if device in ("auto", "cuda"):
+        return 0
+    if device.startswith("cuda:") and device[5:].isdigit():
+        return int(device[5:])
+    return None
+
+
+def _load_tokenizer(model_dir: Path):  # -> Tokenizer; imported here, on the thread (no torch in it)
+    from quickmoe.tokenizer import load_tokenizer
+
+    return load_tokenizer(model_dir)
+
+
+def _enabled(variable: str) -> bool:
+    return os.environ.get(variable, "1") != "0"
+
+
+@dataclass
+class EarlyStart:
+    """Background start-up work launched before the heavy imports; either part may be None (disabled)."""
+
+    prefetch: PageCachePrefetch | None
+    cuda: CudaPreinit | None
+    tokenizer: Future | None  # -> quickmoe.tokenizer.Tokenizer
+    started_at: float  # time.perf_counter() at begin()
+
+    @classmethod
+    def begin(cls, model_dir: str | Path | None, device: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+              num_buffers: int = DEFAULT_NUM_BUFFERS) -> EarlyStart:
+        """Start the prefetch (when `model_dir` has shards), the CUDA pre-initialisation (when `device` may
+        be CUDA) and the tokenizer's load (when `model_dir` is given); returns at once."""
+        started_at = time.perf_counter()
+        prefetch = tokenizer = None
+        if model_dir is not None:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer")
+            tokenizer = pool.submit(_load_tokenizer, Path(model_dir))
+            pool.shutdown(wait=False)  # the thread ends after its one task
+        if model_dir is not None and _enabled("QUICKMOE_PREFETCH"):
+            files = checkpoint_files(model_dir)
+            if files:
+                prefetch = PageCachePrefetch(files).start()
+        cuda = None
+        ordinal = cuda_ordinal(device)
+        if ordinal is not None and _enabled("QUICKMOE_CUDA_PREINIT"):
+            cuda = CudaPreinit(ordinal, num_buffers=num_buffers, buffer_bytes=chunk_bytes).start()
+        return cls(prefetch=prefetch, cuda=cuda, tokenizer=tokenizer, started_at=started_at)
+
+    def imports_done(self) -> None:
+        """The imports' own disk reads are over: the prefetch may read at normal I/O priority."""
+        if self.prefetch is not None:
+            self.prefetch.raise_priority()
+
+    def finish(self) -> None:
+        """Stop the prefetch and free the host ring (call once loading is complete)."""
+        if self.prefetch is not None:
+            self.prefetch.stop()
+        if self.cuda is not None:
+            self.cuda.free_buffers()
+
+    def info(self) -> dict[str, Any]:
+        """What the background work did, for the StartupReport."""
+        out: dict[str, Any] = {}
+        if self.prefetch is not None:
+            s = self.prefetch.stats()
+            out["prefetch"] = {"read_bytes": s.read_bytes, "resident_bytes": s.resident_bytes,
+                               "failed_files": s.failed_files, "seconds": round(s.seconds, 4)}
+        if self.cuda is not None:
+            out["cuda_preinit"] = {"ok": self.cuda.error is None, "error": self.cuda.error,
+                                   "context_seconds": round(self.cuda.context_seconds, 4),
+                                   "host_buffer_seconds": round(self.cuda.buffer_seconds, 4),
+                                   "host_buffer_bytes": self.cuda.num_buffers * self.cuda.buffer_bytes}
+        return out
