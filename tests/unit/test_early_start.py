@@ -202,3 +202,27 @@ def test_prefetch_threads_read_at_idle_io_priority_until_raised(tmp_path):
     t.join()
     assert seen[0] == 3 and seen[1] != 3
     assert libc.syscall(get, 1, 0) >> 13 != 3  # the calling thread is untouched
+
+
+def test_loader_options_from_the_environment():
+    from quickmoe.checkpoint.loader_options import LoaderOptions
+    from quickmoe.errors import ConfigError
+
+    assert LoaderOptions.from_env({}) == LoaderOptions()
+    opts = LoaderOptions.from_env({"QUICKMOE_LOADER": "threads=8, chunk_mib=64,prefetch_threads=2"})
+    assert (opts.threads, opts.chunk_bytes, opts.prefetch_threads, opts.buffers) == (8, 64 << 20, 2, LoaderOptions().buffers)
+    with pytest.raises(ConfigError, match="'thread=8' is not key=value with a key among"):
+        LoaderOptions.from_env({"QUICKMOE_LOADER": "thread=8"})
+    with pytest.raises(ConfigError, match="'buffers' = 'many'"):
+        LoaderOptions.from_env({"QUICKMOE_LOADER": "buffers=many"})
+    with pytest.raises(ConfigError, match="'buffers' = 0"):
+        LoaderOptions.from_env({"QUICKMOE_LOADER": "buffers=0"})
+    early = EarlyStart.begin(None, "cpu", LoaderOptions(buffers=3))
+    assert early.options.buffers == 3 and early.prefetch is None and early.tokenizer is None
+
+
+def test_cli_rejects_bad_loader_options_before_importing_torch(tmp_path):
+    env = {**os.environ, "PYTHONPATH": SRC, "QUICKMOE_LOADER": "threads=0"}
+    out = subprocess.run([sys.executable, "-m", "quickmoe", "generate", str(tmp_path), "--prompt", "x"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 2 and "loader option 'threads' = 0: expected a positive integer" in out.stderr

@@ -206,11 +206,16 @@ def format_table(doc: dict) -> str:
                      f"{c.get('index_bytes', 0) / 2**20:.1f} MiB of indices")
     if doc.get("load_bytes") and "load" in summary["quickmoe"]:
         rate = doc["load_bytes"] / 1e9 / summary["quickmoe"]["load"][1]
-        line = f"read + host->device: {rate:.1f} GB/s (median load phase)"
-        if doc.get("pinned_h2d_gb_per_s"):
-            line += (f"; pinned host->device measured now: {doc['pinned_h2d_gb_per_s']:.1f} GB/s "
-                     f"({100 * rate / doc['pinned_h2d_gb_per_s']:.0f}%)")
-        lines.append(line)
+        streams = [r["info"]["loader"]["seconds"] for r in reports if "seconds" in r.get("info", {}).get("loader", {})]
+        stream_rate = doc["load_bytes"] / 1e9 / statistics.median(streams) if streams else None
+        h2d = doc.get("pinned_h2d_gb_per_s")
+        line = f"read + host->device: {rate:.1f} GB/s over the load phase" + (f" ({100 * rate / h2d:.0f}%)" if h2d else "")
+        if stream_rate:
+            line += f", {stream_rate:.1f} GB/s over the streaming itself" + (
+                f" ({100 * stream_rate / h2d:.0f}%)" if h2d else "")
+        if h2d:
+            line += f"; pinned host->device measured now: {h2d:.1f} GB/s"
+        lines.append(line + " (medians)")
     if "quickmoe_uncached" in summary and "process" in summary["quickmoe"]:
         cached, uncached = summary["quickmoe"]["process"][1], summary["quickmoe_uncached"]["process"][1]
         lines.append(f"weight processing, PermutationCache off / on (medians): {uncached:.3f} s / {cached:.3f} s = "

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from quickmoe.checkpoint.chunk_plan import plan_chunks
-from quickmoe.checkpoint.loader_defaults import DEFAULT_CHUNK_BYTES, DEFAULT_NUM_BUFFERS, DEFAULT_NUM_THREADS
+from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.reader import CheckpointReader, TensorSpec
 from quickmoe.checkpoint.sink import ParameterSink
 from quickmoe.checkpoint.staging import ChunkRing
@@ -39,6 +39,11 @@ __all__ = ["LoadStats", "expected_tensors", "load_weights", "DEFAULT_CHUNK_BYTES
            "DEFAULT_NUM_THREADS"]
 
 logger = logging.getLogger(__name__)
+
+_DEFAULTS = LoaderOptions()
+DEFAULT_CHUNK_BYTES = _DEFAULTS.chunk_bytes
+DEFAULT_NUM_THREADS = _DEFAULTS.threads
+DEFAULT_NUM_BUFFERS = _DEFAULTS.buffers
 
 
 @dataclass(frozen=True)

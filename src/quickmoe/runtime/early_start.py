@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quickmoe.checkpoint.loader_defaults import DEFAULT_CHUNK_BYTES, DEFAULT_NUM_BUFFERS
+from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.prefetch import PageCachePrefetch, checkpoint_files
 from quickmoe.runtime.cuda_preinit import CudaPreinit
 
@@ -60,14 +61,16 @@ class EarlyStart:
     prefetch: PageCachePrefetch | None
     cuda: CudaPreinit | None
     tokenizer: Future | None  # -> quickmoe.tokenizer.Tokenizer
+    options: LoaderOptions
     started_at: float  # time.perf_counter() at begin()
 
     @classmethod
-    def begin(cls, model_dir: str | Path | None, device: str, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-              num_buffers: int = DEFAULT_NUM_BUFFERS) -> EarlyStart:
+    def begin(cls, model_dir: str | Path | None, device: str, options: LoaderOptions | None = None) -> EarlyStart:
         """Start the prefetch (when `model_dir` has shards), the CUDA pre-initialisation (when `device` may
-        be CUDA) and the tokenizer's load (when `model_dir` is given); returns at once."""
+        be CUDA) and the tokenizer's load (when `model_dir` is given); returns at once. `options` (default:
+        `LoaderOptions.from_env()`) size the ring and the prefetch; the loader later uses the same."""
         started_at = time.perf_counter()
+        options = options if options is not None else LoaderOptions.from_env()
         prefetch = tokenizer = None
         if model_dir is not None:
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer")
@@ -76,12 +79,13 @@ class EarlyStart:
         if model_dir is not None and _enabled("QUICKMOE_PREFETCH"):
             files = checkpoint_files(model_dir)
             if files:
-                prefetch = PageCachePrefetch(files).start()
+                prefetch = PageCachePrefetch(files, num_threads=options.prefetch_threads,
+                                             read_bytes=options.prefetch_read_kib << 10).start()
         cuda = None
         ordinal = cuda_ordinal(device)
         if ordinal is not None and _enabled("QUICKMOE_CUDA_PREINIT"):
-            cuda = CudaPreinit(ordinal, num_buffers=num_buffers, buffer_bytes=chunk_bytes).start()
-        return cls(prefetch=prefetch, cuda=cuda, tokenizer=tokenizer, started_at=started_at)
+            cuda = CudaPreinit(ordinal, num_buffers=options.buffers, buffer_bytes=options.chunk_bytes).start()
+        return cls(prefetch=prefetch, cuda=cuda, tokenizer=tokenizer, options=options, started_at=started_at)
 
     def imports_done(self) -> None:
         """The imports' own disk reads are over: the prefetch may read at normal I/O priority."""
@@ -89,11 +93,12 @@ class EarlyStart:
             self.prefetch.raise_priority()
 
     def finish(self) -> None:
-        """Stop the prefetch and free the host ring (call once loading is complete)."""
+        """Stop the prefetch and free the host ring (call once every copy out of the ring has completed).
+        Unpinning 512 MiB takes a while, so it runs on a thread, off the start-up's critical path."""
         if self.prefetch is not None:
             self.prefetch.stop()
         if self.cuda is not None:
-            self.cuda.free_buffers()
+            threading.Thread(target=self.cuda.free_buffers, name="quickmoe-free-ring", daemon=True).start()
 
     def info(self) -> dict[str, Any]:
         """What the background work did, for the StartupReport."""

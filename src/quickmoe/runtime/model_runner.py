@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from quickmoe.checkpoint.loader import LoadStats, load_weights
+from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
@@ -66,8 +67,10 @@ class ModelRunner:
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
         self.report.mark("build")
         try:
-            self.load_stats: LoadStats = load_weights(self.model, reader, progress=progress,
-                                                      host_buffers=host_buffers)
+            options = early_start.options if early_start is not None else LoaderOptions.from_env()
+            self.load_stats: LoadStats = load_weights(
+                self.model, reader, progress=progress, num_threads=options.threads, chunk_bytes=options.chunk_bytes,
+                num_buffers=options.buffers, host_buffers=host_buffers)
         finally:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # no copy may still read the ring when it is freed
@@ -91,7 +94,7 @@ class ModelRunner:
         self.report.info["peak_host_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         stats = self.load_stats
         self.report.info["loader"] = {k: getattr(stats, k) for k in (
-            "peak_host_buffer_bytes", "peak_device_buffer_bytes", "validate_seconds", "read_seconds", "wait_seconds",
+            "seconds", "num_buffers", "peak_host_buffer_bytes", "peak_device_buffer_bytes", "validate_seconds", "read_seconds", "wait_seconds",
             "deliver_seconds", "finish_seconds", "num_chunks", "chunk_bytes", "num_threads")}
         self.report.info.update(model=str(self.model_dir), device=str(self.device),
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
