@@ -24,6 +24,7 @@ if [ "$STAGE" = 1 ]; then
   [ -f /tmp/gpt-oss-20b/config.json ] || python3 -m quickmoe make-checkpoint /tmp/gpt-oss-20b --preset gpt-oss-20b -q
   bench cold_20b_warm /tmp/gpt-oss-20b -n 3 --device cuda --compare-uncached --baseline transformers
   QUICKMOE_CUDA_PREINIT=0 bench cold_20b_warm_nopreinit /tmp/gpt-oss-20b -n 3 --device cuda
+  QUICKMOE_LOADER=chunk_mib=32 bench cold_20b_warm_c32 /tmp/gpt-oss-20b -n 3 --device cuda
   bench cold_20b_dropped /tmp/gpt-oss-20b -n 2 --device cuda --drop-caches --baseline transformers
   QUICKMOE_PREFETCH=0 bench cold_20b_dropped_noprefetch /tmp/gpt-oss-20b -n 2 --device cuda --drop-caches
 fi

@@ -125,7 +125,7 @@ def main() -> None:
     dev = torch.empty(total, dtype=torch.uint8, device="cuda")
     # pinning costs
     t0 = time.perf_counter()
-    pinned = [torch.empty(32 * MiB, dtype=torch.uint8, pin_memory=True) for _ in range(16)]
+    _pinned = [torch.empty(32 * MiB, dtype=torch.uint8, pin_memory=True) for _ in range(16)]
     t_alloc = time.perf_counter() - t0
     t0 = time.perf_counter()
     big = torch.empty(512 * MiB, dtype=torch.uint8, pin_memory=True)
@@ -204,7 +204,7 @@ def main() -> None:
         rows.append(rate)
         print(f"pipeline {kind:6s} {threads:2d} readers x {chunk_mb:2d} MiB chunks, {nbuf} buffers: {rate:5.1f} GB/s "
               f"({100 * rate / ceiling:.0f}% of H2D)", flush=True)
-    del dev, ring, thp_ring, thp, _keep
+    dev = ring = thp_ring = thp = _keep = None  # free them (the pump closure above also saw `dev`)
     unregister_all()
     torch.cuda.empty_cache()
     # quickmoe's loader on the real model, alone and beside a GIL-holding thread

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from quickmoe.checkpoint.prefetch import PageCachePrefetch, checkpoint_files, prefetch_page_cache
+from quickmoe.checkpoint.prefetch import PageCachePrefetch, prefetch_page_cache
 from quickmoe.runtime.cuda_preinit import CudaPreinit
 from quickmoe.runtime.early_start import EarlyStart, cuda_ordinal
 

@@ -127,18 +127,21 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
         if chunks:
             with ChunkRing(chunks, num_threads=num_threads, num_buffers=num_buffers, buffer_bytes=buffer_bytes,
                            pin_memory=device.type == "cuda", buffers=host_buffers) as ring:
-                for chunk, host, slot in ring:
-                    t0 = time.perf_counter()
-                    route = sink.routes[chunk.index]
-                    staged = transfer.send(host, slot, ring, route)
-                    sink.landed(chunk)
-                    for piece in route.delivered:
-                        assert staged is not None and route.span is not None
-                        sink.deliver(piece, staged, route.span[0])
-                    transfer.done(slot, ring)
-                    deliver_seconds += time.perf_counter() - t0
-                    if bar is not None:
-                        bar.update(sum(p.nbytes for p in chunk.pieces))
+                with transfer.streaming():
+                    for chunk, host, slot in ring:
+                        t0 = time.perf_counter()
+                        route = sink.routes[chunk.index]
+                        staged = transfer.send(host, slot, ring, route)
+                        sink.filled.update(route.completed)
+                        if route.delivered:
+                            assert staged is not None and route.span is not None
+                            with transfer.delivering():
+                                for piece in route.delivered:
+                                    sink.deliver(piece, staged, route.span[0])
+                        transfer.done(slot, ring)
+                        deliver_seconds += time.perf_counter() - t0
+                        if bar is not None:
+                            bar.update(sum(p.nbytes for p in chunk.pieces))
                 finish_seconds = transfer.finish()
                 peak_host = ring.allocated_bytes
                 ring_stats = dict(read_seconds=ring.read_seconds, copy_wait_seconds=ring.copy_wait_seconds,

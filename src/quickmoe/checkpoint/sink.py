@@ -38,10 +38,12 @@ def lands_directly(param: nn.Parameter) -> bool:
 
 @dataclass(frozen=True)
 class ChunkRoute:
-    """For one chunk: `direct` (destination byte view, host start, host end) copies, the `delivered`
-    pieces, and the chunk-relative byte `span` [start, end) that must be staged for them (None if none)."""
+    """For one chunk: `direct` (destination byte view, host start, host end) copies, the parameters they
+    `completed` (their last piece is in this chunk), the `delivered` pieces, and the chunk-relative byte
+    `span` [start, end) that must be staged for those (None if none)."""
 
     direct: list[tuple[torch.Tensor, int, int]]
+    completed: list[str]
     delivered: list[Piece]
     span: tuple[int, int] | None
 
@@ -56,21 +58,22 @@ class ParameterSink:
         flat: dict[str, torch.Tensor] = {}  # parameter -> its bytes, flat (for the ones that land directly)
         self.routes: list[ChunkRoute] = []
         for chunk in chunks:
-            direct, delivered = [], []
+            direct, completed, delivered = [], [], []
             for piece in chunk.pieces:
                 name = piece.entry.name
                 if name not in flat and lands_directly(params[name]):
                     flat[name] = params[name].data.view(-1).view(torch.uint8)
                 if name in flat:
                     direct.append((flat[name][piece.dst:piece.dst + piece.nbytes], piece.src, piece.src + piece.nbytes))
+                    if piece.is_last:
+                        completed.append(name)
                 else:
                     delivered.append(piece)
             span = None
             if delivered:
                 start = min(p.src for p in delivered) // _SPAN_ALIGN * _SPAN_ALIGN
                 span = (start, max(p.src + p.nbytes for p in delivered))
-            self.routes.append(ChunkRoute(direct=direct, delivered=delivered, span=span))
-        self._direct_names = set(flat)
+            self.routes.append(ChunkRoute(direct=direct, completed=completed, delivered=delivered, span=span))
         self.staging_bytes = max((r.span[1] - r.span[0] for r in self.routes if r.span is not None), default=0)
         # the largest delivered tensor that needs assembly (straddling, or a misaligned view)
         self.scratch_bytes = max((p.entry.nbytes for r in self.routes for p in r.delivered if not _is_view(p)),
@@ -85,12 +88,6 @@ class ParameterSink:
         # the current stream, ahead of the next copy into the scratch), so the next tensor may overwrite
         # it. Reuse also spares the CPU path a fresh allocation, and its page faults, per large tensor.
         self._scratch: torch.Tensor | None = None
-
-    def landed(self, chunk: Chunk) -> None:
-        """The chunk's direct copies were queued: a tensor whose last piece was among them is filled."""
-        for piece in chunk.pieces:
-            if piece.is_last and piece.entry.name in self._direct_names:
-                self.filled.add(piece.entry.name)
 
     def deliver(self, piece: Piece, staged: torch.Tensor, span_start: int) -> None:
         """Hand `piece` (found at chunk byte piece.src, i.e. at staged[piece.src - span_start]) on."""

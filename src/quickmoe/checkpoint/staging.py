@@ -69,6 +69,7 @@ class ChunkRing:
         self.num_threads = max(1, min(num_threads, num_buffers, len(self.chunks)))
         self._buffers: list[torch.Tensor | None] = (list(buffers[:num_buffers]) if buffers is not None
                                                      else [None] * num_buffers)
+        self._views: list[memoryview | None] = [None] * num_buffers
         # Free slots, handed out in the order they are taken. A slot is taken together with the next chunk
         # index under `_take_lock`, so chunks get buffers in chunk order: chunk k never waits for a buffer
         # that only a chunk > k holds, and the consumer (who frees slots in chunk order) cannot deadlock.
@@ -125,9 +126,9 @@ class ChunkRing:
                     t0 = time.perf_counter()
                     ready.synchronize()
                     self._add("copy_wait_seconds", time.perf_counter() - t0)
-                buf = self._buffer(slot)
+                view = self._view(slot)
                 t0 = time.perf_counter()
-                _pread_exact(self._fds[chunk.file], chunk, buf[:chunk.nbytes])
+                _pread_exact(self._fds[chunk.file], chunk, view)
                 self._add("read_seconds", time.perf_counter() - t0)
                 with self._cond:
                     self._done[chunk.index] = slot
@@ -148,6 +149,13 @@ class ChunkRing:
             self._buffers[slot] = buf  # one slot is only ever touched by the thread holding it
             self._add("setup_seconds", time.perf_counter() - t0)
         return buf
+
+    def _view(self, slot: int) -> memoryview:
+        """The slot's buffer as a memoryview, made once per slot (readers then make no torch call per read)."""
+        view = self._views[slot]
+        if view is None:
+            view = self._views[slot] = memoryview(self._buffer(slot).numpy())
+        return view
 
     def _add(self, field: str, seconds: float) -> None:
         with self._cond:
@@ -220,13 +228,12 @@ def _open(file: Path) -> int:
     return fd
 
 
-def _pread_exact(fd: int, chunk: Chunk, dst: torch.Tensor) -> None:
-    """Fill `dst` (uint8, chunk.nbytes) from the file at chunk.offset; preadv may return less than asked."""
-    view = memoryview(dst.numpy())
+def _pread_exact(fd: int, chunk: Chunk, view: memoryview) -> None:
+    """Fill view[:chunk.nbytes] from the file at chunk.offset; preadv may return less than asked."""
     got = 0
     while got < chunk.nbytes:
         try:
-            n = os.preadv(fd, [view[got:]], chunk.offset + got)
+            n = os.preadv(fd, [view[got:chunk.nbytes]], chunk.offset + got)
         except OSError as exc:
             raise CheckpointError(f"{chunk.file}: cannot read {chunk.nbytes} bytes at offset {chunk.offset} "
                                   f"({exc})") from None

@@ -1,10 +1,11 @@
 """Moving a chunk read into a host buffer to the device its parameters live on.
 
-Both transfers have the same calls, made by the loader for each chunk in order:
+Both transfers have the same calls. The loader streams inside `with transfer.streaming():` and, for each
+chunk in order, calls:
 `send(host, slot, ring, route)` copies the route's direct pieces from the host buffer straight into their
 parameters and returns the route's span of bytes staged on the target device (or None); the loader then
-hands the delivered pieces to their weight loaders as views of it; `done(slot, ring)` says those calls
-were made; `finish()` waits for everything queued; `close()` (always called) orders the streams for freeing.
+hands the delivered pieces to their weight loaders, inside `with transfer.delivering():`, as views of it;
+`done(slot, ring)` says those calls were made; `finish()` waits for everything queued; `close()` (always called) orders the streams for freeing.
 
 - `HostTransfer` (parameters on the CPU): copies run synchronously and the host buffer itself is the
   staging buffer. Weight loaders copy before returning, so after them the buffer may be refilled: `done`
@@ -12,7 +13,9 @@ were made; `finish()` waits for everything queued; `close()` (always called) ord
 - `CudaTransfer`: the chunk's host->device copies (direct ones into the parameters, and the span into a
   small ring of device staging buffers) are queued on a dedicated copy stream, so reading chunk k+1
   overlaps them; the weight loaders run on the current stream, which waits for the copies with a CUDA
-  event. Two events per chunk keep the rings safe:
+  event. The copy stream is made current once for the whole stream of chunks (`streaming()`), and the
+  current stream restored only around weight loaders (`delivering()`): switching streams per chunk costs
+  the consumer thread more than the copies' own launch. Two events per chunk keep the rings safe:
   `copied` (copy stream, after the chunk's copies) gates the host buffer's reuse (the reader thread that
   gets the slot next synchronizes on it) and the weight loaders (current stream waits on it);
   `consumed` (current stream, after the weight loaders) gates the next copy into the same device staging
@@ -21,6 +24,7 @@ were made; `finish()` waits for everything queued; `close()` (always called) ord
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -39,6 +43,12 @@ class HostTransfer:
 
     device = torch.device("cpu")
     allocated_bytes = 0  # no staging memory besides the ring
+
+    def streaming(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def delivering(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
     def send(self, host: torch.Tensor, slot: int, ring: ChunkRing, route: ChunkRoute) -> torch.Tensor | None:
         for dst, start, end in route.direct:
@@ -72,8 +82,19 @@ class CudaTransfer:
         # freed (after finish()) the allocator's ordering on the current stream covers the copies too.
         self._buffers: list[torch.Tensor | None] = [None] * num_buffers
         self._consumed: list[torch.cuda.Event | None] = [None] * num_buffers
+        # One `copied` event per host slot, re-recorded at each use: the reader that takes the slot has
+        # synchronized on the previous recording before it refills the buffer, so no wait is ever lost.
+        self._copied: dict[int, torch.cuda.Event] = {}
         self._count = 0
         self._staged_slot: int | None = None
+
+    def streaming(self) -> contextlib.AbstractContextManager:
+        """Make the copy stream current for the consumer thread while it streams chunks."""
+        return torch.cuda.stream(self.copy_stream)
+
+    def delivering(self) -> contextlib.AbstractContextManager:
+        """Weight loaders (and assembly) run on the compute stream."""
+        return torch.cuda.stream(self.compute_stream)
 
     @property
     def allocated_bytes(self) -> int:
@@ -81,6 +102,7 @@ class CudaTransfer:
         return sum(b.numel() for b in self._buffers if b is not None)
 
     def send(self, host: torch.Tensor, slot: int, ring: ChunkRing, route: ChunkRoute) -> torch.Tensor | None:
+        """Queue the chunk's copies on the copy stream (current inside `streaming()`)."""
         staged = None
         self._staged_slot = None
         if route.span is not None:
@@ -88,17 +110,21 @@ class CudaTransfer:
             self._count += 1
             buf = self._buffers[dslot]
             if buf is None:
-                buf = self._buffers[dslot] = torch.empty(self.staging_bytes, dtype=torch.uint8, device=self.device)
+                with torch.cuda.stream(self.compute_stream):  # allocated for (and freed on) the compute stream
+                    buf = self._buffers[dslot] = torch.empty(self.staging_bytes, dtype=torch.uint8,
+                                                             device=self.device)
             consumed = self._consumed[dslot]
             if consumed is not None:  # the weight loaders of the span last staged here must have read it
                 self.copy_stream.wait_event(consumed)
             staged = buf[:route.span[1] - route.span[0]]
-        with torch.cuda.stream(self.copy_stream):  # asynchronous: `host` is a slice of a page-locked buffer
-            for dst, start, end in route.direct:
-                dst.copy_(host[start:end], non_blocking=True)
-            if staged is not None:
-                staged.copy_(host[route.span[0]:route.span[1]], non_blocking=True)
-        copied = torch.cuda.Event()
+        # asynchronous: `host` is a page-locked buffer
+        for dst, start, end in route.direct:
+            dst.copy_(host[start:end], non_blocking=True)
+        if staged is not None:
+            staged.copy_(host[route.span[0]:route.span[1]], non_blocking=True)
+        copied = self._copied.get(slot)
+        if copied is None:
+            copied = self._copied[slot] = torch.cuda.Event()
         copied.record(self.copy_stream)
         # The host slot goes back to the readers now; the reader that takes it synchronizes on `copied`
         # before overwriting it, so the copies above always see the bytes of this chunk.
