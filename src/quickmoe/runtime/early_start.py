@@ -92,11 +92,15 @@ class EarlyStart:
         if self.prefetch is not None:
             self.prefetch.raise_priority()
 
+    def stop_prefetch(self) -> None:
+        """Stop the prefetch (the loader has read every shard)."""
+        if self.prefetch is not None:
+            self.prefetch.stop()
+
     def finish(self) -> None:
         """Stop the prefetch and free the host ring (call once every copy out of the ring has completed).
         Unpinning 512 MiB takes a while, so it runs on a thread, off the start-up's critical path."""
-        if self.prefetch is not None:
-            self.prefetch.stop()
+        self.stop_prefetch()
         if self.cuda is not None:
             threading.Thread(target=self.cuda.free_buffers, name="quickmoe-free-ring", daemon=True).start()
 
