@@ -3,7 +3,7 @@
 # Needs the wheels of scripts/fetch_device_wheels.sh carried in .whl/. Two stages, each within one 10-minute call:
 #   scripts/device_coldstart.sh 1   GPU tests; 20b warm page cache (+ no-cache, + transformers, + early start off);
 #                                   20b dropped page cache (+ transformers, + prefetch off)
-#   scripts/device_coldstart.sh 2   120b (fewer layers) warm (+ no-cache); loader settings sweep; I/O probes
+#   scripts/device_coldstart.sh 2   120b (fewer layers) warm (+ no-cache); the H2D pipeline probe; 20b warm again
 set -uo pipefail
 OUT=${OUT:-/tmp/quickmoe-out}
 mkdir -p "$OUT"
@@ -33,4 +33,6 @@ if [ "$STAGE" = 2 ]; then
     --layers "$LAYERS_120B" -q
   bench "cold_120b_${LAYERS_120B}L" /tmp/gpt-oss-120b -n 2 --device cuda --compare-uncached
   python3 scripts/h2d_pipeline_probe.py /tmp/gpt-oss-120b 2>&1 | grep -v INFO | tee "$OUT/h2d_pipeline_probe.txt"
+  [ -f /tmp/gpt-oss-20b/config.json ] || python3 -m quickmoe make-checkpoint /tmp/gpt-oss-20b --preset gpt-oss-20b -q
+  bench cold_20b_warm_recheck /tmp/gpt-oss-20b -n 3 --device cuda
 fi
