@@ -5,11 +5,7 @@
 #   3. generate on it (time),
 # with logs under $OUT. Needs the wheels of scripts/fetch_device_wheels.sh carried in .whl/.
 set -uo pipefail
-OUT=${OUT:-/tmp/quickmoe-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 QUICKMOE_CACHE_DIR=/tmp/quickmoe-cache HF_HUB_OFFLINE=1
+source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', \
 transformers.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"

@@ -5,11 +5,7 @@
 #                                   20b dropped page cache (+ transformers, + prefetch off)
 #   scripts/device_coldstart.sh 2   120b (fewer layers) warm (+ no-cache); the H2D pipeline probe; 20b warm again
 set -uo pipefail
-OUT=${OUT:-/tmp/quickmoe-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 QUICKMOE_CACHE_DIR=/tmp/quickmoe-cache HF_HUB_OFFLINE=1 OUT
+source "$(dirname "$0")/device_env.sh"
 LAYERS_120B=${LAYERS_120B:-12}   # 120b has 36 layers (65 GB): the disk holds 64 GB, so fewer layers, scaled per layer
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 STAGE=${1:-1}

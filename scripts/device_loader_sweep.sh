@@ -3,11 +3,7 @@
 # warm page cache (load phase GB/s against pinned H2D) and dropped page cache (imports, load, weights ready).
 # Needs the wheels of scripts/fetch_device_wheels.sh carried in .whl/. Logs under $OUT.
 set -uo pipefail
-OUT=${OUT:-/tmp/quickmoe-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 QUICKMOE_CACHE_DIR=/tmp/quickmoe-cache HF_HUB_OFFLINE=1
+source "$(dirname "$0")/device_env.sh"
 [ -f /tmp/gpt-oss-20b/config.json ] || python3 -m quickmoe make-checkpoint /tmp/gpt-oss-20b --preset gpt-oss-20b -q
 summary() {  # summary LABEL JSON
   python3 - "$1" "$2" <<'PY'

@@ -1,6 +1,6 @@
 """Measure the host I/O paths a checkpoint can take to the GPU, on this machine, in one process.
 
-python3 scripts/io_probe.py DIR [--cold]
+PYTHONPATH=src python3 scripts/io_probe.py DIR [--cold]
 
 Warm page cache: pinned host->device ceiling; buffered preadv into pinned buffers (read only, and with
 the H2D copy overlapped) for several thread counts; mmap + cudaHostRegister(read-only) + H2D straight from
@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -35,6 +34,15 @@ def windows(files: list[Path], chunk: int) -> list[tuple[Path, int, int]]:
     for f in files:
         size = f.stat().st_size
         out += [(f, off, min(chunk, size - off)) for off in range(0, size, chunk)]
+    return out
+
+
+def file_offsets(files: list[Path]) -> dict[Path, int]:
+    """Where each file's bytes start in one buffer holding all files back to back."""
+    out, acc = {}, 0
+    for f in files:
+        out[f] = acc
+        acc += f.stat().st_size
     return out
 
 
@@ -102,28 +110,18 @@ def main() -> None:
         t0 = time.perf_counter()
         out = subprocess.run(py, capture_output=True, text=True).stdout.strip()
         print(f"cold import torch + cuda init: {out} s (process {time.perf_counter() - t0:.2f} s)", flush=True)
-        drop_caches()
-        box = {}
-        reader = threading.Thread(target=lambda: box.setdefault("r", read_rate(files, 16, 32 * MiB, True)))
-        t0 = time.perf_counter()
-        reader.start()
-        out = subprocess.run(py, capture_output=True, text=True).stdout.strip()
-        t_imp = time.perf_counter() - t0
-        reader.join()
-        print(f"cold import torch + cuda init beside an O_DIRECT 16-thread read of all shards: {out} s "
-              f"(process {t_imp:.2f} s); the read: {box['r']:.2f} GB/s, done at {time.perf_counter() - t0:.2f} s",
-              flush=True)
-        drop_caches()
-        box = {}
-        reader = threading.Thread(target=lambda: box.setdefault("r", read_rate(files, 16, 32 * MiB, False)))
-        t0 = time.perf_counter()
-        reader.start()
-        out = subprocess.run(py, capture_output=True, text=True).stdout.strip()
-        t_imp = time.perf_counter() - t0
-        reader.join()
-        print(f"cold import torch + cuda init beside a buffered 16-thread read of all shards: {out} s "
-              f"(process {t_imp:.2f} s); the read: {box['r']:.2f} GB/s, done at {time.perf_counter() - t0:.2f} s",
-              flush=True)
+        for direct in (True, False):
+            drop_caches()
+            box = {}
+            reader = threading.Thread(target=lambda: box.setdefault("r", read_rate(files, 16, 32 * MiB, direct)))
+            t0 = time.perf_counter()
+            reader.start()
+            out = subprocess.run(py, capture_output=True, text=True).stdout.strip()
+            t_imp = time.perf_counter() - t0
+            reader.join()
+            print(f"cold import torch + cuda init beside {'an O_DIRECT' if direct else 'a buffered'} 16-thread read "
+                  f"of all shards: {out} s (process {t_imp:.2f} s); the read: {box['r']:.2f} GB/s, done at "
+                  f"{time.perf_counter() - t0:.2f} s", flush=True)
     for f in files:  # warm the page cache
         subprocess.run(["cat", str(f)], stdout=subprocess.DEVNULL, check=True)
     t0 = time.perf_counter()
@@ -131,19 +129,10 @@ def main() -> None:
 
     torch.cuda.init()
     print(f"import torch + cuda init (warm): {time.perf_counter() - t0:.2f} s", flush=True)
-    dev_bytes = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    host = torch.randint(0, 255, (1 << 30,), dtype=torch.uint8).pin_memory()
-    times = []
-    for _ in range(8):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        dev_bytes.copy_(host, non_blocking=True)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    ceiling = (1 << 30) / statistics.median(times[2:]) / 1e9
+    from quickmoe.bench.coldstart import measure_pinned_h2d_gb_per_s
+
+    ceiling = measure_pinned_h2d_gb_per_s()
     print(f"pinned H2D ceiling: {ceiling:.1f} GB/s", flush=True)
-    del host
     t0 = time.perf_counter()
     pinned = [torch.empty(64 * MiB, dtype=torch.uint8, pin_memory=True) for _ in range(32)]
     print(f"pin 32 x 64 MiB: {time.perf_counter() - t0:.3f} s", flush=True)
@@ -157,11 +146,7 @@ def main() -> None:
     for threads in (16, 32):
         chunk = 32 * MiB
         fds = {f: os.open(f, os.O_RDONLY) for f in files}
-        base = {}
-        acc = 0
-        for f in files:
-            base[f] = acc
-            acc += f.stat().st_size
+        base = file_offsets(files)
         streams = [torch.cuda.Stream() for _ in range(threads)]
         pairs = [(pinned[i % 32][:chunk], pinned[(i + 16) % 32][:chunk]) for i in range(threads)]
         events = [[None, None] for _ in range(threads)]
@@ -207,11 +192,7 @@ def main() -> None:
             os.close(fd)
             maps[f] = addr
         t_map = time.perf_counter() - t0
-        base = {}
-        acc = 0
-        for f in files:
-            base[f] = acc
-            acc += f.stat().st_size
+        base = file_offsets(files)
         streams = [torch.cuda.Stream() for _ in range(threads)]
         reg_time = [0.0] * threads
         pend = [[] for _ in range(threads)]

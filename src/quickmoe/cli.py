@@ -83,8 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     cold = bench_sub.add_parser(
         "coldstart", help="process start -> first token, phase by phase, in fresh subprocesses",
         description="Run `quickmoe generate DIR --max-tokens 1` in N fresh processes and print min and median "
-        "of every start-up phase, with the page-cache state; optionally with the PermutationCache off and with "
-        "transformers' from_pretrained + one forward side by side.")
+        "of every start-up phase and of weights_ready (process start -> weights resident and processed), the "
+        "load rate against a pinned host->device copy measured in the same run, with the page-cache state; "
+        "optionally with the PermutationCache off and with transformers' from_pretrained + one forward side by "
+        "side. The runs inherit the environment, so QUICKMOE_LOADER, QUICKMOE_PREFETCH=0 and "
+        "QUICKMOE_CUDA_PREINIT=0 compare start-up settings.")
     cold.add_argument("model", metavar="DIR", help="checkpoint directory")
     cold.add_argument("-n", "--runs", type=int, default=3, help="runs per configuration (default 3)")
     cold.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
