@@ -303,6 +303,9 @@ def test_cuda_load_is_bit_identical_to_naive(ckpts, experts_dtype, chunk_bytes, 
     want = build(model_dir, torch.bfloat16, "cuda")
     naive_load(want, reader)
     got = build(model_dir, torch.bfloat16, "cuda")
+    from quickmoe.checkpoint.transfer import CudaTransfer
+
+    assert CudaTransfer(torch.device("cuda"), 0, 1)._memcpy is not None  # direct copies go through the driver
     stats = load_weights(got, reader, chunk_bytes=chunk_bytes, num_threads=num_threads, num_buffers=num_buffers,
                          num_device_buffers=num_device_buffers)
     torch.cuda.synchronize()

@@ -43,6 +43,7 @@ class ChunkRoute:
     `span` [start, end) that must be staged for those (None if none)."""
 
     direct: list[tuple[torch.Tensor, int, int]]
+    direct_ptrs: list[tuple[int, int, int]]  # the same copies as (destination address, host start, nbytes)
     completed: list[str]
     delivered: list[Piece]
     span: tuple[int, int] | None
@@ -73,7 +74,9 @@ class ParameterSink:
             if delivered:
                 start = min(p.src for p in delivered) // _SPAN_ALIGN * _SPAN_ALIGN
                 span = (start, max(p.src + p.nbytes for p in delivered))
-            self.routes.append(ChunkRoute(direct=direct, completed=completed, delivered=delivered, span=span))
+            direct_ptrs = [(dst.data_ptr(), start, end - start) for dst, start, end in direct]
+            self.routes.append(ChunkRoute(direct=direct, direct_ptrs=direct_ptrs, completed=completed,
+                                          delivered=delivered, span=span))
         self.staging_bytes = max((r.span[1] - r.span[0] for r in self.routes if r.span is not None), default=0)
         # the largest delivered tensor that needs assembly (straddling, or a misaligned view)
         self.scratch_bytes = max((p.entry.nbytes for r in self.routes for p in r.delivered if not _is_view(p)),

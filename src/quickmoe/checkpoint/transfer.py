@@ -15,7 +15,10 @@ hands the delivered pieces to their weight loaders, inside `with transfer.delive
   overlaps them; the weight loaders run on the current stream, which waits for the copies with a CUDA
   event. The copy stream is made current once for the whole stream of chunks (`streaming()`), and the
   current stream restored only around weight loaders (`delivering()`): switching streams per chunk costs
-  the consumer thread more than the copies' own launch. Two events per chunk keep the rings safe:
+  the consumer thread more than the copies' own launch. The direct copies themselves go through the
+  driver (`cuMemcpyHtoDAsync`, the call torch's copy_ ends in), with precomputed addresses and the GIL
+  held for its few microseconds: a torch call releases the GIL and must take it back, and with 16 reader
+  threads taking it too, each take waits its turn. Two events per chunk keep the rings safe:
   `copied` (copy stream, after the chunk's copies) gates the host buffer's reuse (the reader thread that
   gets the slot next synchronizes on it) and the weight loaders (current stream waits on it);
   `consumed` (current stream, after the weight loaders) gates the next copy into the same device staging
@@ -25,6 +28,7 @@ hands the delivered pieces to their weight loaders, inside `with transfer.delive
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import time
 
@@ -67,6 +71,29 @@ class HostTransfer:
         pass
 
 
+class _DriverMemcpy:
+    """`cuMemcpyHtoDAsync_v2(dst, src, nbytes, stream)` through ctypes.PyDLL, which keeps the GIL."""
+
+    def __init__(self) -> None:
+        fn = ctypes.PyDLL("libcuda.so.1").cuMemcpyHtoDAsync_v2
+        fn.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        self._fn = fn
+
+    def __call__(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        result = self._fn(dst, src, nbytes, stream)
+        if result != 0:
+            raise RuntimeError(f"cuMemcpyHtoDAsync({dst:#x}, {src:#x}, {nbytes}) failed: CUDA driver error {result}")
+
+
+def _driver_memcpy() -> _DriverMemcpy | None:
+    try:
+        return _DriverMemcpy()
+    except (OSError, AttributeError) as exc:  # no libcuda (or no such symbol): torch's copy_ does the same
+        logger.debug("direct host->device copies through torch: %s", exc)
+        return None
+
+
 class CudaTransfer:
     """Host buffer -> parameters and device staging on a copy stream; weight loaders on the current stream."""
 
@@ -87,6 +114,8 @@ class CudaTransfer:
         self._copied: dict[int, torch.cuda.Event] = {}
         self._count = 0
         self._staged_slot: int | None = None
+        self._memcpy = _driver_memcpy()
+        self._host_ptr: dict[int, int] = {}  # slot -> address of its (page-locked) buffer
 
     def streaming(self) -> contextlib.AbstractContextManager:
         """Make the copy stream current for the consumer thread while it streams chunks."""
@@ -118,8 +147,16 @@ class CudaTransfer:
                 self.copy_stream.wait_event(consumed)
             staged = buf[:route.span[1] - route.span[0]]
         # asynchronous: `host` is a page-locked buffer
-        for dst, start, end in route.direct:
-            dst.copy_(host[start:end], non_blocking=True)
+        if self._memcpy is not None:
+            base = self._host_ptr.get(slot)
+            if base is None:
+                base = self._host_ptr[slot] = host.data_ptr()
+            stream = self.copy_stream.cuda_stream
+            for dst_ptr, start, nbytes in route.direct_ptrs:
+                self._memcpy(dst_ptr, base + start, nbytes, stream)
+        else:
+            for dst, start, end in route.direct:
+                dst.copy_(host[start:end], non_blocking=True)
         if staged is not None:
             staged.copy_(host[route.span[0]:route.span[1]], non_blocking=True)
         copied = self._copied.get(slot)
