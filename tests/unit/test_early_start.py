@@ -47,7 +47,7 @@ def test_prefetch_reads_what_is_not_cached_and_skips_what_is(tmp_path):
     total = sum(f.stat().st_size for f in files)
     if not all(_evict(f) for f in files):
         pytest.skip("this file system keeps the files cached (or lacks RWF_NOWAIT): residency is not observable")
-    cold = PageCachePrefetch(files, num_threads=3, window_bytes=1 << 20, read_bytes=300_000).start()
+    cold = PageCachePrefetch(files, num_threads=3, window_bytes=1 << 20, read_bytes=300_000, readahead=False).start()
     assert cold.join(timeout=60)
     # The kernel's own read-ahead may bring a later window in before its turn (then counted as cached)
     stats = cold.stats()
@@ -217,6 +217,9 @@ def test_loader_options_from_the_environment():
         LoaderOptions.from_env({"QUICKMOE_LOADER": "buffers=many"})
     with pytest.raises(ConfigError, match="'buffers' = 0"):
         LoaderOptions.from_env({"QUICKMOE_LOADER": "buffers=0"})
+    with pytest.raises(ConfigError, match="'prefetch_readahead' = 2: expected 0 or 1"):
+        LoaderOptions.from_env({"QUICKMOE_LOADER": "prefetch_readahead=2"})
+    assert LoaderOptions.from_env({"QUICKMOE_LOADER": "prefetch_readahead=0"}).prefetch_readahead == 0
     early = EarlyStart.begin(None, "cpu", LoaderOptions(buffers=3))
     assert early.options.buffers == 3 and early.prefetch is None and early.tokenizer is None
 

@@ -28,19 +28,24 @@ ENV_VAR = "QUICKMOE_LOADER"
 @dataclass(frozen=True)
 class LoaderOptions:
     """threads: reader threads; buffers x chunk_mib: the host ring (page-locked for a GPU) and the size of
-    each read; prefetch_threads x prefetch_read_kib: the early start's page-cache prefetch (reads in
-    flight, so the disk share it takes from the imports)."""
+    each read; prefetch_threads x prefetch_read_kib (+ the kernel's read-ahead unless prefetch_readahead=0):
+    the early start's page-cache prefetch, i.e. its reads in flight, so the disk share it takes from the
+    imports."""
 
     threads: int = min(16, os.cpu_count() or 4)
     buffers: int = 32
     chunk_mib: int = 16
     prefetch_threads: int = 2
     prefetch_read_kib: int = 4096
+    prefetch_readahead: int = 1  # 0: kernel read-ahead off on the prefetch's descriptors
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if f.name == "prefetch_readahead":
+                if value not in (0, 1) or isinstance(value, bool):
+                    raise ConfigError(f"loader option {f.name!r} = {value!r}: expected 0 or 1")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"loader option {f.name!r} = {value!r}: expected a positive integer")
 
     @property

@@ -69,7 +69,7 @@ class PageCachePrefetch:
     `window_bytes`; windows already cached are skipped. `stop()` ends it early (e.g. once the loader is done)."""
 
     def __init__(self, files: Iterable[str | Path], *, num_threads: int = 2, window_bytes: int = 32 << 20,
-                 read_bytes: int = 4 << 20, idle_io_priority: bool = True) -> None:
+                 read_bytes: int = 4 << 20, idle_io_priority: bool = True, readahead: bool = True) -> None:
         for option, value in (("num_threads", num_threads), ("window_bytes", window_bytes),
                               ("read_bytes", read_bytes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -78,6 +78,7 @@ class PageCachePrefetch:
         self.num_threads = num_threads
         self.window_bytes = window_bytes
         self.read_bytes = min(read_bytes, window_bytes)
+        self.readahead = readahead
         self._windows: list[tuple[int, int, int]] = []  # (file index, offset, nbytes), in file order
         self._fds: list[int | None] = []
         self._lock = threading.Lock()
@@ -102,6 +103,8 @@ class PageCachePrefetch:
                 self._fds.append(None)
                 self._failed += 1
                 continue
+            if not self.readahead:
+                _no_readahead(fd)
             self._fds.append(fd)
             self._windows += [(i, off, min(self.window_bytes, size - off)) for off in range(0, size, self.window_bytes)]
         for k in range(min(self.num_threads, max(len(self._windows), 1))):
@@ -181,6 +184,16 @@ class PageCachePrefetch:
         for fd in fds:
             if fd is not None:
                 os.close(fd)
+
+
+def _no_readahead(fd: int) -> None:
+    """No kernel read-ahead on this descriptor: only the prefetch's own reads are in flight, which bounds
+    how long an import's page fault can wait behind them."""
+    if hasattr(os, "posix_fadvise"):
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        except OSError as exc:
+            logger.debug("posix_fadvise(RANDOM) failed: %s", exc)
 
 
 def set_thread_io_priority(ioprio: int) -> bool:

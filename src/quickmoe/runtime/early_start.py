@@ -80,7 +80,8 @@ class EarlyStart:
             files = checkpoint_files(model_dir)
             if files:
                 prefetch = PageCachePrefetch(files, num_threads=options.prefetch_threads,
-                                             read_bytes=options.prefetch_read_kib << 10).start()
+                                             read_bytes=options.prefetch_read_kib << 10,
+                                             readahead=bool(options.prefetch_readahead)).start()
         cuda = None
         ordinal = cuda_ordinal(device)
         if ordinal is not None and _enabled("QUICKMOE_CUDA_PREINIT"):
