@@ -33,8 +33,8 @@ if [ "$MODE" != dropped ]; then
   run warm_c16_b32 "chunk_mib=16,buffers=32" -n 3
 fi
 if [ "$MODE" != warm ]; then
-  run dropped_p4_1m "prefetch_threads=4,prefetch_read_kib=1024" -n 2 --drop-caches
-  run dropped_p2_4m "prefetch_threads=2,prefetch_read_kib=4096" -n 2 --drop-caches
-  run dropped_p8_512k "prefetch_threads=8,prefetch_read_kib=512" -n 2 --drop-caches
-  run dropped_p1_1m "prefetch_threads=1,prefetch_read_kib=1024" -n 2 --drop-caches
+  QUICKMOE_PREFETCH=0 run dropped_noprefetch "" -n 2 --drop-caches
+  run dropped_p2_4m_ra "prefetch_threads=2,prefetch_read_kib=4096,prefetch_readahead=1" -n 2 --drop-caches
+  run dropped_p1_2m_nora "prefetch_threads=1,prefetch_read_kib=2048,prefetch_readahead=0" -n 2 --drop-caches
+  run dropped_p2_1m_nora "prefetch_threads=2,prefetch_read_kib=1024,prefetch_readahead=0" -n 2 --drop-caches
 fi
