@@ -7,8 +7,8 @@ about 1.5x faster than 8; a ring of twice as many buffers as threads keeps reade
 the previous round drain (16 MiB x 32 buffers: 59% of pinned H2D in fresh processes, 32 MiB x 16: 53%).
 The ring bounds page-locked host memory to buffers x chunk (512 MiB by default) whatever the model size.
 The prefetch reads with 2 threads of 4 MiB reads (the kernel's read-ahead adds to them): on a dropped page
-cache that cut process start -> weights ready from 15.7 s to 13.4 s, where 1 thread or 8 threads of
-512 KiB with read-ahead off did worse. `QUICKMOE_LOADER` overrides any of them, e.g.
+cache that cut process start -> weights ready from 15.8 s to 14.0 s, where 1 thread x 2 MiB or 2 threads
+x 1 MiB with read-ahead off reached 14.9 s and 16.2 s in the same session. `QUICKMOE_LOADER` overrides any of them, e.g.
 `QUICKMOE_LOADER=threads=8,buffers=8,chunk_mib=64,prefetch_threads=4`.
 """
 
