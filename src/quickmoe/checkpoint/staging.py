@@ -8,7 +8,8 @@ where `ready` is an optional CUDA event: the next reader of that slot waits on i
 buffer (the device copy out of the buffer may still be running when the consumer releases it).
 
 Host memory used is at most `num_buffers * buffer_bytes`, allocated lazily (a small checkpoint touches
-only the buffers it needs). Read errors are re-raised in the consumer as CheckpointError naming the file;
+only the buffers it needs), unless `buffers` allocated beforehand are given (the early start's page-locked
+ring): then those are the ring, one slot each. Read errors are re-raised in the consumer as CheckpointError naming the file;
 an error in the consumer (or `close()`) stops the readers.
 """
 
@@ -51,10 +52,10 @@ class ChunkRing:
     def __init__(self, chunks: Sequence[Chunk], *, num_threads: int, num_buffers: int, buffer_bytes: int,
                  pin_memory: bool, buffers: Sequence[torch.Tensor] | None = None) -> None:
         if buffers is not None:  # allocated beforehand (e.g. page-locked by the early start): use them as is
-            small = [b.numel() for b in buffers if b.dtype != torch.uint8 or b.dim() != 1 or b.numel() < buffer_bytes]
-            if not buffers or small:
-                raise ValueError(f"ChunkRing: {len(buffers)} given buffers, expected at least one 1-D uint8 buffer of "
-                                 f">= {buffer_bytes} bytes each")
+            unfit = [b for b in buffers if b.dtype != torch.uint8 or b.dim() != 1 or b.numel() < buffer_bytes]
+            if not buffers or unfit:
+                raise ValueError(f"ChunkRing: {len(buffers)} given buffers, expected at least one 1-D uint8 buffer "
+                                 f"of >= {buffer_bytes} bytes each")
             num_buffers = len(buffers)
         if num_threads < 1 or num_buffers < 1:
             raise ValueError(f"num_threads = {num_threads}, num_buffers = {num_buffers}: expected at least 1 each")

@@ -7,11 +7,12 @@
 - the tokenizer's load. HF `tokenizers` parses tokenizer.json holding the GIL (0.3-0.7 s for o200k);
   beside the loader it would stall the reader threads and the copies, so it runs during the imports.
 The engine picks them up later (`ModelRunner`, `LLM`): it waits for the context before torch's CUDA
-init, hands the ring to the loader, stops the prefetch and frees the ring after loading, and takes the
-tokenizer when it needs it.
+init, hands the ring to the loader, stops the prefetch after loading, frees the ring after weight
+processing, and takes the tokenizer when it needs it.
 
 Environment switches (for comparisons; both default on): QUICKMOE_PREFETCH=0 disables the prefetch,
-QUICKMOE_CUDA_PREINIT=0 the CUDA pre-initialisation. This module imports only the standard library.
+QUICKMOE_CUDA_PREINIT=0 the CUDA pre-initialisation; QUICKMOE_LOADER sizes them (`LoaderOptions`). This
+module imports only the standard library.
 """
 
 from __future__ import annotations
