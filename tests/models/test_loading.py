@@ -121,3 +121,47 @@ def test_cli_prints_one_line_error_without_traceback(ckpt_factory, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "lm_head.weight" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_llm_takes_up_the_early_start(ckpt_factory):
+    """The runner stops the early start's prefetch, records what it did, and the LLM uses the tokenizer it
+    loaded; the model is the same as without an early start."""
+    from quickmoe.llm import LLM
+    from quickmoe.runtime.early_start import EarlyStart
+
+    model_dir = ckpt_factory(experts_dtype="mxfp4", hidden_size=64, intermediate_size=64)
+    early = EarlyStart.begin(model_dir, "cpu")
+    llm = LLM(model_dir, device="cpu", early_start=early)
+    info = llm.startup_report.info["early_start"]
+    shard_bytes = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
+    assert info["prefetch"]["read_bytes"] + info["prefetch"]["resident_bytes"] <= shard_bytes
+    assert early.prefetch is not None and early.prefetch.join(timeout=0)  # stopped and joined
+    assert llm.tokenizer is early.tokenizer.result()
+    plain = LLM(model_dir, device="cpu")
+    ids = [int(t) for t in torch.randint(0, llm.config.vocab_size - 2, (12,), generator=torch.Generator().manual_seed(7))]
+    from quickmoe.runtime.sampling_params import SamplingParams
+
+    params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+    assert llm.generate([ids], params)[0].token_ids == plain.generate([ids], params)[0].token_ids
+
+
+def test_a_failed_load_still_winds_up_the_early_start(ckpt_factory, tmp_path, monkeypatch):
+    import quickmoe.runtime.model_runner as runner_mod
+    from quickmoe.runtime.early_start import EarlyStart
+
+    model_dir = ckpt_factory(experts_dtype="mxfp4", hidden_size=64, intermediate_size=64)
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    shard = sorted(broken.glob("*.safetensors"))[-1]
+    data = shard.read_bytes()
+    original = runner_mod.load_weights
+
+    def truncating_load(*args, **kwargs):  # the shard shrinks after its header was validated
+        shard.write_bytes(data[: len(data) // 2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runner_mod, "load_weights", truncating_load)
+    early = EarlyStart.begin(broken, "cpu")
+    with pytest.raises(CheckpointError, match="short read|truncated"):
+        ModelRunner(broken, EngineConfig(model=str(broken), device="cpu", dtype="float32"), early_start=early)
+    assert early.prefetch is not None and early.prefetch.join(timeout=0)  # stopped on the error path too
