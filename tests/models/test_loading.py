@@ -165,3 +165,17 @@ def test_a_failed_load_still_winds_up_the_early_start(ckpt_factory, tmp_path, mo
     with pytest.raises(CheckpointError, match="short read|truncated"):
         ModelRunner(broken, EngineConfig(model=str(broken), device="cpu", dtype="float32"), early_start=early)
     assert early.prefetch is not None and early.prefetch.join(timeout=0)  # stopped on the error path too
+
+
+def test_a_bad_checkpoint_directory_still_winds_up_the_early_start(ckpt_factory, tmp_path):
+    from quickmoe.errors import ConfigError
+    from quickmoe.runtime.early_start import EarlyStart
+
+    model_dir = ckpt_factory(experts_dtype="mxfp4", hidden_size=64, intermediate_size=64)
+    broken = tmp_path / "no-config"
+    shutil.copytree(model_dir, broken)
+    (broken / "config.json").unlink()
+    early = EarlyStart.begin(broken, "cpu")
+    with pytest.raises(ConfigError, match="config.json"):
+        ModelRunner(broken, EngineConfig(model=str(broken), device="cpu", dtype="float32"), early_start=early)
+    assert early.prefetch is not None and early.prefetch.join(timeout=0)

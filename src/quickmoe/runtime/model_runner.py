@@ -54,6 +54,16 @@ class ModelRunner:
         self.report = report if report is not None else StartupReport()
         self.device = resolve_device(engine.device)
         self.dtype = resolve_dtype(engine.dtype, self.device)
+        try:
+            self._start(progress, early_start)
+        except BaseException:
+            if early_start is not None:  # on any failure: no prefetch left running, no ring left pinned
+                self._wait_for_device()
+                early_start.finish()
+            raise
+
+    def _start(self, progress: bool, early_start: EarlyStart | None) -> None:
+        """cuda_init -> config -> build -> load -> process, each phase marked in the report."""
         host_buffers = None
         if self.device.type == "cuda":
             host_buffers = self._await_cuda_preinit(early_start)
@@ -66,17 +76,10 @@ class ModelRunner:
         self.report.mark("config")
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
         self.report.mark("build")
-        try:
-            options = early_start.options if early_start is not None else LoaderOptions.from_env()
-            self.load_stats: LoadStats = load_weights(
-                self.model, reader, progress=progress, num_threads=options.threads, chunk_bytes=options.chunk_bytes,
-                num_buffers=options.buffers, host_buffers=host_buffers)
-        except BaseException:
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)  # no copy may still read the ring when it is freed
-            if early_start is not None:
-                early_start.finish()
-            raise
+        options = early_start.options if early_start is not None else LoaderOptions.from_env()
+        self.load_stats: LoadStats = load_weights(
+            self.model, reader, progress=progress, num_threads=options.threads, chunk_bytes=options.chunk_bytes,
+            num_buffers=options.buffers, host_buffers=host_buffers)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         if early_start is not None:
@@ -110,6 +113,15 @@ class ModelRunner:
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
         logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
+
+    def _wait_for_device(self) -> None:
+        """Let every queued copy finish (the ring must not be freed under one); a broken device is logged."""
+        if self.device.type != "cuda" or not torch.cuda.is_initialized():
+            return
+        try:
+            torch.cuda.synchronize(self.device)
+        except RuntimeError as exc:
+            logger.warning("synchronizing %s after a failed start-up: %s", self.device, exc)
 
     def _await_cuda_preinit(self, early_start: EarlyStart | None) -> list[torch.Tensor] | None:
         """Wait for the early start's CUDA context (so torch's CUDA init finds it ready); return its
