@@ -3,6 +3,11 @@ import os
 import pytest
 import torch
 
+# Without a GPU, Triton kernels run in Triton's interpreter (numpy on the CPU). It is read when a kernel is
+# decorated, so it is set here, before any test module imports one.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 # Tests never download anything: make any accidental network use fail fast.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

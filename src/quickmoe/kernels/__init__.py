@@ -1,4 +1,5 @@
 """Kernels, one op per module: the Triton kernel `x` beside its torch reference `x_ref` (same signature).
 
-Only the torch references exist so far; the Triton kernels arrive with the MoE and attention issues.
+routing: `route` / `route_ref` (Triton written); fused_moe: `fused_moe_ref` (its Triton kernels arrive with
+the MoE issue). Parity tests live in tests/kernels/ and run in Triton's interpreter without a GPU.
 """

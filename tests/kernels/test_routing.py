@@ -1,0 +1,67 @@
+"""`route` (Triton; the interpreter on CPU) against `route_ref` (torch), on fresh random logits:
+both scorings, renormalization, k = 1..8, expert counts that are and are not powers of two, T = 1 and
+ragged T, float32 and bf16 logits; and the argument checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from quickmoe.kernels.routing import route, route_ref
+
+pytest.importorskip("triton")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _logits(num_tokens: int, num_experts: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (3 * torch.randn(num_tokens, num_experts, generator=g)).to(dtype).to(DEVICE)
+
+
+@pytest.mark.parametrize("scoring,renormalize", [("topk_softmax", False), ("softmax_topk", False),
+                                                 ("softmax_topk", True)])
+@pytest.mark.parametrize("num_tokens,num_experts,top_k", [(1, 32, 4), (7, 4, 1), (33, 40, 4), (300, 128, 4),
+                                                          (64, 32, 8), (5, 24, 2)])
+def test_route_matches_the_reference(scoring, renormalize, num_tokens, num_experts, top_k):
+    logits = _logits(num_tokens, num_experts, torch.float32, seed=num_tokens * 1000 + num_experts + top_k)
+    weights, ids = route(logits, top_k, scoring=scoring, renormalize=renormalize)
+    want_weights, want_ids = route_ref(logits, top_k, scoring=scoring, renormalize=renormalize)
+    assert ids.dtype == torch.int32 and weights.dtype == torch.float32
+    assert ids.shape == weights.shape == (num_tokens, top_k)
+    assert torch.equal(ids.cpu(), want_ids.cpu())  # float32 random logits: no ties
+    torch.testing.assert_close(weights.cpu(), want_weights.cpu(), rtol=1e-5, atol=1e-6)
+    if scoring == "topk_softmax" or renormalize:
+        torch.testing.assert_close(weights.sum(-1).cpu(), torch.ones(num_tokens), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("scoring", ["topk_softmax", "softmax_topk"])
+def test_route_bf16_logits(scoring):
+    """bf16 logits tie often: the kernel's experts must score what the reference's score, in order."""
+    logits = _logits(97, 32, torch.bfloat16, seed=11)
+    weights, ids = route(logits, 4, scoring=scoring)
+    want_weights, want_ids = route_ref(logits, 4, scoring=scoring)
+    chosen = logits.float().gather(1, ids.long()).cpu()
+    wanted = logits.float().gather(1, want_ids.long()).cpu()
+    assert torch.equal(chosen, wanted)
+    assert all(len(set(row)) == 4 for row in ids.cpu().tolist())  # four distinct experts per token
+    torch.testing.assert_close(weights.cpu(), want_weights.cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_route_strided_logits_and_no_tokens():
+    logits = _logits(20, 64, torch.float32, seed=3)[:, :32]  # a view with row stride 64
+    weights, ids = route(logits, 2)
+    want_weights, want_ids = route_ref(logits, 2)
+    assert torch.equal(ids.cpu(), want_ids.cpu())
+    torch.testing.assert_close(weights.cpu(), want_weights.cpu())
+    empty_w, empty_ids = route(logits[:0], 2)
+    assert empty_w.shape == empty_ids.shape == (0, 2)
+
+
+def test_route_rejects_bad_arguments():
+    logits = _logits(3, 8, torch.float32, seed=0)
+    with pytest.raises(ValueError, match="top_k = 9: expected 1 <= top_k <= num_experts = 8"):
+        route(logits, 9)
+    with pytest.raises(ValueError, match="scoring = 'sigmoid'"):
+        route_ref(logits, 2, scoring="sigmoid")
+    with pytest.raises(ValueError, match=r"expected \[T, E\]"):
+        route(logits[0], 2)
