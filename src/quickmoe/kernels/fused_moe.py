@@ -1,7 +1,8 @@
 """The MoE experts computation: grouped GEMM 1 (gate_up + bias + clamped SwiGLU), grouped GEMM 2
 (down + bias), weighted by the routing weights and combined into the output.
 
-`fused_moe_ref` is the torch reference; the Triton kernel of the MoE issue takes the same arguments.
+`fused_moe_ref` is the torch reference; `fused_moe` runs the Triton kernels (kernels/moe_gemm.py) with the
+same arguments.
 Expert weights are out x in: w1 [E, 2I, H], w2 [E, H, I], with w1's rows (and w1_bias) in the gate/up
 order of `quickmoe.layouts.mxfp4_moe` with group `gate_up_group` (1: the checkpoint interleave, even
 rows gate, odd rows up). When scales are given, w1/w2 are MXFP4 in that module's kernel layout: packed
@@ -68,3 +69,35 @@ def fused_moe_ref(
         y = a @ _expert_weight(w2, w2_scales, expert, dtype).T + w2_bias[expert].to(dtype)  # [n, H]
         out.index_add_(0, tokens, (y * weight_of[rows, None].to(dtype)).to(dtype))
     return out
+
+
+def fused_moe(
+    hidden: torch.Tensor,  # [T, H]
+    topk_weights: torch.Tensor,  # [T, k]
+    topk_ids: torch.Tensor,  # [T, k]
+    w1: torch.Tensor,  # [E, 2I, H] dense, or MXFP4 blocks [E, 2I, H/2]
+    w1_bias: torch.Tensor,  # [E, 2I], same row order as w1
+    w2: torch.Tensor,  # [E, H, I] dense, or MXFP4 blocks [E, H, I/2]
+    w2_bias: torch.Tensor,  # [E, H]
+    *,
+    w1_scales: torch.Tensor | None = None,  # [E, H/32, 2I]
+    w2_scales: torch.Tensor | None = None,  # [E, I/32, H]
+    gate_up_group: int = 1,
+    swiglu_limit: float = 7.0,
+    swiglu_alpha: float = 1.702,
+) -> torch.Tensor:
+    """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
+    grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine.
+    `gate_up_group` must be a power of two >= 16 (the layout's groups are the kernel's column tiles)."""
+    from quickmoe.kernels.moe_align import moe_align_ref
+    from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
+
+    if gate_up_group < 16 or gate_up_group & (gate_up_group - 1):
+        raise ValueError(f"fused_moe: gate_up_group = {gate_up_group}; the kernel needs a power of two >= 16 "
+                         "(convert the experts to the grouped kernel layout first)")
+    num_tokens, top_k = topk_ids.shape
+    block_m = 16 if num_tokens * top_k <= 1024 else 64
+    align = moe_align_ref(topk_ids, w1.shape[0], block_m)
+    inter = moe_gemm1_swiglu(hidden, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha)
+    per_assignment = moe_gemm2(inter, align, topk_weights, w2, w2_bias, w2_scales)
+    return moe_combine(per_assignment, top_k)

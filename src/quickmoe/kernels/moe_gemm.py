@@ -1,0 +1,197 @@
+"""Triton grouped GEMMs of the MoE experts, MXFP4 (dequantized inside the kernel) or dense weights.
+
+Tiles follow `moe_align`: program (m, n) takes rows [m*BLOCK_M, (m+1)*BLOCK_M) of `sorted_ids`, one
+expert's assignments (sentinels masked), and gathers their activation rows through the index; nothing
+is padded or copied. Weights are in the kernel layout of `quickmoe.layouts.mxfp4_moe`: out x in, MXFP4
+blocks [E, N, K/2] (K-contiguous packed nibbles, element 2j the low nibble of byte j) with transposed
+E8M0 scales [E, K/32, N], or dense [E, N, K].
+
+- `moe_gemm1_swiglu`: gate_up (+ bias) with gpt-oss's clamped SwiGLU in the epilogue. With the layout's
+  gate/up groups of GROUP columns, program n computes SwiGLU columns [n*GROUP, n*GROUP + s_n) from the
+  contiguous slab of s_n gate rows then s_n up rows: two dots of the same activation tile, no shuffles;
+  s_n < GROUP only for a ragged last group (masked). Writes inter [A, I], row = assignment index.
+- `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
+- `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
+Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
+compile-time constants: one compilation per model shape, fully unrolled K loops (and Triton's CPU
+interpreter, which the CPU tests use, cannot run loops with run-time bounds under numpy >= 2.4).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from quickmoe.kernels.moe_align import MoEAlignment
+
+try:  # CPU installs without triton keep the torch references
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
+
+__all__ = ["moe_combine", "moe_gemm1_swiglu", "moe_gemm2"]
+
+
+def _require_triton() -> None:
+    if triton is None:
+        raise RuntimeError("the MoE kernels need triton (pip install triton); fused_moe_ref is the torch version")
+
+
+def _precision(x: torch.Tensor) -> str:
+    """float32 operands (float32 activations, or the interpreter) multiply exactly, never in tf32."""
+    return "ieee" if x.dtype == torch.float32 or x.device.type == "cpu" else "tf32"  # tf32: ignored for 16-bit
+
+
+def _dot_dtype(x: torch.Tensor):  # -> tl.dtype
+    """The dtype of the dot's operands: the activations' on a GPU; float32 in Triton's CPU interpreter,
+    whose dot mishandles bf16 (bf16 x bf16 products are exact in float32, so the maths is the same)."""
+    if x.device.type == "cpu":
+        return tl.float32
+    return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[x.dtype]
+
+
+def moe_gemm1_swiglu(hidden: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor, w1_bias: torch.Tensor,
+                     w1_scales: torch.Tensor | None, group: int, limit: float, alpha: float,
+                     block_k: int = 64) -> torch.Tensor:
+    """hidden [T, H] -> inter [A, I] (A = T*k; row a = SwiGLU of token a // k through expert topk_ids[a])."""
+    _require_triton()
+    two_i = w1.shape[1]
+    intermediate, hidden_size = two_i // 2, hidden.shape[1]
+    inter = torch.empty(align.num_assignments, intermediate, dtype=hidden.dtype, device=hidden.device)
+    grid = (align.block_expert.numel(), triton.cdiv(intermediate, group))
+    _gemm1_swiglu_kernel[grid](
+        hidden, w1, w1_scales if w1_scales is not None else w1, w1_bias, inter,
+        align.sorted_ids, align.block_expert, align.num_padded,
+        top_k, align.num_assignments, hidden.stride(0), float(limit), float(alpha),
+        H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group, BLOCK_M=align.block_m,
+        BLOCK_K=block_k, PRECISION=_precision(hidden), DOT_DTYPE=_dot_dtype(hidden))
+    return inter
+
+
+def moe_gemm2(inter: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
+              w2_bias: torch.Tensor, w2_scales: torch.Tensor | None, block_n: int = 64,
+              block_k: int = 64) -> torch.Tensor:
+    """inter [A, I] -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
+    _require_triton()
+    hidden_size, intermediate = w2.shape[1], inter.shape[1]
+    out = torch.empty(align.num_assignments, hidden_size, dtype=inter.dtype, device=inter.device)
+    grid = (align.block_expert.numel(), triton.cdiv(hidden_size, block_n))
+    _gemm2_kernel[grid](
+        inter, w2, w2_scales if w2_scales is not None else w2, w2_bias, topk_weights.reshape(-1), out,
+        align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments,
+        H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=block_n,
+        BLOCK_K=block_k, PRECISION=_precision(inter), DOT_DTYPE=_dot_dtype(inter))
+    return out
+
+
+def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) -> torch.Tensor:
+    """[T*k, H] -> [T, H]: the sum of each token's k rows, in float32, in the rows' dtype."""
+    _require_triton()
+    num_assignments, hidden_size = per_assignment.shape
+    out = torch.empty(num_assignments // top_k, hidden_size, dtype=per_assignment.dtype,
+                      device=per_assignment.device)
+    if out.shape[0]:
+        _combine_kernel[(out.shape[0], triton.cdiv(hidden_size, block_h))](
+            per_assignment, out, hidden_size, TOP_K=top_k, BLOCK_H=block_h)
+    return out
+
+
+if triton is not None:
+
+    @triton.jit
+    def _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K,
+                     MXFP4: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+        """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> float32
+        [ROWS, BLOCK_K], zero where masked. MXFP4 is decoded here: E2M1 code c = sign(c & 8) x magnitude
+        (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times
+        2^(scale - 127) per 32 columns; every product is exact in float32."""
+        if MXFP4:
+            byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
+            packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
+                             mask=row_ok[:, None] & (byte_cols[None, :] < K // 2), other=0)  # [R, BK/2] uint8
+            codes = tl.reshape(tl.join(packed & 0xF, packed >> 4), (ROWS, BLOCK_K))  # low nibble first
+            exponent = ((codes >> 1) & 3).to(tl.float32)
+            mantissa = (codes & 1).to(tl.float32)
+            magnitude = tl.where(exponent == 0, 0.5 * mantissa, tl.exp2(exponent - 1.0) * (1.0 + 0.5 * mantissa))
+            value = tl.where((codes & 8) != 0, -magnitude, magnitude)  # [R, BK]
+            blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
+            scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
+                            mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=127)  # [R, BK/32]
+            factor = tl.exp2(scale.to(tl.float32) - 127.0)
+            value = tl.reshape(tl.reshape(value, (ROWS, BLOCK_K // 32, 32)) * factor[:, :, None], (ROWS, BLOCK_K))
+        else:
+            cols = k0 + tl.arange(0, BLOCK_K)
+            value = tl.load(w_ptr + expert * N * K + rows[:, None] * K + cols[None, :],
+                            mask=row_ok[:, None] & (cols[None, :] < K), other=0.0).to(tl.float32)
+        return value
+
+    @triton.jit
+    def _gemm1_swiglu_kernel(x_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
+                             num_padded_ptr, top_k, num_assignments, stride_x, limit, alpha,
+                             H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
+                             BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr):
+        pid_m = tl.program_id(0)
+        group = tl.program_id(1)
+        if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
+            expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
+            assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
+            m_ok = assign < num_assignments  # the sentinel A pads each expert's run
+            token = assign // top_k
+            cols = tl.arange(0, GROUP)
+            size = tl.minimum(I - group * GROUP, GROUP)  # s_n: GROUP except in a ragged last group
+            n_ok = cols < size
+            gate_rows = 2 * group * GROUP + cols  # [G] this group's slab: s_n gate rows, then s_n up rows
+            up_rows = gate_rows + size
+            acc_gate = tl.zeros([BLOCK_M, GROUP], dtype=tl.float32)
+            acc_up = tl.zeros([BLOCK_M, GROUP], dtype=tl.float32)
+            for k0 in range(0, H, BLOCK_K):
+                kk = k0 + tl.arange(0, BLOCK_K)
+                a = tl.load(x_ptr + token[:, None] * stride_x + kk[None, :],
+                            mask=m_ok[:, None] & (kk[None, :] < H), other=0.0).to(DOT_DTYPE)  # [BM, BK]
+                w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K)
+                w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K)
+                acc_gate += tl.dot(a, tl.trans(w_gate.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, G]
+                acc_up += tl.dot(a, tl.trans(w_up.to(DOT_DTYPE)), input_precision=PRECISION)
+            gate = acc_gate + tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)
+            up = acc_up + tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)
+            gate = tl.minimum(gate, limit)  # gpt-oss: gate clamped above, up on both sides
+            up = tl.minimum(tl.maximum(up, -limit), limit)
+            y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
+            out_cols = group * GROUP + cols
+            tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
+                     mask=m_ok[:, None] & n_ok[None, :])
+
+    @triton.jit
+    def _gemm2_kernel(x_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
+                      num_padded_ptr, num_assignments, H: tl.constexpr, I: tl.constexpr,
+                      MXFP4: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        if pid_m * BLOCK_M < tl.load(num_padded_ptr):
+            expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
+            assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
+            m_ok = assign < num_assignments
+            rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
+            n_ok = rows < H
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for k0 in range(0, I, BLOCK_K):
+                kk = k0 + tl.arange(0, BLOCK_K)
+                a = tl.load(x_ptr + assign[:, None] * I + kk[None, :], mask=m_ok[:, None] & (kk[None, :] < I),
+                            other=0.0).to(DOT_DTYPE)  # [BM, BK]
+                w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, BLOCK_N, BLOCK_K)
+                acc += tl.dot(a, tl.trans(w.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, BN]
+            acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+            acc *= tl.load(route_w_ptr + assign, mask=m_ok, other=0.0).to(tl.float32)[:, None]
+            tl.store(out_ptr + assign[:, None] * H + rows[None, :], acc.to(out_ptr.dtype.element_ty),
+                     mask=m_ok[:, None] & n_ok[None, :])
+
+    @triton.jit
+    def _combine_kernel(src_ptr, out_ptr, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr):
+        token = tl.program_id(0)
+        cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+        ok = cols < H
+        acc = tl.zeros([BLOCK_H], dtype=tl.float32)
+        for j in tl.static_range(TOP_K):
+            acc += tl.load(src_ptr + (token * TOP_K + j) * H + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(out_ptr + token * H + cols, acc.to(out_ptr.dtype.element_ty), mask=ok)

@@ -1,0 +1,40 @@
+"""moe_align_ref against a naive loop: every assignment once, in its expert's tiles, in order; tiles of one
+expert each; sentinels only as padding; experts with no tokens get no tile."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from quickmoe.kernels.moe_align import alignment_capacity, moe_align_ref
+
+
+@pytest.mark.parametrize("num_tokens,top_k,num_experts,block_m", [(1, 4, 32, 16), (7, 1, 8, 4), (33, 4, 8, 16),
+                                                                  (300, 4, 128, 64), (5, 2, 3, 1)])
+def test_alignment_matches_a_naive_loop(num_tokens, top_k, num_experts, block_m):
+    g = torch.Generator().manual_seed(num_tokens + num_experts)
+    scores = torch.rand(num_tokens, num_experts, generator=g)
+    topk_ids = torch.topk(scores, top_k, dim=-1).indices.to(torch.int32)  # distinct experts per token
+    al = moe_align_ref(topk_ids, num_experts, block_m)
+    num_assign = num_tokens * top_k
+    flat = topk_ids.reshape(-1).tolist()
+    want, want_experts = [], []  # the naive layout: per expert, its assignments then sentinels
+    for e in range(num_experts):
+        run = [a for a in range(num_assign) if flat[a] == e]
+        if not run:
+            continue
+        tiles = -(-len(run) // block_m)
+        want += run + [num_assign] * (tiles * block_m - len(run))
+        want_experts += [e] * tiles
+    assert al.sorted_ids.numel() == alignment_capacity(num_assign, num_experts, block_m) >= len(want)
+    assert int(al.num_padded) == len(want)
+    assert al.sorted_ids[:len(want)].tolist() == want
+    assert set(al.sorted_ids[len(want):].tolist()) <= {num_assign}
+    tiles = len(want) // block_m
+    assert al.block_expert[:tiles].tolist() == want_experts
+    assert set(al.block_expert[tiles:].tolist()) <= {-1}
+
+
+def test_alignment_rejects_bad_shapes():
+    with pytest.raises(ValueError, match=r"expected \[T, k\]"):
+        moe_align_ref(torch.zeros(4, dtype=torch.int32), 4, 16)
