@@ -94,3 +94,27 @@ def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(num_tokens):
     got = fused_moe(x, weights, ids, w1, b1, w2, b2, **kw)
     want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1, b1.double(), w2, b2.double(), **kw)
     assert (got.double() - want).norm() / want.norm() < 1e-2
+
+
+def test_fused_moe_never_pads_concatenates_or_copies_activations():
+    """The ops fused_moe runs (torch profiler, with input shapes): nothing pads or concatenates, and no
+    copying op touches a tensor of an activation's shape ([T, H], [T*k, I], [T*k, H])."""
+    from torch.profiler import ProfilerActivity, profile
+
+    g = torch.Generator().manual_seed(9)
+    num_tokens, top_k, hidden, inter = 7, 3, 96, 160  # shapes no index tensor shares
+    w1, b1, w2, b2, s1, s2 = _experts(8, hidden, inter, True, torch.float32, g)
+    x = torch.randn(num_tokens, hidden, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(num_tokens, 8, generator=g).to(DEVICE), top_k)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fused_moe(x, weights, ids, w1, b1, w2, b2, w1_scales=s1, w2_scales=s2, gate_up_group=64)
+    events = list(prof.events())
+    names = {e.name for e in events}
+    assert not names & {"aten::pad", "aten::constant_pad_nd", "aten::cat", "aten::stack"}, names
+    activation_shapes = {(num_tokens, hidden), (num_tokens * top_k, inter), (num_tokens * top_k, hidden)}
+    copying = {"aten::copy_", "aten::clone", "aten::contiguous", "aten::_to_copy", "aten::index_select",
+               "aten::gather", "aten::index"}
+    for e in events:
+        if e.name in copying:
+            shapes = {tuple(s) for s in e.input_shapes if s}
+            assert not shapes & activation_shapes, (e.name, e.input_shapes)
