@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from quickmoe import __version__
-from quickmoe.errors import QuickMoEError
+from quickmoe.errors import ConfigError, QuickMoEError
 
 logger = logging.getLogger("quickmoe")
 
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(mk)
     mk.set_defaults(func=cmd_make_checkpoint)
 
-    bench = sub.add_parser("bench", help="benchmarks (coldstart)", description="Benchmarks; see each subcommand.")
+    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe)", description="Benchmarks; see each subcommand.")
     bench_sub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     cold = bench_sub.add_parser(
         "coldstart", help="process start -> first token, phase by phase, in fresh subprocesses",
@@ -100,6 +100,24 @@ def build_parser() -> argparse.ArgumentParser:
     cold.add_argument("--json", dest="json_out", metavar="FILE", help="write all reports and the summary as JSON")
     _add_common(cold)
     cold.set_defaults(func=cmd_bench_coldstart)
+
+    moe = bench_sub.add_parser(
+        "moe", help="the MoE experts of gpt-oss layer shapes: quickmoe vs the reference, grouped_mm, transformers",
+        description="Time quickmoe's Triton MoE (MXFP4 weights, eager and in a CUDA graph), the torch reference, a "
+        "bf16 F.grouped_mm implementation and transformers' GptOssExperts on gpt-oss layer shapes, side by side, "
+        "with achieved HBM bandwidth and TFLOP/s against ceilings measured in the same run. On a CPU, set "
+        "TRITON_INTERPRET=1 and use --shapes tiny (a smoke test only).")
+    moe.add_argument("--shapes", default="gpt-oss-20b,gpt-oss-120b",
+                     help="comma-separated: gpt-oss-20b, gpt-oss-120b, tiny (default: the first two)")
+    moe.add_argument("--tokens", default=",".join(map(str, (1, 4, 16, 64, 256, 1024, 4096, 8192))),
+                     help="comma-separated token counts T (default 1,4,...,8192)")
+    moe.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
+    moe.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
+    moe.add_argument("--iters", type=int, default=20, help="timed calls; the median is reported (default 20)")
+    moe.add_argument("--no-baselines", action="store_true", help="time quickmoe only")
+    moe.add_argument("--json", dest="json_out", metavar="FILE", help="write every figure as JSON")
+    _add_common(moe)
+    moe.set_defaults(func=cmd_bench_moe)
 
     info = sub.add_parser("info", help="describe a checkpoint directory (config and tensors)",
                           description="Validate and summarise a checkpoint: its config and shards, without "
@@ -168,6 +186,21 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
     run_coldstart(ColdstartOptions(model=args.model, runs=args.runs, device=args.device,
                                    drop_caches=args.drop_caches, compare_uncached=args.compare_uncached,
                                    baseline=args.baseline, json_out=args.json_out))
+    return 0
+
+
+def cmd_bench_moe(args: argparse.Namespace) -> int:
+    from quickmoe.bench.moe import MoEBenchOptions, run_moe_bench
+
+    def ints(text: str, flag: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(t) for t in text.split(",") if t.strip())
+        except ValueError:
+            raise ConfigError(f"bench moe option {flag} = {text!r}: expected comma-separated integers") from None
+
+    run_moe_bench(MoEBenchOptions(shapes=tuple(s.strip() for s in args.shapes.split(",") if s.strip()),
+                                  tokens=ints(args.tokens, "--tokens"), device=args.device, warmup=args.warmup,
+                                  iters=args.iters, json_out=args.json_out, baselines=not args.no_baselines))
     return 0
 
 
