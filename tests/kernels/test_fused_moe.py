@@ -118,3 +118,19 @@ def test_fused_moe_never_pads_concatenates_or_copies_activations():
         if e.name in copying:
             shapes = {tuple(s) for s in e.input_shapes if s}
             assert not shapes & activation_shapes, (e.name, e.input_shapes)
+
+
+@pytest.mark.parametrize("num_tokens,top_k", [(1, 4), (13, 1)])
+def test_fused_moe_mxfp8_activations(num_tokens, top_k):
+    """MXFP4 weights x MXFP8 activations: the kernels against the reference that rounds the activations
+    through the same MXFP8 quantizer (float32 maths, so the two agree to float rounding)."""
+    g = torch.Generator().manual_seed(num_tokens + 40)
+    w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, True, torch.float32, g)
+    x = torch.randn(num_tokens, 96, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(num_tokens, 8, generator=g).to(DEVICE), top_k)
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64, mxfp8_activations=True)
+    got = fused_moe(x, weights, ids, w1, b1, w2, b2, **kw)
+    want = fused_moe_ref(x, weights, ids.long(), w1, b1, w2, b2, **kw)
+    plain = fused_moe_ref(x, weights, ids.long(), w1, b1, w2, b2, w1_scales=s1, w2_scales=s2, gate_up_group=64)
+    assert (got - want).norm() / want.norm() < 1e-5
+    assert (want - plain).norm() / plain.norm() > 1e-4  # the MXFP8 rounding is really applied

@@ -26,6 +26,13 @@ def swiglu_gpt_oss(gate_up: torch.Tensor, limit: float, alpha: float, gate_up_gr
     return (up + 1) * (gate * torch.sigmoid(alpha * gate))
 
 
+def _through_mxfp8(x: torch.Tensor) -> torch.Tensor:
+    """x rounded to MXFP8 and back, in x's dtype (exact: e4m3 x 2^k fits bf16 and float32)."""
+    from quickmoe.kernels.mxfp8_quant import dequantize_mxfp8_ref, quantize_mxfp8_ref
+
+    return dequantize_mxfp8_ref(*quantize_mxfp8_ref(x))[:, : x.shape[1]].to(x.dtype)
+
+
 def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, expert: int, dtype: torch.dtype) -> torch.Tensor:
     if scales is None:
         return w[expert].to(dtype)  # [N, K]
@@ -46,8 +53,13 @@ def fused_moe_ref(
     gate_up_group: int = 1,
     swiglu_limit: float = 7.0,
     swiglu_alpha: float = 1.702,
+    mxfp8_activations: bool = False,
 ) -> torch.Tensor:
-    """Returns [T, H] in hidden's dtype. Loops over the experts hit (a reference, not a kernel)."""
+    """Returns [T, H] in hidden's dtype. Loops over the experts hit (a reference, not a kernel).
+    `mxfp8_activations`: both GEMMs' activations are first rounded through MXFP8 (`quantize_mxfp8_ref`):
+    the MXFP4 x MXFP8 path, emulated in the activations' dtype."""
+    if mxfp8_activations:
+        hidden = _through_mxfp8(hidden)
     num_tokens, top_k = topk_ids.shape
     dtype = hidden.dtype
     out = torch.zeros_like(hidden)
@@ -66,6 +78,8 @@ def fused_moe_ref(
         x = hidden[tokens]  # [n, H]
         h = x @ _expert_weight(w1, w1_scales, expert, dtype).T + w1_bias[expert].to(dtype)  # [n, 2I]
         a = swiglu_gpt_oss(h, swiglu_limit, swiglu_alpha, gate_up_group)  # [n, I]
+        if mxfp8_activations:
+            a = _through_mxfp8(a)
         y = a @ _expert_weight(w2, w2_scales, expert, dtype).T + w2_bias[expert].to(dtype)  # [n, H]
         out.index_add_(0, tokens, (y * weight_of[rows, None].to(dtype)).to(dtype))
     return out
@@ -85,12 +99,16 @@ def fused_moe(
     gate_up_group: int = 1,
     swiglu_limit: float = 7.0,
     swiglu_alpha: float = 1.702,
+    mxfp8_activations: bool = False,
 ) -> torch.Tensor:
     """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
-    grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine.
+    grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine. With
+    `mxfp8_activations`, the activations of both GEMMs are quantized (`quantize_mxfp8`, once per row) and
+    decoded inside the GEMMs; on Hopper the MXFP4 x MXFP8 product is emulated in bf16.
     `gate_up_group` must be a power of two >= 16 (the layout's groups are the kernel's column tiles)."""
     from quickmoe.kernels.moe_align import moe_align_ref
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
+    from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
 
     if gate_up_group < 16 or gate_up_group & (gate_up_group - 1):
         raise ValueError(f"fused_moe: gate_up_group = {gate_up_group}; the kernel needs a power of two >= 16 "
@@ -98,6 +116,10 @@ def fused_moe(
     num_tokens, top_k = topk_ids.shape
     block_m = 16 if num_tokens * top_k <= 1024 else 64
     align = moe_align_ref(topk_ids, w1.shape[0], block_m)
-    inter = moe_gemm1_swiglu(hidden, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha)
-    per_assignment = moe_gemm2(inter, align, topk_weights, w2, w2_bias, w2_scales)
+    acts, act_scales = quantize_mxfp8(hidden) if mxfp8_activations else (hidden, None)  # once per token
+    inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,
+                             act_scales=act_scales, out_dtype=hidden.dtype)
+    acts, act_scales = quantize_mxfp8(inter) if mxfp8_activations else (inter, None)
+    per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
+                               out_dtype=hidden.dtype)
     return moe_combine(per_assignment, top_k)

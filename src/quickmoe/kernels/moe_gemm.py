@@ -37,50 +37,58 @@ def _require_triton() -> None:
         raise RuntimeError("the MoE kernels need triton (pip install triton); fused_moe_ref is the torch version")
 
 
-def _precision(x: torch.Tensor) -> str:
-    """float32 operands (float32 activations, or the interpreter) multiply exactly, never in tf32."""
-    return "ieee" if x.dtype == torch.float32 or x.device.type == "cpu" else "tf32"  # tf32: ignored for 16-bit
-
-
-def _dot_dtype(x: torch.Tensor):  # -> tl.dtype
-    """The dtype of the dot's operands: the activations' on a GPU; float32 in Triton's CPU interpreter,
+def _dot_dtype(dtype: torch.dtype, device: torch.device):  # -> tl.dtype
+    """The dtype of the dot's operands: the output dtype on a GPU; float32 in Triton's CPU interpreter,
     whose dot mishandles bf16 (bf16 x bf16 products are exact in float32, so the maths is the same)."""
-    if x.device.type == "cpu":
+    if device.type == "cpu":
         return tl.float32
-    return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[x.dtype]
+    return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[dtype]
 
 
-def moe_gemm1_swiglu(hidden: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor, w1_bias: torch.Tensor,
-                     w1_scales: torch.Tensor | None, group: int, limit: float, alpha: float,
+def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, out_dtype: torch.dtype) -> dict:
+    """The activation operand's kernel arguments: plain rows, or MXFP8 rows (e4m3 + per-32 E8M0 scales)
+    decoded in the kernel into the dot's dtype (exact: e4m3 x 2^k fits bf16)."""
+    precision = "ieee" if out_dtype == torch.float32 or acts.device.type == "cpu" else "tf32"  # tf32: 16-bit ignore it
+    return dict(A_MXFP8=act_scales is not None, PRECISION=precision, DOT_DTYPE=_dot_dtype(out_dtype, acts.device))
+
+
+def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor, w1_bias: torch.Tensor,
+                     w1_scales: torch.Tensor | None, group: int, limit: float, alpha: float, *,
+                     act_scales: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
                      block_k: int = 64) -> torch.Tensor:
-    """hidden [T, H] -> inter [A, I] (A = T*k; row a = SwiGLU of token a // k through expert topk_ids[a])."""
+    """acts [T, H] (or MXFP8 [T, Hp] e4m3 with act_scales [T, Hp/32]) -> inter [A, I] in out_dtype (default:
+    the activations' dtype); row a = SwiGLU of token a // k through expert topk_ids[a]."""
     _require_triton()
-    two_i = w1.shape[1]
-    intermediate, hidden_size = two_i // 2, hidden.shape[1]
-    inter = torch.empty(align.num_assignments, intermediate, dtype=hidden.dtype, device=hidden.device)
+    out_dtype = out_dtype if out_dtype is not None else acts.dtype
+    intermediate = w1.shape[1] // 2
+    hidden_size = w1.shape[2] * (2 if w1_scales is not None else 1)  # K of the weights (packed nibbles: x2)
+    inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
     grid = (align.block_expert.numel(), triton.cdiv(intermediate, group))
     _gemm1_swiglu_kernel[grid](
-        hidden, w1, w1_scales if w1_scales is not None else w1, w1_bias, inter,
-        align.sorted_ids, align.block_expert, align.num_padded,
-        top_k, align.num_assignments, hidden.stride(0), float(limit), float(alpha),
-        H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group, BLOCK_M=align.block_m,
-        BLOCK_K=block_k, PRECISION=_precision(hidden), DOT_DTYPE=_dot_dtype(hidden))
+        acts, act_scales if act_scales is not None else acts, w1, w1_scales if w1_scales is not None else w1,
+        w1_bias, inter, align.sorted_ids, align.block_expert, align.num_padded,
+        top_k, align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
+        float(limit), float(alpha), H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group,
+        BLOCK_M=align.block_m, BLOCK_K=block_k, **_launch_args(acts, act_scales, out_dtype))
     return inter
 
 
-def moe_gemm2(inter: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
-              w2_bias: torch.Tensor, w2_scales: torch.Tensor | None, block_n: int = 64,
-              block_k: int = 64) -> torch.Tensor:
-    """inter [A, I] -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
+def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
+              w2_bias: torch.Tensor, w2_scales: torch.Tensor | None, *, act_scales: torch.Tensor | None = None,
+              out_dtype: torch.dtype | None = None, block_n: int = 64, block_k: int = 64) -> torch.Tensor:
+    """inter [A, I] (or MXFP8 with act_scales) -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
     _require_triton()
-    hidden_size, intermediate = w2.shape[1], inter.shape[1]
-    out = torch.empty(align.num_assignments, hidden_size, dtype=inter.dtype, device=inter.device)
+    out_dtype = out_dtype if out_dtype is not None else acts.dtype
+    hidden_size = w2.shape[1]
+    intermediate = w2.shape[2] * (2 if w2_scales is not None else 1)
+    out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)
     grid = (align.block_expert.numel(), triton.cdiv(hidden_size, block_n))
     _gemm2_kernel[grid](
-        inter, w2, w2_scales if w2_scales is not None else w2, w2_bias, topk_weights.reshape(-1), out,
-        align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments,
+        acts, act_scales if act_scales is not None else acts, w2, w2_scales if w2_scales is not None else w2,
+        w2_bias, topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert, align.num_padded,
+        align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=block_n,
-        BLOCK_K=block_k, PRECISION=_precision(inter), DOT_DTYPE=_dot_dtype(inter))
+        BLOCK_K=block_k, **_launch_args(acts, act_scales, out_dtype))
     return out
 
 
@@ -126,9 +134,20 @@ if triton is not None:
         return value
 
     @triton.jit
-    def _gemm1_swiglu_kernel(x_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
-                             num_padded_ptr, top_k, num_assignments, stride_x, limit, alpha,
-                             H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
+    def _act_tile(a_ptr, as_ptr, rows, row_ok, kk, K, stride_a, stride_as, A_MXFP8: tl.constexpr,
+                  DOT_DTYPE: tl.constexpr):
+        """Activation rows `rows`, columns kk -> [BM, BK] in DOT_DTYPE (MXFP8: e4m3 x 2^(scale - 127))."""
+        ok = row_ok[:, None] & (kk[None, :] < K)
+        a = tl.load(a_ptr + rows[:, None] * stride_a + kk[None, :], mask=ok, other=0.0)
+        if A_MXFP8:
+            scale = tl.load(as_ptr + rows[:, None] * stride_as + (kk // 32)[None, :], mask=ok, other=127)
+            a = a.to(tl.float32) * tl.exp2(scale.to(tl.float32) - 127.0)
+        return a.to(DOT_DTYPE)
+
+    @triton.jit
+    def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
+                             num_padded_ptr, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
+                             H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr):
         pid_m = tl.program_id(0)
         group = tl.program_id(1)
@@ -146,8 +165,7 @@ if triton is not None:
             acc_up = tl.zeros([BLOCK_M, GROUP], dtype=tl.float32)
             for k0 in range(0, H, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
-                a = tl.load(x_ptr + token[:, None] * stride_x + kk[None, :],
-                            mask=m_ok[:, None] & (kk[None, :] < H), other=0.0).to(DOT_DTYPE)  # [BM, BK]
+                a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE)  # [BM, BK]
                 w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K)
                 w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K)
                 acc_gate += tl.dot(a, tl.trans(w_gate.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, G]
@@ -162,9 +180,9 @@ if triton is not None:
                      mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit
-    def _gemm2_kernel(x_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
-                      num_padded_ptr, num_assignments, H: tl.constexpr, I: tl.constexpr,
-                      MXFP4: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
+                      block_expert_ptr, num_padded_ptr, num_assignments, stride_x, stride_xs,
+                      H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr):
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
@@ -177,8 +195,7 @@ if triton is not None:
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             for k0 in range(0, I, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
-                a = tl.load(x_ptr + assign[:, None] * I + kk[None, :], mask=m_ok[:, None] & (kk[None, :] < I),
-                            other=0.0).to(DOT_DTYPE)  # [BM, BK]
+                a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE)  # [BM, BK]
                 w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, BLOCK_N, BLOCK_K)
                 acc += tl.dot(a, tl.trans(w.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, BN]
             acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
