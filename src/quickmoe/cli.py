@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                      help="activation/weight dtype of non-expert layers (auto: bfloat16 on CUDA, float32 on CPU)")
     gen.add_argument("--max-model-len", type=int, default=None, help="maximum prompt + output tokens")
+    gen.add_argument("--moe-kernels", default="torch", choices=("torch", "triton"),
+                     help="MoE experts: torch reference (default, until the Triton kernels are validated on the "
+                     "GPU) or the Triton kernels (CUDA, MXFP4 experts)")
     gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
     gen.add_argument("--startup-json", metavar="FILE", help="write the start-up report (phase timings) as JSON")
     _add_common(gen)
@@ -143,7 +146,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     report.mark("imports")
     t0 = time.perf_counter()
     llm = LLM(args.model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
-              startup_report=report, progress=not args.quiet, early_start=early)
+              startup_report=report, progress=not args.quiet, early_start=early, moe_kernels=args.moe_kernels)
     t_load = time.perf_counter() - t0
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",

@@ -266,6 +266,7 @@ def _parse_quantization(raw: dict, source: str) -> QuantizationConfig | None:
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16")
+MOE_KERNELS = ("torch", "triton")
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,9 @@ class EngineConfig:
 
     `model` None means the embedded default (a tiny random checkpoint built once into the cache).
     `device` auto picks CUDA when available; `dtype` auto is bfloat16 on CUDA and float32 on CPU.
+    `moe_kernels`: "torch" runs the MoE experts with the torch reference; "triton" with the Triton kernels
+    (CUDA, MXFP4 experts; others stay on the reference). The default stays "torch" until the kernels
+    have been validated and tuned on the GPU.
     """
 
     model: str | None = None
@@ -282,6 +286,7 @@ class EngineConfig:
     max_model_len: int | None = None
     max_num_seqs: int = 64
     seed: int = 0
+    moe_kernels: str = "torch"
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES and not self.device.startswith("cuda:"):
@@ -290,5 +295,7 @@ class EngineConfig:
             raise ConfigError(f"engine option 'dtype' = {self.dtype!r}: expected one of {list(DTYPES)}")
         if self.max_model_len is not None and (not isinstance(self.max_model_len, int) or self.max_model_len < 2):
             raise ConfigError(f"engine option 'max_model_len' = {self.max_model_len!r}: expected an integer >= 2")
+        if self.moe_kernels not in MOE_KERNELS:
+            raise ConfigError(f"engine option 'moe_kernels' = {self.moe_kernels!r}: expected one of {list(MOE_KERNELS)}")
         if not isinstance(self.max_num_seqs, int) or self.max_num_seqs < 1:
             raise ConfigError(f"engine option 'max_num_seqs' = {self.max_num_seqs!r}: expected an integer >= 1")

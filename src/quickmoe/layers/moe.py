@@ -8,13 +8,14 @@ The layer itself never pads or slices activations.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Protocol
 
 import torch
 from torch import nn
 
 from quickmoe.config import ModelConfig
-from quickmoe.kernels.fused_moe import fused_moe_ref
+from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
 from quickmoe.kernels.routing import topk_softmax_ref
 from quickmoe.layers.linear import Linear
 from quickmoe.layers.weights import declare_weight, transpose_last2_weight_loader
@@ -106,14 +107,19 @@ class Mxfp4MoEMethod:
               topk_ids: torch.Tensor) -> torch.Tensor:
         if not layer.experts_in_kernel_layout:
             raise RuntimeError("MXFP4 experts used before process_weights_after_loading converted them")
-        return fused_moe_ref(hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
+        # the Triton kernels on CUDA (or in Triton's CPU interpreter, for tests); else the torch reference
+        use_kernels = layer.kernels == "triton" and (hidden.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
+        experts = fused_moe if use_kernels else fused_moe_ref
+        return experts(hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
                              layer.down_proj_blocks, layer.down_proj_bias, w1_scales=layer.gate_up_proj_scales,
                              w2_scales=layer.down_proj_scales, gate_up_group=self.layout.gate_up_group,
                              swiglu_limit=layer.swiglu_limit, swiglu_alpha=layer.swiglu_alpha)
 
 
 class FusedMoE(nn.Module):
-    """The experts of one MoE layer (checkpoint prefix `...mlp.experts`)."""
+    """The experts of one MoE layer (checkpoint prefix `...mlp.experts`). `kernels` ("torch" or "triton",
+    set by the model runner from the engine option `moe_kernels`) picks how a quant method that has Triton
+    kernels runs them."""
 
     def __init__(self, config: ModelConfig, quant_method: MoEQuantMethod, *, dtype: torch.dtype,
                  device: torch.device | str) -> None:
@@ -122,6 +128,7 @@ class FusedMoE(nn.Module):
         self.hidden_size, self.intermediate_size = config.hidden_size, config.intermediate_size
         self.swiglu_limit, self.swiglu_alpha = config.swiglu_limit, config.swiglu_alpha
         self.quant_method = quant_method
+        self.kernels = "torch"
         quant_method.create_weights(self, dtype=dtype, device=device)
 
     def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,7 @@ from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
+from quickmoe.layers.moe import FusedMoE
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
 from quickmoe.runtime.early_start import EarlyStart
@@ -55,14 +56,14 @@ class ModelRunner:
         self.device = resolve_device(engine.device)
         self.dtype = resolve_dtype(engine.dtype, self.device)
         try:
-            self._start(progress, early_start)
+            self._start(engine, progress, early_start)
         except BaseException:
             if early_start is not None:  # on any failure: no prefetch left running, no ring left pinned
                 self._wait_for_device()
                 early_start.finish()
             raise
 
-    def _start(self, progress: bool, early_start: EarlyStart | None) -> None:
+    def _start(self, engine: EngineConfig, progress: bool, early_start: EarlyStart | None) -> None:
         """cuda_init -> config -> build -> load -> process, each phase marked in the report."""
         host_buffers = None
         if self.device.type == "cuda":
@@ -75,6 +76,9 @@ class ModelRunner:
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
         self.report.mark("config")
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
+        for module in self.model.modules():
+            if isinstance(module, FusedMoE):
+                module.kernels = engine.moe_kernels
         self.report.mark("build")
         options = early_start.options if early_start is not None else LoaderOptions.from_env()
         self.load_stats: LoadStats = load_weights(
