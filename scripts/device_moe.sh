@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The MoE issue's GPU run, on the device machine, from the repository root; logs under $OUT. Needs the
 # wheels of scripts/fetch_device_wheels.sh carried in .whl/.
-#   1. the kernels' GPU tests (parity on gpt-oss-20b shapes against float64),
+#   1. the kernels' tests on the GPU (all of tests/kernels: small shapes and gpt-oss-20b shapes against
+#      float64) and the model with --moe-kernels triton against the torch path,
 #   2. quickmoe bench moe on gpt-oss-20b and -120b shapes (all baselines, ceilings measured in the run).
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-python3 -m pytest -q -m gpu tests/kernels 2>&1 | tee "$OUT/kernel_gpu_tests.log" | tail -3
+python3 -m pytest -q tests/kernels tests/models/test_moe_kernels_in_model.py 2>&1 | tee "$OUT/kernel_gpu_tests.log" | tail -3
 python3 -m quickmoe bench moe --json "$OUT/bench_moe.json" 2>&1 | grep -v INFO | tee "$OUT/bench_moe.txt"
