@@ -107,6 +107,7 @@ def fused_moe(
     decoded inside the GEMMs; on Hopper the MXFP4 x MXFP8 product is emulated in bf16.
     `gate_up_group` must be a power of two >= 16 (the layout's groups are the kernel's column tiles)."""
     from quickmoe.kernels.moe_align import moe_align_ref
+    from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
 
@@ -114,12 +115,17 @@ def fused_moe(
         raise ValueError(f"fused_moe: gate_up_group = {gate_up_group}; the kernel needs a power of two >= 16 "
                          "(convert the experts to the grouped kernel layout first)")
     num_tokens, top_k = topk_ids.shape
-    block_m = 16 if num_tokens * top_k <= 1024 else 64
-    align = moe_align_ref(topk_ids, w1.shape[0], block_m)
+    weights = "mxfp4" if w1_scales is not None else "dense"
+    device_name = torch.cuda.get_device_name(hidden.device) if hidden.is_cuda else "cpu"
+    k1 = w1.shape[2] * (2 if w1_scales is not None else 1)
+    k2 = w2.shape[2] * (2 if w2_scales is not None else 1)
+    config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens)
+    config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens)
+    align = moe_align_ref(topk_ids, w1.shape[0], config1.block_m)  # both GEMMs tile by this BLOCK_M
     acts, act_scales = quantize_mxfp8(hidden) if mxfp8_activations else (hidden, None)  # once per token
     inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,
-                             act_scales=act_scales, out_dtype=hidden.dtype)
+                             act_scales=act_scales, out_dtype=hidden.dtype, config=config1)
     acts, act_scales = quantize_mxfp8(inter) if mxfp8_activations else (inter, None)
     per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
-                               out_dtype=hidden.dtype)
+                               out_dtype=hidden.dtype, config=config2)
     return moe_combine(per_assignment, top_k)

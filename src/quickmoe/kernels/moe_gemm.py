@@ -12,6 +12,8 @@ E8M0 scales [E, K/32, N], or dense [E, N, K].
   s_n < GROUP only for a ragged last group (masked). Writes inter [A, I], row = assignment index.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
+Block sizes, warps and stages come from `moe_configs` (tuned data files, else a fallback); GEMM 1's
+column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
 compile-time constants: one compilation per model shape, fully unrolled K loops (and Triton's CPU
 interpreter, which the CPU tests use, cannot run loops with run-time bounds under numpy >= 2.4).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from quickmoe.kernels.moe_align import MoEAlignment
+from quickmoe.kernels.moe_configs import MoEKernelConfig
 
 try:  # CPU installs without triton keep the torch references
     import triton
@@ -55,10 +58,11 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, out_dtype:
 def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor, w1_bias: torch.Tensor,
                      w1_scales: torch.Tensor | None, group: int, limit: float, alpha: float, *,
                      act_scales: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
-                     block_k: int = 64) -> torch.Tensor:
+                     config: MoEKernelConfig | None = None) -> torch.Tensor:
     """acts [T, H] (or MXFP8 [T, Hp] e4m3 with act_scales [T, Hp/32]) -> inter [A, I] in out_dtype (default:
     the activations' dtype); row a = SwiGLU of token a // k through expert topk_ids[a]."""
     _require_triton()
+    config = config if config is not None else MoEKernelConfig()
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     intermediate = w1.shape[1] // 2
     hidden_size = w1.shape[2] * (2 if w1_scales is not None else 1)  # K of the weights (packed nibbles: x2)
@@ -69,26 +73,29 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
         w1_bias, inter, align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group,
-        BLOCK_M=align.block_m, BLOCK_K=block_k, **_launch_args(acts, act_scales, out_dtype))
+        BLOCK_M=align.block_m, BLOCK_K=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
+        **_launch_args(acts, act_scales, out_dtype))
     return inter
 
 
 def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
               w2_bias: torch.Tensor, w2_scales: torch.Tensor | None, *, act_scales: torch.Tensor | None = None,
-              out_dtype: torch.dtype | None = None, block_n: int = 64, block_k: int = 64) -> torch.Tensor:
+              out_dtype: torch.dtype | None = None, config: MoEKernelConfig | None = None) -> torch.Tensor:
     """inter [A, I] (or MXFP8 with act_scales) -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
     _require_triton()
+    config = config if config is not None else MoEKernelConfig()
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     hidden_size = w2.shape[1]
     intermediate = w2.shape[2] * (2 if w2_scales is not None else 1)
     out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)
-    grid = (align.block_expert.numel(), triton.cdiv(hidden_size, block_n))
+    grid = (align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n))
     _gemm2_kernel[grid](
         acts, act_scales if act_scales is not None else acts, w2, w2_scales if w2_scales is not None else w2,
         w2_bias, topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert, align.num_padded,
         align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
-        H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=block_n,
-        BLOCK_K=block_k, **_launch_args(acts, act_scales, out_dtype))
+        H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
+        **_launch_args(acts, act_scales, out_dtype))
     return out
 
 

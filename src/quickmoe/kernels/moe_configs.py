@@ -1,0 +1,88 @@
+"""Block sizes, warps and stages of the MoE GEMMs, per shape and device, shipped as data files.
+
+`scripts/tune_moe.py` times candidate configs on a GPU and writes one JSON file per (experts, N, K, weight
+format, device) into `kernels/configs/`, named like
+`E=32,N=5760,K=2880,w=mxfp4,device=NVIDIA_H100_80GB_HBM3.json`, mapping token counts to configs:
+{"1": {"block_m": 16, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 3}, "16": {...}, ...}.
+`moe_kernel_config(...)` picks the entry of the nearest tuned token count (no autotuning at start-up);
+shapes without a file get the fallback below, which is correct for every shape and sane for gpt-oss.
+N is the GEMM's output width as stored (gate_up: 2I; down: H), K its reduction (H; I).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from quickmoe.errors import ConfigError
+
+__all__ = ["CONFIG_DIR", "MoEKernelConfig", "config_file_name", "moe_kernel_config"]
+
+logger = logging.getLogger(__name__)
+
+CONFIG_DIR = Path(__file__).with_name("configs")
+
+
+@dataclass(frozen=True)
+class MoEKernelConfig:
+    """Launch parameters of one grouped GEMM. block_m: assignment rows per tile (also the alignment of
+    `moe_align`); block_n: output columns (GEMM 1 uses the layout's gate/up group instead); block_k:
+    reduction step, a multiple of 32 (one MX block)."""
+
+    block_m: int = 16
+    block_n: int = 64
+    block_k: int = 64
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"MoE kernel config {f.name!r} = {value!r}: expected a positive integer")
+        for name in ("block_m", "block_n", "block_k", "num_warps"):
+            value = getattr(self, name)
+            if value & (value - 1):
+                raise ConfigError(f"MoE kernel config {name!r} = {value}: expected a power of two")
+        if self.block_m < 16 or self.block_n < 16 or self.block_k % 32:
+            raise ConfigError(f"MoE kernel config {self}: block_m and block_n must be >= 16 (tensor-core tiles) and "
+                              "block_k a multiple of 32 (one MX block)")
+
+
+def _fallback(tokens: int) -> MoEKernelConfig:
+    """Untuned shapes: small tiles for decode-sized batches, larger ones for prefill."""
+    if tokens <= 64:
+        return MoEKernelConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=3)
+    if tokens <= 1024:
+        return MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=3)
+    return MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
+
+
+def config_file_name(num_experts: int, n: int, k: int, weights: str, device_name: str) -> str:
+    device = "".join(c if c.isalnum() or c in "-." else "_" for c in device_name)
+    return f"E={num_experts},N={n},K={k},w={weights},device={device}.json"
+
+
+@functools.lru_cache(maxsize=64)
+def _load(path: Path) -> dict[int, MoEKernelConfig] | None:
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        return {int(t): MoEKernelConfig(**cfg) for t, cfg in raw.items()}
+    except (ValueError, TypeError) as exc:  # bad JSON, keys that are not token counts, unknown fields
+        raise ConfigError(f"{path}: not a MoE kernel config file ({exc}); expected "
+                          f"{{\"<tokens>\": {asdict(MoEKernelConfig())}, ...}}") from None
+
+
+def moe_kernel_config(num_experts: int, n: int, k: int, weights: str, device_name: str, tokens: int,
+                      config_dir: Path = CONFIG_DIR) -> MoEKernelConfig:
+    """The tuned config of the nearest token count for this shape and device, else the fallback."""
+    table = _load(config_dir / config_file_name(num_experts, n, k, weights, device_name))
+    if not table:
+        return _fallback(tokens)
+    nearest = min(table, key=lambda t: (abs(t - tokens), t))
+    return table[nearest]
