@@ -38,3 +38,19 @@ def test_alignment_matches_a_naive_loop(num_tokens, top_k, num_experts, block_m)
 def test_alignment_rejects_bad_shapes():
     with pytest.raises(ValueError, match=r"expected \[T, k\]"):
         moe_align_ref(torch.zeros(4, dtype=torch.int32), 4, 16)
+
+
+@pytest.mark.parametrize("num_tokens,top_k,num_experts,block_m", [(1, 4, 32, 16), (7, 1, 8, 16), (33, 4, 8, 16),
+                                                                  (64, 4, 128, 16), (13, 2, 5, 32), (40, 4, 40, 64)])
+def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_experts, block_m):
+    pytest.importorskip("triton")
+    from quickmoe.kernels.moe_align import moe_align
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator().manual_seed(num_tokens * 3 + num_experts)
+    topk_ids = torch.topk(torch.rand(num_tokens, num_experts, generator=g), top_k, -1).indices.to(torch.int32)
+    got = moe_align(topk_ids.to(device), num_experts, block_m)
+    want = moe_align_ref(topk_ids, num_experts, block_m)
+    assert torch.equal(got.sorted_ids.cpu(), want.sorted_ids)
+    assert torch.equal(got.block_expert.cpu(), want.block_expert)
+    assert torch.equal(got.num_padded.cpu(), want.num_padded)

@@ -106,7 +106,7 @@ def fused_moe(
     `mxfp8_activations`, the activations of both GEMMs are quantized (`quantize_mxfp8`, once per row) and
     decoded inside the GEMMs; on Hopper the MXFP4 x MXFP8 product is emulated in bf16.
     `gate_up_group` must be a power of two >= 16 (the layout's groups are the kernel's column tiles)."""
-    from quickmoe.kernels.moe_align import moe_align_ref
+    from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
@@ -121,7 +121,7 @@ def fused_moe(
     k2 = w2.shape[2] * (2 if w2_scales is not None else 1)
     config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens)
     config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens)
-    align = moe_align_ref(topk_ids, w1.shape[0], config1.block_m)  # both GEMMs tile by this BLOCK_M
+    align = moe_align(topk_ids, w1.shape[0], config1.block_m)  # both GEMMs tile by this BLOCK_M
     acts, act_scales = quantize_mxfp8(hidden) if mxfp8_activations else (hidden, None)  # once per token
     inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,
                              act_scales=act_scales, out_dtype=hidden.dtype, config=config1)

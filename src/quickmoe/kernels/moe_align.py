@@ -10,8 +10,11 @@
   grids are sized by `capacity` and tiles past `num_padded` exit at once, which also suits CUDA graphs).
 capacity = block_m * (A // block_m + min(E, A)): each expert adds at most one partial tile.
 
-Everything is a handful of torch ops on the device (a stable sort of A ints, a bincount, two cumsums);
-the Triton kernel of the MoE issue that replaces it keeps this signature.
+`moe_align_ref` is a handful of torch ops on the device (a stable sort of A ints, a bincount, two cumsums:
+about ten launches). `moe_align` (same signature) does it in one Triton program when A <= 256 (decode,
+where launches would cost more than the GEMMs), with no sort: the rank of an assignment inside its expert's
+run is an exclusive cumulative sum over the one-hot [A, E] matrix, so the order is the reference's; larger
+A goes to the reference, whose launches the GEMMs then dwarf.
 """
 
 from __future__ import annotations
@@ -20,7 +23,15 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["MoEAlignment", "moe_align_ref", "alignment_capacity"]
+try:  # CPU installs without triton keep the torch reference
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
+
+__all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "SINGLE_PROGRAM_MAX"]
+
+SINGLE_PROGRAM_MAX = 256  # assignments handled by one program ([A, E] one-hot tiles in registers)
 
 
 @dataclass(frozen=True)
@@ -65,3 +76,55 @@ def moe_align_ref(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoE
     block_expert = torch.where(tile_start < total, tile_expert, -1).to(torch.int32)
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=total.to(torch.int32),
                         block_m=block_m, num_assignments=num_assignments)
+
+
+def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
+    """`moe_align_ref` in one Triton program for A <= SINGLE_PROGRAM_MAX (identical results)."""
+    num_assignments = topk_ids.numel()
+    if triton is None or num_assignments == 0 or num_assignments > SINGLE_PROGRAM_MAX or num_experts > 256:
+        return moe_align_ref(topk_ids, num_experts, block_m)
+    if topk_ids.dim() != 2:
+        raise ValueError(f"topk_ids: expected [T, k], got shape {tuple(topk_ids.shape)}")
+    capacity = alignment_capacity(num_assignments, num_experts, block_m)
+    device = topk_ids.device
+    sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
+    block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
+    num_padded = torch.empty(1, dtype=torch.int32, device=device)
+    ids = topk_ids.reshape(-1)
+    _align_kernel[(1,)](ids, sorted_ids, block_expert, num_padded, num_assignments, num_experts, capacity,
+                        capacity // block_m, BLOCK_M=block_m, A_POW2=triton.next_power_of_2(num_assignments),
+                        E_POW2=triton.next_power_of_2(num_experts), CAP_POW2=triton.next_power_of_2(capacity),
+                        TILES_POW2=triton.next_power_of_2(max(capacity // block_m, 1)), num_warps=8)
+    return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
+                        block_m=block_m, num_assignments=num_assignments)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _align_kernel(ids_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, A, E, capacity, num_tiles,
+                      BLOCK_M: tl.constexpr, A_POW2: tl.constexpr, E_POW2: tl.constexpr, CAP_POW2: tl.constexpr,
+                      TILES_POW2: tl.constexpr):
+        offs = tl.arange(0, A_POW2)  # assignments
+        ids = tl.load(ids_ptr + offs, mask=offs < A, other=-1).to(tl.int32)  # -1 matches no expert
+        experts = tl.arange(0, E_POW2)
+        hit = (ids[:, None] == experts[None, :]).to(tl.int32)  # [A, E] one-hot
+        counts = tl.sum(hit, axis=0)  # [E]
+        padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+        padded_end = tl.cumsum(padded, axis=0)  # [E]
+        padded_start = padded_end - padded
+        total = tl.sum(padded, axis=0)
+        # rank inside the expert's run = earlier assignments of the same expert (exclusive prefix over A)
+        rank = tl.sum(hit * (tl.cumsum(hit, axis=0) - hit), axis=1)  # [A]
+        start_of = tl.sum(hit * padded_start[None, :], axis=1)  # [A] its expert's first row
+        slots = tl.arange(0, CAP_POW2)
+        tl.store(sorted_ids_ptr + slots, tl.full([CAP_POW2], 0, tl.int32) + A, mask=slots < capacity)  # sentinels
+        tl.debug_barrier()  # the sentinels land before the assignments overwrite their rows
+        tl.store(sorted_ids_ptr + start_of + rank, offs, mask=offs < A)
+        tiles = tl.arange(0, TILES_POW2)
+        tile_start = tiles * BLOCK_M
+        # the tile's expert: how many experts' runs end at or before its first row (unused experts end
+        # where the previous one does, so they are skipped)
+        tile_expert = tl.sum((padded_end[None, :] <= tile_start[:, None]).to(tl.int32), axis=1)
+        tl.store(block_expert_ptr + tiles, tl.where(tile_start < total, tile_expert, -1), mask=tiles < num_tiles)
+        tl.store(num_padded_ptr, total)
