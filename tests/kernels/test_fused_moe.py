@@ -134,3 +134,19 @@ def test_fused_moe_mxfp8_activations(num_tokens, top_k):
     plain = fused_moe_ref(x, weights, ids.long(), w1, b1, w2, b2, w1_scales=s1, w2_scales=s2, gate_up_group=64)
     assert (got - want).norm() / want.norm() < 1e-5
     assert (want - plain).norm() / plain.norm() > 1e-4  # the MXFP8 rounding is really applied
+
+
+@pytest.mark.parametrize("mxfp4", [True, False])
+def test_fused_moe_silu_without_bias(mxfp4):
+    """Mixtral / Qwen-MoE experts: SiLU(gate) * up, no biases; softmax-then-top-k routing, renormalized."""
+    g = torch.Generator().manual_seed(21 + mxfp4)
+    w1, _, w2, _, s1, s2 = _experts(8, 96, 160, mxfp4, torch.float32, g)
+    x = torch.randn(11, 96, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(11, 8, generator=g).to(DEVICE), 2, scoring="softmax_topk", renormalize=True)
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64, activation="silu")
+    got = fused_moe(x, weights, ids, w1, None, w2, None, **kw)
+    want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1 if mxfp4 else w1.double(), None,
+                         w2 if mxfp4 else w2.double(), None, **kw)
+    assert (got.double() - want).norm() / want.norm() < 1e-5
+    with pytest.raises(ValueError, match="activation = 'gelu'"):
+        fused_moe_ref(x, weights, ids, w1, None, w2, None, w1_scales=s1, w2_scales=s2, activation="gelu")

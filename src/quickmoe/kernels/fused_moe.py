@@ -26,6 +26,14 @@ def swiglu_gpt_oss(gate_up: torch.Tensor, limit: float, alpha: float, gate_up_gr
     return (up + 1) * (gate * torch.sigmoid(alpha * gate))
 
 
+ACTIVATIONS = ("swiglu_gpt_oss", "silu")
+
+
+def _check_activation(activation: str) -> None:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"fused_moe: activation = {activation!r}: expected one of {list(ACTIVATIONS)}")
+
+
 def _through_mxfp8(x: torch.Tensor) -> torch.Tensor:
     """x rounded to MXFP8 and back, in x's dtype (exact: e4m3 x 2^k fits bf16 and float32)."""
     from quickmoe.kernels.mxfp8_quant import dequantize_mxfp8_ref, quantize_mxfp8_ref
@@ -44,9 +52,9 @@ def fused_moe_ref(
     topk_weights: torch.Tensor,  # [T, k]
     topk_ids: torch.Tensor,  # [T, k]
     w1: torch.Tensor,  # [E, 2I, H] dense, or MXFP4 blocks [E, 2I, H/2]
-    w1_bias: torch.Tensor,  # [E, 2I], same row order as w1
+    w1_bias: torch.Tensor | None,  # [E, 2I], same row order as w1 (None: no bias)
     w2: torch.Tensor,  # [E, H, I] dense, or MXFP4 blocks [E, H, I/2]
-    w2_bias: torch.Tensor,  # [E, H]
+    w2_bias: torch.Tensor | None,  # [E, H]
     *,
     w1_scales: torch.Tensor | None = None,  # [E, H/32, 2I]
     w2_scales: torch.Tensor | None = None,  # [E, I/32, H]
@@ -54,10 +62,13 @@ def fused_moe_ref(
     swiglu_limit: float = 7.0,
     swiglu_alpha: float = 1.702,
     mxfp8_activations: bool = False,
+    activation: str = "swiglu_gpt_oss",
 ) -> torch.Tensor:
     """Returns [T, H] in hidden's dtype. Loops over the experts hit (a reference, not a kernel).
     `mxfp8_activations`: both GEMMs' activations are first rounded through MXFP8 (`quantize_mxfp8_ref`):
-    the MXFP4 x MXFP8 path, emulated in the activations' dtype."""
+    the MXFP4 x MXFP8 path, emulated in the activations' dtype. `activation`: "swiglu_gpt_oss" (clamped,
+    with swiglu_limit / swiglu_alpha) or "silu" (SiLU(gate) * up: Mixtral, Qwen-MoE)."""
+    _check_activation(activation)
     if mxfp8_activations:
         hidden = _through_mxfp8(hidden)
     num_tokens, top_k = topk_ids.shape
@@ -76,11 +87,19 @@ def fused_moe_ref(
         start += count
         tokens = token_of[rows]
         x = hidden[tokens]  # [n, H]
-        h = x @ _expert_weight(w1, w1_scales, expert, dtype).T + w1_bias[expert].to(dtype)  # [n, 2I]
-        a = swiglu_gpt_oss(h, swiglu_limit, swiglu_alpha, gate_up_group)  # [n, I]
+        h = x @ _expert_weight(w1, w1_scales, expert, dtype).T  # [n, 2I]
+        if w1_bias is not None:
+            h = h + w1_bias[expert].to(dtype)
+        if activation == "silu":
+            gate, up = split_gate_up(h, gate_up_group)  # [n, I] each
+            a = torch.nn.functional.silu(gate) * up
+        else:
+            a = swiglu_gpt_oss(h, swiglu_limit, swiglu_alpha, gate_up_group)  # [n, I]
         if mxfp8_activations:
             a = _through_mxfp8(a)
-        y = a @ _expert_weight(w2, w2_scales, expert, dtype).T + w2_bias[expert].to(dtype)  # [n, H]
+        y = a @ _expert_weight(w2, w2_scales, expert, dtype).T  # [n, H]
+        if w2_bias is not None:
+            y = y + w2_bias[expert].to(dtype)
         out.index_add_(0, tokens, (y * weight_of[rows, None].to(dtype)).to(dtype))
     return out
 
@@ -90,9 +109,9 @@ def fused_moe(
     topk_weights: torch.Tensor,  # [T, k]
     topk_ids: torch.Tensor,  # [T, k]
     w1: torch.Tensor,  # [E, 2I, H] dense, or MXFP4 blocks [E, 2I, H/2]
-    w1_bias: torch.Tensor,  # [E, 2I], same row order as w1
+    w1_bias: torch.Tensor | None,  # [E, 2I], same row order as w1 (None: no bias)
     w2: torch.Tensor,  # [E, H, I] dense, or MXFP4 blocks [E, H, I/2]
-    w2_bias: torch.Tensor,  # [E, H]
+    w2_bias: torch.Tensor | None,  # [E, H]
     *,
     w1_scales: torch.Tensor | None = None,  # [E, H/32, 2I]
     w2_scales: torch.Tensor | None = None,  # [E, I/32, H]
@@ -100,6 +119,7 @@ def fused_moe(
     swiglu_limit: float = 7.0,
     swiglu_alpha: float = 1.702,
     mxfp8_activations: bool = False,
+    activation: str = "swiglu_gpt_oss",
 ) -> torch.Tensor:
     """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
     grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine. With
@@ -111,6 +131,7 @@ def fused_moe(
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
 
+    _check_activation(activation)
     if gate_up_group < 16 or gate_up_group & (gate_up_group - 1):
         raise ValueError(f"fused_moe: gate_up_group = {gate_up_group}; the kernel needs a power of two >= 16 "
                          "(convert the experts to the grouped kernel layout first)")
@@ -124,7 +145,7 @@ def fused_moe(
     align = moe_align(topk_ids, w1.shape[0], config1.block_m)  # both GEMMs tile by this BLOCK_M
     acts, act_scales = quantize_mxfp8(hidden) if mxfp8_activations else (hidden, None)  # once per token
     inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,
-                             act_scales=act_scales, out_dtype=hidden.dtype, config=config1)
+                             act_scales=act_scales, out_dtype=hidden.dtype, config=config1, activation=activation)
     acts, act_scales = quantize_mxfp8(inter) if mxfp8_activations else (inter, None)
     per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
                                out_dtype=hidden.dtype, config=config2)

@@ -6,7 +6,8 @@ is padded or copied. Weights are in the kernel layout of `quickmoe.layouts.mxfp4
 blocks [E, N, K/2] (K-contiguous packed nibbles, element 2j the low nibble of byte j) with transposed
 E8M0 scales [E, K/32, N], or dense [E, N, K].
 
-- `moe_gemm1_swiglu`: gate_up (+ bias) with gpt-oss's clamped SwiGLU in the epilogue. With the layout's
+- `moe_gemm1_swiglu`: gate_up (+ bias) with gpt-oss's clamped SwiGLU in the epilogue (or plain
+  SiLU(gate) * up, without bias, for Mixtral / Qwen-MoE). With the layout's
   gate/up groups of GROUP columns, program n computes SwiGLU columns [n*GROUP, n*GROUP + s_n) from the
   contiguous slab of s_n gate rows then s_n up rows: two dots of the same activation tile, no shuffles;
   s_n < GROUP only for a ragged last group (masked). Writes inter [A, I], row = assignment index.
@@ -55,10 +56,10 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, out_dtype:
     return dict(A_MXFP8=act_scales is not None, PRECISION=precision, DOT_DTYPE=_dot_dtype(out_dtype, acts.device))
 
 
-def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor, w1_bias: torch.Tensor,
-                     w1_scales: torch.Tensor | None, group: int, limit: float, alpha: float, *,
-                     act_scales: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
-                     config: MoEKernelConfig | None = None) -> torch.Tensor:
+def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
+                     w1_bias: torch.Tensor | None, w1_scales: torch.Tensor | None, group: int, limit: float,
+                     alpha: float, *, act_scales: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
+                     config: MoEKernelConfig | None = None, activation: str = "swiglu_gpt_oss") -> torch.Tensor:
     """acts [T, H] (or MXFP8 [T, Hp] e4m3 with act_scales [T, Hp/32]) -> inter [A, I] in out_dtype (default:
     the activations' dtype); row a = SwiGLU of token a // k through expert topk_ids[a]."""
     _require_triton()
@@ -70,16 +71,16 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     grid = (align.block_expert.numel(), triton.cdiv(intermediate, group))
     _gemm1_swiglu_kernel[grid](
         acts, act_scales if act_scales is not None else acts, w1, w1_scales if w1_scales is not None else w1,
-        w1_bias, inter, align.sorted_ids, align.block_expert, align.num_padded,
+        w1_bias if w1_bias is not None else w1, inter, align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_K=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
-        **_launch_args(acts, act_scales, out_dtype))
+        HAS_BIAS=w1_bias is not None, SILU=activation == "silu", **_launch_args(acts, act_scales, out_dtype))
     return inter
 
 
 def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
-              w2_bias: torch.Tensor, w2_scales: torch.Tensor | None, *, act_scales: torch.Tensor | None = None,
+              w2_bias: torch.Tensor | None, w2_scales: torch.Tensor | None, *, act_scales: torch.Tensor | None = None,
               out_dtype: torch.dtype | None = None, config: MoEKernelConfig | None = None) -> torch.Tensor:
     """inter [A, I] (or MXFP8 with act_scales) -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
     _require_triton()
@@ -91,11 +92,12 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
     grid = (align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n))
     _gemm2_kernel[grid](
         acts, act_scales if act_scales is not None else acts, w2, w2_scales if w2_scales is not None else w2,
-        w2_bias, topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert, align.num_padded,
+        w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert,
+        align.num_padded,
         align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
-        **_launch_args(acts, act_scales, out_dtype))
+        HAS_BIAS=w2_bias is not None, **_launch_args(acts, act_scales, out_dtype))
     return out
 
 
@@ -155,7 +157,8 @@ if triton is not None:
     def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
                              num_padded_ptr, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
                              H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
-                             BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr):
+                             BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                             HAS_BIAS: tl.constexpr, SILU: tl.constexpr):
         pid_m = tl.program_id(0)
         group = tl.program_id(1)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
@@ -177,11 +180,17 @@ if triton is not None:
                 w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K)
                 acc_gate += tl.dot(a, tl.trans(w_gate.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, G]
                 acc_up += tl.dot(a, tl.trans(w_up.to(DOT_DTYPE)), input_precision=PRECISION)
-            gate = acc_gate + tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)
-            up = acc_up + tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)
-            gate = tl.minimum(gate, limit)  # gpt-oss: gate clamped above, up on both sides
-            up = tl.minimum(tl.maximum(up, -limit), limit)
-            y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
+            gate = acc_gate
+            up = acc_up
+            if HAS_BIAS:
+                gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)
+                up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)
+            if SILU:  # Mixtral, Qwen-MoE: SiLU(gate) * up
+                y = gate * tl.sigmoid(gate) * up
+            else:  # gpt-oss: gate clamped above, up on both sides, (up + 1) * gate * sigmoid(alpha * gate)
+                gate = tl.minimum(gate, limit)
+                up = tl.minimum(tl.maximum(up, -limit), limit)
+                y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
             out_cols = group * GROUP + cols
             tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
                      mask=m_ok[:, None] & n_ok[None, :])
@@ -190,7 +199,7 @@ if triton is not None:
     def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                       block_expert_ptr, num_padded_ptr, num_assignments, stride_x, stride_xs,
                       H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr):
+                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, HAS_BIAS: tl.constexpr):
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
@@ -205,7 +214,8 @@ if triton is not None:
                 a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE)  # [BM, BK]
                 w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, BLOCK_N, BLOCK_K)
                 acc += tl.dot(a, tl.trans(w.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, BN]
-            acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+            if HAS_BIAS:
+                acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
             acc *= tl.load(route_w_ptr + assign, mask=m_ok, other=0.0).to(tl.float32)[:, None]
             tl.store(out_ptr + assign[:, None] * H + rows[None, :], acc.to(out_ptr.dtype.element_ty),
                      mask=m_ok[:, None] & n_ok[None, :])
