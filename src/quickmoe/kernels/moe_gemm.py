@@ -6,9 +6,9 @@ is padded or copied. Weights are in the kernel layout of `quickmoe.layouts.mxfp4
 blocks [E, N, K/2] (K-contiguous packed nibbles, element 2j the low nibble of byte j) with transposed
 E8M0 scales [E, K/32, N], or dense [E, N, K].
 
-- `moe_gemm1_swiglu`: gate_up (+ bias) with gpt-oss's clamped SwiGLU in the epilogue (or plain
-  SiLU(gate) * up, without bias, for Mixtral / Qwen-MoE). With the layout's
-  gate/up groups of GROUP columns, program n computes SwiGLU columns [n*GROUP, n*GROUP + s_n) from the
+- `moe_gemm1_swiglu`: gate_up (+ bias, optional) with gpt-oss's clamped SwiGLU in the epilogue, or plain
+  SiLU(gate) * up (Mixtral, Qwen-MoE). With the layout's gate/up groups of GROUP columns, program n
+  computes the activation's columns [n*GROUP, n*GROUP + s_n) from the
   contiguous slab of s_n gate rows then s_n up rows: two dots of the same activation tile, no shuffles;
   s_n < GROUP only for a ragged last group (masked). Writes inter [A, I], row = assignment index.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
@@ -16,7 +16,7 @@ E8M0 scales [E, K/32, N], or dense [E, N, K].
 Block sizes, warps and stages come from `moe_configs` (tuned data files, else a fallback); GEMM 1's
 column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
-compile-time constants: one compilation per model shape, fully unrolled K loops (and Triton's CPU
+compile-time constants: one compilation per model shape, K loops with constant bounds (Triton's CPU
 interpreter, which the CPU tests use, cannot run loops with run-time bounds under numpy >= 2.4).
 """
 
@@ -52,7 +52,8 @@ def _dot_dtype(dtype: torch.dtype, device: torch.device):  # -> tl.dtype
 def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, out_dtype: torch.dtype) -> dict:
     """The activation operand's kernel arguments: plain rows, or MXFP8 rows (e4m3 + per-32 E8M0 scales)
     decoded in the kernel into the dot's dtype (exact: e4m3 x 2^k fits bf16)."""
-    precision = "ieee" if out_dtype == torch.float32 or acts.device.type == "cpu" else "tf32"  # tf32: 16-bit ignore it
+    # float32 operands multiply exactly (never tf32); 16-bit operands ignore the setting
+    precision = "ieee" if out_dtype == torch.float32 or acts.device.type == "cpu" else "tf32"
     return dict(A_MXFP8=act_scales is not None, PRECISION=precision, DOT_DTYPE=_dot_dtype(out_dtype, acts.device))
 
 
