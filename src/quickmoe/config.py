@@ -276,8 +276,8 @@ class EngineConfig:
     `model` None means the embedded default (a tiny random checkpoint built once into the cache).
     `device` auto picks CUDA when available; `dtype` auto is bfloat16 on CUDA and float32 on CPU.
     `moe_kernels`: "torch" runs the MoE experts with the torch reference; "triton" with the Triton kernels
-    (CUDA, MXFP4 experts; others stay on the reference). The default stays "torch" until the kernels
-    have been validated and tuned on the GPU.
+    (on CUDA; MXFP4 and bf16 experts). The default stays "torch" until the kernels have been validated and
+    tuned on the GPU.
     """
 
     model: str | None = None

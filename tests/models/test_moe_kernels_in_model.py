@@ -20,11 +20,12 @@ def test_engine_option_is_validated():
 
 
 @pytest.mark.slow
-def test_triton_moe_matches_the_reference_in_the_model(ckpt_factory):
+@pytest.mark.parametrize("experts_dtype", ["mxfp4", "bf16"])
+def test_triton_moe_matches_the_reference_in_the_model(ckpt_factory, experts_dtype):
     from quickmoe.llm import LLM
     from quickmoe.runtime.sampling_params import SamplingParams
 
-    model_dir = ckpt_factory(experts_dtype="mxfp4", hidden_size=96, intermediate_size=96)
+    model_dir = ckpt_factory(experts_dtype=experts_dtype, hidden_size=96, intermediate_size=96)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     runners = {k: ModelRunner(model_dir, EngineConfig(model=str(model_dir), device=device, dtype="float32",
                                                       moe_kernels=k)) for k in ("torch", "triton")}

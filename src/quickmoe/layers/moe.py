@@ -19,7 +19,7 @@ from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
 from quickmoe.kernels.routing import topk_softmax_ref
 from quickmoe.layers.linear import Linear
 from quickmoe.layers.weights import declare_weight, transpose_last2_weight_loader
-from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, convert_experts_
+from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, convert_experts_, gate_up_rows_transform
 from quickmoe.layouts.permutation_cache import PermutationCache, default_permutation_cache
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,14 @@ class MoEQuantMethod(Protocol):
 
 class UnquantizedMoEMethod:
     """bf16 experts. The HF checkpoint stores them in x out (gate_up_proj [E, H, 2I]); they are kept
-    out x in here (w1 [E, 2I, H], w2 [E, H, I]), the layout the MXFP4 path and the kernels share."""
+    out x in here (w1 [E, 2I, H], w2 [E, H, I]), the layout the MXFP4 path and the kernels share. For the
+    Triton kernels (`layer.kernels == "triton"`), processing regroups gate_up's rows (and bias) from the
+    checkpoint's even/odd interleave into the kernel layout's gate/up groups, like the MXFP4 rows."""
+
+    def __init__(self, layout: Mxfp4MoELayout | None = None, cache: PermutationCache | None = None) -> None:
+        self.layout = layout if layout is not None else Mxfp4MoELayout()
+        self._cache = cache
+        self.gate_up_group = 1  # the checkpoint interleave until processing regroups the rows
 
     def create_weights(self, layer: "FusedMoE", *, dtype: torch.dtype, device: torch.device | str) -> None:
         e, h, i = layer.num_experts, layer.hidden_size, layer.intermediate_size
@@ -49,13 +56,26 @@ class UnquantizedMoEMethod:
         declare_weight(layer, "down_proj_bias", (e, h), dtype, device, checkpoint_dtype=torch.bfloat16)
 
     def process_weights_after_loading(self, layer: "FusedMoE") -> None:
-        pass
+        if layer.kernels != "triton" or self.gate_up_group != 1:
+            return
+        cache = self._cache if self._cache is not None else default_permutation_cache()
+        i, h = layer.intermediate_size, layer.hidden_size
+        with torch.no_grad():
+            cache.permute_experts_(layer.gate_up_proj.data, gate_up_rows_transform(i, h, self.layout))
+            cache.permute_experts_(layer.gate_up_proj_bias.data, gate_up_rows_transform(i, 1, self.layout))
+        self.gate_up_group = self.layout.gate_up_group
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
               topk_ids: torch.Tensor) -> torch.Tensor:
-        return fused_moe_ref(hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.gate_up_proj_bias,
-                             layer.down_proj, layer.down_proj_bias, swiglu_limit=layer.swiglu_limit,
-                             swiglu_alpha=layer.swiglu_alpha)
+        experts = fused_moe if _use_kernels(layer, hidden) and self.gate_up_group > 1 else fused_moe_ref
+        return experts(hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.gate_up_proj_bias,
+                       layer.down_proj, layer.down_proj_bias, gate_up_group=self.gate_up_group,
+                       swiglu_limit=layer.swiglu_limit, swiglu_alpha=layer.swiglu_alpha)
+
+
+def _use_kernels(layer: "FusedMoE", hidden: torch.Tensor) -> bool:
+    """The Triton kernels on CUDA (or in Triton's CPU interpreter, for tests); else the torch reference."""
+    return layer.kernels == "triton" and (hidden.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
 
 
 class Mxfp4MoEMethod:
@@ -107,9 +127,7 @@ class Mxfp4MoEMethod:
               topk_ids: torch.Tensor) -> torch.Tensor:
         if not layer.experts_in_kernel_layout:
             raise RuntimeError("MXFP4 experts used before process_weights_after_loading converted them")
-        # the Triton kernels on CUDA (or in Triton's CPU interpreter, for tests); else the torch reference
-        use_kernels = layer.kernels == "triton" and (hidden.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
-        experts = fused_moe if use_kernels else fused_moe_ref
+        experts = fused_moe if _use_kernels(layer, hidden) else fused_moe_ref
         return experts(hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
                              layer.down_proj_blocks, layer.down_proj_bias, w1_scales=layer.gate_up_proj_scales,
                              w2_scales=layer.down_proj_scales, gate_up_group=self.layout.gate_up_group,
