@@ -67,13 +67,29 @@ def test_prefetch_of_a_missing_file_warns_and_goes_on(tmp_path, caplog):
     assert "missing.safetensors" in caplog.text
 
 
-def test_prefetch_stop_ends_the_threads(tmp_path):
+def test_prefetch_stop_takes_no_further_window(tmp_path, monkeypatch):
+    """stop() while the only thread is inside its first window: that window finishes, no other starts."""
+    import threading
+
+    from quickmoe.checkpoint import prefetch as pf
+
     files = [_write(tmp_path / "big.safetensors", 8 << 20)]
-    _evict(files[0])
-    p = PageCachePrefetch(files, num_threads=2, window_bytes=1 << 20, read_bytes=4096).start()
-    p.stop()
-    assert p.join(timeout=0)
-    assert p.stats().read_bytes + p.stats().resident_bytes <= 8 << 20
+    entered, release = threading.Event(), threading.Event()
+
+    def blocking_probe(fd, offset, nbytes):
+        entered.set()
+        release.wait(timeout=60)
+        return True  # counted as already cached
+
+    monkeypatch.setattr(pf, "_is_resident", blocking_probe)
+    p = PageCachePrefetch(files, num_threads=1, window_bytes=1 << 20).start()
+    assert entered.wait(timeout=60)
+    stopper = threading.Thread(target=p.stop)
+    stopper.start()
+    release.set()
+    stopper.join(timeout=60)
+    assert not stopper.is_alive() and p.join(timeout=0)
+    assert p.stats().resident_bytes == 1 << 20 and p.stats().read_bytes == 0  # one window of eight
 
 
 def test_options_are_validated():

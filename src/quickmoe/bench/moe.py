@@ -20,7 +20,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -47,7 +47,7 @@ class MoEBenchOptions:
     warmup: int = 5
     iters: int = 20
     json_out: str | None = None
-    baselines: bool = field(default=True)
+    baselines: bool = True
 
     def __post_init__(self) -> None:
         bad = [s for s in self.shapes if s not in SHAPES]
