@@ -1,11 +1,17 @@
 """Tune the MoE GEMMs' launch configs on this GPU and write them as data files into kernels/configs/.
 
 PYTHONPATH=src python3 scripts/tune_moe.py [--shapes gpt-oss-20b,gpt-oss-120b] [--tokens 1,4,...] [--out DIR]
+                                           [--quick]
 
-For each shape and token count, every candidate config runs the whole `fused_moe` (MXFP4 weights, bf16
-activations, fresh random inputs, CUDA events, median of 10 after 3 warm-ups); the fastest is kept. One
-file per GEMM shape is written (the same choice for both GEMMs: they share BLOCK_M through the alignment),
-named by `moe_configs.config_file_name`. Start-up never tunes: it reads these files.
+For each shape and token count T, each candidate BLOCK_M (the alignment's tile, shared by both GEMMs) gets
+its own alignment; then every candidate of GEMM 1 (gate_up + SwiGLU) and of GEMM 2 (down) is timed alone,
+replayed in a CUDA graph that holds several calls over rotating random inputs (more weight bytes than the
+L2 cache holds, never zeros), median of several replays. The BLOCK_M with the smallest GEMM 1 + GEMM 2 time
+wins, with each GEMM's best config for it. One file per GEMM shape is written (named by
+`moe_configs.config_file_name`), mapping T to the config; token counts already in an existing file and not
+tuned now are kept. Start-up never tunes: it reads these files.
+Prints one line per (shape, T): the winning configs and their times, and the measured times of the
+fallback configs for comparison.
 """
 
 from __future__ import annotations
@@ -19,38 +25,112 @@ from pathlib import Path
 import torch
 import triton
 
-from quickmoe.bench.moe import SHAPES, _Experts
+from quickmoe.bench.moe import GROUP, SHAPES, _Experts
 from quickmoe.kernels import moe_configs
-from quickmoe.kernels.fused_moe import fused_moe
+from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name
+from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
 from quickmoe.kernels.routing import route_ref
 
-CANDIDATES = [MoEKernelConfig(block_m=m, block_n=n, block_k=k, num_warps=w, num_stages=s)
-              for m, n, k, w, s in itertools.product((16, 32, 64, 128), (64, 128), (64, 128, 256), (4, 8), (3, 4))
-              if not (m >= 64 and k == 256)]
+SETS = 8  # input sets per graph: their experts' bytes outgrow the L2 cache
+CALLS = 16  # calls per graph replay
 
 
-def time_config(config: MoEKernelConfig, ex: _Experts, sets: list, device: torch.device) -> float:
-    def lookup(*args, **kwargs):  # every lookup answers with the candidate
-        return config
+def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
+    """Tiles from about half to four times the mean rows per expert hit, at least 16, at most 256."""
+    mean_rows = tokens * top_k / min(experts, tokens * top_k)
+    return [m for m in (16, 32, 64, 128, 256) if m == 16 or mean_rows / 2 >= m / 4] [-3:]
 
-    original = moe_configs.moe_kernel_config
-    moe_configs.moe_kernel_config = lookup
-    try:
-        kw = dict(w1_scales=ex.s1, w2_scales=ex.s2, gate_up_group=64)
-        for i in range(3):
-            fused_moe(*sets[i % len(sets)], ex.w1, ex.b1, ex.w2, ex.b2, **kw)
-        times = []
-        for i in range(10):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fused_moe(*sets[i % len(sets)], ex.w1, ex.b1, ex.w2, ex.b2, **kw)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        return statistics.median(times)
-    finally:
-        moe_configs.moe_kernel_config = original
+
+def gemm1_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
+    """GEMM 1's column tile is the layout's gate/up group; both orientations. Small tiles for decode take
+    deep K steps and 4 warps (measured best on the H100), prefill tiles also 8 warps."""
+    if quick:
+        grid = itertools.product((128,), (4,), (3,), (False, True))
+    elif block_m <= 32:
+        grid = itertools.product((128, 256), (4,), (3, 4), (False, True))
+    else:
+        grid = itertools.product((64, 128), (4, 8), (3, 4), (False, True))
+    return [MoEKernelConfig(block_m=block_m, block_n=GROUP, block_k=k, num_warps=w, num_stages=s, swap_ab=swap)
+            for k, w, s, swap in grid]
+
+
+def gemm2_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
+    if quick:
+        grid = itertools.product((64, 128), (128,), (4,), (3,), (False, True))
+    elif block_m <= 32:
+        grid = itertools.product((32, 64, 128), (128, 256), (4,), (3, 4), (False, True))
+    else:
+        grid = itertools.product((64, 128, 256), (64, 128), (4, 8), (3,), (False, True))
+    return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap)
+            for n, k, w, s, swap in grid]
+
+
+def graph_seconds(fn, sets: int) -> float:
+    """Seconds per call of fn(i), i over the input sets, CALLS calls per CUDA graph replay, median of 5."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(sets):
+            fn(i)  # compiles outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for c in range(CALLS):
+                fn(c % sets)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph.replay()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / CALLS)
+    return statistics.median(times)
+
+
+def best_of(candidates, run) -> tuple[float, MoEKernelConfig]:
+    timed = []
+    for config in candidates:
+        try:
+            timed.append((graph_seconds(lambda i: run(i, config), SETS), config))
+        except (RuntimeError, triton.runtime.errors.OutOfResources,
+                triton.compiler.errors.CompilationError) as exc:  # a candidate too big for the chip
+            print(f"  {config}: skipped ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
+    return min(timed, key=lambda tc: tc[0])
+
+
+def tune_tokens(ex: _Experts, top_k: int, tokens: int, quick: bool, g: torch.Generator):
+    device = ex.w1.device
+    inputs = [(torch.randn(tokens, ex.hidden, generator=g).to(torch.bfloat16).to(device),
+               *route_ref(torch.randn(tokens, ex.experts, generator=g).to(device), top_k)) for _ in range(SETS)]
+    inter = [torch.randn(tokens * top_k, ex.inter, generator=g).to(torch.bfloat16).to(device) for _ in range(SETS)]
+    results = []
+    for block_m in block_m_candidates(tokens, top_k, ex.experts):
+        aligns = [moe_align(ids, ex.experts, block_m) for _, _, ids in inputs]
+
+        def gemm1(i, config):
+            return moe_gemm1_swiglu(inputs[i][0], aligns[i], top_k, ex.w1, ex.b1, ex.s1, GROUP, 7.0, 1.702,
+                                    config=config)
+
+        def gemm2(i, config):
+            return moe_gemm2(inter[i], aligns[i], inputs[i][1], ex.w2, ex.b2, ex.s2, config=config)
+
+        t1, c1 = best_of(gemm1_candidates(block_m, quick), gemm1)
+        t2, c2 = best_of(gemm2_candidates(block_m, quick), gemm2)
+        results.append((t1 + t2, t1, t2, c1, c2))
+    fallback = moe_configs._fallback(tokens)
+    aligns = [moe_align(ids, ex.experts, fallback.block_m) for _, _, ids in inputs]
+    f1 = graph_seconds(lambda i: moe_gemm1_swiglu(inputs[i][0], aligns[i], top_k, ex.w1, ex.b1, ex.s1, GROUP, 7.0,
+                                                  1.702, config=fallback), SETS)
+    f2 = graph_seconds(lambda i: moe_gemm2(inter[i], aligns[i], inputs[i][1], ex.w2, ex.b2, ex.s2,
+                                           config=fallback), SETS)
+    return min(results, key=lambda r: r[0]), (f1, f2)
+
+
+def _as_dict(config: MoEKernelConfig) -> dict:
+    return {k: getattr(config, k) for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "swap_ab")}
 
 
 def main() -> None:
@@ -58,6 +138,7 @@ def main() -> None:
     parser.add_argument("--shapes", default="gpt-oss-20b,gpt-oss-120b")
     parser.add_argument("--tokens", default="1,4,16,64,256,1024,4096,8192")
     parser.add_argument("--out", default=str(moe_configs.CONFIG_DIR))
+    parser.add_argument("--quick", action="store_true", help="a few candidates only (a smoke run)")
     args = parser.parse_args()
     device = torch.device("cuda")
     name = torch.cuda.get_device_name(device)
@@ -65,25 +146,19 @@ def main() -> None:
         hidden, inter, experts, top_k = SHAPES[shape]
         g = torch.Generator().manual_seed(0)
         ex = _Experts(hidden, inter, experts, device, g)
-        best: dict[str, dict] = {}
+        table1: dict[str, dict] = {}
+        table2: dict[str, dict] = {}
         for tokens in (int(t) for t in args.tokens.split(",")):
-            sets = [(torch.randn(tokens, hidden, generator=g).to(torch.bfloat16).to(device),
-                     *route_ref(torch.randn(tokens, experts, generator=g).to(device), top_k)) for _ in range(3)]
-            timed = []
-            for config in CANDIDATES:
-                try:
-                    timed.append((time_config(config, ex, sets, device), config))
-                except (RuntimeError, triton.runtime.errors.OutOfResources,
-                        triton.compiler.errors.CompilationError) as exc:  # a candidate too big for the chip
-                    print(f"{shape} T={tokens} {config}: skipped ({type(exc).__name__})")
-            seconds, config = min(timed, key=lambda tc: tc[0])
-            best[str(tokens)] = {k: getattr(config, k) for k in ("block_m", "block_n", "block_k", "num_warps",
-                                                                  "num_stages")}
-            print(f"{shape} T={tokens}: {seconds * 1e6:.1f} us with {config}", flush=True)
-        for n, k in ((2 * inter, hidden), (hidden, inter)):
-            path = Path(args.out) / config_file_name(experts, n, k, "mxfp4", name)
-            path.write_text(json.dumps(best, indent=1) + "\n")
-            print(f"wrote {path}")
+            (total, t1, t2, c1, c2), (f1, f2) = tune_tokens(ex, top_k, tokens, args.quick, g)
+            table1[str(tokens)], table2[str(tokens)] = _as_dict(c1), _as_dict(c2)
+            print(f"{shape} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
+                  f"{_as_dict(c2)} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)
+            for (n, k), table in (((2 * inter, hidden), table1), ((hidden, inter), table2)):  # after every T
+                path = Path(args.out) / config_file_name(experts, n, k, "mxfp4", name)
+                merged = json.loads(path.read_text()) if path.is_file() else {}
+                merged.update(table)
+                path.write_text(json.dumps(dict(sorted(merged.items(), key=lambda kv: int(kv[0]))), indent=1) + "\n")
+        print(f"wrote the configs of {shape} into {args.out}")
 
 
 if __name__ == "__main__":

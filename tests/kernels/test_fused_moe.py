@@ -150,3 +150,22 @@ def test_fused_moe_silu_without_bias(mxfp4):
     assert (got.double() - want).norm() / want.norm() < 1e-5
     with pytest.raises(ValueError, match="activation = 'gelu'"):
         fused_moe_ref(x, weights, ids, w1, None, w2, None, w1_scales=s1, w2_scales=s2, activation="gelu")
+
+
+@pytest.mark.parametrize("swap_ab", [False, True])
+@pytest.mark.parametrize("mxfp4", [True, False])
+def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, mxfp4):
+    """The tuned configs choose each GEMM's orientation (activations x weights^T or its transpose): both
+    give the reference's result, with a ragged last group, a hidden size not a multiple of 64 and idle experts."""
+    from quickmoe.kernels import moe_configs
+
+    config = moe_configs.MoEKernelConfig(block_m=16, block_n=32, block_k=64, swap_ab=swap_ab)
+    monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
+    g = torch.Generator().manual_seed(21 + swap_ab + 2 * mxfp4)
+    w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, mxfp4, torch.float32, g)
+    x = torch.randn(5, 96, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(5, 8, generator=g).to(DEVICE), 2)
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64)
+    got = fused_moe(x, weights, ids, w1, b1, w2, b2, **kw)
+    want = fused_moe_ref(x, weights, ids.long(), w1, b1, w2, b2, **kw)
+    assert (got - want).norm() / want.norm() < 1e-5

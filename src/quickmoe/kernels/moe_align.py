@@ -10,8 +10,8 @@
   grids are sized by `capacity` and tiles past `num_padded` exit at once, which also suits CUDA graphs).
 capacity = block_m * (A // block_m + min(E, A)): each expert adds at most one partial tile.
 
-`moe_align_ref` is a handful of torch ops on the device (a stable sort of A ints, a bincount, two cumsums:
-about ten launches). `moe_align` (same signature) does it in one Triton program when A <= 256 (decode,
+`moe_align_ref` is a handful of torch ops on the device (a stable sort of A ints, a scatter-add count, two
+cumsums: about ten launches, none reading back to the host, so it can be captured in a CUDA graph). `moe_align` (same signature) does it in one Triton program when A <= 256 (decode,
 where launches would cost more than the GEMMs), with no sort: the rank of an assignment inside its expert's
 run is an exclusive cumulative sum over the one-hot [A, E] matrix, so the order is the reference's; larger
 A goes to the reference, whose launches the GEMMs then dwarf.
@@ -60,7 +60,8 @@ def moe_align_ref(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoE
     flat = topk_ids.reshape(-1).long()  # [A]
     num_assignments = flat.numel()
     capacity = alignment_capacity(num_assignments, num_experts, block_m)
-    counts = torch.bincount(flat, minlength=num_experts)  # [E]
+    # scatter_add, not bincount: bincount reads its maximum back to the host, which a CUDA graph forbids
+    counts = torch.zeros(num_experts, dtype=torch.long, device=device).scatter_add_(0, flat, torch.ones_like(flat))  # [E]
     padded = (counts + block_m - 1) // block_m * block_m  # [E]
     padded_end = torch.cumsum(padded, 0)  # [E]
     padded_start = padded_end - padded

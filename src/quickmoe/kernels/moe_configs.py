@@ -1,11 +1,13 @@
 """Block sizes, warps and stages of the MoE GEMMs, per shape and device, shipped as data files.
 
 `scripts/tune_moe.py` times candidate configs on a GPU and writes one JSON file per (experts, N, K, weight
-format, device) into `kernels/configs/`, named like
-`E=32,N=5760,K=2880,w=mxfp4,device=NVIDIA_H100_80GB_HBM3.json`, mapping token counts to configs:
+format, device) into `kernels/configs/`, named like `E32_N5760_K2880_mxfp4_NVIDIA_H100_80GB_HBM3.json`,
+mapping token counts to configs:
 {"1": {"block_m": 16, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 3}, "16": {...}, ...}.
-`moe_kernel_config(...)` picks the entry of the nearest tuned token count (no autotuning at start-up);
-shapes without a file get the fallback below, which is correct for every shape and sane for gpt-oss.
+`moe_kernel_config(...)` picks the entry of the nearest tuned token count (no autotuning at start-up). A
+shape without its own file borrows the file of the nearest expert count with the same N, K, format and
+device (the tiles depend on rows per expert far less than on N and K); with none, the fallback below, which
+is correct for every shape and sane for gpt-oss.
 N is the GEMM's output width as stored (gate_up: 2I; down: H), K its reduction (H; I).
 """
 
@@ -30,16 +32,21 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 class MoEKernelConfig:
     """Launch parameters of one grouped GEMM. block_m: assignment rows per tile (also the alignment of
     `moe_align`); block_n: output columns (GEMM 1 uses the layout's gate/up group instead); block_k:
-    reduction step, a multiple of 32 (one MX block)."""
+    reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation."""
 
     block_m: int = 16
     block_n: int = 64
     block_k: int = 64
     num_warps: int = 4
     num_stages: int = 2
+    swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
 
     def __post_init__(self) -> None:
+        if not isinstance(self.swap_ab, bool):
+            raise ConfigError(f"MoE kernel config 'swap_ab' = {self.swap_ab!r}: expected true or false")
         for f in fields(self):
+            if f.name == "swap_ab":
+                continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"MoE kernel config {f.name!r} = {value!r}: expected a positive integer")
@@ -63,7 +70,18 @@ def _fallback(tokens: int) -> MoEKernelConfig:
 
 def config_file_name(num_experts: int, n: int, k: int, weights: str, device_name: str) -> str:
     device = "".join(c if c.isalnum() or c in "-." else "_" for c in device_name)
-    return f"E={num_experts},N={n},K={k},w={weights},device={device}.json"
+    return f"E{num_experts}_N{n}_K{k}_{weights}_{device}.json"
+
+
+def _nearest_expert_file(num_experts: int, n: int, k: int, weights: str, device_name: str,
+                         config_dir: Path) -> Path | None:
+    suffix = config_file_name(num_experts, n, k, weights, device_name).split("_", 1)[1]  # all but E
+    candidates = []
+    for path in config_dir.glob(f"E*_{suffix}"):
+        experts = path.name.split("_", 1)[0][1:]
+        if experts.isdigit():
+            candidates.append((abs(int(experts) - num_experts), int(experts), path))
+    return min(candidates)[2] if candidates else None
 
 
 @functools.lru_cache(maxsize=64)
@@ -81,7 +99,10 @@ def _load(path: Path) -> dict[int, MoEKernelConfig] | None:
 def moe_kernel_config(num_experts: int, n: int, k: int, weights: str, device_name: str, tokens: int,
                       config_dir: Path = CONFIG_DIR) -> MoEKernelConfig:
     """The tuned config of the nearest token count for this shape and device, else the fallback."""
-    table = _load(config_dir / config_file_name(num_experts, n, k, weights, device_name))
+    path = config_dir / config_file_name(num_experts, n, k, weights, device_name)
+    if not path.is_file():
+        path = _nearest_expert_file(num_experts, n, k, weights, device_name, config_dir) or path
+    table = _load(path)
     if not table:
         return _fallback(tokens)
     nearest = min(table, key=lambda t: (abs(t - tokens), t))

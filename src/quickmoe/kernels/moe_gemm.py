@@ -49,12 +49,15 @@ def _dot_dtype(dtype: torch.dtype, device: torch.device):  # -> tl.dtype
     return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[dtype]
 
 
-def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, out_dtype: torch.dtype) -> dict:
+def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, out_dtype: torch.dtype,
+                 config: MoEKernelConfig) -> dict:
     """The activation operand's kernel arguments: plain rows, or MXFP8 rows (e4m3 + per-32 E8M0 scales)
     decoded in the kernel into the dot's dtype (exact: e4m3 x 2^k fits bf16)."""
     # float32 operands multiply exactly (never tf32); 16-bit operands ignore the setting
     precision = "ieee" if out_dtype == torch.float32 or acts.device.type == "cpu" else "tf32"
-    return dict(A_MXFP8=act_scales is not None, PRECISION=precision, DOT_DTYPE=_dot_dtype(out_dtype, acts.device))
+    return dict(A_MXFP8=act_scales is not None, PRECISION=precision, DOT_DTYPE=_dot_dtype(out_dtype, acts.device),
+                PTX=acts.device.type == "cuda", SWAP_AB=config.swap_ab, num_warps=config.num_warps,
+                num_stages=config.num_stages)
 
 
 def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
@@ -75,8 +78,8 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
         w1_bias if w1_bias is not None else w1, inter, align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group,
-        BLOCK_M=align.block_m, BLOCK_K=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
-        HAS_BIAS=w1_bias is not None, SILU=activation == "silu", **_launch_args(acts, act_scales, out_dtype))
+        BLOCK_M=align.block_m, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
+        **_launch_args(acts, act_scales, out_dtype, config))
     return inter
 
 
@@ -97,8 +100,7 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
         align.num_padded,
         align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k, num_warps=config.num_warps, num_stages=config.num_stages,
-        HAS_BIAS=w2_bias is not None, **_launch_args(acts, act_scales, out_dtype))
+        BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, **_launch_args(acts, act_scales, out_dtype, config))
     return out
 
 
@@ -114,52 +116,152 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
     return out
 
 
+# E2M1 x E8M0 -> bf16 for 4 packed bytes (8 values) per call, on the GPU (Triton's CPU interpreter has no
+# inline PTX; it takes the float16 route of `_weight_tile`). Inputs: $4 = 4 bytes of nibble pairs, $5, $6 = the
+# bytes' scales 2^(s-127) as bf16x2 (all equal: 4 aligned bytes lie in one 32-value block). Outputs: $0, $1 =
+# the low nibbles of bytes 0,1 and 2,3 as bf16x2; $2, $3 = the high nibbles. Per 16-bit half of the input:
+# - the magnitude bits e e m of four nibbles select, through `prmt` as an 8-entry byte table, the high and the
+#   low byte of the bf16 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6: 0x0000, 0x3F00, ..., 0x40C0);
+# - `prmt`'s sign-replicate mode turns each nibble's sign bit into 0xFF / 0x00 (the bit is the top bit of a
+#   byte of x << 4 or of x), masked to 0x80 and OR-ed into the high bytes;
+# - two more `prmt` interleave the low and high bytes into bf16x2 pairs; one bf16x2 multiply applies the scale
+#   (exact: a power of two times a value with two significant bits).
+# scripts/ptx_decode_check.py checks this text against the E2M1 definition with an emulator of these ops.
+_MXFP4_TO_BF16_PTX_TEXT = """
+{
+.reg .b32 z, ha, hb, la, lb, c, h, l, sh, sg, v;
+mov.b32 z, 0;
+mov.b32 ha, 0x3F3F3F00;
+mov.b32 hb, 0x40404040;
+mov.b32 la, 0xC0800000;
+mov.b32 lb, 0xC0804000;
+shl.b32 sh, $4, 4;
+and.b32 c, $4, 0x7777;
+prmt.b32 h, ha, hb, c;
+prmt.b32 l, la, lb, c;
+prmt.b32 sg, sh, $4, 0xD9C8;
+and.b32 sg, sg, 0x80808080;
+or.b32 h, h, sg;
+prmt.b32 v, l, h, 0x6240;
+fma.rn.bf16x2 $0, v, $5, z;
+prmt.b32 v, l, h, 0x7351;
+fma.rn.bf16x2 $2, v, $5, z;
+shr.u32 c, $4, 16;
+and.b32 c, c, 0x7777;
+prmt.b32 h, ha, hb, c;
+prmt.b32 l, la, lb, c;
+prmt.b32 sg, sh, $4, 0xFBEA;
+and.b32 sg, sg, 0x80808080;
+or.b32 h, h, sg;
+prmt.b32 v, l, h, 0x6240;
+fma.rn.bf16x2 $1, v, $6, z;
+prmt.b32 v, l, h, 0x7351;
+fma.rn.bf16x2 $3, v, $6, z;
+}
+"""
+
 if triton is not None:
+    _MXFP4_TO_BF16_PTX = tl.constexpr(_MXFP4_TO_BF16_PTX_TEXT)  # jit functions read constexpr globals only
 
     @triton.jit
-    def _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K,
-                     MXFP4: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
-        """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> float32
-        [ROWS, BLOCK_K], zero where masked. MXFP4 is decoded here: E2M1 code c = sign(c & 8) x magnitude
+    def _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, MXFP4: tl.constexpr, ROWS: tl.constexpr,
+                     BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr):
+        """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> [ROWS, BLOCK_K]
+        in DOT_DTYPE, zero where masked. MXFP4 is decoded here: E2M1 code c = sign(c & 8) x magnitude
         (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times
-        2^(scale - 127) per 32 columns; every product is exact in float32."""
+        2^(scale - 127) per 32 columns. PTX: bf16 through `_MXFP4_TO_BF16_PTX` (GPU); else through float16
+        bit patterns and float32 (the interpreter). Both are exact while the product fits bf16."""
         if MXFP4:
             byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
+            ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
             packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
-                             mask=row_ok[:, None] & (byte_cols[None, :] < K // 2), other=0)  # [R, BK/2] uint8
-            codes = tl.reshape(tl.join(packed & 0xF, packed >> 4), (ROWS, BLOCK_K))  # low nibble first
-            exponent = ((codes >> 1) & 3).to(tl.float32)
-            mantissa = (codes & 1).to(tl.float32)
-            magnitude = tl.where(exponent == 0, 0.5 * mantissa, tl.exp2(exponent - 1.0) * (1.0 + 0.5 * mantissa))
-            value = tl.where((codes & 8) != 0, -magnitude, magnitude)  # [R, BK]
-            blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
-            scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
-                            mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=127)  # [R, BK/32]
-            factor = tl.exp2(scale.to(tl.float32) - 127.0)
-            value = tl.reshape(tl.reshape(value, (ROWS, BLOCK_K // 32, 32)) * factor[:, :, None], (ROWS, BLOCK_K))
+                             mask=ok, other=0)  # [R, BK/2] uint8
+            if PTX:
+                blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
+                scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
+                                mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=0)  # [R, BK/32]
+                # 2^(s-127) as bf16: exponent field s; s = 0 is the subnormal 2^-127 (0x0040)
+                bits = tl.where(scale == 0, 0x40, scale.to(tl.uint16) << 7).to(tl.uint16)
+                factor = bits.to(tl.bfloat16, bitcast=True)  # [R, BK/32]
+                # each byte's scale: the 16 bytes of a 32-value block share it
+                factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 32, 16)),
+                                    (ROWS, BLOCK_K // 2))
+                low, high = tl.inline_asm_elementwise(_MXFP4_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r", [packed, factor],
+                                                      dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+                value = tl.reshape(tl.join(low, high), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # low nibble first
+            else:
+                codes = tl.reshape(tl.join(packed & 0xF, packed >> 4), (ROWS, BLOCK_K)).to(tl.uint16)
+                # E2M1 bits s e e m placed as a float16 (exponent field e, mantissa msb m, sign on top): reads
+                # 2^(e-15) (1 + m/2), or the subnormal (m/2) 2^-14 when e == 0: the E2M1 value times 2^-14
+                half = (((codes & 7) << 9) | ((codes & 8) << 12)).to(tl.float16, bitcast=True)  # [R, BK]
+                blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
+                scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
+                                mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=127)  # [R, BK/32]
+                factor = tl.exp2(scale.to(tl.float32) - 127.0)
+                value = half.to(tl.float32) * 16384.0  # exact: back to the E2M1 value
+                value = tl.reshape(tl.reshape(value, (ROWS, BLOCK_K // 32, 32)) * factor[:, :, None],
+                                   (ROWS, BLOCK_K)).to(DOT_DTYPE)
         else:
             cols = k0 + tl.arange(0, BLOCK_K)
             value = tl.load(w_ptr + expert * N * K + rows[:, None] * K + cols[None, :],
-                            mask=row_ok[:, None] & (cols[None, :] < K), other=0.0).to(tl.float32)
+                            mask=row_ok[:, None] & (cols[None, :] < K), other=0.0).to(DOT_DTYPE)
         return value
 
     @triton.jit
     def _act_tile(a_ptr, as_ptr, rows, row_ok, kk, K, stride_a, stride_as, A_MXFP8: tl.constexpr,
-                  DOT_DTYPE: tl.constexpr):
-        """Activation rows `rows`, columns kk -> [BM, BK] in DOT_DTYPE (MXFP8: e4m3 x 2^(scale - 127))."""
-        ok = row_ok[:, None] & (kk[None, :] < K)
-        a = tl.load(a_ptr + rows[:, None] * stride_a + kk[None, :], mask=ok, other=0.0)
+                  DOT_DTYPE: tl.constexpr, SWAP_AB: tl.constexpr):
+        """Activation rows `rows` [BM], columns kk [BK] -> [BM, BK] in DOT_DTYPE, or [BK, BM] with SWAP_AB
+        (MXFP8: e4m3 x 2^(scale - 127))."""
+        if SWAP_AB:
+            ok = (kk[:, None] < K) & row_ok[None, :]
+            offsets = rows[None, :] * stride_a + kk[:, None]
+            scale_offsets = rows[None, :] * stride_as + (kk // 32)[:, None]
+        else:
+            ok = row_ok[:, None] & (kk[None, :] < K)
+            offsets = rows[:, None] * stride_a + kk[None, :]
+            scale_offsets = rows[:, None] * stride_as + (kk // 32)[None, :]
+        a = tl.load(a_ptr + offsets, mask=ok, other=0.0)
         if A_MXFP8:
-            scale = tl.load(as_ptr + rows[:, None] * stride_as + (kk // 32)[None, :], mask=ok, other=127)
+            scale = tl.load(as_ptr + scale_offsets, mask=ok, other=127)
             a = a.to(tl.float32) * tl.exp2(scale.to(tl.float32) - 127.0)
         return a.to(DOT_DTYPE)
 
     @triton.jit
+    def _mma(acc, w, a, PRECISION: tl.constexpr, SWAP_AB: tl.constexpr):
+        """acc + a @ w^T ([BM, R]), or with SWAP_AB acc + w @ a ([R, BM], a given as [BK, BM])."""
+        if SWAP_AB:
+            acc = tl.dot(w, a, acc, input_precision=PRECISION)
+        else:
+            acc = tl.dot(a, tl.trans(w), acc, input_precision=PRECISION)
+        return acc
+
+    @triton.jit
+    def _zeros(ROWS: tl.constexpr, BLOCK_M: tl.constexpr, SWAP_AB: tl.constexpr):
+        if SWAP_AB:
+            acc = tl.zeros([ROWS, BLOCK_M], dtype=tl.float32)
+        else:
+            acc = tl.zeros([BLOCK_M, ROWS], dtype=tl.float32)
+        return acc
+
+    @triton.jit
+    def _rows_last(acc, SWAP_AB: tl.constexpr):
+        """The accumulator as [BM, R] whichever orientation it was computed in."""
+        if SWAP_AB:
+            acc = tl.trans(acc)
+        return acc
+
+    # Orientation (SWAP_AB, a tuned choice): activations x weights^T ([BM, BK] x [BK, R]), or the transposed
+    # product weights x activations^T ([R, BK] x [BK, BM]), where the decoded weights are the left operand
+    # (Hopper's wgmma reads it from registers) and the assignments the narrow side (16 for decode). The
+    # epilogues work on [BM, R] either way.
+
+    @triton.jit(do_not_specialize=["num_assignments"])  # one compilation for every token count
     def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
                              num_padded_ptr, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
-                             H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
-                             BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                             HAS_BIAS: tl.constexpr, SILU: tl.constexpr):
+                             H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr,
+                             GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                             PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
+                             SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr):
         pid_m = tl.program_id(0)
         group = tl.program_id(1)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
@@ -172,35 +274,39 @@ if triton is not None:
             n_ok = cols < size
             gate_rows = 2 * group * GROUP + cols  # [G] this group's slab: s_n gate rows, then s_n up rows
             up_rows = gate_rows + size
-            acc_gate = tl.zeros([BLOCK_M, GROUP], dtype=tl.float32)
-            acc_up = tl.zeros([BLOCK_M, GROUP], dtype=tl.float32)
+            acc_gate = _zeros(GROUP, BLOCK_M, SWAP_AB)
+            acc_up = _zeros(GROUP, BLOCK_M, SWAP_AB)
             for k0 in range(0, H, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
-                a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE)  # [BM, BK]
-                w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K)
-                w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K)
-                acc_gate += tl.dot(a, tl.trans(w_gate.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, G]
-                acc_up += tl.dot(a, tl.trans(w_up.to(DOT_DTYPE)), input_precision=PRECISION)
-            gate = acc_gate
-            up = acc_up
+                a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
+                w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K,
+                                      DOT_DTYPE, PTX)  # [G, BK]
+                w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K,
+                                    DOT_DTYPE, PTX)
+                acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
+                acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
+            gate = _rows_last(acc_gate, SWAP_AB)  # [BM, G]
+            up = _rows_last(acc_up, SWAP_AB)
             if HAS_BIAS:
-                gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)
-                up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)
+                gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+                up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
             if SILU:  # Mixtral, Qwen-MoE: SiLU(gate) * up
                 y = gate * tl.sigmoid(gate) * up
             else:  # gpt-oss: gate clamped above, up on both sides, (up + 1) * gate * sigmoid(alpha * gate)
                 gate = tl.minimum(gate, limit)
                 up = tl.minimum(tl.maximum(up, -limit), limit)
                 y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
-            out_cols = group * GROUP + cols
+            out_cols = group * GROUP + cols  # [G]
             tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
                      mask=m_ok[:, None] & n_ok[None, :])
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["num_assignments"])
     def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                       block_expert_ptr, num_padded_ptr, num_assignments, stride_x, stride_xs,
-                      H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, HAS_BIAS: tl.constexpr):
+                      H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr, SWAP_AB: tl.constexpr,
+                      HAS_BIAS: tl.constexpr):
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
@@ -209,12 +315,13 @@ if triton is not None:
             m_ok = assign < num_assignments
             rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
             n_ok = rows < H
-            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            acc = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
             for k0 in range(0, I, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
-                a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE)  # [BM, BK]
-                w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, BLOCK_N, BLOCK_K)
-                acc += tl.dot(a, tl.trans(w.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, BN]
+                a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
+                w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, BLOCK_N, BLOCK_K, DOT_DTYPE, PTX)
+                acc = _mma(acc, w, a, PRECISION, SWAP_AB)
+            acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
             if HAS_BIAS:
                 acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
             acc *= tl.load(route_w_ptr + assign, mask=m_ok, other=0.0).to(tl.float32)[:, None]
