@@ -58,9 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                      help="activation/weight dtype of non-expert layers (auto: bfloat16 on CUDA, float32 on CPU)")
     gen.add_argument("--max-model-len", type=int, default=None, help="maximum prompt + output tokens")
-    gen.add_argument("--moe-kernels", default="torch", choices=("torch", "triton"),
-                     help="MoE experts: torch reference (default, until the Triton kernels are validated on the "
-                     "GPU) or the Triton kernels (CUDA; MXFP4 and bf16 experts)")
+    gen.add_argument("--moe-kernels", default="auto", choices=("auto", "torch", "triton"),
+                     help="MoE experts: the Triton kernels (CUDA; MXFP4 and bf16 experts), the torch reference, or "
+                     "auto (default: Triton on CUDA when installed, else torch)")
     gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
     gen.add_argument("--startup-json", metavar="FILE", help="write the start-up report (phase timings) as JSON")
     _add_common(gen)

@@ -12,9 +12,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quickmoe.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 SUPPORTED_ARCHITECTURES = ("GptOssForCausalLM",)
 LAYER_TYPES = ("sliding_attention", "full_attention")
@@ -266,7 +269,7 @@ def _parse_quantization(raw: dict, source: str) -> QuantizationConfig | None:
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16")
-MOE_KERNELS = ("torch", "triton")
+MOE_KERNELS = ("auto", "torch", "triton")
 
 
 @dataclass(frozen=True)
@@ -275,9 +278,9 @@ class EngineConfig:
 
     `model` None means the embedded default (a tiny random checkpoint built once into the cache).
     `device` auto picks CUDA when available; `dtype` auto is bfloat16 on CUDA and float32 on CPU.
-    `moe_kernels`: "torch" runs the MoE experts with the torch reference; "triton" with the Triton kernels
-    (on CUDA; MXFP4 and bf16 experts). The default stays "torch" until the kernels have been validated and
-    tuned on the GPU.
+    `moe_kernels`: "triton" runs the MoE experts with the Triton kernels (on CUDA; MXFP4 and bf16 experts),
+    "torch" with the torch reference; "auto" (the default) is "triton" on CUDA when triton is installed,
+    else "torch" (`resolved_moe_kernels`).
     """
 
     model: str | None = None
@@ -286,7 +289,17 @@ class EngineConfig:
     max_model_len: int | None = None
     max_num_seqs: int = 64
     seed: int = 0
-    moe_kernels: str = "torch"
+    moe_kernels: str = "auto"
+
+    def resolved_moe_kernels(self, device: torch.device) -> str:
+        """"triton" or "torch" for a model on `device` (see the class docstring)."""
+        if self.moe_kernels != "auto":
+            return self.moe_kernels
+        if device.type != "cuda":
+            return "torch"
+        import importlib.util
+
+        return "triton" if importlib.util.find_spec("triton") is not None else "torch"
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES and not self.device.startswith("cuda:"):

@@ -19,6 +19,15 @@ def test_engine_option_is_validated():
         EngineConfig(moe_kernels="cutlass")
 
 
+def test_auto_picks_the_kernels_on_cuda_and_the_reference_elsewhere():
+    auto = EngineConfig()
+    assert auto.moe_kernels == "auto"
+    assert auto.resolved_moe_kernels(torch.device("cuda")) == "triton"  # triton is installed (importorskip)
+    assert auto.resolved_moe_kernels(torch.device("cpu")) == "torch"
+    assert EngineConfig(moe_kernels="torch").resolved_moe_kernels(torch.device("cuda")) == "torch"
+    assert EngineConfig(moe_kernels="triton").resolved_moe_kernels(torch.device("cpu")) == "triton"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("experts_dtype", ["mxfp4", "bf16"])
 def test_triton_moe_matches_the_reference_in_the_model(ckpt_factory, experts_dtype):

@@ -76,9 +76,10 @@ class ModelRunner:
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
         self.report.mark("config")
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
+        moe_kernels = engine.resolved_moe_kernels(self.device)
         for module in self.model.modules():
             if isinstance(module, FusedMoE):
-                module.kernels = engine.moe_kernels
+                module.kernels = moe_kernels
         self.report.mark("build")
         options = early_start.options if early_start is not None else LoaderOptions.from_env()
         self.load_stats: LoadStats = load_weights(
