@@ -43,27 +43,28 @@ def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
 
 
 def gemm1_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
-    """GEMM 1's column tile is the layout's gate/up group; both orientations. Small tiles for decode take
-    deep K steps and 4 warps (measured best on the H100), prefill tiles also 8 warps."""
+    """GEMM 1's column tile is the layout's gate/up group. Decode-sized tiles: deep K steps, 4 warps, both
+    orientations; prefill tiles: the plain orientation (the transposed one never won there on the H100),
+    4 or 8 warps, launch order in groups of 1 or 8 M tiles."""
     if quick:
-        grid = itertools.product((128,), (4,), (3,), (False, True))
+        grid = itertools.product((128,), (4,), (3,), (False, True), (1,))
     elif block_m <= 32:
-        grid = itertools.product((128, 256), (4,), (3, 4), (False, True))
+        grid = itertools.product((128, 256), (4,), (3, 4), (False, True), (1,))
     else:
-        grid = itertools.product((64, 128), (4, 8), (3, 4), (False, True))
-    return [MoEKernelConfig(block_m=block_m, block_n=GROUP, block_k=k, num_warps=w, num_stages=s, swap_ab=swap)
-            for k, w, s, swap in grid]
+        grid = itertools.product((64, 128), (4, 8), (3,), (False,), (1, 8))
+    return [MoEKernelConfig(block_m=block_m, block_n=GROUP, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
+                            group_m=group) for k, w, s, swap, group in grid]
 
 
 def gemm2_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
     if quick:
-        grid = itertools.product((64, 128), (128,), (4,), (3,), (False, True))
+        grid = itertools.product((64, 128), (128,), (4,), (3,), (False, True), (1,))
     elif block_m <= 32:
-        grid = itertools.product((32, 64, 128), (128, 256), (4,), (3, 4), (False, True))
+        grid = itertools.product((32, 64, 128), (128, 256), (4,), (3, 4), (False, True), (1,))
     else:
-        grid = itertools.product((64, 128, 256), (64, 128), (4, 8), (3,), (False, True))
-    return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap)
-            for n, k, w, s, swap in grid]
+        grid = itertools.product((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8))
+    return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
+                            group_m=group) for n, k, w, s, swap, group in grid]
 
 
 def graph_seconds(fn, sets: int) -> float:
@@ -130,7 +131,8 @@ def tune_tokens(ex: _Experts, top_k: int, tokens: int, quick: bool, g: torch.Gen
 
 
 def _as_dict(config: MoEKernelConfig) -> dict:
-    return {k: getattr(config, k) for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "swap_ab")}
+    return {k: getattr(config, k)
+            for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")}
 
 
 def main() -> None:

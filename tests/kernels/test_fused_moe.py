@@ -152,14 +152,16 @@ def test_fused_moe_silu_without_bias(mxfp4):
         fused_moe_ref(x, weights, ids, w1, None, w2, None, w1_scales=s1, w2_scales=s2, activation="gelu")
 
 
-@pytest.mark.parametrize("swap_ab", [False, True])
+@pytest.mark.parametrize("swap_ab,group_m", [(False, 1), (True, 1), (False, 3), (True, 5)])
 @pytest.mark.parametrize("mxfp4", [True, False])
-def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, mxfp4):
-    """The tuned configs choose each GEMM's orientation (activations x weights^T or its transpose): both
-    give the reference's result, with a ragged last group, a hidden size not a multiple of 64 and idle experts."""
+def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_m, mxfp4):
+    """The tuned configs choose each GEMM's orientation (activations x weights^T or its transpose) and the
+    launch order's M-tile groups (here 8 M tiles: groups of 3 and 5 leave a partial last group): all give
+    the reference's result, with a ragged last gate/up group, a hidden size not a multiple of 64 and idle
+    experts."""
     from quickmoe.kernels import moe_configs
 
-    config = moe_configs.MoEKernelConfig(block_m=16, block_n=32, block_k=64, swap_ab=swap_ab)
+    config = moe_configs.MoEKernelConfig(block_m=16, block_n=32, block_k=64, swap_ab=swap_ab, group_m=group_m)
     monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
     g = torch.Generator().manual_seed(21 + swap_ab + 2 * mxfp4)
     w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, mxfp4, torch.float32, g)

@@ -32,7 +32,8 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 class MoEKernelConfig:
     """Launch parameters of one grouped GEMM. block_m: assignment rows per tile (also the alignment of
     `moe_align`); block_n: output columns (GEMM 1 uses the layout's gate/up group instead); block_k:
-    reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation."""
+    reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
+    sweep all N tiles together (L2 reuse of activations and weights)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -40,6 +41,7 @@ class MoEKernelConfig:
     num_warps: int = 4
     num_stages: int = 2
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
+    group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
 
     def __post_init__(self) -> None:
         if not isinstance(self.swap_ab, bool):
@@ -50,7 +52,7 @@ class MoEKernelConfig:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"MoE kernel config {f.name!r} = {value!r}: expected a positive integer")
-        for name in ("block_m", "block_n", "block_k", "num_warps"):
+        for name in ("block_m", "block_n", "block_k", "num_warps"):  # group_m: any positive integer
             value = getattr(self, name)
             if value & (value - 1):
                 raise ConfigError(f"MoE kernel config {name!r} = {value}: expected a power of two")
@@ -60,12 +62,13 @@ class MoEKernelConfig:
 
 
 def _fallback(tokens: int) -> MoEKernelConfig:
-    """Untuned shapes: small tiles for decode-sized batches, larger ones for prefill."""
+    """Untuned shapes: the H100's tuned choices for gpt-oss, by token count (deep K steps for decode-sized
+    batches; for prefill larger tiles in L2-friendly groups)."""
     if tokens <= 64:
-        return MoEKernelConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=3)
+        return MoEKernelConfig(block_m=16, block_n=64, block_k=256, num_warps=4, num_stages=3)
     if tokens <= 1024:
-        return MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=3)
-    return MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
+        return MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, group_m=8)
+    return MoEKernelConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3, group_m=8)
 
 
 def config_file_name(num_experts: int, n: int, k: int, weights: str, device_name: str) -> str:

@@ -72,11 +72,11 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     intermediate = w1.shape[1] // 2
     hidden_size = w1.shape[2] * (2 if w1_scales is not None else 1)  # K of the weights (packed nibbles: x2)
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
-    grid = (align.block_expert.numel(), triton.cdiv(intermediate, group))
-    _gemm1_swiglu_kernel[grid](
+    num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group)
+    _gemm1_swiglu_kernel[(num_m * num_n,)](
         acts, act_scales if act_scales is not None else acts, w1, w1_scales if w1_scales is not None else w1,
         w1_bias if w1_bias is not None else w1, inter, align.sorted_ids, align.block_expert, align.num_padded,
-        top_k, align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
+        top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
         **_launch_args(acts, act_scales, out_dtype, config))
@@ -93,12 +93,12 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
     hidden_size = w2.shape[1]
     intermediate = w2.shape[2] * (2 if w2_scales is not None else 1)
     out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)
-    grid = (align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n))
-    _gemm2_kernel[grid](
+    num_m, num_n = align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n)
+    _gemm2_kernel[(num_m * num_n,)](
         acts, act_scales if act_scales is not None else acts, w2, w2_scales if w2_scales is not None else w2,
         w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert,
         align.num_padded,
-        align.num_assignments, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
+        align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, **_launch_args(acts, act_scales, out_dtype, config))
     return out
@@ -236,6 +236,16 @@ if triton is not None:
         return acc
 
     @triton.jit
+    def _tile_of(pid, num_m, num_n, group_m):
+        """Program -> (M tile, N tile), in groups of group_m M tiles that sweep every N tile before the next
+        group starts: while a group runs, its activation rows and the N tiles' weights stay in the L2 cache
+        (one M tile at a time would re-read every activation row once per N tile)."""
+        per_group = group_m * num_n
+        first_m = (pid // per_group) * group_m
+        rows_in_group = tl.minimum(num_m - first_m, group_m)
+        return first_m + (pid % per_group) % rows_in_group, (pid % per_group) // rows_in_group
+
+    @triton.jit
     def _zeros(ROWS: tl.constexpr, BLOCK_M: tl.constexpr, SWAP_AB: tl.constexpr):
         if SWAP_AB:
             acc = tl.zeros([ROWS, BLOCK_M], dtype=tl.float32)
@@ -255,15 +265,15 @@ if triton is not None:
     # (Hopper's wgmma reads it from registers) and the assignments the narrow side (16 for decode). The
     # epilogues work on [BM, R] either way.
 
-    @triton.jit(do_not_specialize=["num_assignments"])  # one compilation for every token count
+    @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])  # one compilation for every T
     def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
-                             num_padded_ptr, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
+                             num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
+                             limit, alpha,
                              H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr,
                              GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                              PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                              SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr):
-        pid_m = tl.program_id(0)
-        group = tl.program_id(1)
+        pid_m, group = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
             assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
@@ -300,15 +310,14 @@ if triton is not None:
             tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
                      mask=m_ok[:, None] & n_ok[None, :])
 
-    @triton.jit(do_not_specialize=["num_assignments"])
+    @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])
     def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
-                      block_expert_ptr, num_padded_ptr, num_assignments, stride_x, stride_xs,
+                      block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
                       H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr, SWAP_AB: tl.constexpr,
                       HAS_BIAS: tl.constexpr):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
+        pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
             assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
