@@ -12,6 +12,8 @@ the stored experts stay MXFP4.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from quickmoe.layouts.mxfp4_moe import dequantize_expert, split_gate_up
@@ -39,6 +41,11 @@ def _through_mxfp8(x: torch.Tensor) -> torch.Tensor:
     from quickmoe.kernels.mxfp8_quant import dequantize_mxfp8_ref, quantize_mxfp8_ref
 
     return dequantize_mxfp8_ref(*quantize_mxfp8_ref(x))[:, : x.shape[1]].to(x.dtype)
+
+
+@functools.lru_cache(maxsize=16)
+def _device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, expert: int, dtype: torch.dtype) -> torch.Tensor:
@@ -137,7 +144,7 @@ def fused_moe(
                          "(convert the experts to the grouped kernel layout first)")
     num_tokens, top_k = topk_ids.shape
     weights = "mxfp4" if w1_scales is not None else "dense"
-    device_name = torch.cuda.get_device_name(hidden.device) if hidden.is_cuda else "cpu"
+    device_name = _device_name(hidden.device)
     k1 = w1.shape[2] * (2 if w1_scales is not None else 1)
     k2 = w2.shape[2] * (2 if w2_scales is not None else 1)
     config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens)

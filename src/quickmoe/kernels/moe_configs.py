@@ -99,6 +99,7 @@ def _load(path: Path) -> dict[int, MoEKernelConfig] | None:
                           f"{{\"<tokens>\": {asdict(MoEKernelConfig())}, ...}}") from None
 
 
+@functools.lru_cache(maxsize=4096)  # called per MoE layer and step: no file-system work after the first
 def moe_kernel_config(num_experts: int, n: int, k: int, weights: str, device_name: str, tokens: int,
                       config_dir: Path = CONFIG_DIR) -> MoEKernelConfig:
     """The tuned config of the nearest token count for this shape and device, else the fallback."""
