@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--moe-kernels", default="auto", choices=("auto", "torch", "triton"),
                      help="MoE experts: the Triton kernels (CUDA; MXFP4 and bf16 experts), the torch reference, or "
                      "auto (default: Triton on CUDA when installed, else torch)")
+    gen.add_argument("--compile", default="off", choices=("off", "on"),
+                     help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
+                     "cached under the quickmoe cache; default off until validated on the GPU)")
+    gen.add_argument("--enforce-eager", action="store_true", help="no torch.compile (overrides --compile)")
     gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
     gen.add_argument("--startup-json", metavar="FILE", help="write the start-up report (phase timings) as JSON")
     _add_common(gen)
@@ -146,7 +150,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     report.mark("imports")
     t0 = time.perf_counter()
     llm = LLM(args.model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
-              startup_report=report, progress=not args.quiet, early_start=early, moe_kernels=args.moe_kernels)
+              startup_report=report, progress=not args.quiet, early_start=early, moe_kernels=args.moe_kernels,
+              compile="off" if args.enforce_eager else args.compile)
     t_load = time.perf_counter() - t0
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",

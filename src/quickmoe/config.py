@@ -270,6 +270,7 @@ def _parse_quantization(raw: dict, source: str) -> QuantizationConfig | None:
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16")
 MOE_KERNELS = ("auto", "torch", "triton")
+COMPILE_MODES = ("off", "on")
 
 
 @dataclass(frozen=True)
@@ -281,6 +282,9 @@ class EngineConfig:
     `moe_kernels`: "triton" runs the MoE experts with the Triton kernels (on CUDA; MXFP4 and bf16 experts),
     "torch" with the torch reference; "auto" (the default) is "triton" on CUDA when triton is installed,
     else "torch" (`resolved_moe_kernels`).
+    `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
+    cached on disk: runtime/compile.py); "off" (the default until the compiled path has been validated on
+    the GPU; `--enforce-eager` on the command line) runs eagerly.
     """
 
     model: str | None = None
@@ -290,6 +294,7 @@ class EngineConfig:
     max_num_seqs: int = 64
     seed: int = 0
     moe_kernels: str = "auto"
+    compile: str = "off"
 
     def resolved_moe_kernels(self, device: torch.device) -> str:
         """"triton" or "torch" for a model on `device` (see the class docstring)."""
@@ -310,5 +315,7 @@ class EngineConfig:
             raise ConfigError(f"engine option 'max_model_len' = {self.max_model_len!r}: expected an integer >= 2")
         if self.moe_kernels not in MOE_KERNELS:
             raise ConfigError(f"engine option 'moe_kernels' = {self.moe_kernels!r}: expected one of {list(MOE_KERNELS)}")
+        if self.compile not in COMPILE_MODES:
+            raise ConfigError(f"engine option 'compile' = {self.compile!r}: expected one of {list(COMPILE_MODES)}")
         if not isinstance(self.max_num_seqs, int) or self.max_num_seqs < 1:
             raise ConfigError(f"engine option 'max_num_seqs' = {self.max_num_seqs!r}: expected an integer >= 1")

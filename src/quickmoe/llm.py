@@ -60,10 +60,11 @@ class LLM:
     def __init__(self, model: str | Path | None = None, *, device: str = "auto", dtype: str = "auto",
                  max_model_len: int | None = None, max_num_seqs: int = 64,
                  startup_report: StartupReport | None = None, progress: bool = False,
-                 early_start: EarlyStart | None = None, moe_kernels: str = "auto") -> None:
+                 early_start: EarlyStart | None = None, moe_kernels: str = "auto",
+                 compile: str = "off") -> None:
         self.engine_config = EngineConfig(model=None if model is None else str(model), device=device, dtype=dtype,
                                           max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-                                          moe_kernels=moe_kernels)
+                                          moe_kernels=moe_kernels, compile=compile)
         self.startup_report = startup_report if startup_report is not None else StartupReport()
         if model is None:
             from quickmoe.checkpoint.default_model import ensure_default_model

@@ -9,7 +9,8 @@ from quickmoe.config import ModelConfig
 from quickmoe.layers.linear import Linear
 from quickmoe.layers.rotary import RotaryEmbedding
 from quickmoe.layers.weights import declare_weight
-from quickmoe.runtime.forward_batch import ForwardBatch
+from quickmoe.runtime import custom_ops
+from quickmoe.runtime.forward_batch import AttentionMetadata
 
 
 def sink_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks: torch.Tensor,
@@ -57,21 +58,17 @@ class GptOssAttention(nn.Module):
         self.o_proj = Linear(q_size, hidden, **kw)
         declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
 
-    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                batch: ForwardBatch) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, attn: AttentionMetadata) -> torch.Tensor:
+        """hidden [T, hidden] -> [T, hidden]; this layer's caches [slots, max_len, KV, D] are arguments (not
+        looked up by layer index), so one compiled graph serves every layer of the same kind."""
         num_tokens = hidden.shape[0]
         q = self.q_proj(hidden).view(num_tokens, self.num_heads, self.head_dim)
         k = self.k_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
         v = self.v_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
         q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
-        k_cache, v_cache = batch.kv_cache.layer(self.layer_idx)
-        k_cache[batch.token_slots, batch.positions] = k.to(k_cache.dtype)
-        v_cache[batch.token_slots, batch.positions] = v.to(v_cache.dtype)
-        out = torch.empty_like(q)
-        start = 0
-        for slot, n, ctx in zip(batch.seq_slots, batch.query_lens, batch.context_lens):
-            rows = slice(start, start + n)
-            out[rows] = sink_attention_ref(q[rows], k_cache[slot, :ctx], v_cache[slot, :ctx], self.sinks,
-                                           batch.positions[rows], self.window, self.scale)
-            start += n
+        custom_ops.write_kv(k, v, k_cache, v_cache, attn.token_slots, attn.positions)
+        out = custom_ops.sink_attention(q, k_cache, v_cache, self.sinks, attn.positions, attn.seq_slots,
+                                                attn.query_lens, attn.context_lens,
+                                                self.window if self.window is not None else 0, self.scale)
         return self.o_proj(out.view(num_tokens, -1))

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from quickmoe.config import ModelConfig
-from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
+from quickmoe.runtime import custom_ops
 from quickmoe.kernels.routing import topk_softmax_ref
 from quickmoe.layers.linear import Linear
 from quickmoe.layers.weights import declare_weight, transpose_last2_weight_loader
@@ -67,10 +67,10 @@ class UnquantizedMoEMethod:
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
               topk_ids: torch.Tensor) -> torch.Tensor:
-        experts = fused_moe if _use_kernels(layer, hidden) and self.gate_up_group > 1 else fused_moe_ref
-        return experts(hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.gate_up_proj_bias,
-                       layer.down_proj, layer.down_proj_bias, gate_up_group=self.gate_up_group,
-                       swiglu_limit=layer.swiglu_limit, swiglu_alpha=layer.swiglu_alpha)
+        return custom_ops.moe_experts(
+            hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.gate_up_proj_bias, layer.down_proj,
+            layer.down_proj_bias, None, None, self.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha,
+            _use_kernels(layer, hidden) and self.gate_up_group > 1)
 
 
 def _use_kernels(layer: "FusedMoE", hidden: torch.Tensor) -> bool:
@@ -127,11 +127,10 @@ class Mxfp4MoEMethod:
               topk_ids: torch.Tensor) -> torch.Tensor:
         if not layer.experts_in_kernel_layout:
             raise RuntimeError("MXFP4 experts used before process_weights_after_loading converted them")
-        experts = fused_moe if _use_kernels(layer, hidden) else fused_moe_ref
-        return experts(hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
-                             layer.down_proj_blocks, layer.down_proj_bias, w1_scales=layer.gate_up_proj_scales,
-                             w2_scales=layer.down_proj_scales, gate_up_group=self.layout.gate_up_group,
-                             swiglu_limit=layer.swiglu_limit, swiglu_alpha=layer.swiglu_alpha)
+        return custom_ops.moe_experts(
+            hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
+            layer.down_proj_blocks, layer.down_proj_bias, layer.gate_up_proj_scales, layer.down_proj_scales,
+            self.layout.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, _use_kernels(layer, hidden))
 
 
 class FusedMoE(nn.Module):

@@ -4,6 +4,8 @@ the same name."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -13,7 +15,7 @@ from quickmoe.layers.embedding import LMHead, VocabEmbedding
 from quickmoe.layers.moe import GptOssMLP
 from quickmoe.layers.norm import RMSNorm
 from quickmoe.layers.rotary import RotaryEmbedding
-from quickmoe.runtime.forward_batch import ForwardBatch
+from quickmoe.runtime.forward_batch import AttentionMetadata, ForwardBatch
 
 
 class GptOssDecoderLayer(nn.Module):
@@ -27,9 +29,13 @@ class GptOssDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
         self.mlp = GptOssMLP(config, layer_idx, dtype=dtype, device=device)
 
-    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                batch: ForwardBatch) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin, batch)
+    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, attn: AttentionMetadata, run_mlp: bool = True) -> torch.Tensor:
+        """Tensors and plain values only (the unit torch.compile compiles once per layer kind).
+        run_mlp=False skips the MoE block (a model that runs some MoE layers conditionally)."""
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin, k_cache, v_cache, attn)
+        if not run_mlp:
+            return hidden
         return hidden + self.mlp(self.post_attention_layernorm(hidden))
 
 
@@ -46,11 +52,14 @@ class GptOssModel(nn.Module):
             for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
 
-    def forward(self, batch: ForwardBatch) -> torch.Tensor:
+    def forward(self, batch: ForwardBatch, run_mlp: Sequence[bool] | None = None) -> torch.Tensor:
+        """run_mlp[i] False skips layer i's MoE block on this step (models whose experts run conditionally)."""
         hidden = self.embed_tokens(batch.input_ids)  # [T, H]
         cos, sin = self.rotary.cos_sin(batch.positions, hidden.dtype)  # [T, D/2] each
-        for layer in self.layers:
-            hidden = layer(hidden, cos, sin, batch)
+        attn = batch.attention
+        for idx, layer in enumerate(self.layers):
+            k_cache, v_cache = batch.kv_cache.layer(idx)
+            hidden = layer(hidden, cos, sin, k_cache, v_cache, attn, run_mlp[idx] if run_mlp is not None else True)
         return self.norm(hidden)
 
 

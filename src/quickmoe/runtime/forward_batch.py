@@ -9,6 +9,19 @@ import torch
 from quickmoe.runtime.kv_cache import KVCache
 
 
+@dataclass(frozen=True)
+class AttentionMetadata:
+    """What attention needs of a step, as tensors only (a compiled layer takes it as graph inputs, so no
+    Python list of lengths is baked into a graph): device tensors per token, and per sequence host (CPU)
+    int64 tensors that the attention op reads without synchronizing with the device."""
+
+    positions: torch.Tensor  # [T] int64, device
+    token_slots: torch.Tensor  # [T] int64, device
+    seq_slots: torch.Tensor  # [B] int64, CPU
+    query_lens: torch.Tensor  # [B] int64, CPU
+    context_lens: torch.Tensor  # [B] int64, CPU
+
+
 @dataclass
 class ForwardBatch:
     """One model step over several sequences, their new tokens packed along one axis.
@@ -29,6 +42,13 @@ class ForwardBatch:
     @property
     def num_tokens(self) -> int:
         return int(self.input_ids.shape[0])
+
+    @property
+    def attention(self) -> AttentionMetadata:
+        return AttentionMetadata(positions=self.positions, token_slots=self.token_slots,
+                                 seq_slots=torch.tensor(self.seq_slots, dtype=torch.long),
+                                 query_lens=torch.tensor(self.query_lens, dtype=torch.long),
+                                 context_lens=torch.tensor(self.context_lens, dtype=torch.long))
 
     @classmethod
     def build(cls, token_ids: list[list[int]], start_positions: list[int], seq_slots: list[int],

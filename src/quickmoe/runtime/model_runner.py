@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import resource
 from pathlib import Path
@@ -105,6 +106,8 @@ class ModelRunner:
             # waits until the weights are processed (it then overlaps the tokenizer and the first request).
             early_start.finish()
             self.report.info["early_start"] = early_start.info()
+        if engine.compile == "on":
+            self._compile()
         cache = default_permutation_cache()
         self.report.info["permutation_cache"] = dataclasses.asdict(cache.stats())
         cache.clear()  # the indices served every layer of this model; free them
@@ -118,6 +121,33 @@ class ModelRunner:
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
         logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
+
+    def _compile(self) -> None:
+        """torch.compile the decoder layers (runtime/compile.py) and run warm-up steps, a 1-token decode, a
+        2-sequence decode and a short prefill, so the graphs the first requests need exist before they
+        arrive. Timed as the start-up phase `compile`; graph and cache counts go to the report."""
+        from quickmoe.runtime.compile import (compile_cache_dir, compile_decoder_layers, compile_stats,
+                                              use_compile_caches)
+
+        raw_config = json.loads((self.model_dir / "config.json").read_text())
+        cache_path = compile_cache_dir(raw_config, self.dtype, self.device)
+        use_compile_caches(cache_path)
+        before = compile_stats()
+        compile_decoder_layers(self.model.model.layers)
+        scratch = self.new_kv_cache(2, 8)
+        for tokens, starts, slots in (([[1]], [0], [0]), ([[1], [2]], [1, 0], [0, 1]), ([[1, 2, 3]], [1], [1])):
+            self.forward(ForwardBatch.build(tokens, starts, slots, scratch, self.device))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        seconds = self.report.mark("compile")
+        after = compile_stats()
+        info = {"graphs": after.graphs - before.graphs, "cache_hits": after.cache_hits - before.cache_hits,
+                "cache_misses": after.cache_misses - before.cache_misses, "cache_dir": str(cache_path)}
+        info["warm"] = info["cache_hits"] > 0 and info["cache_misses"] == 0
+        self.report.info["compile"] = info
+        logger.info("compiled %d graphs for %d layers in %.2f s (%s Inductor cache: %d hits, %d misses, %s)",
+                    info["graphs"], len(self.model.model.layers), seconds, "warm" if info["warm"] else "cold",
+                    info["cache_hits"], info["cache_misses"], cache_path)
 
     def _wait_for_device(self) -> None:
         """Let every queued copy finish (the ring must not be freed under one); a broken device is logged."""

@@ -1,0 +1,113 @@
+"""Regional compilation (runtime/compile.py): the number of compiled graphs does not grow with depth, and
+compiled layers give the eager outputs step after step when MoE layers are skipped in random patterns."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from quickmoe.config import EngineConfig
+from quickmoe.runtime.compile import compile_decoder_layers, compile_stats
+from quickmoe.runtime.forward_batch import ForwardBatch
+from quickmoe.runtime.model_runner import ModelRunner
+
+
+def _runner(model_dir) -> ModelRunner:
+    return ModelRunner(model_dir, EngineConfig(model=str(model_dir), device="cpu", dtype="float32"))
+
+
+def _steps(runner: ModelRunner, seed: int, num_steps: int):
+    """A prefill of two sequences (5 and 3 tokens), then decode steps of both (T = 2): (batch, start) pairs
+    built on the fly by `run`, with fresh random token ids."""
+    rng = random.Random(seed)
+    vocab = runner.config.vocab_size
+    steps = [[[rng.randrange(vocab) for _ in range(5)], [rng.randrange(vocab) for _ in range(3)]]]
+    steps += [[[rng.randrange(vocab)], [rng.randrange(vocab)]] for _ in range(num_steps - 1)]
+    return steps
+
+
+def _run(runner: ModelRunner, steps, skip_patterns) -> list[torch.Tensor]:
+    cache = runner.new_kv_cache(2, 32)
+    starts = [0, 0]
+    outs = []
+    with torch.inference_mode():
+        for tokens, run_mlp in zip(steps, skip_patterns):
+            batch = ForwardBatch.build(tokens, starts, [0, 1], cache, runner.device)
+            hidden = runner.model.model(batch, run_mlp=run_mlp)  # [T, H]
+            outs.append(runner.model.lm_head(hidden))
+            starts = [s + len(t) for s, t in zip(starts, tokens)]
+    return outs
+
+
+@pytest.mark.parametrize("layers", [2, 4, 8])
+def test_compiled_graphs_do_not_grow_with_depth(ckpt_factory, layers):
+    """Dynamo's graph count after a prefill and decode steps, for 2, 4 and 8 layers: the same (one graph per
+    layer kind, sliding and full attention), not one per layer."""
+    torch._dynamo.reset()
+    runner = _runner(ckpt_factory(layers=layers, seed=30))
+    before = compile_stats().graphs
+    compile_decoder_layers(runner.model.model.layers, backend="eager")
+    steps = _steps(runner, seed=layers, num_steps=3)
+    _run(runner, steps, [None] * len(steps))
+    single = runner.new_kv_cache(1, 8)  # then one sequence of one token: sizes of 1 reuse the graphs
+    with torch.inference_mode():
+        runner.forward(ForwardBatch.build([[3]], [0], [0], single, runner.device))
+    graphs = compile_stats().graphs - before
+    kinds = {layer.self_attn.window for layer in runner.model.model.layers}
+    assert len(kinds) == 2  # the tiny preset alternates sliding and full attention, like gpt-oss
+    assert graphs == len(kinds), f"{layers} layers compiled {graphs} graphs"
+
+
+def test_compiled_matches_eager_when_moe_layers_are_skipped(ckpt_factory):
+    """Inductor-compiled layers against eager, step after step, with each step skipping a random set of
+    MoE layers (no assumption that every layer runs, or in a fixed order)."""
+    torch._dynamo.reset()
+    runner = _runner(ckpt_factory(layers=4, seed=31))
+    steps = _steps(runner, seed=7, num_steps=6)
+    rng = random.Random(8)
+    patterns = [[rng.random() < 0.6 for _ in range(4)] for _ in steps]
+    patterns[0] = [True, False, True, False]
+    eager = _run(runner, steps, patterns)
+    compile_decoder_layers(runner.model.model.layers)
+    compiled = _run(runner, steps, patterns)
+    for step, (want, got) in enumerate(zip(eager, compiled)):
+        assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), f"step {step}: {(got - want).abs().max()}"
+    skipped_everything = _run(runner, steps[:1], [[False] * 4])[0]
+    assert not torch.allclose(skipped_everything, eager[0], atol=1e-3)  # skipping really changes the output
+
+
+def test_runner_compiles_at_start_up_and_a_second_start_is_warm(ckpt_factory, tmp_path, monkeypatch):
+    """EngineConfig(compile="on"): the start-up phase `compile` runs, the report counts the graphs (one per
+    layer kind, for every token and batch size), a second start in a fresh Dynamo state finds every
+    graph in the on-disk cache under the quickmoe cache directory, and greedy tokens equal the eager ones."""
+    from quickmoe.llm import LLM
+    from quickmoe.runtime.sampling_params import SamplingParams
+
+    monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # restored after the test
+        monkeypatch.setenv(name, str(tmp_path / "unused"))
+    model_dir = ckpt_factory(layers=4, seed=32)
+    params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+    prompt = [5, 17, 300, 42]
+    eager = LLM(model_dir, device="cpu", dtype="float32").generate([prompt], params)[0].token_ids
+    reports = []
+    for _ in range(2):
+        torch._dynamo.reset()
+        llm = LLM(model_dir, device="cpu", dtype="float32", compile="on")
+        assert llm.generate([prompt], params)[0].token_ids == eager
+        reports.append(llm.startup_report)
+    cold, warm = (r.info["compile"] for r in reports)
+    assert reports[0].phases["compile"] is not None and reports[0].phases["compile"] > 0
+    assert cold["graphs"] == warm["graphs"] == 2  # one per layer kind (sliding, full), for 1 token or many
+    assert cold["cache_misses"] > 0 and not cold["warm"]
+    assert warm["warm"] and warm["cache_hits"] >= cold["cache_misses"]
+    assert cold["cache_dir"].startswith(str(tmp_path / "cache" / "compile"))
+
+
+def test_compile_option_is_validated():
+    from quickmoe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'compile' = 'max': expected one of"):
+        EngineConfig(compile="max")
