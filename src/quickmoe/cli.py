@@ -104,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also run with the PermutationCache disabled and print the processing ratio")
     cold.add_argument("--baseline", default="none", choices=("none", "transformers"),
                       help="also time transformers' from_pretrained + one forward on the same checkpoint")
+    cold.add_argument("--compile", action="store_true",
+                      help="also time starts with --compile on: each with fresh compile caches, then with warm ones")
     cold.add_argument("--json", dest="json_out", metavar="FILE", help="write all reports and the summary as JSON")
     _add_common(cold)
     cold.set_defaults(func=cmd_bench_coldstart)
@@ -193,7 +195,7 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
 
     run_coldstart(ColdstartOptions(model=args.model, runs=args.runs, device=args.device,
                                    drop_caches=args.drop_caches, compare_uncached=args.compare_uncached,
-                                   baseline=args.baseline, json_out=args.json_out))
+                                   baseline=args.baseline, json_out=args.json_out, compile=args.compile))
     return 0
 
 

@@ -104,6 +104,7 @@ def test_runner_compiles_at_start_up_and_a_second_start_is_warm(ckpt_factory, tm
     assert cold["cache_misses"] > 0 and not cold["warm"]
     assert warm["warm"] and warm["cache_hits"] >= cold["cache_misses"]
     assert cold["cache_dir"].startswith(str(tmp_path / "cache" / "compile"))
+    assert cold["backend_s"] > 0 and cold["dynamo_s"] > 0 and warm["cache_load_s"] > 0
 
 
 def test_compile_option_is_validated():

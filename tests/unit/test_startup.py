@@ -102,3 +102,19 @@ def test_coldstart_bench_runs_fresh_processes(tmp_path):
         assert prefetch["read_bytes"] + prefetch["resident_bytes"] == shard_bytes
         assert "cuda_preinit" not in report["info"]["early_start"]  # --device cpu
     assert json.loads(out.read_text())["summary"]["quickmoe"]["total"][0] > 0
+
+
+@pytest.mark.slow
+def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path):
+    """--compile: compiled starts with fresh compile caches (every graph compiled) and then with shared,
+    filled ones (every graph loaded from the cache), each run a fresh process."""
+    from quickmoe.checkpoint.synth import write_checkpoint
+
+    model = write_checkpoint(tmp_path / "model", preset="tiny", layers=2, experts=4, progress=False)
+    doc = run_coldstart(ColdstartOptions(model=str(model), runs=1, device="cpu", compile=True))
+    (cold,), (warm,) = doc["reports"]["compiled_cold"], doc["reports"]["compiled_warm"]
+    assert cold["phases"]["compile"] > 0 and warm["phases"]["compile"] > 0
+    assert cold["info"]["compile"]["cache_misses"] > 0 and not cold["info"]["compile"]["warm"]
+    assert warm["info"]["compile"]["warm"] and warm["info"]["compile"]["cache_hits"] > 0
+    assert doc["reports"]["quickmoe"][0]["phases"]["compile"] is None  # the plain series stays eager
+    assert "compile cold" in format_table(doc) and "compile warm" in format_table(doc)

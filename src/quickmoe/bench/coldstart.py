@@ -38,6 +38,7 @@ class ColdstartOptions:
     compare_uncached: bool = False
     baseline: str = "none"
     json_out: str | None = None
+    compile: bool = False  # also time `--compile on` starts: fresh compile caches per run, then warm ones
 
     def __post_init__(self) -> None:
         if not (Path(self.model) / "config.json").is_file():
@@ -99,12 +100,16 @@ def _one_run(cmd: list[str], env: dict[str, str]) -> dict:
         return json.loads(out.read_text())
 
 
-def _series(opts: ColdstartOptions, cmd: list[str], env: dict[str, str], label: str) -> list[dict]:
+def _series(opts: ColdstartOptions, cmd: list[str], env: dict[str, str], label: str,
+            fresh_compile_cache: bool = False) -> list[dict]:
+    """opts.runs runs of cmd; with fresh_compile_cache each gets an empty compile cache directory."""
     reports = []
     for i in range(opts.runs):
         if opts.drop_caches:
             drop_page_cache()
-        reports.append(_one_run(cmd, env))
+        with tempfile.TemporaryDirectory() as fresh:
+            run_env = {**env, "QUICKMOE_COMPILE_CACHE_DIR": fresh} if fresh_compile_cache else env
+            reports.append(_one_run(cmd, run_env))
         logger.info("%s run %d/%d: %.2f s to first token", label, i + 1, opts.runs, reports[-1]["total"])
     return reports
 
@@ -143,6 +148,14 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
     if opts.compare_uncached:
         results["quickmoe_uncached"] = _series(opts, quickmoe_cmd, {**env, "QUICKMOE_PERMUTATION_CACHE": "0"},
                                                "quickmoe (PermutationCache off)")
+    if opts.compile:
+        compiled_cmd = [*quickmoe_cmd, "--compile", "on"]
+        results["compiled_cold"] = _series(opts, compiled_cmd, env, "quickmoe --compile on, fresh caches",
+                                           fresh_compile_cache=True)
+        with tempfile.TemporaryDirectory() as shared:
+            warm_env = {**env, "QUICKMOE_COMPILE_CACHE_DIR": shared}
+            _one_run(compiled_cmd, warm_env)  # fills the caches (untimed)
+            results["compiled_warm"] = _series(opts, compiled_cmd, warm_env, "quickmoe --compile on, warm caches")
     if opts.baseline == "transformers":
         device = opts.device if opts.device != "auto" else "cuda"
         hf_cmd = [sys.executable, "-m", "quickmoe.bench.transformers_baseline", str(model_dir), "--device", device]
@@ -179,7 +192,8 @@ def _early_start_line(infos: list[dict]) -> str:
 def format_table(doc: dict) -> str:
     summary = doc["summary"]
     columns = list(summary)
-    labels = {"quickmoe": "quickmoe", "quickmoe_uncached": "no-perm-cache", "transformers": "transformers"}
+    labels = {"quickmoe": "quickmoe", "quickmoe_uncached": "no-perm-cache", "compiled_cold": "compile cold",
+              "compiled_warm": "compile warm", "transformers": "transformers"}
     phases = list(dict.fromkeys(p for s in summary.values() for p in s))
     phases = [p for p in phases if p not in ("weights_ready", "total")] + ["weights_ready", "total"]
     head = f"{'phase':<16}" + "".join(f"{labels[c] + ' min':>22}{'median':>12}" for c in columns)

@@ -40,14 +40,16 @@ def _version(package: str) -> str:
 
 
 def compile_cache_dir(model_config_json: dict, dtype: torch.dtype, device: torch.device) -> Path:
-    """`<cache>/compile/<key>`: key = sha256 of the model config, dtype, device name and the versions."""
+    """`<cache>/compile/<key>` ($QUICKMOE_COMPILE_CACHE_DIR/<key> when set): key = sha256 of the model
+    config, dtype, device name and the versions."""
     from quickmoe import __version__
 
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     what = {"config": model_config_json, "dtype": str(dtype), "device": device_name, "quickmoe": __version__,
             "torch": torch.__version__, "triton": _version("triton")}
     key = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
-    return cache_dir() / "compile" / key
+    root = os.environ.get("QUICKMOE_COMPILE_CACHE_DIR")
+    return (Path(root) if root else cache_dir() / "compile") / key
 
 
 def use_compile_caches(path: Path) -> None:
@@ -62,11 +64,16 @@ def use_compile_caches(path: Path) -> None:
 
 @dataclass(frozen=True)
 class CompileStats:
-    """Counts since process start: graphs Dynamo compiled, and Inductor graph-cache hits and misses."""
+    """Totals since process start: graphs Dynamo compiled, Inductor graph-cache hits and misses, and the
+    seconds torch reports for Dynamo (tracing and guards), the backend (AOTAutograd + Inductor, including
+    cache loads) and, within it, loading compiled graphs from the cache."""
 
     graphs: int
     cache_hits: int
     cache_misses: int
+    dynamo_s: float = 0.0
+    backend_s: float = 0.0
+    cache_load_s: float = 0.0
 
     @property
     def warm(self) -> bool:
@@ -74,11 +81,17 @@ class CompileStats:
 
 
 def compile_stats() -> CompileStats:
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import compilation_time_metrics, counters
 
+    def seconds(key: str) -> float:
+        return float(sum(compilation_time_metrics.get(key, ())))
+
+    backend = seconds("OutputGraph.call_user_compiler")
     return CompileStats(graphs=int(counters["stats"]["unique_graphs"]),
                         cache_hits=int(counters["inductor"]["fxgraph_cache_hit"]),
-                        cache_misses=int(counters["inductor"]["fxgraph_cache_miss"]))
+                        cache_misses=int(counters["inductor"]["fxgraph_cache_miss"]),
+                        dynamo_s=max(seconds("_compile.compile_inner") - backend, 0.0), backend_s=backend,
+                        cache_load_s=seconds("AOTAutogradCache.inductor_load"))
 
 
 def compile_decoder_layers(layers: torch.nn.ModuleList, *, backend: str = "inductor") -> None:

@@ -141,13 +141,15 @@ class ModelRunner:
             torch.cuda.synchronize(self.device)
         seconds = self.report.mark("compile")
         after = compile_stats()
-        info = {"graphs": after.graphs - before.graphs, "cache_hits": after.cache_hits - before.cache_hits,
-                "cache_misses": after.cache_misses - before.cache_misses, "cache_dir": str(cache_path)}
+        info = {name: getattr(after, name) - getattr(before, name)
+                for name in ("graphs", "cache_hits", "cache_misses", "dynamo_s", "backend_s", "cache_load_s")}
+        info["cache_dir"] = str(cache_path)
         info["warm"] = info["cache_hits"] > 0 and info["cache_misses"] == 0
         self.report.info["compile"] = info
-        logger.info("compiled %d graphs for %d layers in %.2f s (%s Inductor cache: %d hits, %d misses, %s)",
-                    info["graphs"], len(self.model.model.layers), seconds, "warm" if info["warm"] else "cold",
-                    info["cache_hits"], info["cache_misses"], cache_path)
+        logger.info("compiled %d graphs for %d layers in %.2f s (Dynamo %.2f s, Inductor %.2f s of which cache "
+                    "loads %.2f s; %s cache: %d hits, %d misses, %s)", info["graphs"], len(self.model.model.layers),
+                    seconds, info["dynamo_s"], info["backend_s"], info["cache_load_s"],
+                    "warm" if info["warm"] else "cold", info["cache_hits"], info["cache_misses"], cache_path)
 
     def _wait_for_device(self) -> None:
         """Let every queued copy finish (the ring must not be freed under one); a broken device is logged."""
