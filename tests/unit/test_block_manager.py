@@ -1,0 +1,108 @@
+"""KVBlockManager: random add / grow / abort / finish sequences never leak a block, allocation is all or
+nothing, sliding-window groups hold only the blocks their window needs, double frees are refused."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from quickmoe.runtime.block_manager import BlockPool, GroupSpec, KVBlockManager, NoFreeBlocks
+
+BLOCK = 16
+WINDOW = 40
+
+
+def _manager(full_blocks=64, sliding_blocks=40):
+    return KVBlockManager([GroupSpec("full", full_blocks), GroupSpec("sliding", sliding_blocks, window=WINDOW)],
+                          block_size=BLOCK)
+
+
+def _held(table):
+    return [b for b in table if b is not None]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_lifecycles_never_leak_and_tables_stay_consistent(seed):
+    rng = random.Random(seed)
+    manager = _manager()
+    lengths: dict[int, int] = {}
+    last_chunk: dict[int, int] = {}
+    next_id = 0
+    for _ in range(600):
+        action = rng.random()
+        if action < 0.35 or not lengths:  # a new sequence with a prompt, prefilled in one step
+            end = rng.randint(1, 90)
+            try:
+                manager.allocate(next_id, 0, end)
+                lengths[next_id], last_chunk[next_id] = end, end
+            except NoFreeBlocks:
+                assert next_id not in manager._seqs  # nothing half-made
+            next_id += 1
+        elif action < 0.8:  # a decode step or a prefill chunk of a running sequence
+            seq = rng.choice(list(lengths))
+            start, end = lengths[seq], lengths[seq] + rng.choice([1, 1, 1, 7, 20])
+            before = {g: manager.block_table(seq, g) for g in ("full", "sliding")}
+            free_before = {g: manager.pools[g].num_free for g in ("full", "sliding")}
+            try:
+                manager.allocate(seq, start, end)
+                lengths[seq], last_chunk[seq] = end, end - start
+            except NoFreeBlocks:  # all or nothing
+                assert {g: manager.block_table(seq, g) for g in ("full", "sliding")} == before
+                assert {g: manager.pools[g].num_free for g in ("full", "sliding")} == free_before
+        else:  # finished or aborted
+            seq = rng.choice(list(lengths))
+            manager.free(seq)
+            del lengths[seq]
+        # every held block belongs to exactly one sequence; held + free = all
+        for group in ("full", "sliding"):
+            held = [b for s in lengths for b in _held(manager.block_table(s, group))]
+            assert len(held) == len(set(held))
+            assert len(held) + manager.pools[group].num_free == manager.pools[group].num_blocks
+        for s, length in lengths.items():
+            assert len(_held(manager.block_table(s, "full"))) == math.ceil(length / BLOCK)
+            # sliding: only the blocks spanning the window before the last chunk, and the chunk
+            assert len(_held(manager.block_table(s, "sliding"))) <= math.ceil((WINDOW - 1 + last_chunk[s]) / BLOCK) + 1
+    for s in list(lengths):
+        manager.free(s)
+    assert manager.usage() == {"full": 0.0, "sliding": 0.0}
+    assert manager.num_sequences == 0
+
+
+def test_sliding_group_releases_blocks_out_of_the_window():
+    manager = _manager()
+    manager.allocate(7, 0, 100)  # a 100-token prompt: queries 0..99 see back to position 0
+    assert len(_held(manager.block_table(7, "sliding"))) == math.ceil(100 / BLOCK)
+    manager.allocate(7, 100, 101)  # decode at position 100 sees positions 61..100: blocks 3..6
+    table = manager.block_table(7, "sliding")
+    assert [i for i, b in enumerate(table) if b is not None] == [3, 4, 5, 6]
+    assert len(_held(manager.block_table(7, "full"))) == 7  # full attention keeps everything
+    manager.free(7)
+    assert manager.usage() == {"full": 0.0, "sliding": 0.0}
+
+
+def test_allocation_is_all_or_nothing_across_groups():
+    manager = _manager(full_blocks=64, sliding_blocks=2)
+    manager.allocate(1, 0, 20)  # 2 full blocks, 2 sliding blocks: the sliding pool is now empty
+    with pytest.raises(NoFreeBlocks, match="group 'sliding'"):
+        manager.allocate(2, 0, 10)
+    assert manager.pools["full"].num_free == 62 and 2 not in manager._seqs
+    assert not manager.can_allocate(2, 0, 10)
+    manager.free(1)
+    assert manager.can_allocate(2, 0, 10)
+
+
+def test_errors_name_the_problem():
+    pool = BlockPool(4)
+    blocks = pool.take(2)
+    pool.give_back(blocks)
+    with pytest.raises(ValueError, match="freed twice"):
+        pool.give_back(blocks[:1])
+    manager = _manager()
+    with pytest.raises(KeyError, match="sequence 5 holds no blocks"):
+        manager.free(5)
+    with pytest.raises(ValueError, match="expected 0 <= start < end"):
+        manager.allocate(1, 3, 3)
+    with pytest.raises(ValueError, match="window = 0"):
+        GroupSpec("sliding", 4, window=0)
