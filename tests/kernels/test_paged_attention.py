@@ -1,0 +1,100 @@
+"""Paged KV write and decode attention (Triton; the interpreter on CPU) against their torch references, and
+the paged reference against the contiguous per-sequence reference of the model (`sink_attention_ref`):
+sinks, GQA, windows shorter and longer than the context, contexts ending inside and at block boundaries,
+blocks scattered over the pool."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from quickmoe.kernels.paged_attention import (paged_decode_attention, paged_decode_attention_ref, write_kv_paged,
+                                              write_kv_paged_ref)
+from quickmoe.layers.attention import sink_attention_ref
+
+pytest.importorskip("triton")
+# Triton 3.6's interpreter converts its 1-element scalar arrays with int(), which numpy deprecates
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+BLOCK = 16
+
+
+def _paged_cache(contexts, num_kv, head_dim, dtype, g, spare_blocks=5):
+    """Random K/V for each sequence's positions, scattered over a pool of blocks in random order."""
+    need = [-(-c // BLOCK) for c in contexts]
+    num_blocks = sum(need) + spare_blocks
+    order = torch.randperm(num_blocks, generator=g)
+    tables = torch.full((len(contexts), max(need)), -1, dtype=torch.int32)
+    k_cache = torch.randn(num_blocks, BLOCK, num_kv, head_dim, generator=g).to(dtype)  # garbage outside
+    v_cache = torch.randn(num_blocks, BLOCK, num_kv, head_dim, generator=g).to(dtype)
+    taken = 0
+    for b, n in enumerate(need):
+        tables[b, :n] = order[taken:taken + n].to(torch.int32)
+        taken += n
+    return k_cache.to(DEVICE), v_cache.to(DEVICE), tables.to(DEVICE)
+
+
+@pytest.mark.parametrize("window", [0, 8, 40, 1000])
+@pytest.mark.parametrize("num_heads,num_kv,head_dim", [(8, 2, 32), (4, 4, 24)])
+def test_decode_kernel_matches_the_reference(window, num_heads, num_kv, head_dim):
+    g = torch.Generator().manual_seed(window + num_heads)
+    contexts = [1, 16, 17, 50, 64]  # inside, at and past block boundaries
+    k_cache, v_cache, tables = _paged_cache(contexts, num_kv, head_dim, torch.float32, g)
+    q = torch.randn(len(contexts), num_heads, head_dim, generator=g).to(DEVICE)
+    sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, head_dim**-0.5)
+    want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, head_dim**-0.5)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+
+
+def test_decode_reference_matches_the_contiguous_reference():
+    """The paged reference reads the same keys as the model's contiguous reference would."""
+    g = torch.Generator().manual_seed(3)
+    contexts, num_heads, num_kv, head_dim = [5, 33, 48], 8, 2, 16
+    k_cache, v_cache, tables = _paged_cache(contexts, num_kv, head_dim, torch.float64, g)
+    q = torch.randn(len(contexts), num_heads, head_dim, generator=g, dtype=torch.float64).to(DEVICE)
+    sinks = torch.randn(num_heads, generator=g, dtype=torch.float64).to(DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    for window in (0, 20):
+        paged = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, 0.25)
+        for b, ctx in enumerate(contexts):
+            pos = torch.arange(ctx, device=DEVICE)
+            blocks = tables[b, pos // BLOCK].long()
+            k, v = k_cache[blocks, pos % BLOCK], v_cache[blocks, pos % BLOCK]  # [ctx, KV, D] contiguous
+            want = sink_attention_ref(q[b:b + 1], k, v, sinks, pos[-1:], window or None, 0.25)[0]
+            assert torch.allclose(paged[b], want, atol=1e-6)  # both compute in float32
+
+
+def test_decode_skips_released_blocks_of_a_sliding_window():
+    """A sliding-window layer's table holds -1 for blocks out of the window: the kernel never reads them."""
+    g = torch.Generator().manual_seed(4)
+    k_cache, v_cache, tables = _paged_cache([80], 2, 16, torch.float32, g)
+    q = torch.randn(1, 4, 16, generator=g).to(DEVICE)
+    sinks = torch.randn(4, generator=g).to(DEVICE)
+    lens = torch.tensor([80], dtype=torch.int32, device=DEVICE)
+    want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, 20, 0.25)
+    released = tables.clone()
+    released[0, :3] = -1  # positions < 48 are out of a 20-token window at position 79
+    got = paged_decode_attention(q, k_cache, v_cache, released, lens, sinks, 20, 0.25)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_write_kv_kernel_matches_the_reference(dtype):
+    g = torch.Generator().manual_seed(5)
+    k_cache = torch.randn(6, BLOCK, 2, 24, generator=g).to(dtype).to(DEVICE)
+    v_cache = torch.randn(6, BLOCK, 2, 24, generator=g).to(dtype).to(DEVICE)
+    k = torch.randn(9, 2, 24, generator=g).to(DEVICE)
+    v = torch.randn(9, 2, 24, generator=g).to(DEVICE)
+    slots = torch.randperm(6 * BLOCK, generator=g)[:9].to(DEVICE)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    write_kv_paged_ref(k, v, want_k, want_v, slots)
+    write_kv_paged(k, v, k_cache, v_cache, slots)
+    # bf16: the interpreter truncates where torch rounds; allow one bf16 ulp
+    tol = 0 if dtype == torch.float32 else 1e-2
+    assert torch.allclose(k_cache.float(), want_k.float(), atol=tol, rtol=tol)
+    assert torch.allclose(v_cache.float(), want_v.float(), atol=tol, rtol=tol)
+    untouched = torch.ones(6 * BLOCK, dtype=torch.bool, device=DEVICE)
+    untouched[slots] = False
+    assert torch.equal(k_cache.view(-1, 2, 24)[untouched], want_k.view(-1, 2, 24)[untouched])
