@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from quickmoe.kernels.paged_attention import (paged_decode_attention, paged_decode_attention_ref, write_kv_paged,
+from quickmoe.kernels.paged_attention import (paged_decode_attention, paged_decode_attention_ref, paged_prefill_attention,
+                                              paged_prefill_attention_ref, write_kv_paged,
                                               write_kv_paged_ref)
 from quickmoe.layers.attention import sink_attention_ref
 
@@ -98,3 +99,51 @@ def test_write_kv_kernel_matches_the_reference(dtype):
     untouched = torch.ones(6 * BLOCK, dtype=torch.bool, device=DEVICE)
     untouched[slots] = False
     assert torch.equal(k_cache.view(-1, 2, 24)[untouched], want_k.view(-1, 2, 24)[untouched])
+
+
+def _prefill_case(query_lens, contexts, num_heads, num_kv, head_dim, g, dtype=torch.float32):
+    k_cache, v_cache, tables = _paged_cache(contexts, num_kv, head_dim, dtype, g)
+    q = torch.randn(sum(query_lens), num_heads, head_dim, generator=g).to(dtype).to(DEVICE)
+    sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
+    cu = torch.tensor([0, *torch.tensor(query_lens).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    return q, k_cache, v_cache, tables, cu, lens, sinks
+
+
+@pytest.mark.parametrize("window", [0, 8, 40])
+@pytest.mark.parametrize("num_heads,num_kv,head_dim", [(8, 2, 32), (4, 4, 24)])
+def test_prefill_kernel_matches_the_reference(window, num_heads, num_kv, head_dim):
+    """Whole prompts, chunks after a cached prefix (chunked prefill) and single decode tokens in one batch."""
+    g = torch.Generator().manual_seed(window + 2 * num_heads)
+    query_lens, contexts = [20, 7, 1, 33], [20, 40, 17, 64]  # prompt, chunk after 33 cached, decode, chunk
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, num_heads, num_kv,
+                                                                 head_dim, g)
+    got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, head_dim**-0.5,
+                                  max_query_len=max(query_lens))
+    want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, head_dim**-0.5)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+
+
+def test_prefill_reference_agrees_with_decode_and_contiguous_references():
+    g = torch.Generator().manual_seed(9)
+    query_lens, contexts = [1, 6, 1], [9, 30, 50]
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 8, 2, 16, g, torch.float64)
+    for window in (0, 12):
+        prefill = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, 0.25)
+        decode = paged_decode_attention_ref(q[[0, 7]], k_cache, v_cache, tables[[0, 2]], lens[[0, 2]], sinks,
+                                            window, 0.25)
+        assert torch.allclose(prefill[[0, 7]], decode, atol=1e-6)
+        pos = torch.arange(30, device=DEVICE)  # sequence 1: its 6 new tokens at positions 24..29
+        blocks = tables[1, pos // BLOCK].long()
+        want = sink_attention_ref(q[1:7], k_cache[blocks, pos % BLOCK], v_cache[blocks, pos % BLOCK], sinks,
+                                  pos[24:], window or None, 0.25)
+        assert torch.allclose(prefill[1:7], want, atol=1e-6)
+
+
+def test_prefill_kernel_in_bf16():
+    """bf16 inputs (the serving dtype): within bf16 rounding of the float32 reference."""
+    g = torch.Generator().manual_seed(10)
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case([12, 3], [12, 30], 8, 2, 32, g, torch.bfloat16)
+    got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5, max_query_len=12)
+    want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5)
+    assert (got.float() - want.float()).norm() / want.float().norm() < 2e-2
