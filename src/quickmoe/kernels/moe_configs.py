@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from quickmoe.errors import ConfigError
 
 __all__ = ["CONFIG_DIR", "MoEKernelConfig", "config_file_name", "moe_kernel_config"]
-
-logger = logging.getLogger(__name__)
 
 CONFIG_DIR = Path(__file__).with_name("configs")
 

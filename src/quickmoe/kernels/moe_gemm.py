@@ -1,6 +1,6 @@
 """Triton grouped GEMMs of the MoE experts, MXFP4 (dequantized inside the kernel) or dense weights.
 
-Tiles follow `moe_align`: program (m, n) takes rows [m*BLOCK_M, (m+1)*BLOCK_M) of `sorted_ids`, one
+Tiles follow `moe_align`: the program of tile (m, n) (`_tile_of` maps the 1-D grid) takes rows [m*BLOCK_M, (m+1)*BLOCK_M) of `sorted_ids`, one
 expert's assignments (sentinels masked), and gathers their activation rows through the index; nothing
 is padded or copied. Weights are in the kernel layout of `quickmoe.layouts.mxfp4_moe`: out x in, MXFP4
 blocks [E, N, K/2] (K-contiguous packed nibbles, element 2j the low nibble of byte j) with transposed
@@ -13,11 +13,11 @@ E8M0 scales [E, K/32, N], or dense [E, N, K].
   s_n < GROUP only for a ragged last group (masked). Writes inter [A, I], row = assignment index.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
-Block sizes, warps and stages come from `moe_configs` (tuned data files, else a fallback); GEMM 1's
+Block sizes, warps, stages, orientation and launch order come from `moe_configs` (tuned data files, else
+a fallback); MXFP4 is decoded by inline PTX on the GPU (`_MXFP4_TO_BF16_PTX_TEXT`); GEMM 1's
 column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
-compile-time constants: one compilation per model shape, K loops with constant bounds (Triton's CPU
-interpreter, which the CPU tests use, cannot run loops with run-time bounds under numpy >= 2.4).
+compile-time constants: one compilation per model shape, K loops with constant bounds.
 """
 
 from __future__ import annotations

@@ -69,6 +69,6 @@ class GptOssAttention(nn.Module):
         q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
         custom_ops.write_kv(k, v, k_cache, v_cache, attn.token_slots, attn.positions)
         out = custom_ops.sink_attention(q, k_cache, v_cache, self.sinks, attn.positions, attn.seq_slots,
-                                                attn.query_lens, attn.context_lens,
-                                                self.window if self.window is not None else 0, self.scale)
+                                        attn.query_lens, attn.context_lens,
+                                        self.window if self.window is not None else 0, self.scale)
         return self.o_proj(out.view(num_tokens, -1))
