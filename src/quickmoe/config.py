@@ -273,18 +273,27 @@ MOE_KERNELS = ("auto", "torch", "triton")
 COMPILE_MODES = ("off", "on")
 
 
+KV_BLOCK_SIZES = (16, 32, 64, 128)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    """How to run a model: where, in which precision, and how much context and batch to allow.
+    """How to run a model: where, in which precision, and how much context, batch and cache to allow.
 
     `model` None means the embedded default (a tiny random checkpoint built once into the cache).
     `device` auto picks CUDA when available; `dtype` auto is bfloat16 on CUDA and float32 on CPU.
-    `moe_kernels`: "triton" runs the MoE experts with the Triton kernels (on CUDA; MXFP4 and bf16 experts),
-    "torch" with the torch reference; "auto" (the default) is "triton" on CUDA when triton is installed,
-    else "torch" (`resolved_moe_kernels`).
+    `moe_kernels` / `attention_kernels`: "triton" runs the MoE experts / the paged attention with the Triton
+    kernels, "torch" with their torch references; "auto" (the default) is "triton" on CUDA when triton is
+    installed, else "torch" (`resolved_kernels`).
     `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
     cached on disk: runtime/compile.py); "off" (the default until the compiled path has been validated on
     the GPU; `--enforce-eager` on the command line) runs eagerly.
+    Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
+    `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `max_model_len` (prompt + output
+    tokens; default: the model's max_position_embeddings, capped to what the KV cache holds) bounds a request.
+    KV cache: blocks of `block_size` positions; its size is `kv_cache_memory` bytes when given, else on CUDA
+    what `gpu_memory_utilization` of the GPU leaves after the weights and the activations of a full step, else
+    (CPU) 1 GiB; `num_kv_blocks` sets the full-attention group's block count directly (tests, tuning).
     """
 
     model: str | None = None
@@ -292,30 +301,58 @@ class EngineConfig:
     dtype: str = "auto"
     max_model_len: int | None = None
     max_num_seqs: int = 64
+    max_num_batched_tokens: int = 8192
     seed: int = 0
     moe_kernels: str = "auto"
+    attention_kernels: str = "auto"
     compile: str = "off"
+    block_size: int = 16
+    kv_cache_memory: int | None = None
+    gpu_memory_utilization: float = 0.9
+    num_kv_blocks: int | None = None
 
-    def resolved_moe_kernels(self, device: torch.device) -> str:
-        """"triton" or "torch" for a model on `device` (see the class docstring)."""
-        if self.moe_kernels != "auto":
-            return self.moe_kernels
+    def resolved_kernels(self, which: str, device: torch.device) -> str:
+        """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`."""
+        choice = getattr(self, which)
+        if choice != "auto":
+            return choice
         if device.type != "cuda":
             return "torch"
         import importlib.util
 
         return "triton" if importlib.util.find_spec("triton") is not None else "torch"
 
+    def resolved_moe_kernels(self, device: torch.device) -> str:
+        return self.resolved_kernels("moe_kernels", device)
+
     def __post_init__(self) -> None:
-        if self.device not in DEVICES and not self.device.startswith("cuda:"):
-            raise ConfigError(f"engine option 'device' = {self.device!r}: expected one of {list(DEVICES)} or 'cuda:N'")
+        def fail(name: str, expected: str) -> ConfigError:
+            return ConfigError(f"engine option '{name}' = {getattr(self, name)!r}: expected {expected}")
+
+        def is_int(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        if not isinstance(self.device, str) or (self.device not in DEVICES and not self.device.startswith("cuda:")):
+            raise fail("device", f"one of {list(DEVICES)} or 'cuda:N'")
         if self.dtype not in DTYPES:
-            raise ConfigError(f"engine option 'dtype' = {self.dtype!r}: expected one of {list(DTYPES)}")
-        if self.max_model_len is not None and (not isinstance(self.max_model_len, int) or self.max_model_len < 2):
-            raise ConfigError(f"engine option 'max_model_len' = {self.max_model_len!r}: expected an integer >= 2")
-        if self.moe_kernels not in MOE_KERNELS:
-            raise ConfigError(f"engine option 'moe_kernels' = {self.moe_kernels!r}: expected one of {list(MOE_KERNELS)}")
+            raise fail("dtype", f"one of {list(DTYPES)}")
+        if self.max_model_len is not None and (not is_int(self.max_model_len) or self.max_model_len < 2):
+            raise fail("max_model_len", "an integer >= 2")
+        for name in ("moe_kernels", "attention_kernels"):
+            if getattr(self, name) not in MOE_KERNELS:
+                raise fail(name, f"one of {list(MOE_KERNELS)}")
         if self.compile not in COMPILE_MODES:
-            raise ConfigError(f"engine option 'compile' = {self.compile!r}: expected one of {list(COMPILE_MODES)}")
-        if not isinstance(self.max_num_seqs, int) or self.max_num_seqs < 1:
-            raise ConfigError(f"engine option 'max_num_seqs' = {self.max_num_seqs!r}: expected an integer >= 1")
+            raise fail("compile", f"one of {list(COMPILE_MODES)}")
+        if not is_int(self.max_num_seqs) or self.max_num_seqs < 1:
+            raise fail("max_num_seqs", "an integer >= 1")
+        if not is_int(self.max_num_batched_tokens) or self.max_num_batched_tokens < self.max_num_seqs:
+            raise fail("max_num_batched_tokens", f"an integer >= max_num_seqs ({self.max_num_seqs})")
+        if self.block_size not in KV_BLOCK_SIZES:
+            raise fail("block_size", f"one of {list(KV_BLOCK_SIZES)}")
+        if self.kv_cache_memory is not None and (not is_int(self.kv_cache_memory) or self.kv_cache_memory < 1):
+            raise fail("kv_cache_memory", "a number of bytes >= 1")
+        if isinstance(self.gpu_memory_utilization, bool) or not isinstance(self.gpu_memory_utilization, (int, float)) \
+                or not 0 < self.gpu_memory_utilization <= 1:
+            raise fail("gpu_memory_utilization", "a fraction in (0, 1]")
+        if self.num_kv_blocks is not None and (not is_int(self.num_kv_blocks) or self.num_kv_blocks < 1):
+            raise fail("num_kv_blocks", "an integer >= 1")

@@ -1,12 +1,11 @@
-"""The offline Python API: `LLM(DIR).generate(prompts, SamplingParams(...))`.
-
-A simple batched generate loop over a contiguous KV cache: all prompts of a group are prefilled in
-one packed step, then decoded together until each stops. (Continuous batching over a paged cache is
-the engine of a later issue; this API will sit on top of it unchanged.)
-"""
+"""The offline Python API: `LLM(DIR).generate(prompts, SamplingParams(...))`, over the engine
+(runtime/engine.py): every prompt becomes a request, the engine batches them continuously over the paged
+KV cache until all are done, and the outputs come back in prompt order."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -14,13 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from quickmoe.config import EngineConfig
-from quickmoe.errors import RequestError
-from quickmoe.layers.sampler import Sampler
-from quickmoe.runtime.forward_batch import ForwardBatch
+from quickmoe.errors import ConfigError, RequestError
 from quickmoe.runtime.early_start import EarlyStart
+from quickmoe.runtime.engine import Engine, TokenLogprob
 from quickmoe.runtime.model_runner import ModelRunner
 from quickmoe.runtime.sampling_params import SamplingParams
 from quickmoe.runtime.startup import StartupReport
@@ -33,23 +29,16 @@ Prompt = str | Sequence[int]
 
 @dataclass
 class RequestOutput:
-    """The result of one prompt. finish_reason: 'stop' (EOS or a stop token) or 'length'."""
+    """The result of one prompt. finish_reason: 'stop' (EOS, a stop token or a stop string; stop_reason says
+    which) or 'length' (max_tokens or max_model_len)."""
 
     prompt: str | None
     prompt_token_ids: list[int]
     token_ids: list[int]
     text: str
     finish_reason: str
-
-
-@dataclass
-class _Sequence:
-    prompt_ids: list[int]
-    params: SamplingParams
-    generator: torch.Generator | None
-    stop_ids: frozenset[int]
-    output_ids: list[int]
-    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    logprobs: list[TokenLogprob] | None = None
 
 
 class LLM:
@@ -57,14 +46,16 @@ class LLM:
     default (a tiny random checkpoint built once into the cache: its text is meaningless).
     `early_start`: background start-up work begun before torch was imported (`EarlyStart.begin`)."""
 
-    def __init__(self, model: str | Path | None = None, *, device: str = "auto", dtype: str = "auto",
-                 max_model_len: int | None = None, max_num_seqs: int = 64,
-                 startup_report: StartupReport | None = None, progress: bool = False,
-                 early_start: EarlyStart | None = None, moe_kernels: str = "auto",
-                 compile: str = "off") -> None:
-        self.engine_config = EngineConfig(model=None if model is None else str(model), device=device, dtype=dtype,
-                                          max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-                                          moe_kernels=moe_kernels, compile=compile)
+    def __init__(self, model: str | Path | None = None, *, startup_report: StartupReport | None = None,
+                 progress: bool = False, early_start: EarlyStart | None = None, **engine_options) -> None:
+        """`engine_options` are the fields of `EngineConfig` (device, dtype, max_model_len, max_num_seqs,
+        max_num_batched_tokens, moe_kernels, attention_kernels, compile, block_size, kv_cache_memory,
+        gpu_memory_utilization, num_kv_blocks)."""
+        fields = {f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
+        unknown = sorted(set(engine_options) - fields)
+        if unknown:
+            raise ConfigError(f"LLM option {unknown[0]!r}: unknown; expected one of {sorted(fields)}")
+        self.engine_config = EngineConfig(model=None if model is None else str(model), **engine_options)
         self.startup_report = startup_report if startup_report is not None else StartupReport()
         if model is None:
             from quickmoe.checkpoint.default_model import ensure_default_model
@@ -84,32 +75,16 @@ class LLM:
             self.tokenizer = tokenizer.result()
         self.config = self.runner.config
         self.startup_report.mark("tokenizer")
-        self.max_model_len = max_model_len or self.config.max_position_embeddings
-        self.sampler = Sampler()
-
-    # -- inputs -----------------------------------------------------------------------------------
-    def _prompt_ids(self, prompt: Prompt, index: int) -> list[int]:
-        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
-        if not ids:
-            raise RequestError(f"prompt {index}: empty (expected at least one token)")
-        bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
-        if bad:
-            raise RequestError(f"prompt {index}: token id {bad[0]} is outside the model's vocabulary "
-                               f"[0, {self.config.vocab_size})")
-        if len(ids) >= self.max_model_len:
-            raise RequestError(f"prompt {index}: {len(ids)} tokens leave no room to generate within "
-                               f"max_model_len={self.max_model_len}")
-        return ids
-
-    def _stop_ids(self, params: SamplingParams) -> frozenset[int]:
-        # config.json names one EOS id; generation_config.json (read by the tokenizer) may name several
-        eos = set() if params.ignore_eos else set(self.config.eos_token_ids) | set(self.tokenizer.eos_token_ids)
-        return frozenset(eos) | frozenset(params.stop_token_ids)
+        self.max_model_len = self.runner.max_model_len
+        self.engine = Engine(self.runner, self.tokenizer, max_num_seqs=self.engine_config.max_num_seqs,
+                             max_num_batched_tokens=self.engine_config.max_num_batched_tokens)
+        self._request_ids = itertools.count()
 
     # -- generation -------------------------------------------------------------------------------
     def generate(self, prompts: Prompt | Sequence[Prompt],
                  sampling_params: SamplingParams | Sequence[SamplingParams] | None = None) -> list[RequestOutput]:
-        """Generate for each prompt (text, or a list of token ids). One SamplingParams for all, or one each."""
+        """Generate for each prompt (text, or a list of token ids). One SamplingParams for all, or one each.
+        Every prompt is validated before any runs (RequestError names the prompt)."""
         if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
         prompts = list(prompts)
@@ -120,56 +95,42 @@ class LLM:
         if len(params) != len(prompts):
             raise RequestError(f"got {len(params)} SamplingParams for {len(prompts)} prompts (expected one or "
                                "one per prompt)")
-        seqs = []
-        for i, (prompt, p) in enumerate(zip(prompts, params)):
-            gen = None
-            if not p.greedy:
-                gen = torch.Generator().manual_seed(p.seed if p.seed is not None else
-                                                    int(torch.randint(0, 2**62, ()).item()))
-            seqs.append(_Sequence(self._prompt_ids(prompt, i), p, gen, self._stop_ids(p), []))
+        prompt_ids = []
+        for i, prompt in enumerate(prompts):
+            try:
+                prompt_ids.append(self.engine.prompt_ids(prompt))
+            except RequestError as exc:
+                raise RequestError(f"prompt {i}: {exc}") from None
+        ids = [f"llm-{next(self._request_ids)}" for _ in prompts]
+        results = {rid: RequestOutput(prompt=p if isinstance(p, str) else None, prompt_token_ids=pids, token_ids=[],
+                                      text="", finish_reason="length")
+                   for rid, p, pids in zip(ids, prompts, prompt_ids)}
         if self.startup_report.phases["first_token"] is None:
             self.startup_report.skip()  # the first-token phase starts with the first request
-        step = self.engine_config.max_num_seqs
-        for start in range(0, len(seqs), step):
-            self._run_group(seqs[start:start + step])
-        return [RequestOutput(prompt=prompt if isinstance(prompt, str) else None, prompt_token_ids=s.prompt_ids,
-                              token_ids=s.output_ids, text=self.tokenizer.decode(s.output_ids),
-                              finish_reason=s.finish_reason or "length")
-                for prompt, s in zip(prompts, seqs)]
+        for rid, pids, p in zip(ids, prompt_ids, params):
+            self.engine.add_request(rid, pids, p)
+        pending = set(ids)
+        while pending:
+            for out in self.engine.step():
+                result = results.get(out.request_id)
+                if result is None:
+                    continue
+                if out.token_ids and self.startup_report.phases["first_token"] is None:
+                    self.startup_report.mark("first_token")
+                    self.startup_report.log()
+                result.token_ids.extend(out.token_ids)
+                result.text += out.text
+                if out.logprobs is not None:
+                    result.logprobs = (result.logprobs or []) + out.logprobs
+                if out.finished:
+                    result.finish_reason, result.stop_reason = out.finish_reason, out.stop_reason
+                    pending.discard(out.request_id)
+        return [results[rid] for rid in ids]
 
     def chat(self, messages: Sequence[dict], sampling_params: SamplingParams | None = None) -> RequestOutput:
-        """Render a conversation with the model's chat format (harmony for gpt-oss) and complete it."""
+        """Render a conversation with the model's chat format (harmony for gpt-oss) and complete it; the text
+        keeps the format's special tokens (tokenizer.parse_chat_completion splits it into channels)."""
         params = sampling_params or SamplingParams()
         stop = tuple(params.stop_token_ids) + tuple(self.tokenizer.chat_stop_token_ids)
-        params = SamplingParams(max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
-                                seed=params.seed, stop_token_ids=stop, ignore_eos=params.ignore_eos)
+        params = dataclasses.replace(params, stop_token_ids=stop, skip_special_tokens=False)
         return self.generate([self.tokenizer.render_chat(list(messages))], params)[0]
-
-    def _run_group(self, seqs: list[_Sequence]) -> None:
-        """Prefill every sequence of the group in one packed step, then decode them together."""
-        max_len = min(self.max_model_len, max(len(s.prompt_ids) + s.params.max_tokens for s in seqs))
-        cache = self.runner.new_kv_cache(len(seqs), max_len)
-        slots = list(range(len(seqs)))
-        batch = ForwardBatch.build([s.prompt_ids for s in seqs], [0] * len(seqs), slots, cache, self.runner.device)
-        active = list(slots)
-        while active:
-            logits = self.runner.forward(batch)  # [B, V]
-            tokens = self.sampler(logits, [seqs[i].params for i in active], [seqs[i].generator for i in active])
-            if self.startup_report.phases["first_token"] is None:
-                self.startup_report.mark("first_token")
-                self.startup_report.log()
-            still = []
-            for i, tok in zip(active, tokens):
-                s = seqs[i]
-                s.output_ids.append(tok)
-                if tok in s.stop_ids:
-                    s.finish_reason = "stop"
-                elif len(s.output_ids) >= s.params.max_tokens or len(s.prompt_ids) + len(s.output_ids) >= max_len:
-                    s.finish_reason = "length"
-                else:
-                    still.append(i)
-            active = still
-            if active:
-                batch = ForwardBatch.build([[seqs[i].output_ids[-1]] for i in active],
-                                           [len(seqs[i].prompt_ids) + len(seqs[i].output_ids) - 1 for i in active],
-                                           active, cache, self.runner.device)

@@ -41,6 +41,23 @@ def load_hf_reference(model_dir: Path, dtype: torch.dtype = torch.float32, devic
     return model.eval()
 
 
+class PagedSteps:
+    """Model steps over a runner's paged KV cache for tests: each sequence (any hashable id) gets blocks from
+    its own block manager as it grows, as the scheduler would give them."""
+
+    def __init__(self, runner) -> None:
+        self.runner = runner
+        self.blocks = runner.kv_cache.new_block_manager()
+        self.lengths: dict[int, int] = {}
+
+    def batch(self, token_ids: list[list[int]], seq_ids: list[int]):
+        starts = [self.lengths.get(s, 0) for s in seq_ids]
+        for seq, toks, start in zip(seq_ids, token_ids, starts):
+            self.blocks.allocate(seq, start, start + len(toks))
+            self.lengths[seq] = start + len(toks)
+        return self.runner.build_batch(token_ids, starts, [self.blocks.block_tables(s) for s in seq_ids])
+
+
 @pytest.fixture(scope="session")
 def ckpt_factory(tmp_path_factory):
     """Memoised checkpoint writer: the same arguments give the same directory within a session."""

@@ -10,8 +10,9 @@ import torch
 
 from quickmoe.config import EngineConfig
 from quickmoe.runtime.compile import compile_decoder_layers, compile_stats
-from quickmoe.runtime.forward_batch import ForwardBatch
 from quickmoe.runtime.model_runner import ModelRunner
+
+from .conftest import PagedSteps
 
 
 def _runner(model_dir) -> ModelRunner:
@@ -29,15 +30,13 @@ def _steps(runner: ModelRunner, seed: int, num_steps: int):
 
 
 def _run(runner: ModelRunner, steps, skip_patterns) -> list[torch.Tensor]:
-    cache = runner.new_kv_cache(2, 32)
-    starts = [0, 0]
+    paged = PagedSteps(runner)
     outs = []
     with torch.inference_mode():
         for tokens, run_mlp in zip(steps, skip_patterns):
-            batch = ForwardBatch.build(tokens, starts, [0, 1], cache, runner.device)
+            batch = paged.batch(tokens, [0, 1])
             hidden = runner.model.model(batch, run_mlp=run_mlp)  # [T, H]
             outs.append(runner.model.lm_head(hidden))
-            starts = [s + len(t) for s, t in zip(starts, tokens)]
     return outs
 
 
@@ -51,9 +50,8 @@ def test_compiled_graphs_do_not_grow_with_depth(ckpt_factory, layers):
     compile_decoder_layers(runner.model.model.layers, backend="eager")
     steps = _steps(runner, seed=layers, num_steps=3)
     _run(runner, steps, [None] * len(steps))
-    single = runner.new_kv_cache(1, 8)  # then one sequence of one token: sizes of 1 reuse the graphs
-    with torch.inference_mode():
-        runner.forward(ForwardBatch.build([[3]], [0], [0], single, runner.device))
+    with torch.inference_mode():  # then one sequence of one token: sizes of 1 reuse the graphs
+        runner.forward(PagedSteps(runner).batch([[3]], [0]))
     graphs = compile_stats().graphs - before
     kinds = {layer.self_attn.window for layer in runner.model.model.layers}
     assert len(kinds) == 2  # the tiny preset alternates sliding and full attention, like gpt-oss

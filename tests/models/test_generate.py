@@ -45,8 +45,15 @@ def test_stops_at_stop_token_max_tokens_and_model_length(llm):
 
 def test_eos_ids_stop_generation_unless_ignored(llm):
     eos = llm.config.eos_token_ids[0]
-    assert eos in llm._stop_ids(SamplingParams()) and eos not in llm._stop_ids(SamplingParams(ignore_eos=True))
-    assert set(llm.tokenizer.eos_token_ids) <= llm._stop_ids(SamplingParams())  # generation_config's ids too
+    assert eos in llm.engine.eos_ids
+    assert set(llm.tokenizer.eos_token_ids) <= llm.engine.eos_ids  # generation_config's ids too
+    prompt = [3, 4, 5]
+    free = llm.generate([prompt], SamplingParams(max_tokens=6, temperature=0, ignore_eos=True))[0]
+    first = free.token_ids[0]
+    # the model's first greedy token made an EOS id (a stop token id behaves the same): generation stops
+    stopped = llm.generate([prompt], SamplingParams(max_tokens=6, temperature=0, stop_token_ids=[first]))[0]
+    assert stopped.token_ids == [first] and stopped.finish_reason == "stop" and stopped.stop_reason == first
+    assert stopped.text == ""  # the stop token's text is not part of the output
 
 
 def test_seeded_sampling_same_alone_and_in_a_batch(llm):

@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from quickmoe.config import EngineConfig
-from quickmoe.runtime.forward_batch import ForwardBatch
 from quickmoe.runtime.model_runner import ModelRunner
 
-from .conftest import load_hf_reference
+from .conftest import PagedSteps, load_hf_reference
 
 # (experts_dtype, layers, experts, overrides): 2-4 layers, 4-8 experts, hidden 64-256, both layer kinds
 CASES = {
@@ -35,8 +34,7 @@ def _runner(model_dir) -> ModelRunner:
 
 
 def _packed_logits(runner: ModelRunner, prompts: list[list[int]]) -> list[torch.Tensor]:
-    cache = runner.new_kv_cache(len(prompts), max(map(len, prompts)))
-    batch = ForwardBatch.build(prompts, [0] * len(prompts), list(range(len(prompts))), cache, runner.device)
+    batch = PagedSteps(runner).batch(prompts, list(range(len(prompts))))
     logits = runner.forward(batch, all_logits=True)  # [T, V]
     return list(logits.split([len(p) for p in prompts]))
 
@@ -88,17 +86,17 @@ def test_kv_cache_decode_equals_full_recomputation(ckpt_factory):
     runner = _runner(model_dir)
     prompts = _prompts(runner.config.vocab_size, [5, 12, 1], seed=3)
     steps = 24  # > window: the sliding layer drops early tokens during decoding
-    cache = runner.new_kv_cache(len(prompts), max(map(len, prompts)) + steps)
+    paged = PagedSteps(runner)
     slots = list(range(len(prompts)))
     seqs = [list(p) for p in prompts]
-    batch = ForwardBatch.build(seqs, [0] * len(seqs), slots, cache, runner.device)
+    batch = paged.batch(seqs, slots)
     step_logits: list[list[torch.Tensor]] = [[] for _ in seqs]
     for _ in range(steps):
         logits = runner.forward(batch)  # [B, V]
         for i, row in enumerate(logits):
             step_logits[i].append(row)
             seqs[i].append(int(row.argmax()))
-        batch = ForwardBatch.build([[s[-1]] for s in seqs], [len(s) - 1 for s in seqs], slots, cache, runner.device)
+        batch = paged.batch([[s[-1]] for s in seqs], slots)
     full = _packed_logits(runner, [s[:-1] for s in seqs])  # one forward over prompt + generated tokens
     for i, prompt in enumerate(prompts):
         incremental = torch.stack(step_logits[i])  # [steps, V]

@@ -12,8 +12,6 @@ from quickmoe.kernels.fused_moe import fused_moe_ref
 from quickmoe.kernels.routing import topk_softmax_ref
 from quickmoe.layers.attention import sink_attention_ref
 from quickmoe.layers.rotary import RotaryEmbedding, rope_inv_freq
-from quickmoe.layers.sampler import Sampler, top_p_filter
-from quickmoe.runtime.sampling_params import SamplingParams
 
 
 @pytest.mark.parametrize("truncate", [False, True])
@@ -125,29 +123,3 @@ def test_topk_softmax_is_softmax_over_selected_logits():
     assert ids.tolist() == [[1, 3]]
     e = torch.exp(torch.tensor([3.0, 2.0]))
     assert torch.allclose(w[0], e / e.sum())
-
-
-def test_top_p_filter_keeps_smallest_set_reaching_p():
-    probs = torch.tensor([0.05, 0.5, 0.2, 0.25])
-    kept = top_p_filter(probs, 0.7)  # 0.5 + 0.25 = 0.75 >= 0.7: keep those two
-    assert torch.allclose(kept, torch.tensor([0.0, 0.5 / 0.75, 0.0, 0.25 / 0.75]))
-    assert torch.equal(top_p_filter(probs, 0.1), torch.tensor([0.0, 1.0, 0.0, 0.0]))
-
-
-def test_seeded_sampling_is_reproducible_whatever_the_batch():
-    sampler = Sampler()
-    g = torch.Generator().manual_seed(0)
-    target = torch.randn(1, 50, generator=g)
-    others = torch.randn(3, 50, generator=g)
-    params = SamplingParams(temperature=0.9, top_p=0.9, seed=1234)
-
-    def draw(logits, index, n=20):
-        gens = [torch.Generator().manual_seed(1234 + i) for i in range(logits.shape[0])]
-        gens[index] = torch.Generator().manual_seed(params.seed)
-        return [sampler(logits, [params] * logits.shape[0], gens)[index] for _ in range(n)]
-
-    alone = draw(target, 0)
-    in_batch = draw(torch.cat([others[:2], target, others[2:]]), 2)
-    assert alone == in_batch and len(set(alone)) > 1  # same draws, and really sampled
-    greedy = sampler(target, [SamplingParams(temperature=0)], [None])
-    assert greedy == [int(target.argmax())]

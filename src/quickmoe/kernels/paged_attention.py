@@ -5,7 +5,8 @@ listed in block_tables[b] ([B, max_blocks] int32; -1 where a sliding-window laye
 its position p lives in block block_tables[b][p // block_size], row p % block_size. A token's slot is
 block * block_size + row (`slot_mapping`).
 
-- `write_kv_paged(k, v, k_cache, v_cache, slot_mapping)`: k, v [T, KV, D] into the cache at their slots.
+- `write_kv_paged(k, v, k_cache, v_cache, slot_mapping)`: k, v [T, KV, D] into the cache at their slots;
+  tokens whose slot is negative (padding of a CUDA-graph batch) write nothing.
 - `paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, sinks, window, scale)`: q [B, H, D],
   one query per sequence at position context_lens[b] - 1, over keys j <= that position (and, with a window
   W > 0, j > position - W), GQA (head h reads KV head h // (H / KV)), and gpt-oss's per-head sink logit in
@@ -38,8 +39,10 @@ __all__ = ["paged_decode_attention", "paged_decode_attention_ref", "paged_prefil
 def write_kv_paged_ref(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                        slot_mapping: torch.Tensor) -> None:
     num_blocks, block_size = k_cache.shape[:2]
-    k_cache.view(num_blocks * block_size, *k_cache.shape[2:])[slot_mapping] = k.to(k_cache.dtype)
-    v_cache.view(num_blocks * block_size, *v_cache.shape[2:])[slot_mapping] = v.to(v_cache.dtype)
+    keep = slot_mapping >= 0  # [T]
+    slots = slot_mapping[keep]
+    k_cache.view(num_blocks * block_size, *k_cache.shape[2:])[slots] = k[keep].to(k_cache.dtype)
+    v_cache.view(num_blocks * block_size, *v_cache.shape[2:])[slots] = v[keep].to(v_cache.dtype)
 
 
 def paged_decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -161,7 +164,7 @@ if triton is not None:
         token = tl.program_id(0)
         slot = tl.load(slot_ptr + token).to(tl.int64)
         cols = tl.arange(0, ROW_POW2)
-        ok = cols < ROW
+        ok = (cols < ROW) & (slot >= 0)  # a negative slot (padding) writes nothing
         k = tl.load(k_ptr + token * stride_k + cols, mask=ok)
         v = tl.load(v_ptr + token * stride_v + cols, mask=ok)
         tl.store(k_cache_ptr + slot * ROW + cols, k.to(k_cache_ptr.dtype.element_ty), mask=ok)

@@ -10,7 +10,7 @@ from quickmoe.layers.linear import Linear
 from quickmoe.layers.rotary import RotaryEmbedding
 from quickmoe.layers.weights import declare_weight
 from quickmoe.runtime import custom_ops
-from quickmoe.runtime.forward_batch import AttentionMetadata
+from quickmoe.runtime.forward_batch import AttentionMetadata, KVGroupMetadata
 
 
 def sink_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks: torch.Tensor,
@@ -48,6 +48,7 @@ class GptOssAttention(nn.Module):
         self.head_dim = config.head_dim
         self.window = config.layer_window(layer_idx)
         self.scale = self.head_dim**-0.5
+        self.kernels = "torch"  # "triton": the paged attention kernels (set once at start-up by the runner)
         self.rotary = rotary  # shared by all layers; not a registered submodule of each
         hidden, bias = config.hidden_size, config.attention_bias
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
@@ -59,16 +60,18 @@ class GptOssAttention(nn.Module):
         declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
-                v_cache: torch.Tensor, attn: AttentionMetadata) -> torch.Tensor:
-        """hidden [T, hidden] -> [T, hidden]; this layer's caches [slots, max_len, KV, D] are arguments (not
-        looked up by layer index), so one compiled graph serves every layer of the same kind."""
+                v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata) -> torch.Tensor:
+        """hidden [T, hidden] -> [T, hidden]. This layer's paged caches [blocks, block_size, KV, D] and its
+        group's slots and block tables are arguments (not looked up by layer index), so one compiled graph
+        serves every layer of the same kind."""
         num_tokens = hidden.shape[0]
         q = self.q_proj(hidden).view(num_tokens, self.num_heads, self.head_dim)
         k = self.k_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
         v = self.v_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
         q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
-        custom_ops.write_kv(k, v, k_cache, v_cache, attn.token_slots, attn.positions)
-        out = custom_ops.sink_attention(q, k_cache, v_cache, self.sinks, attn.positions, attn.seq_slots,
-                                        attn.query_lens, attn.context_lens,
-                                        self.window if self.window is not None else 0, self.scale)
+        use_kernels = self.kernels == "triton"
+        custom_ops.write_kv(k, v, k_cache, v_cache, kv.slot_mapping, use_kernels)
+        out = custom_ops.paged_attention(q, k_cache, v_cache, kv.block_tables, attn.cu_query_lens,
+                                         attn.context_lens, attn.max_query_len, self.sinks,
+                                         self.window if self.window is not None else 0, self.scale, use_kernels)
         return self.o_proj(out.view(num_tokens, -1))

@@ -1,43 +1,151 @@
-"""Turns last-token logits into next tokens: greedy, or temperature + top-p with per-request generators."""
+"""Turns last-token logits into next tokens, batched on the logits' device.
+
+Greedy rows take the argmax of the raw logits. Sampled rows draw from softmax(logits / temperature),
+restricted to the top_k most likely tokens, then to the top-p nucleus of those, by inverse CDF with
+one uniform per row from the request's own CPU `torch.Generator`. Every row is computed on its own
+(no value of one row depends on another), so a seeded request draws the same tokens whatever the batch.
+"""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from quickmoe.runtime.sampling_params import SamplingParams
 
 
-def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Zero all but the smallest set of most likely tokens whose total probability reaches top_p.
+@dataclass(frozen=True)
+class SampledTokens:
+    """One sampling step of a batch: per row, the token and the log-probabilities the request asked for.
 
-    probs [V] -> [V], renormalised. A token is kept when the mass strictly before it is < top_p,
-    so the most likely token is always kept.
+    logprobs[i] is the chosen token's log-probability under log_softmax of the raw logits where
+    params[i].logprobs is not None, else None. top_logprobs[i] lists the params[i].logprobs = n > 0 most
+    likely (token id, log-probability), most likely first, else None.
     """
-    if top_p >= 1.0:
-        return probs
-    sorted_probs, order = probs.sort(descending=True)
-    mass_before = sorted_probs.cumsum(0) - sorted_probs
-    sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
-    kept = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
-    return kept / kept.sum()
+
+    token_ids: list[int]  # [B]
+    logprobs: list[float | None]
+    top_logprobs: list[list[tuple[int, float]] | None]
+
+
+def top_k_top_p_mask(sorted_probs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Which tokens top-k then top-p keep, for rows of probabilities sorted in descending order.
+
+    sorted_probs [S, V]; top_k [S] int64 (0: no limit); top_p [S] float64 in (0, 1] -> keep [S, V] bool,
+    a prefix of each row. top-k keeps the first top_k tokens. top-p then keeps a token when the mass
+    strictly before it, measured over the renormalised top-k distribution, is < top_p: the smallest
+    prefix whose mass reaches top_p, always the most likely token. Mass is summed in float64.
+    """
+    num_rows, vocab = sorted_probs.shape
+    ranks = torch.arange(vocab, device=sorted_probs.device)  # [V]
+    k = torch.where(top_k > 0, top_k, vocab)  # [S]
+    in_top_k = ranks[None, :] < k[:, None]  # [S, V]
+    probs_k = sorted_probs.double().masked_fill(~in_top_k, 0.0)  # [S, V]
+    cdf = probs_k.cumsum(dim=-1)  # [S, V]
+    # mass strictly before each token: the exclusive scan (shifting keeps it equal to a running sum)
+    mass_before = torch.cat([cdf.new_zeros(num_rows, 1), cdf[:, :-1]], dim=-1)  # [S, V]
+    # before / mass_k < top_p, without dividing: the top-k mass is the last entry of the same scan
+    in_top_p = mass_before < top_p[:, None] * cdf[:, -1:]  # [S, V]
+    in_top_p |= (top_p >= 1.0)[:, None]  # top_p 1 keeps everything, even where rounding says otherwise
+    return in_top_k & in_top_p
+
+
+def sample_sorted(sorted_probs: torch.Tensor, keep: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw from the kept tokens, renormalised.
+
+    sorted_probs [S, V] descending; keep [S, V] bool prefix; uniforms [S] float64 in [0, 1) -> the
+    position in sorted order [S] int64: the first whose cumulative kept mass exceeds u * kept mass.
+    """
+    kept = sorted_probs.double().masked_fill(~keep, 0.0)  # [S, V]
+    cdf = kept.cumsum(dim=-1)  # [S, V]
+    threshold = uniforms[:, None] * cdf[:, -1:]  # [S, 1]
+    # cdf is non-decreasing, so the number of entries <= threshold is the first index exceeding it
+    position = (cdf <= threshold).sum(dim=-1)  # [S]
+    # u * mass may round up to the mass: clamp to the last kept token of non-zero probability (sorted
+    # descending, those form a prefix)
+    last = (kept > 0).sum(dim=-1).clamp(min=1) - 1  # [S]
+    return torch.minimum(position, last)
 
 
 class Sampler:
-    """Samples one token per sequence. Sampling runs on the CPU in float32 with each request's own
-    `torch.Generator`, so a seeded request draws the same tokens whatever the batch around it."""
+    """Picks one token per row of last-token logits (see the module docstring)."""
 
-    def __call__(self, logits: torch.Tensor, params: list[SamplingParams],
-                 generators: list[torch.Generator | None]) -> list[int]:
-        """logits [B, V] (any device) -> B token ids."""
-        greedy_ids = logits.argmax(dim=-1).tolist()
-        if all(p.greedy for p in params):
-            return greedy_ids
-        logits_cpu = logits.float().cpu()
-        out = []
-        for row, p, gen, greedy_id in zip(logits_cpu, params, generators, greedy_ids):
-            if p.greedy:
-                out.append(greedy_id)
-                continue
-            probs = top_p_filter(torch.softmax(row / p.temperature, dim=-1), p.top_p)
-            out.append(int(torch.multinomial(probs, 1, generator=gen)))
-        return out
+    def __call__(self, logits: torch.Tensor, params: Sequence[SamplingParams],
+                 generators: Sequence[torch.Generator | None]) -> SampledTokens:
+        """logits [B, V] (any device) -> B tokens, plus log-probabilities where asked.
+
+        generators[i] is row i's CPU generator; sampled rows (temperature > 0) must have one, and each
+        draws exactly one float64 uniform from it per call, in row order. Greedy rows may pass None.
+        """
+        num_rows = logits.shape[0]
+        assert logits.dim() == 2 and len(params) == num_rows == len(generators), \
+            f"logits {tuple(logits.shape)}, {len(params)} params, {len(generators)} generators"
+        logits = logits.float()
+        device = logits.device
+        tokens = logits.argmax(dim=-1)  # [B]
+        sampled_rows = [i for i, p in enumerate(params) if not p.greedy]
+        if sampled_rows:
+            rows = self._index(sampled_rows, num_rows, device)
+            drawn = self._sample(logits if rows is None else logits[rows], [params[i] for i in sampled_rows],
+                                 [generators[i] for i in sampled_rows])  # [S]
+            tokens = drawn if rows is None else tokens.index_copy(0, rows, drawn)
+        return self._collect(logits, tokens, params)
+
+    @staticmethod
+    def _index(rows: list[int], num_rows: int, device: torch.device) -> torch.Tensor | None:
+        """rows as an index tensor on `device`, or None when they are all the rows."""
+        if len(rows) == num_rows:
+            return None
+        return torch.tensor(rows, dtype=torch.int64).to(device, non_blocking=True)
+
+    @staticmethod
+    def _sample(logits: torch.Tensor, params: list[SamplingParams],
+                generators: list[torch.Generator | None]) -> torch.Tensor:
+        """logits [S, V] of sampled rows -> token ids [S]."""
+        device = logits.device
+        uniforms = []
+        for gen in generators:
+            assert gen is not None, "a sampled row needs its own torch.Generator"
+            uniforms.append(torch.rand((), generator=gen, dtype=torch.float64).item())
+        u = torch.tensor(uniforms, dtype=torch.float64).to(device, non_blocking=True)  # [S]
+        temperature = torch.tensor([float(p.temperature) for p in params]).to(device, non_blocking=True)  # [S]
+        top_k = torch.tensor([p.top_k for p in params], dtype=torch.int64).to(device, non_blocking=True)  # [S]
+        top_p = torch.tensor([float(p.top_p) for p in params], dtype=torch.float64).to(device, non_blocking=True)
+        probs = torch.softmax(logits / temperature[:, None], dim=-1)  # [S, V]
+        # stable: tied tokens keep id order, so the token a uniform maps to never depends on the batch
+        sorted_probs, order = probs.sort(dim=-1, descending=True, stable=True)  # [S, V] each
+        keep = top_k_top_p_mask(sorted_probs, top_k, top_p)  # [S, V]
+        position = sample_sorted(sorted_probs, keep, u)  # [S]
+        return order.gather(1, position[:, None]).squeeze(1)  # [S]
+
+    def _collect(self, logits: torch.Tensor, tokens: torch.Tensor,
+                 params: Sequence[SamplingParams]) -> SampledTokens:
+        """Adds the asked log-probabilities and moves everything to the host in one transfer."""
+        num_rows = logits.shape[0]
+        asked_rows = [i for i, p in enumerate(params) if p.logprobs is not None]
+        if not asked_rows:
+            return SampledTokens(tokens.tolist(), [None] * num_rows, [None] * num_rows)
+        width = min(max(params[i].logprobs for i in asked_rows), logits.shape[1])  # n, at most V
+        rows = self._index(asked_rows, num_rows, logits.device)
+        # vLLM's convention: log-probabilities of the raw logits, before temperature, top-k and top-p
+        logprobs = torch.log_softmax(logits if rows is None else logits[rows], dim=-1)  # [R, V] float32
+        chosen = logprobs.gather(1, (tokens if rows is None else tokens[rows])[:, None])  # [R, 1]
+        top_values, top_ids = logprobs.topk(width, dim=-1)  # [R, n] each, most likely first
+        # one float64 table, one transfer: token ids (< 2**53) and float32 values are exact in float64
+        asked = torch.cat([chosen.double(), top_ids.double(), top_values.double()], dim=-1)  # [R, 1 + 2n]
+        table = torch.full((num_rows, 2 + 2 * width), math.nan, dtype=torch.float64, device=logits.device)
+        table[:, 0] = tokens.double()
+        table[:, 1:] = asked if rows is None else table[:, 1:].index_copy(0, rows, asked)
+        host = table.tolist()
+        token_ids = [int(row[0]) for row in host]
+        out_logprobs: list[float | None] = [None] * num_rows
+        out_top: list[list[tuple[int, float]] | None] = [None] * num_rows
+        for i in asked_rows:
+            row, n = host[i], min(params[i].logprobs, width)
+            out_logprobs[i] = row[1]
+            if n > 0:
+                out_top[i] = [(int(row[2 + j]), row[2 + width + j]) for j in range(n)]
+        return SampledTokens(token_ids, out_logprobs, out_top)

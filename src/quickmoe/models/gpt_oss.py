@@ -15,7 +15,7 @@ from quickmoe.layers.embedding import LMHead, VocabEmbedding
 from quickmoe.layers.moe import GptOssMLP
 from quickmoe.layers.norm import RMSNorm
 from quickmoe.layers.rotary import RotaryEmbedding
-from quickmoe.runtime.forward_batch import AttentionMetadata, ForwardBatch
+from quickmoe.runtime.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
 
 class GptOssDecoderLayer(nn.Module):
@@ -30,10 +30,11 @@ class GptOssDecoderLayer(nn.Module):
         self.mlp = GptOssMLP(config, layer_idx, dtype=dtype, device=device)
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
-                v_cache: torch.Tensor, attn: AttentionMetadata, run_mlp: bool = True) -> torch.Tensor:
+                v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata,
+                run_mlp: bool = True) -> torch.Tensor:
         """Tensors and plain values only (the unit torch.compile compiles once per layer kind).
         run_mlp=False skips the MoE block (a model that runs some MoE layers conditionally)."""
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin, k_cache, v_cache, attn)
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin, k_cache, v_cache, kv, attn)
         if not run_mlp:
             return hidden
         return hidden + self.mlp(self.post_attention_layernorm(hidden))
@@ -56,10 +57,12 @@ class GptOssModel(nn.Module):
         """run_mlp[i] False skips layer i's MoE block on this step (models whose experts run conditionally)."""
         hidden = self.embed_tokens(batch.input_ids)  # [T, H]
         cos, sin = self.rotary.cos_sin(batch.positions, hidden.dtype)  # [T, D/2] each
-        attn = batch.attention
+        cache = batch.kv_cache
         for idx, layer in enumerate(self.layers):
-            k_cache, v_cache = batch.kv_cache.layer(idx)
-            hidden = layer(hidden, cos, sin, k_cache, v_cache, attn, run_mlp[idx] if run_mlp is not None else True)
+            k_cache, v_cache = cache.layer(idx)
+            kv = batch.kv_groups[cache.layer_group[idx]]
+            hidden = layer(hidden, cos, sin, k_cache, v_cache, kv, batch.attn,
+                           run_mlp[idx] if run_mlp is not None else True)
         return self.norm(hidden)
 
 

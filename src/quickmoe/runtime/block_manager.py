@@ -147,9 +147,17 @@ class KVBlockManager:
         for name, table in seq.tables.items():
             self.pools[name].give_back([b for b in table if b is not None])
 
+    def holds(self, seq_id: int) -> bool:
+        return seq_id in self._seqs
+
     def block_table(self, seq_id: int, group: str) -> list[int | None]:
         """Block id per block index of the sequence (None: released, out of a sliding window)."""
         return list(self._seqs[seq_id].tables.get(group, []))
+
+    def block_tables(self, seq_id: int) -> list[list[int | None]]:
+        """The sequence's table in every group, in the order the groups were given (the cache's order)."""
+        tables = self._seqs[seq_id].tables
+        return [list(tables.get(name, [])) for name in self.groups]
 
     def usage(self) -> dict[str, float]:
         """Fraction of each group's blocks in use."""

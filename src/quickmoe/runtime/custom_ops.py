@@ -3,10 +3,9 @@
 Every argument is a tensor or a plain number: no layer names, indices or counters, so one compiled
 decoder layer serves every layer of its kind, in any order and with any layer skipped on any step.
 - `quickmoe::moe_experts`: the MoE experts (`fused_moe` with the Triton kernels, else `fused_moe_ref`).
-- `quickmoe::write_kv`: writes a step's K and V into one layer's cache (mutates the cache in place).
-- `quickmoe::sink_attention`: gpt-oss attention of every sequence of the step over one layer's cache. The
-  per-sequence lengths and cache slots arrive as CPU int64 tensors (read on the host, never synchronizing
-  with the device); the paged, kernel-based attention of the engine issue replaces the loop inside.
+- `quickmoe::write_kv`: writes a step's K and V into one layer's paged cache (mutates the cache in place).
+- `quickmoe::paged_attention`: gpt-oss attention (sinks, window, GQA) of every sequence of the step over one
+  layer's paged cache (kernels/paged_attention.py: the Triton kernels, or their torch references).
 Each op has a fake (meta) implementation giving the output's shape, so compilation never runs it.
 """
 
@@ -15,8 +14,11 @@ from __future__ import annotations
 import torch
 
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
+from quickmoe.kernels.paged_attention import (paged_decode_attention, paged_decode_attention_ref,
+                                              paged_prefill_attention, paged_prefill_attention_ref, write_kv_paged,
+                                              write_kv_paged_ref)
 
-__all__ = ["moe_experts", "sink_attention", "write_kv"]
+__all__ = ["moe_experts", "paged_attention", "write_kv"]
 
 
 @torch.library.custom_op("quickmoe::moe_experts", mutates_args=())
@@ -39,35 +41,34 @@ def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, 
 
 @torch.library.custom_op("quickmoe::write_kv", mutates_args=("k_cache", "v_cache"))
 def write_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-             token_slots: torch.Tensor, positions: torch.Tensor) -> None:
-    """k, v [T, KV, D] into k_cache, v_cache [slots, max_len, KV, D] at (token_slots[t], positions[t])."""
-    k_cache[token_slots, positions] = k.to(k_cache.dtype)
-    v_cache[token_slots, positions] = v.to(v_cache.dtype)
+             slot_mapping: torch.Tensor, use_kernels: bool) -> None:
+    """k, v [T, KV, D] into one layer's paged cache [blocks, block_size, KV, D] at slot_mapping [T] (-1: skip)."""
+    (write_kv_paged if use_kernels else write_kv_paged_ref)(k, v, k_cache, v_cache, slot_mapping)
 
 
 @write_kv.register_fake
-def _write_kv_fake(k, v, k_cache, v_cache, token_slots, positions):
+def _write_kv_fake(k, v, k_cache, v_cache, slot_mapping, use_kernels):
     return None
 
 
-@torch.library.custom_op("quickmoe::sink_attention", mutates_args=())
-def sink_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, sinks: torch.Tensor,
-                   positions: torch.Tensor, seq_slots: torch.Tensor, query_lens: torch.Tensor,
-                   context_lens: torch.Tensor, window: int, scale: float) -> torch.Tensor:
-    """q [T, H, D] (sequences packed in order) -> [T, H, D]. Sequence i: query_lens[i] rows, cache row
-    seq_slots[i] holding context_lens[i] positions; window <= 0: full attention."""
-    from quickmoe.layers.attention import sink_attention_ref
+@torch.library.custom_op("quickmoe::paged_attention", mutates_args=())
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                    cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
+                    sinks: torch.Tensor, window: int, scale: float, use_kernels: bool) -> torch.Tensor:
+    """q [T, H, D] (sequences packed in order) -> [T, H, D] over one layer's paged cache; window <= 0: full
+    attention. A step with one token per sequence (T == B: decode, the CUDA-graph case) runs the decode
+    kernel, which reads nothing on the host; others the prefill kernel, gridded by `max_query_len` (CPU)."""
+    if q.shape[0] == context_lens.shape[0]:
+        decode = paged_decode_attention if use_kernels else paged_decode_attention_ref
+        return decode(q, k_cache, v_cache, block_tables, context_lens, sinks, window, scale)
+    if use_kernels:
+        return paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks,
+                                       window, scale, max_query_len=int(max_query_len))
+    return paged_prefill_attention_ref(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks,
+                                       window, scale)
 
-    out = torch.empty_like(q)
-    start = 0
-    for slot, n, ctx in zip(seq_slots.tolist(), query_lens.tolist(), context_lens.tolist()):
-        rows = slice(start, start + n)
-        out[rows] = sink_attention_ref(q[rows], k_cache[slot, :ctx], v_cache[slot, :ctx], sinks, positions[rows],
-                                       window if window > 0 else None, scale)
-        start += n
-    return out
 
-
-@sink_attention.register_fake
-def _sink_attention_fake(q, k_cache, v_cache, sinks, positions, seq_slots, query_lens, context_lens, window, scale):
+@paged_attention.register_fake
+def _paged_attention_fake(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, max_query_len, sinks,
+                          window, scale, use_kernels):
     return torch.empty_like(q)

@@ -1,75 +1,131 @@
-"""Batch metadata passed explicitly through the model (no module globals)."""
+"""Step metadata passed explicitly through the model (no module globals).
+
+A step packs the new tokens of several sequences along one axis (sequence b: rows cu_query_lens[b] ..
+cu_query_lens[b+1], the last query_lens[b] of its context_lens[b] positions). Attention reads and writes
+the paged cache through per-group metadata: layers of one group (full attention, or one sliding window)
+share block tables, so a token's cache slot is block_tables[b][p // block_size] * block_size +
+p % block_size in its layer's group.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from quickmoe.runtime.kv_cache import KVCache
+from quickmoe.runtime.kv_cache import PagedKVCache
+
+__all__ = ["AttentionMetadata", "ForwardBatch", "KVGroupMetadata"]
 
 
 @dataclass(frozen=True)
 class AttentionMetadata:
-    """What attention needs of a step, as tensors only (a compiled layer takes it as graph inputs, so no
-    Python list of lengths is baked into a graph): device tensors per token, and per sequence host (CPU)
-    int64 tensors that the attention op reads without synchronizing with the device."""
+    """What every attention layer needs of a step, as tensors only (a compiled layer takes it as graph
+    inputs, so no Python list of lengths is baked into a graph). Device tensors, except `max_query_len`, a
+    0-dim CPU tensor the attention op reads on the host (never synchronizing with the device)."""
 
-    positions: torch.Tensor  # [T] int64, device
-    token_slots: torch.Tensor  # [T] int64, device
-    seq_slots: torch.Tensor  # [B] int64, CPU
-    query_lens: torch.Tensor  # [B] int64, CPU
-    context_lens: torch.Tensor  # [B] int64, CPU
+    positions: torch.Tensor  # [T] int64: absolute position of each token in its sequence
+    cu_query_lens: torch.Tensor  # [B + 1] int32: where each sequence's rows start
+    context_lens: torch.Tensor  # [B] int32: positions of each sequence after this step
+    max_query_len: torch.Tensor  # [] int64, CPU
+
+
+@dataclass(frozen=True)
+class KVGroupMetadata:
+    """A layer group's view of the step: where each token's K/V go, and each sequence's blocks."""
+
+    slot_mapping: torch.Tensor  # [T] int64; -1: write nothing (padding)
+    block_tables: torch.Tensor  # [B, max_blocks] int32; -1: no block (released or past the end)
 
 
 @dataclass
 class ForwardBatch:
-    """One model step over several sequences, their new tokens packed along one axis.
-
-    Sequence i contributes `query_lens[i]` new tokens at positions
-    [context_lens[i] - query_lens[i], context_lens[i]) and owns KV-cache slot `seq_slots[i]`.
-    """
+    """One model step over several sequences, their new tokens packed along one axis."""
 
     input_ids: torch.Tensor  # [T] int64
-    positions: torch.Tensor  # [T] int64, absolute position of each token in its sequence
-    token_slots: torch.Tensor  # [T] int64, KV-cache slot of each token's sequence
-    seq_slots: list[int]  # [B]
-    query_lens: list[int]  # [B], sum == T
-    context_lens: list[int]  # [B], cached + new tokens after this step
-    logits_indices: torch.Tensor  # [B], row of each sequence's last token in the packed batch
-    kv_cache: KVCache
+    attn: AttentionMetadata
+    kv_groups: tuple[KVGroupMetadata, ...]  # one per group of `kv_cache.plan.groups`
+    logits_indices: torch.Tensor  # [B]: row of each sequence's last token
+    kv_cache: PagedKVCache
+    query_lens: list[int]  # [B], host copy
 
     @property
     def num_tokens(self) -> int:
         return int(self.input_ids.shape[0])
 
     @property
-    def attention(self) -> AttentionMetadata:
-        return AttentionMetadata(positions=self.positions, token_slots=self.token_slots,
-                                 seq_slots=torch.tensor(self.seq_slots, dtype=torch.long),
-                                 query_lens=torch.tensor(self.query_lens, dtype=torch.long),
-                                 context_lens=torch.tensor(self.context_lens, dtype=torch.long))
+    def positions(self) -> torch.Tensor:
+        return self.attn.positions
+
+    @property
+    def is_decode(self) -> bool:
+        """One new token per sequence (the steps CUDA graphs replay)."""
+        return self.num_tokens == len(self.query_lens)
 
     @classmethod
-    def build(cls, token_ids: list[list[int]], start_positions: list[int], seq_slots: list[int],
-              kv_cache: KVCache, device: torch.device | str) -> "ForwardBatch":
-        """Pack the new tokens of each sequence; `start_positions[i]` tokens of sequence i are already cached."""
-        assert len(token_ids) == len(start_positions) == len(seq_slots)
+    def build(cls, token_ids: Sequence[Sequence[int]], start_positions: Sequence[int],
+              block_tables: Sequence[Sequence[Sequence[int | None]]], kv_cache: PagedKVCache,
+              device: torch.device | str) -> "ForwardBatch":
+        """Pack the new tokens of each sequence. `start_positions[b]` tokens of sequence b are already cached;
+        `block_tables[g][b]` is sequence b's block table in group g (None or -1 where a block was released),
+        covering every position of this step."""
         query_lens = [len(t) for t in token_ids]
-        assert all(n > 0 for n in query_lens), "every sequence in a step has at least one new token"
-        context_lens = [s + n for s, n in zip(start_positions, query_lens)]
+        assert query_lens and all(n > 0 for n in query_lens), "every sequence in a step has a new token"
+        assert len(block_tables) == len(kv_cache.plan.groups)
+        host = build_host_metadata(query_lens, start_positions, block_tables, kv_cache.block_size)
         flat = [tok for toks in token_ids for tok in toks]
-        positions = [p for s, n in zip(start_positions, query_lens) for p in range(s, s + n)]
-        slots = [slot for slot, n in zip(seq_slots, query_lens) for _ in range(n)]
-        ends = torch.tensor(query_lens).cumsum(0) - 1  # [B]
-        as_long = dict(dtype=torch.long, device=device)
+        to = dict(device=device, non_blocking=True)
         return cls(
-            input_ids=torch.tensor(flat, **as_long),
-            positions=torch.tensor(positions, **as_long),
-            token_slots=torch.tensor(slots, **as_long),
-            seq_slots=list(seq_slots),
-            query_lens=query_lens,
-            context_lens=context_lens,
-            logits_indices=ends.to(device),
+            input_ids=torch.tensor(flat, dtype=torch.long).to(**to),
+            attn=AttentionMetadata(positions=torch.from_numpy(host.positions).to(**to),
+                                   cu_query_lens=torch.from_numpy(host.cu_query_lens).to(**to),
+                                   context_lens=torch.from_numpy(host.context_lens).to(**to),
+                                   max_query_len=torch.tensor(max(query_lens), dtype=torch.long)),
+            kv_groups=tuple(KVGroupMetadata(slot_mapping=torch.from_numpy(slots).to(**to),
+                                            block_tables=torch.from_numpy(tables).to(**to))
+                            for slots, tables in zip(host.slot_mappings, host.block_tables)),
+            logits_indices=torch.from_numpy(host.cu_query_lens[1:].astype(np.int64) - 1).to(**to),
             kv_cache=kv_cache,
+            query_lens=query_lens,
         )
+
+
+@dataclass(frozen=True)
+class HostMetadata:
+    """The step's metadata as numpy arrays (see `ForwardBatch`); the CUDA-graph runner copies these into its
+    static buffers, the eager path uploads them."""
+
+    positions: np.ndarray  # [T] int64
+    cu_query_lens: np.ndarray  # [B + 1] int32
+    context_lens: np.ndarray  # [B] int32
+    slot_mappings: list[np.ndarray]  # per group [T] int64
+    block_tables: list[np.ndarray]  # per group [B, max_blocks] int32
+
+
+def build_host_metadata(query_lens: Sequence[int], start_positions: Sequence[int],
+                        block_tables: Sequence[Sequence[Sequence[int | None]]], block_size: int,
+                        max_blocks: int | None = None) -> HostMetadata:
+    """Vectorised over tokens: positions, and each token's slot in every group, from the block tables
+    (padded with -1 to the longest table, or to `max_blocks`)."""
+    q = np.asarray(query_lens, dtype=np.int64)  # [B]
+    starts = np.asarray(start_positions, dtype=np.int64)
+    cu = np.zeros(len(q) + 1, dtype=np.int64)
+    np.cumsum(q, out=cu[1:])
+    seq_of_token = np.repeat(np.arange(len(q)), q)  # [T]
+    positions = np.arange(cu[-1], dtype=np.int64) - cu[seq_of_token] + starts[seq_of_token]  # [T]
+    slot_mappings, tables_out = [], []
+    for tables in block_tables:
+        width = max_blocks if max_blocks is not None else max(len(t) for t in tables)
+        table = np.full((len(q), max(width, 1)), -1, dtype=np.int64)
+        for b, t in enumerate(tables):
+            if t:
+                table[b, :len(t)] = [-1 if x is None else x for x in t]
+        block = table[seq_of_token, positions // block_size]  # [T]
+        assert (block >= 0).all(), "every new token's block is allocated"
+        slot_mappings.append(block * block_size + positions % block_size)
+        tables_out.append(table.astype(np.int32))
+    return HostMetadata(positions=positions, cu_query_lens=cu.astype(np.int32),
+                        context_lens=(starts + q).astype(np.int32), slot_mappings=slot_mappings,
+                        block_tables=tables_out)

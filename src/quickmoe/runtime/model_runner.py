@@ -19,8 +19,9 @@ from quickmoe.layers.moe import FusedMoE
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
 from quickmoe.runtime.early_start import EarlyStart
+from quickmoe.layers.attention import GptOssAttention
 from quickmoe.runtime.forward_batch import ForwardBatch
-from quickmoe.runtime.kv_cache import KVCache
+from quickmoe.runtime.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
 from quickmoe.runtime.startup import StartupReport
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,8 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 class ModelRunner:
-    """Owns the model: config -> build (parameters allocated on the device) -> load -> process.
+    """Owns the model and its paged KV cache: config -> build (parameters allocated on the device) -> load ->
+    process -> KV cache -> compile, each a phase of the StartupReport.
 
     `early_start`, if given, is the background work the process launched before importing torch (see
     runtime/early_start.py): its CUDA context is waited for, its page-locked ring feeds the loader, and
@@ -77,10 +79,13 @@ class ModelRunner:
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
         self.report.mark("config")
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
-        moe_kernels = engine.resolved_moe_kernels(self.device)
-        for module in self.model.modules():
+        moe_kernels = engine.resolved_kernels("moe_kernels", self.device)
+        attention_kernels = engine.resolved_kernels("attention_kernels", self.device)
+        for module in self.model.modules():  # the backends are chosen once, here
             if isinstance(module, FusedMoE):
                 module.kernels = moe_kernels
+            elif isinstance(module, GptOssAttention):
+                module.kernels = attention_kernels
         self.report.mark("build")
         options = early_start.options if early_start is not None else LoaderOptions.from_env()
         self.load_stats: LoadStats = load_weights(
@@ -106,6 +111,8 @@ class ModelRunner:
             # waits until the weights are processed (it then overlaps the tokenizer and the first request).
             early_start.finish()
             self.report.info["early_start"] = early_start.info()
+        self._init_kv_cache(engine)
+        self.report.mark("kv_cache")
         if engine.compile == "on":
             self._compile()
         cache = default_permutation_cache()
@@ -117,7 +124,8 @@ class ModelRunner:
             "seconds", "num_buffers", "peak_host_buffer_bytes", "peak_device_buffer_bytes", "validate_seconds",
             "read_seconds", "wait_seconds", "deliver_seconds", "finish_seconds", "num_chunks", "chunk_bytes",
             "num_threads")}
-        self.report.info.update(model=str(self.model_dir), device=str(self.device),
+        self.report.info.update(model=str(self.model_dir), device=str(self.device), moe_kernels=moe_kernels,
+                                attention_kernels=attention_kernels,
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
         logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
@@ -134,9 +142,13 @@ class ModelRunner:
         use_compile_caches(cache_path)
         before = compile_stats()
         compile_decoder_layers(self.model.model.layers)
-        scratch = self.new_kv_cache(2, 8)
-        for tokens, starts, slots in (([[1]], [0], [0]), ([[1], [2]], [1, 0], [0, 1]), ([[1, 2, 3]], [1], [1])):
-            self.forward(ForwardBatch.build(tokens, starts, slots, scratch, self.device))
+        blocks = self.kv_cache.new_block_manager()  # scratch tables over the (still unused) cache
+        for tokens, starts in (([[1]], [0]), ([[1], [2]], [1, 0]), ([[1, 2, 3]], [1])):
+            for seq, (toks, start) in enumerate(zip(tokens, starts)):
+                blocks.allocate(seq, 0, start + len(toks))
+            self.forward(self.build_batch(tokens, starts, [blocks.block_tables(seq) for seq in range(len(tokens))]))
+            for seq in range(len(tokens)):
+                blocks.free(seq)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         seconds = self.report.mark("compile")
@@ -174,8 +186,32 @@ class ModelRunner:
             return None
         return preinit.host_tensors()
 
-    def new_kv_cache(self, num_slots: int, max_len: int) -> KVCache:
-        return KVCache(self.config, num_slots, max_len, dtype=self.dtype, device=self.device)
+    def _init_kv_cache(self, engine: EngineConfig) -> None:
+        """Size the paged cache from the memory left after the weights (kv_cache.py) and allocate it once;
+        resolve max_model_len (default: max_position_embeddings, capped to what the cache holds)."""
+        requested = engine.max_model_len
+        if requested is not None and requested > self.config.max_position_embeddings:
+            raise ConfigError(f"engine option 'max_model_len' = {requested}: expected at most the model's "
+                              f"max_position_embeddings ({self.config.max_position_embeddings})")
+        budget = None if engine.num_kv_blocks is not None else kv_cache_budget(
+            self.config, dtype=self.dtype, device=self.device, kv_cache_memory=engine.kv_cache_memory,
+            gpu_memory_utilization=engine.gpu_memory_utilization,
+            max_num_batched_tokens=engine.max_num_batched_tokens, max_num_seqs=engine.max_num_seqs)
+        plan = plan_kv_cache(self.config, dtype=self.dtype, block_size=engine.block_size, memory_bytes=budget,
+                             max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
+                             num_blocks=engine.num_kv_blocks, max_model_len=requested or engine.block_size)
+        self.max_model_len = requested or min(self.config.max_position_embeddings, plan.max_tokens_per_sequence)
+        self.kv_cache = PagedKVCache(self.config, plan, dtype=self.dtype, device=self.device)
+        self.report.info["kv_cache"] = {"bytes": self.kv_cache.nbytes, "block_size": plan.block_size,
+                                        "groups": {g.name: g.num_blocks for g in plan.groups},
+                                        "max_model_len": self.max_model_len}
+        logger.info("KV cache: %s; max_model_len %d", self.kv_cache.describe(), self.max_model_len)
+
+    def build_batch(self, token_ids: list[list[int]], start_positions: list[int],
+                    block_tables: list[list[list[int | None]]]) -> ForwardBatch:
+        """A step over this runner's cache; `block_tables[b]` holds sequence b's table per cache group."""
+        per_group = [[tables[g] for tables in block_tables] for g in range(len(self.kv_cache.plan.groups))]
+        return ForwardBatch.build(token_ids, start_positions, per_group, self.kv_cache, self.device)
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, *, all_logits: bool = False) -> torch.Tensor:

@@ -2,19 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from quickmoe.errors import RequestError
 
+MAX_LOGPROBS = 20  # the most alternatives a request may ask for (`logprobs`), as OpenAI's API
+
+
+def _is_int(value: object) -> bool:
+    """True for an int that is not a bool (bools are ints in Python, never valid counts here)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise RequestError(f"sampling parameter {name!r} = {value!r}: expected true or false")
+
+
+def _normalise_stop(stop: object) -> tuple[str, ...]:
+    """`stop` as a tuple of non-empty strings: one str becomes a 1-tuple."""
+    if isinstance(stop, str):
+        stop = (stop,)
+    if not isinstance(stop, Sequence) or any(not isinstance(s, str) or not s for s in stop):
+        raise RequestError(f"sampling parameter 'stop' = {stop!r}: expected a non-empty string or a list of "
+                           "non-empty strings")
+    return tuple(stop)
+
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to pick the next tokens of one request.
+    """How to pick the next tokens of one request, and how to turn them into text.
 
-    temperature 0 means greedy. top_p keeps the smallest set of most likely tokens whose probability
-    reaches top_p. `seed` makes a request's sampling reproducible whatever else is in the batch.
-    Generation stops at an EOS token (unless ignore_eos), at a token of `stop_token_ids`, or after
-    `max_tokens` tokens.
+    Token choice: temperature 0 means greedy (argmax of the raw logits). Otherwise the next token is
+    drawn from softmax(logits / temperature) restricted to the `top_k` most likely tokens (0 or -1:
+    no limit; -1 is normalised to 0), then to the smallest set of most likely of those whose
+    probability (renormalised over the top-k) reaches `top_p`. `seed` makes a request's sampling
+    reproducible whatever else is in the batch.
+
+    Stopping: generation stops at an EOS token (unless ignore_eos), at a token of `stop_token_ids`,
+    after `max_tokens` tokens, or when the text contains one of the `stop` strings (a single str is
+    taken as a 1-tuple). The text then ends just before the stop string, or just after it with
+    `include_stop_str_in_output`.
+
+    Output: `skip_special_tokens` leaves special tokens (<|channel|>, ...) out of the text.
+    `logprobs` None returns no log-probabilities; 0 the chosen token's; n in 1..20 also the n most
+    likely tokens with theirs (all from the raw logits, before temperature, top-k and top-p).
     """
 
     max_tokens: int = 16
@@ -23,23 +56,41 @@ class SamplingParams:
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = field(default_factory=tuple)
     ignore_eos: bool = False
+    # fields added later come last, so that positional construction keeps its meaning
+    top_k: int = 0
+    stop: tuple[str, ...] = ()
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+        if not _is_int(self.max_tokens) or self.max_tokens < 1:
             raise RequestError(f"sampling parameter 'max_tokens' = {self.max_tokens!r}: expected an integer >= 1")
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
                 or not 0 <= self.temperature < float("inf"):
             raise RequestError(f"sampling parameter 'temperature' = {self.temperature!r}: expected a number >= 0")
         if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
             raise RequestError(f"sampling parameter 'top_p' = {self.top_p!r}: expected a number in (0, 1]")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+        if not _is_int(self.top_k) or not (self.top_k >= 1 or self.top_k in (0, -1)):
+            raise RequestError(f"sampling parameter 'top_k' = {self.top_k!r}: expected an integer >= 1, "
+                               "or 0 or -1 for no limit")
+        object.__setattr__(self, "top_k", max(self.top_k, 0))
+        if self.seed is not None and not _is_int(self.seed):
             raise RequestError(f"sampling parameter 'seed' = {self.seed!r}: expected an integer or None")
         ids = tuple(self.stop_token_ids)
-        if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in ids):
+        if any(not _is_int(t) or t < 0 for t in ids):
             raise RequestError(f"sampling parameter 'stop_token_ids' = {self.stop_token_ids!r}: "
                                "expected non-negative integers")
         object.__setattr__(self, "stop_token_ids", ids)
+        object.__setattr__(self, "stop", _normalise_stop(self.stop))
+        _check_bool("include_stop_str_in_output", self.include_stop_str_in_output)
+        _check_bool("ignore_eos", self.ignore_eos)
+        _check_bool("skip_special_tokens", self.skip_special_tokens)
+        if self.logprobs is not None and (not _is_int(self.logprobs) or not 0 <= self.logprobs <= MAX_LOGPROBS):
+            raise RequestError(f"sampling parameter 'logprobs' = {self.logprobs!r}: expected None or an integer "
+                               f"in [0, {MAX_LOGPROBS}]")
 
     @property
     def greedy(self) -> bool:
+        """Whether the next token is the argmax of the logits (temperature 0)."""
         return self.temperature == 0

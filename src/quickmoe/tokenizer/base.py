@@ -38,6 +38,11 @@ class Tokenizer(ABC):
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
         """Ids to the bytes they stand for; may stop inside a UTF-8 character (incremental decoding)."""
 
+    @property
+    @abstractmethod
+    def special_token_ids(self) -> frozenset[int]:
+        """Ids of the special tokens (<|start|>, <|channel|>, ...): what `skip_special_tokens` leaves out."""
+
     def decode(self, ids: Sequence[int]) -> str:
         """Ids to text; bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")

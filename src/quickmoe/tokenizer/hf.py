@@ -12,6 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,12 @@ class HFTokenizer(Tokenizer):
             return self._tokenizer.encode(text, add_special_tokens=False).ids
         except TypeError:  # lone surrogates: not UTF-8
             return self._tokenizer.encode(replace_lone_surrogates(text), add_special_tokens=False).ids
+
+    @cached_property
+    def special_token_ids(self) -> frozenset[int]:
+        """Ids of the added tokens that tokenizer.json marks special."""
+        return frozenset(token_id for token_id, token in self._tokenizer.get_added_tokens_decoder().items()
+                         if token.special)
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
         table = self._decode_table()

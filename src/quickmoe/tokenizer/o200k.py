@@ -10,6 +10,7 @@ built on the first decode (~0.1 s).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from quickmoe.errors import TokenizerError
 from quickmoe.tokenizer.base import Tokenizer
@@ -34,6 +35,11 @@ class O200kHarmonyTokenizer(Tokenizer):
         if not isinstance(text, str):
             raise TokenizerError(f"{self.name}: can only encode str, got {type(text).__name__}")
         return self._encoding.encode(text, disallowed_special=())
+
+    @cached_property
+    def special_token_ids(self) -> frozenset[int]:
+        """The gpt-oss special tokens, ids 199998..201087 (reserved ones included)."""
+        return frozenset(special_token_names())
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
         table = self._decode_table()

@@ -1,0 +1,66 @@
+"""A request's state inside the engine: its tokens, how many of them are in the KV cache, and how it ends."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from quickmoe.runtime.detokenizer import IncrementalDetokenizer
+from quickmoe.runtime.sampling_params import SamplingParams
+
+__all__ = ["Sequence", "SequenceStatus"]
+
+
+class SequenceStatus(enum.Enum):
+    WAITING = "waiting"  # not admitted yet, or preempted (its KV cache freed; recomputed when readmitted)
+    RUNNING = "running"  # holds KV blocks; scheduled every step while the token budget lasts
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request. Its tokens are the prompt then the outputs; the first `num_computed` of them have their
+    K/V in the cache. Each step computes the next chunk of the others; once all are computed, the logits of
+    the last one give the next output token (so a preempted sequence, its cache freed and `num_computed`
+    reset to 0, recomputes prompt and outputs in one prefill and continues where it was)."""
+
+    seq_id: int
+    request_id: str
+    prompt_ids: list[int]
+    params: SamplingParams
+    stop_ids: frozenset[int]  # EOS (unless ignore_eos) and the request's stop_token_ids
+    max_total_tokens: int  # prompt + outputs end here at the latest ("length")
+    detokenizer: IncrementalDetokenizer
+    generator: torch.Generator | None  # a sampled request's own randomness (one draw per output token)
+    arrival_time: float = field(default_factory=time.monotonic)
+    output_ids: list[int] = field(default_factory=list)
+    num_computed: int = 0
+    status: SequenceStatus = SequenceStatus.WAITING
+    num_preemptions: int = 0
+    finish_reason: str | None = None  # "stop" | "length" | "abort"
+    stop_reason: int | str | None = None  # the stop token id or stop string that ended it
+    first_token_time: float | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def num_uncomputed(self) -> int:
+        return self.num_tokens - self.num_computed
+
+    def token_ids(self, start: int, end: int) -> list[int]:
+        """Tokens [start, end) of prompt + outputs."""
+        n = len(self.prompt_ids)
+        if end <= n:
+            return self.prompt_ids[start:end]
+        if start >= n:
+            return self.output_ids[start - n:end - n]
+        return self.prompt_ids[start:] + self.output_ids[:end - n]
+
+    @property
+    def finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
