@@ -345,8 +345,8 @@ class EngineConfig:
             raise fail("compile", f"one of {list(COMPILE_MODES)}")
         if not is_int(self.max_num_seqs) or self.max_num_seqs < 1:
             raise fail("max_num_seqs", "an integer >= 1")
-        if not is_int(self.max_num_batched_tokens) or self.max_num_batched_tokens < self.max_num_seqs:
-            raise fail("max_num_batched_tokens", f"an integer >= max_num_seqs ({self.max_num_seqs})")
+        if not is_int(self.max_num_batched_tokens) or self.max_num_batched_tokens < 1:
+            raise fail("max_num_batched_tokens", "an integer >= 1")
         if self.block_size not in KV_BLOCK_SIZES:
             raise fail("block_size", f"one of {list(KV_BLOCK_SIZES)}")
         if self.kv_cache_memory is not None and (not is_int(self.kv_cache_memory) or self.kv_cache_memory < 1):

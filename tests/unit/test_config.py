@@ -113,7 +113,10 @@ def test_config_file_errors_name_the_file(tmp_path):
 
 @pytest.mark.parametrize("kwargs, culprit", [
     (dict(device="tpu"), "'tpu'"), (dict(dtype="fp8"), "'fp8'"), (dict(max_model_len=1), "max_model_len"),
-    (dict(max_num_seqs=0), "max_num_seqs"),
+    (dict(max_num_seqs=0), "max_num_seqs"), (dict(block_size=24), r"'block_size' = 24: expected one of \[16"),
+    (dict(max_num_batched_tokens=0), "max_num_batched_tokens"), (dict(kv_cache_memory=-1), "kv_cache_memory"),
+    (dict(gpu_memory_utilization=1.5), "gpu_memory_utilization"), (dict(num_kv_blocks=True), "num_kv_blocks"),
+    (dict(attention_kernels="cuda"), "'attention_kernels' = 'cuda'"), (dict(max_model_len=True), "max_model_len"),
 ])
 def test_engine_config_rejects_invalid_options(kwargs, culprit):
     with pytest.raises(ConfigError, match=culprit):
