@@ -32,6 +32,59 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors; no progress bars")
 
 
+def parse_bytes(text: str) -> int:
+    """'4GiB', '512MiB', '2GB', '1000000' -> bytes (ConfigError naming the value otherwise)."""
+    units = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9, "T": 1e12, "TB": 1e12,
+             "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+    stripped = text.strip().upper()
+    number = stripped.rstrip("KMGTIB")
+    unit = stripped[len(number):]
+    try:
+        value = float(number) * units[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 4GiB, 512MiB, 2GB or a byte count")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size")
+    return int(value)
+
+
+def _add_engine_args(p: argparse.ArgumentParser) -> None:
+    """Options of `EngineConfig` shared by the commands that run a model."""
+    g = p.add_argument_group("engine")
+    g.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
+    g.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                   help="activation/weight dtype of non-expert layers (auto: bfloat16 on CUDA, float32 on CPU)")
+    g.add_argument("--max-model-len", type=int, default=None,
+                   help="maximum prompt + output tokens per request (default: the model's, capped to the KV cache)")
+    g.add_argument("--max-num-seqs", type=int, default=64, help="requests running at once (default 64)")
+    g.add_argument("--max-num-batched-tokens", type=int, default=8192,
+                   help="tokens computed per step; longer prompts are prefilled in chunks (default 8192)")
+    g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
+                   help="KV cache positions per block (default 16)")
+    g.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="SIZE",
+                   help="KV cache size, e.g. 20GiB (default: on CUDA what --gpu-memory-utilization leaves after the "
+                   "weights and one step's activations; on CPU 1GiB)")
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.9,
+                   help="fraction of the GPU's memory quickmoe may use in all (default 0.9)")
+    g.add_argument("--moe-kernels", default="auto", choices=("auto", "torch", "triton"),
+                   help="MoE experts: the Triton kernels (CUDA; MXFP4 and bf16 experts), the torch reference, or "
+                   "auto (default: Triton on CUDA when installed, else torch)")
+    g.add_argument("--attention-kernels", default="auto", choices=("auto", "torch", "triton"),
+                   help="paged attention: the Triton kernels, the torch reference, or auto (default: Triton on CUDA)")
+    g.add_argument("--compile", default="off", choices=("off", "on"),
+                   help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
+                   "cached under the quickmoe cache; default off until validated on the GPU)")
+    g.add_argument("--enforce-eager", action="store_true", help="no torch.compile (overrides --compile)")
+
+
+def _engine_options(args: argparse.Namespace) -> dict:
+    return dict(device=args.device, dtype=args.dtype, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
+                kv_cache_memory=args.kv_cache_memory, gpu_memory_utilization=args.gpu_memory_utilization,
+                moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
+                compile="off" if args.enforce_eager else args.compile)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="quickmoe",
@@ -52,19 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-tokens", type=int, default=32, help="tokens to generate per prompt (default 32)")
     gen.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
     gen.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass in (0, 1] (default 1.0)")
+    gen.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (default 0: all)")
     gen.add_argument("--seed", type=int, default=None, help="seed for reproducible sampling")
+    gen.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                     help="stop when the output contains TEXT (not included); repeatable")
     gen.add_argument("--ignore-eos", action="store_true", help="keep generating past end-of-sequence tokens")
-    gen.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
-    gen.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
-                     help="activation/weight dtype of non-expert layers (auto: bfloat16 on CUDA, float32 on CPU)")
-    gen.add_argument("--max-model-len", type=int, default=None, help="maximum prompt + output tokens")
-    gen.add_argument("--moe-kernels", default="auto", choices=("auto", "torch", "triton"),
-                     help="MoE experts: the Triton kernels (CUDA; MXFP4 and bf16 experts), the torch reference, or "
-                     "auto (default: Triton on CUDA when installed, else torch)")
-    gen.add_argument("--compile", default="off", choices=("off", "on"),
-                     help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
-                     "cached under the quickmoe cache; default off until validated on the GPU)")
-    gen.add_argument("--enforce-eager", action="store_true", help="no torch.compile (overrides --compile)")
+    _add_engine_args(gen)
     gen.add_argument("--json", action="store_true", help="print one JSON object per prompt instead of text")
     gen.add_argument("--startup-json", metavar="FILE", help="write the start-up report (phase timings) as JSON")
     _add_common(gen)
@@ -85,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(mk)
     mk.set_defaults(func=cmd_make_checkpoint)
 
-    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe)", description="Benchmarks; see each subcommand.")
+    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe, generate)", description="Benchmarks; see each subcommand.")
     bench_sub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     cold = bench_sub.add_parser(
         "coldstart", help="process start -> first token, phase by phase, in fresh subprocesses",
@@ -128,6 +174,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(moe)
     moe.set_defaults(func=cmd_bench_moe)
 
+    gb = bench_sub.add_parser(
+        "generate", help="offline generation throughput and the batch-1 decode step vs its roofline",
+        description="Time LLM.generate over N prompts of exactly --input-len random token ids, --output-len tokens "
+        "each (greedy, EOS ignored): output tokens/s; then one request alone: the median decode step against the "
+        "roofline (bytes a step reads over the HBM bandwidth measured in the same run). --baseline transformers "
+        "runs transformers' generate on the same checkpoint and prompts in a fresh process, side by side.")
+    gb.add_argument("model", metavar="DIR", help="checkpoint directory")
+    gb.add_argument("--num-prompts", type=int, default=256, help="prompts (default 256)")
+    gb.add_argument("--input-len", type=int, default=1000, help="prompt tokens (default 1000)")
+    gb.add_argument("--output-len", type=int, default=1000, help="tokens generated per prompt (default 1000)")
+    gb.add_argument("--decode-steps", type=int, default=64, help="batch-1 decode steps timed (default 64)")
+    gb.add_argument("--baseline", default="none", choices=("none", "transformers"),
+                    help="also run transformers' generate on the same checkpoint and prompts")
+    gb.add_argument("--baseline-prompts", type=int, default=32,
+                    help="prompts given to the baseline (the first of the same list; default 32)")
+    gb.add_argument("--baseline-batch-size", type=int, default=32, help="the baseline's batch size (default 32)")
+    gb.add_argument("--seed", type=int, default=0, help="prompt seed (default 0)")
+    gb.add_argument("--json", dest="json_out", metavar="FILE", help="write every figure as JSON")
+    _add_engine_args(gb)
+    _add_common(gb)
+    gb.set_defaults(func=cmd_bench_generate)
+
     info = sub.add_parser("info", help="describe a checkpoint directory (config and tensors)",
                           description="Validate and summarise a checkpoint: its config and shards, without "
                           "loading weights.")
@@ -151,15 +219,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     report.mark("imports")
     t0 = time.perf_counter()
-    llm = LLM(args.model, device=args.device, dtype=args.dtype, max_model_len=args.max_model_len,
-              startup_report=report, progress=not args.quiet, early_start=early, moe_kernels=args.moe_kernels,
-              compile="off" if args.enforce_eager else args.compile)
+    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, **_engine_options(args))
     t_load = time.perf_counter() - t0
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                        llm.model_dir)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                            seed=args.seed, ignore_eos=args.ignore_eos)
+                            top_k=args.top_k, seed=args.seed, stop=tuple(args.stop), ignore_eos=args.ignore_eos)
     t1 = time.perf_counter()
     if args.chat:
         outputs = [llm.chat([{"role": "user", "content": p}], params) for p in args.prompt]
@@ -211,6 +277,19 @@ def cmd_bench_moe(args: argparse.Namespace) -> int:
     run_moe_bench(MoEBenchOptions(shapes=tuple(s.strip() for s in args.shapes.split(",") if s.strip()),
                                   tokens=ints(args.tokens, "--tokens"), device=args.device, warmup=args.warmup,
                                   iters=args.iters, json_out=args.json_out, baselines=not args.no_baselines))
+    return 0
+
+
+def cmd_bench_generate(args: argparse.Namespace) -> int:
+    from quickmoe.bench.generate import GenerateBenchOptions, run_generate_bench
+
+    engine = _engine_options(args)
+    if "--max-num-seqs" not in sys.argv:  # unless told: as many running requests as prompts (up to 256)
+        engine.pop("max_num_seqs")
+    run_generate_bench(GenerateBenchOptions(
+        model=args.model, num_prompts=args.num_prompts, input_len=args.input_len, output_len=args.output_len,
+        decode_steps=args.decode_steps, baseline=args.baseline, baseline_prompts=args.baseline_prompts,
+        baseline_batch_size=args.baseline_batch_size, seed=args.seed, json_out=args.json_out, engine=engine))
     return 0
 
 

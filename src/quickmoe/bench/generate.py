@@ -1,0 +1,206 @@
+"""`quickmoe bench generate DIR`: offline generation throughput and the batch-1 decode step against its roofline.
+
+1. Throughput: `LLM.generate` over N prompts of exactly `input_len` random token ids, `output_len` tokens each
+   (greedy, EOS ignored, so every request runs to the end): output tokens/s over the wall time.
+2. Decode at batch 1: one request alone; the median wall time of its decode steps (each ends with the
+   sampled token on the host) against the roofline = bytes a decode step must read (every weight but the
+   experts, the embedding row, the top-k experts' bytes of every layer, and the KV cache of the context)
+   over the HBM bandwidth measured in the same run (a 1 GiB device copy; CUDA only).
+3. `--baseline transformers`: transformers' `generate` on the same checkpoint and prompts in a fresh process
+   (quickmoe's model freed first), batched `baseline_batch_size` at a time (the prompts have equal lengths,
+   so no padding), over the first `baseline_prompts` prompts; output tokens/s side by side.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from quickmoe.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GenerateBenchOptions:
+    """What `bench generate` runs; validated at construction. `engine` holds EngineConfig options."""
+
+    model: str
+    num_prompts: int = 256
+    input_len: int = 1000
+    output_len: int = 1000
+    decode_steps: int = 64
+    baseline: str = "none"
+    baseline_prompts: int = 32
+    baseline_batch_size: int = 32
+    seed: int = 0
+    json_out: str | None = None
+    engine: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not (Path(self.model) / "config.json").is_file():
+            raise ConfigError(f"bench generate: {self.model} is not a checkpoint directory (no config.json)")
+        for name in ("num_prompts", "input_len", "output_len", "decode_steps", "baseline_prompts",
+                     "baseline_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"bench generate option '{name}' = {value!r}: expected an integer >= 1")
+        if self.baseline not in ("none", "transformers"):
+            raise ConfigError(f"bench generate option 'baseline' = {self.baseline!r}: expected 'none' or "
+                              "'transformers'")
+
+
+def random_prompts(num: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    """Prompts of exactly `length` ids drawn uniformly from the first 199998 ids (no special token)."""
+    rng = random.Random(seed)
+    top = min(vocab, 199998)
+    return [[rng.randrange(top) for _ in range(length)] for _ in range(num)]
+
+
+def decode_bytes_per_step(model, config, context_len: int, kv_element_size: int) -> int:
+    """Bytes one batch-1 decode step must read at `context_len`: every parameter once, except the experts
+    (top-k of E: k/E of their bytes) and the embedding (one row); plus each layer's K and V over the
+    positions it attends to (a sliding layer: its window)."""
+    total = 0
+    k_over_e = config.num_experts_per_tok / config.num_local_experts
+    for name, param in model.named_parameters():
+        nbytes = param.numel() * param.element_size()
+        if ".experts." in name:
+            nbytes = int(nbytes * k_over_e)
+        elif name.endswith("embed_tokens.weight") and not config.tie_word_embeddings:
+            nbytes = param.shape[-1] * param.element_size()
+        total += nbytes
+    for layer in range(config.num_hidden_layers):
+        window = config.layer_window(layer)
+        positions = context_len if window is None else min(context_len, window)
+        total += 2 * positions * config.num_key_value_heads * config.head_dim * kv_element_size
+    return total
+
+
+def measure_hbm_gb_per_s(device) -> float | None:
+    """A 1 GiB device copy, bytes read + written over the median time (CUDA only)."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    src = torch.randn(1 << 28, device=device)  # float32: 1 GiB
+    dst = torch.empty_like(src)
+    times = []
+    for i in range(13):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end) / 1e3)
+    del src, dst
+    return 2 * (1 << 30) / statistics.median(times) / 1e9
+
+
+def run_generate_bench(opts: GenerateBenchOptions) -> dict:
+    from quickmoe.llm import LLM
+    from quickmoe.runtime.sampling_params import SamplingParams
+
+    engine = dict(opts.engine)
+    engine.setdefault("max_num_seqs", min(opts.num_prompts, 256))
+    engine.setdefault("max_model_len", opts.input_len + opts.output_len)
+    llm = LLM(opts.model, **engine)
+    prompts = random_prompts(opts.num_prompts, opts.input_len, llm.config.vocab_size, opts.seed)
+    greedy = dict(temperature=0, ignore_eos=True)
+    llm.generate(prompts[:2], SamplingParams(max_tokens=4, **greedy))  # warm-up: kernels compiled, caches touched
+    t0 = time.perf_counter()
+    outs = llm.generate(prompts, SamplingParams(max_tokens=opts.output_len, **greedy))
+    elapsed = time.perf_counter() - t0
+    generated = sum(len(o.token_ids) for o in outs)
+    doc = {"model": opts.model, "device": str(llm.runner.device), "dtype": str(llm.runner.dtype),
+           "num_prompts": opts.num_prompts, "input_len": opts.input_len, "output_len": opts.output_len,
+           "engine": {k: v for k, v in asdict(llm.engine_config).items() if k != "model"},
+           "quickmoe": {"seconds": elapsed, "output_tokens": generated, "output_tokens_per_s": generated / elapsed,
+                        "total_tokens_per_s": (generated + opts.num_prompts * opts.input_len) / elapsed,
+                        "preemptions": llm.engine.scheduler.num_preemptions}}
+    doc["decode_batch1"] = _decode_batch1(llm, prompts[0], opts)
+    device = llm.runner.device
+    del llm, outs
+    gc.collect()
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+    if opts.baseline == "transformers":
+        doc["transformers"] = _transformers_baseline(opts, prompts[:opts.baseline_prompts], str(device))
+    if opts.json_out:
+        Path(opts.json_out).write_text(json.dumps(doc, indent=2) + "\n")
+    print(format_generate_table(doc))
+    return doc
+
+
+def _decode_batch1(llm, prompt: list[int], opts: GenerateBenchOptions) -> dict:
+    """Median wall time of one request's decode steps, and its roofline at the mean context."""
+    from quickmoe.runtime.sampling_params import SamplingParams
+
+    engine = llm.engine
+    engine.add_request("bench-decode", prompt, SamplingParams(max_tokens=opts.decode_steps + 1, temperature=0,
+                                                              ignore_eos=True))
+    engine.step()  # the prefill
+    times = []
+    while engine.has_unfinished():
+        t0 = time.perf_counter()
+        engine.step()
+        times.append(time.perf_counter() - t0)
+    step_s = statistics.median(times)
+    context = len(prompt) + opts.decode_steps // 2
+    kv_element_size = llm.runner.kv_cache.keys[0].element_size()
+    nbytes = decode_bytes_per_step(llm.runner.model, llm.config, context, kv_element_size)
+    hbm = measure_hbm_gb_per_s(llm.runner.device)
+    roofline_s = nbytes / (hbm * 1e9) if hbm else None
+    return {"steps": len(times), "step_s": step_s, "bytes_per_step": nbytes, "hbm_gb_per_s": hbm,
+            "roofline_s": roofline_s, "over_roofline": step_s / roofline_s if roofline_s else None}
+
+
+def _transformers_baseline(opts: GenerateBenchOptions, prompts: list[list[int]], device: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        prompts_file, out_file = Path(tmp) / "prompts.json", Path(tmp) / "out.json"
+        prompts_file.write_text(json.dumps(prompts))
+        cmd = [sys.executable, "-m", "quickmoe.bench.transformers_generate", opts.model, "--device", device,
+               "--prompts", str(prompts_file), "--output-len", str(opts.output_len), "--batch-size",
+               str(opts.baseline_batch_size), "--json", str(out_file)]
+        run = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+        if run.returncode != 0:
+            logger.error("transformers baseline failed:\n%s", run.stderr[-3000:])
+            return {"error": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed"}
+        return json.loads(out_file.read_text())
+
+
+def format_generate_table(doc: dict) -> str:
+    q, d = doc["quickmoe"], doc["decode_batch1"]
+    lines = [f"bench generate: {doc['model']} on {doc['device']} ({doc['dtype']}), {doc['num_prompts']} prompts x "
+             f"{doc['input_len']} tokens -> {doc['output_len']} tokens each",
+             f"{'engine':<14}{'prompts':>8}{'seconds':>10}{'output tok/s':>14}{'total tok/s':>13}"]
+    lines.append(f"{'quickmoe':<14}{doc['num_prompts']:>8}{q['seconds']:>10.2f}{q['output_tokens_per_s']:>14.1f}"
+                 f"{q['total_tokens_per_s']:>13.1f}")
+    hf = doc.get("transformers")
+    if hf and "error" not in hf:
+        lines.append(f"{'transformers':<14}{hf['num_prompts']:>8}{hf['seconds']:>10.2f}"
+                     f"{hf['output_tokens_per_s']:>14.1f}{hf['total_tokens_per_s']:>13.1f}")
+        lines.append(f"output tokens/s ratio quickmoe / transformers: "
+                     f"{q['output_tokens_per_s'] / hf['output_tokens_per_s']:.2f}x "
+                     f"(transformers batch size {hf['batch_size']})")
+    elif hf:
+        lines.append(f"transformers: {hf['error']}")
+    roof = (f"; roofline {d['roofline_s'] * 1e3:.3f} ms ({d['bytes_per_step'] / 1e9:.3f} GB at "
+            f"{d['hbm_gb_per_s']:.0f} GB/s), {d['over_roofline']:.2f}x the roofline" if d["roofline_s"] else
+            f"; {d['bytes_per_step'] / 1e9:.3f} GB per step (no HBM ceiling on this device)")
+    lines.append(f"decode at batch 1: median step {d['step_s'] * 1e3:.3f} ms over {d['steps']} steps{roof}")
+    lines.append(f"preemptions during the throughput run: {q['preemptions']}")
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""`quickmoe bench generate` on a small checkpoint on CPU: the table and JSON, transformers side by side, and the
+decode roofline's bytes (every weight once, k/E of the experts, one embedding row, the KV cache read)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quickmoe.bench.generate import GenerateBenchOptions, decode_bytes_per_step, run_generate_bench
+from quickmoe.errors import ConfigError
+from quickmoe.llm import LLM
+
+
+@pytest.fixture(scope="module")
+def model_dir(ckpt_factory):
+    return ckpt_factory(layers=2, experts=4, hidden_size=64, intermediate_size=64, num_experts_per_tok=2,
+                        sliding_window=16, seed=21)
+
+
+def test_bench_generate_runs_with_transformers_side_by_side(model_dir, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    doc = run_generate_bench(GenerateBenchOptions(
+        model=str(model_dir), num_prompts=5, input_len=12, output_len=6, decode_steps=4, baseline="transformers",
+        baseline_prompts=2, baseline_batch_size=2, json_out=str(out), engine=dict(device="cpu")))
+    table = capsys.readouterr().out
+    assert "quickmoe" in table and "transformers" in table and "decode at batch 1" in table
+    assert json.loads(out.read_text())["quickmoe"]["output_tokens"] == 5 * 6 == doc["quickmoe"]["output_tokens"]
+    assert doc["transformers"]["output_tokens"] == 2 * 6 and doc["transformers"]["num_prompts"] == 2
+    assert doc["decode_batch1"]["steps"] == 4 and doc["decode_batch1"]["roofline_s"] is None  # no HBM on CPU
+
+
+def test_decode_bytes_count_weights_experts_and_kv(model_dir):
+    llm = LLM(model_dir, device="cpu", max_model_len=64)
+    model, config = llm.runner.model, llm.config
+    short = decode_bytes_per_step(model, config, 10, 4)
+    # one more token of context: K and V of every layer (the sliding layer's window of 16 is not full yet)
+    per_token = 2 * config.num_key_value_heads * config.head_dim * 4
+    assert decode_bytes_per_step(model, config, 11, 4) - short == config.num_hidden_layers * per_token
+    # past the window only the full-attention layer reads more
+    assert decode_bytes_per_step(model, config, 41, 4) - decode_bytes_per_step(model, config, 40, 4) == per_token
+    params = dict(model.named_parameters())
+    experts = sum(p.numel() * p.element_size() for n, p in params.items() if ".experts." in n)
+    embed = params["model.embed_tokens.weight"]
+    kv = config.num_hidden_layers * 10 * per_token
+    everything = sum(p.numel() * p.element_size() for p in params.values())
+    want = everything - experts // 2 - embed.numel() * embed.element_size() + embed.shape[1] * 4 + kv  # top-2 of 4
+    assert short == want
+
+
+def test_options_are_validated(model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="not a checkpoint directory"):
+        GenerateBenchOptions(model=str(tmp_path))
+    with pytest.raises(ConfigError, match="'input_len' = 0"):
+        GenerateBenchOptions(model=str(model_dir), input_len=0)
