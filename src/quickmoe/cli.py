@@ -74,7 +74,11 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", default="off", choices=("off", "on"),
                    help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
                    "cached under the quickmoe cache; default off until validated on the GPU)")
-    g.add_argument("--enforce-eager", action="store_true", help="no torch.compile (overrides --compile)")
+    g.add_argument("--cuda-graphs", default="off", choices=("off", "on"),
+                   help="capture the decode step in CUDA graphs for batch-size buckets at start-up (CUDA only; "
+                   "default off until validated on the GPU)")
+    g.add_argument("--enforce-eager", action="store_true",
+                   help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
 
 
 def _engine_options(args: argparse.Namespace) -> dict:
@@ -82,7 +86,8 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
                 kv_cache_memory=args.kv_cache_memory, gpu_memory_utilization=args.gpu_memory_utilization,
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
-                compile="off" if args.enforce_eager else args.compile)
+                compile="off" if args.enforce_eager else args.compile,
+                cuda_graphs="off" if args.enforce_eager else args.cuda_graphs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -271,6 +271,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16")
 MOE_KERNELS = ("auto", "torch", "triton")
 COMPILE_MODES = ("off", "on")
+CUDA_GRAPH_MODES = ("off", "on")
 
 
 KV_BLOCK_SIZES = (16, 32, 64, 128)
@@ -287,7 +288,9 @@ class EngineConfig:
     installed, else "torch" (`resolved_kernels`).
     `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
     cached on disk: runtime/compile.py); "off" (the default until the compiled path has been validated on
-    the GPU; `--enforce-eager` on the command line) runs eagerly.
+    the GPU; `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
+    step in CUDA graphs for batch-size buckets at start-up (runtime/cuda_graphs.py; CUDA only); "off" (the
+    default until validated on the GPU) decodes eagerly.
     Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
     `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `max_model_len` (prompt + output
     tokens; default: the model's max_position_embeddings, capped to what the KV cache holds) bounds a request.
@@ -306,6 +309,7 @@ class EngineConfig:
     moe_kernels: str = "auto"
     attention_kernels: str = "auto"
     compile: str = "off"
+    cuda_graphs: str = "off"
     block_size: int = 16
     kv_cache_memory: int | None = None
     gpu_memory_utilization: float = 0.9
@@ -343,6 +347,8 @@ class EngineConfig:
                 raise fail(name, f"one of {list(MOE_KERNELS)}")
         if self.compile not in COMPILE_MODES:
             raise fail("compile", f"one of {list(COMPILE_MODES)}")
+        if self.cuda_graphs not in CUDA_GRAPH_MODES:
+            raise fail("cuda_graphs", f"one of {list(CUDA_GRAPH_MODES)}")
         if not is_int(self.max_num_seqs) or self.max_num_seqs < 1:
             raise fail("max_num_seqs", "an integer >= 1")
         if not is_int(self.max_num_batched_tokens) or self.max_num_batched_tokens < 1:

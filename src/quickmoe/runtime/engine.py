@@ -156,10 +156,9 @@ class Engine:
         if not sched.chunks:
             return outputs
         chunks = sched.chunks
-        batch = self.runner.build_batch([c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks],
-                                        [c.start for c in chunks],
-                                        [self.blocks.block_tables(c.seq.seq_id) for c in chunks])
-        logits = self.runner.forward(batch)  # [B, V] float32: each chunk's last token
+        logits = self.runner.execute([c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks],
+                                     [c.start for c in chunks],
+                                     [self.blocks.block_tables(c.seq.seq_id) for c in chunks])  # [B, V] float32
         sampling = [i for i, c in enumerate(chunks) if c.samples]  # before step_done moves num_computed
         self.scheduler.step_done(sched)
         if sampling:

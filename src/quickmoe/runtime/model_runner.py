@@ -20,7 +20,8 @@ from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
 from quickmoe.runtime.early_start import EarlyStart
 from quickmoe.layers.attention import GptOssAttention
-from quickmoe.runtime.forward_batch import ForwardBatch
+from quickmoe.runtime.cuda_graphs import DecodeGraphs, decode_buckets
+from quickmoe.runtime.forward_batch import ForwardBatch, build_host_metadata
 from quickmoe.runtime.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
 from quickmoe.runtime.startup import StartupReport
 
@@ -115,6 +116,15 @@ class ModelRunner:
         self.report.mark("kv_cache")
         if engine.compile == "on":
             self._compile()
+        self.graphs: DecodeGraphs | None = None
+        if engine.cuda_graphs == "on":
+            if self.device.type != "cuda":
+                raise ConfigError(f"engine option 'cuda_graphs' = 'on' needs a CUDA device; the model is on "
+                                  f"{self.device} (expected 'off')")
+            self.graphs = DecodeGraphs(self, decode_buckets(engine.max_num_seqs))
+            seconds = self.graphs.capture()
+            self.report.mark("capture")
+            self.report.info["cuda_graphs"] = {"batch_sizes": list(self.graphs.buckets), "seconds": seconds}
         cache = default_permutation_cache()
         self.report.info["permutation_cache"] = dataclasses.asdict(cache.stats())
         cache.clear()  # the indices served every layer of this model; free them
@@ -212,6 +222,19 @@ class ModelRunner:
         """A step over this runner's cache; `block_tables[b]` holds sequence b's table per cache group."""
         per_group = [[tables[g] for tables in block_tables] for g in range(len(self.kv_cache.plan.groups))]
         return ForwardBatch.build(token_ids, start_positions, per_group, self.kv_cache, self.device)
+
+    def execute(self, token_ids: list[list[int]], start_positions: list[int],
+                block_tables: list[list[list[int | None]]]) -> torch.Tensor:
+        """Float32 logits [B, V] of each sequence's last new token: a decode step that fits a captured bucket
+        replays its CUDA graph, anything else runs eagerly (`build_batch` + `forward`)."""
+        graphs = self.graphs
+        if graphs is not None and len(token_ids) <= graphs.max_batch and all(len(t) == 1 for t in token_ids):
+            groups = range(len(self.kv_cache.plan.groups))
+            host = build_host_metadata([1] * len(token_ids), start_positions,
+                                       [[tables[g] for tables in block_tables] for g in groups],
+                                       self.kv_cache.block_size)
+            return graphs.run([t[0] for t in token_ids], host)
+        return self.forward(self.build_batch(token_ids, start_positions, block_tables))
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, *, all_logits: bool = False) -> torch.Tensor:
