@@ -133,3 +133,20 @@ def test_compiled_greedy_tokens_equal_eager_on_the_gpu(ckpt_factory, tmp_path, m
     llm = LLM(model_dir, device="cuda", dtype="bfloat16", compile="on")
     assert [o.token_ids for o in llm.generate(prompts, params)] == eager
     assert llm.startup_report.info["compile"]["graphs"] == 2
+
+
+def test_compiled_graphs_hold_the_custom_ops_as_single_nodes(ckpt_factory):
+    """Under torch.compile the layers call the registered ops (one opaque node each), not their
+    implementations, which eager mode calls directly."""
+    torch._dynamo.reset()
+    runner = _runner(ckpt_factory(layers=2, seed=32))
+    targets: set[str] = set()
+
+    def recording_backend(gm, example_inputs):
+        targets.update(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
+        return gm.forward
+
+    compile_decoder_layers(runner.model.model.layers, backend=recording_backend)
+    _run(runner, _steps(runner, seed=5, num_steps=2), [None, None])
+    assert {"quickmoe.moe_experts.default", "quickmoe.write_kv.default",
+            "quickmoe.paged_attention.default"} <= targets, targets
