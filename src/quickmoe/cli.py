@@ -157,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also time transformers' from_pretrained + one forward on the same checkpoint")
     cold.add_argument("--compile", action="store_true",
                       help="also time starts with --compile on: each with fresh compile caches, then with warm ones")
+    cold.add_argument("--cuda-graphs", action="store_true",
+                      help="every quickmoe start also captures its decode CUDA graphs (the capture phase; CUDA only)")
+    cold.add_argument("--compile-compare", metavar="DIR2",
+                      help="with --compile: also time fresh-cache compiled starts of DIR2 (e.g. the same model made with "
+                      "fewer layers) and print the ratio of the compile phases")
     cold.add_argument("--json", dest="json_out", metavar="FILE", help="write all reports and the summary as JSON")
     _add_common(cold)
     cold.set_defaults(func=cmd_bench_coldstart)
@@ -266,7 +271,8 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
 
     run_coldstart(ColdstartOptions(model=args.model, runs=args.runs, device=args.device,
                                    drop_caches=args.drop_caches, compare_uncached=args.compare_uncached,
-                                   baseline=args.baseline, json_out=args.json_out, compile=args.compile))
+                                   baseline=args.baseline, json_out=args.json_out, compile=args.compile,
+                                   cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare))
     return 0
 
 

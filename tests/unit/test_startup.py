@@ -118,3 +118,19 @@ def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path):
     assert warm["info"]["compile"]["warm"] and warm["info"]["compile"]["cache_hits"] > 0
     assert doc["reports"]["quickmoe"][0]["phases"]["compile"] is None  # the plain series stays eager
     assert "compile cold" in format_table(doc) and "compile warm" in format_table(doc)
+
+
+def test_table_compares_compile_time_across_depths(tmp_path):
+    doc = {"model": "m24", "runs": 1, "page_cache": "warm", "device": "cuda:0", "dtype": "bfloat16",
+           "summary": {"quickmoe": {"total": (3.0, 3.0)},
+                       "compiled_cold": {"compile": (9.0, 10.0), "capture": (0.5, 0.6), "total": (20.0, 21.0)},
+                       "compiled_compare": {"compile": (7.5, 8.0), "total": (15.0, 15.0)}},
+           "compile_compare": {"model": "m2", "layers": 2, "model_layers": 24}}
+    table = format_table(doc)
+    assert "24 layers 10.00 s, 2 layers 8.00 s = 1.25x" in table and "fewer layers min" in table
+    assert "capture" in table
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="'compile_compare' needs 'compile'"):
+        ColdstartOptions(model=str(tmp_path), compile_compare=str(tmp_path))
+    with pytest.raises(ConfigError, match="'compile_compare' = .*not a checkpoint"):
+        ColdstartOptions(model=str(tmp_path), compile=True, compile_compare=str(tmp_path / "nope"))

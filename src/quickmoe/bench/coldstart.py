@@ -39,12 +39,19 @@ class ColdstartOptions:
     baseline: str = "none"
     json_out: str | None = None
     compile: bool = False  # also time `--compile on` starts: fresh compile caches per run, then warm ones
+    cuda_graphs: bool = False  # every quickmoe start captures its decode CUDA graphs (`--cuda-graphs on`)
+    compile_compare: str | None = None  # also time fresh-cache compiled starts of this checkpoint (fewer layers)
 
     def __post_init__(self) -> None:
         if not (Path(self.model) / "config.json").is_file():
             raise ConfigError(f"bench coldstart: {self.model} is not a checkpoint directory (no config.json)")
         if self.runs < 1:
             raise ConfigError(f"bench coldstart option 'runs' = {self.runs}: expected an integer >= 1")
+        if self.compile_compare is not None and not (Path(self.compile_compare) / "config.json").is_file():
+            raise ConfigError(f"bench coldstart option 'compile_compare' = {self.compile_compare!r}: not a checkpoint "
+                              "directory (no config.json)")
+        if self.compile_compare is not None and not self.compile:
+            raise ConfigError("bench coldstart option 'compile_compare' needs 'compile' (--compile)")
         if self.baseline not in BASELINES:
             raise ConfigError(f"bench coldstart option 'baseline' = {self.baseline!r}: expected one of "
                               f"{list(BASELINES)}")
@@ -142,8 +149,12 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
     if not opts.drop_caches:
         warm_page_cache(model_dir)
     env = dict(os.environ)
-    quickmoe_cmd = [sys.executable, "-m", "quickmoe", "generate", str(model_dir), "--prompt", "Hello world",
-                    "--max-tokens", "1", "--temperature", "0", "--device", opts.device, "-q"]
+    def quickmoe_cmd_for(directory: Path) -> list[str]:
+        cmd = [sys.executable, "-m", "quickmoe", "generate", str(directory), "--prompt", "Hello world",
+               "--max-tokens", "1", "--temperature", "0", "--device", opts.device, "-q"]
+        return cmd + (["--cuda-graphs", "on"] if opts.cuda_graphs else [])
+
+    quickmoe_cmd = quickmoe_cmd_for(model_dir)
     results = {"quickmoe": _series(opts, quickmoe_cmd, env, "quickmoe")}
     if opts.compare_uncached:
         results["quickmoe_uncached"] = _series(opts, quickmoe_cmd, {**env, "QUICKMOE_PERMUTATION_CACHE": "0"},
@@ -156,6 +167,10 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
             warm_env = {**env, "QUICKMOE_COMPILE_CACHE_DIR": shared}
             _one_run(compiled_cmd, warm_env)  # fills the caches (untimed)
             results["compiled_warm"] = _series(opts, compiled_cmd, warm_env, "quickmoe --compile on, warm caches")
+        if opts.compile_compare:
+            results["compiled_compare"] = _series(
+                opts, [*quickmoe_cmd_for(Path(opts.compile_compare)), "--compile", "on"], env,
+                f"quickmoe --compile on, fresh caches, {opts.compile_compare}", fresh_compile_cache=True)
     if opts.baseline == "transformers":
         device = opts.device if opts.device != "auto" else "cuda"
         hf_cmd = [sys.executable, "-m", "quickmoe.bench.transformers_baseline", str(model_dir), "--device", device]
@@ -167,10 +182,17 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
            "load_bytes": info.get("load_bytes"),
            "pinned_h2d_gb_per_s": measure_pinned_h2d_gb_per_s() if str(info.get("device")).startswith("cuda")
            else None}
+    if opts.compile_compare:
+        doc["compile_compare"] = {"model": opts.compile_compare, "layers": _num_layers(Path(opts.compile_compare)),
+                                  "model_layers": _num_layers(model_dir)}
     print(format_table(doc))
     if opts.json_out:
         Path(opts.json_out).write_text(json.dumps(doc, indent=2) + "\n")
     return doc
+
+
+def _num_layers(model_dir: Path) -> int | None:
+    return json.loads((model_dir / "config.json").read_text()).get("num_hidden_layers")
 
 
 def _early_start_line(infos: list[dict]) -> str:
@@ -193,7 +215,7 @@ def format_table(doc: dict) -> str:
     summary = doc["summary"]
     columns = list(summary)
     labels = {"quickmoe": "quickmoe", "quickmoe_uncached": "no-perm-cache", "compiled_cold": "compile cold",
-              "compiled_warm": "compile warm", "transformers": "transformers"}
+              "compiled_warm": "compile warm", "compiled_compare": "fewer layers", "transformers": "transformers"}
     phases = list(dict.fromkeys(p for s in summary.values() for p in s))
     phases = [p for p in phases if p not in ("weights_ready", "total")] + ["weights_ready", "total"]
     head = f"{'phase':<16}" + "".join(f"{labels[c] + ' min':>22}{'median':>12}" for c in columns)
@@ -234,6 +256,11 @@ def format_table(doc: dict) -> str:
         cached, uncached = summary["quickmoe"]["process"][1], summary["quickmoe_uncached"]["process"][1]
         lines.append(f"weight processing, PermutationCache off / on (medians): {uncached:.3f} s / {cached:.3f} s = "
                      f"{uncached / max(cached, 1e-9):.1f}x")
+    compare = doc.get("compile_compare")
+    if compare and "compile" in summary.get("compiled_compare", {}) and "compile" in summary.get("compiled_cold", {}):
+        deep, shallow = summary["compiled_cold"]["compile"][1], summary["compiled_compare"]["compile"][1]
+        lines.append(f"compile phase with fresh caches (medians): {compare['model_layers']} layers {deep:.2f} s, "
+                     f"{compare['layers']} layers {shallow:.2f} s = {deep / max(shallow, 1e-9):.2f}x")
     if "transformers" in summary:
         ratio = summary["transformers"]["total"][1] / max(summary["quickmoe"]["total"][1], 1e-9)
         lines.append(f"process start -> first token, transformers / quickmoe (medians): {ratio:.2f}x")
