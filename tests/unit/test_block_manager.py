@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from quickmoe.runtime.block_manager import BlockPool, GroupSpec, KVBlockManager, NoFreeBlocks
+from quickmoe.runtime.block_manager import RELEASED, BlockPool, GroupSpec, KVBlockManager, NoFreeBlocks
 
 BLOCK = 16
 WINDOW = 40
@@ -20,7 +20,7 @@ def _manager(full_blocks=64, sliding_blocks=40):
 
 
 def _held(table):
-    return [b for b in table if b is not None]
+    return [b for b in table if b != RELEASED]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -76,7 +76,7 @@ def test_sliding_group_releases_blocks_out_of_the_window():
     assert len(_held(manager.block_table(7, "sliding"))) == math.ceil(100 / BLOCK)
     manager.allocate(7, 100, 101)  # decode at position 100 sees positions 61..100: blocks 3..6
     table = manager.block_table(7, "sliding")
-    assert [i for i, b in enumerate(table) if b is not None] == [3, 4, 5, 6]
+    assert [i for i, b in enumerate(table) if b != RELEASED] == [3, 4, 5, 6] and table[:3] == [RELEASED] * 3
     assert len(_held(manager.block_table(7, "full"))) == 7  # full attention keeps everything
     manager.free(7)
     assert manager.usage() == {"full": 0.0, "sliding": 0.0}
@@ -85,7 +85,7 @@ def test_sliding_group_releases_blocks_out_of_the_window():
 def test_allocation_is_all_or_nothing_across_groups():
     manager = _manager(full_blocks=64, sliding_blocks=2)
     manager.allocate(1, 0, 20)  # 2 full blocks, 2 sliding blocks: the sliding pool is now empty
-    with pytest.raises(NoFreeBlocks, match="group 'sliding'"):
+    with pytest.raises(NoFreeBlocks, match="'sliding': 0 free of 2"):
         manager.allocate(2, 0, 10)
     assert manager.pools["full"].num_free == 62 and 2 not in manager._seqs
     assert not manager.can_allocate(2, 0, 10)

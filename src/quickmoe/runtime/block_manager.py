@@ -10,14 +10,15 @@ slot per layer of the group).
 `BlockPool` hands out and takes back block ids (LIFO, so recently freed blocks are reused while warm in
 cache) and refuses double frees. `KVBlockManager` keeps the tables: `allocate(seq, start, end)` makes room
 for positions [start, end) of a sequence (all or nothing: on `NoFreeBlocks` nothing changed), `free(seq)`
-returns everything. Invariant: a sliding group's table entry for a block out of the window is None.
+returns everything. Invariant: a sliding group's table entry for a block out of the window is RELEASED (-1),
+and released entries are a prefix of the table.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["BlockPool", "GroupSpec", "KVBlockManager", "NoFreeBlocks"]
+__all__ = ["RELEASED", "BlockPool", "GroupSpec", "KVBlockManager", "NoFreeBlocks"]
 
 
 class NoFreeBlocks(RuntimeError):
@@ -67,14 +68,26 @@ class GroupSpec:
             raise ValueError(f"group {self.name!r}: window = {self.window}: expected >= 1 or None")
 
 
+RELEASED = -1  # table entry of a block index whose block went back to the pool (out of a sliding window)
+
+
+@dataclass
+class _Table:
+    blocks: list[int] = field(default_factory=list)  # block id per block index; RELEASED below `released`
+    released: int = 0  # indices [0, released) are released: a window only moves forward, so they are a prefix
+
+
 @dataclass
 class _Sequence:
-    tables: dict[str, list[int | None]] = field(default_factory=dict)  # group -> block id per block index
+    tables: list[_Table]  # one per group, in group order
     length: int = 0  # positions made room for
 
 
 class KVBlockManager:
-    """Per-sequence block tables over one `BlockPool` per layer group."""
+    """Per-sequence block tables over one `BlockPool` per layer group.
+
+    Planning an allocation is O(groups + blocks taken or released), not O(table length): a table is its
+    released prefix, then held blocks up to its end."""
 
     def __init__(self, groups: list[GroupSpec], block_size: int) -> None:
         if block_size < 1:
@@ -83,81 +96,88 @@ class KVBlockManager:
             raise ValueError(f"groups {[g.name for g in groups]}: expected at least one, with distinct names")
         self.block_size = block_size
         self.groups = {g.name: g for g in groups}
-        self.pools = {g.name: BlockPool(g.num_blocks) for g in groups}
+        self._specs = list(groups)
+        self._pools = [BlockPool(g.num_blocks) for g in groups]
+        self.pools = {g.name: pool for g, pool in zip(groups, self._pools)}
         self._seqs: dict[int, _Sequence] = {}
 
-    def _first_needed(self, group: GroupSpec, start: int) -> int:
-        """First position a query at or after `start` may attend to, in this group."""
-        return 0 if group.window is None else max(0, start - group.window + 1)
-
-    def _plan(self, seq: _Sequence, start: int, end: int) -> dict[str, tuple[int, list[int]]]:
-        """Per group: (blocks to take, table indices to release) to hold positions needed by [start, end)."""
-        plan = {}
-        for name, group in self.groups.items():
-            table = seq.tables.get(name, [])
-            first_block = self._first_needed(group, start) // self.block_size
-            last_block = (end - 1) // self.block_size
-            release = [i for i, b in enumerate(table) if b is not None and i < first_block]
-            missing = sum(1 for i in range(first_block, last_block + 1) if i >= len(table) or table[i] is None)
-            plan[name] = (missing, release)
+    def _plan(self, seq: _Sequence | None, start: int, end: int) -> list[tuple[int, int, int]] | None:
+        """Per group (first block index needed, blocks to take, indices to release from the table's released
+        mark), or None when some pool is short (counting what the sequence itself releases)."""
+        plan = []
+        last_block = (end - 1) // self.block_size
+        for g, spec in enumerate(self._specs):
+            first = 0 if spec.window is None else max(0, start - spec.window + 1) // self.block_size
+            table = seq.tables[g] if seq is not None else None
+            length, released = (len(table.blocks), table.released) if table is not None else (0, 0)
+            if first < released:
+                raise ValueError(f"positions from {start} asked, blocks before index {released} already released "
+                                 f"in group {spec.name!r}")
+            release = max(0, min(first, length) - released)
+            take = max(0, last_block + 1 - max(length, first))
+            if take > self._pools[g].num_free + release:
+                return None
+            plan.append((first, take, release))
         return plan
 
     def can_allocate(self, seq_id: int, start: int, end: int) -> bool:
         """Whether `allocate(seq_id, start, end)` would succeed now."""
-        plan = self._plan(self._seqs.get(seq_id, _Sequence()), start, end)
-        return all(missing <= self.pools[name].num_free + len(release) for name, (missing, release) in plan.items())
+        return self._plan(self._seqs.get(seq_id), start, end) is not None
 
-    def allocate(self, seq_id: int, start: int, end: int) -> None:
+    def try_allocate(self, seq_id: int, start: int, end: int) -> bool:
         """Make room for positions [start, end) of `seq_id` (new sequences start at 0; `start` is where this
         step's tokens begin, so a sliding group releases blocks no query from `start` on can see). All or
-        nothing: raises NoFreeBlocks and changes nothing when a pool is short."""
+        nothing: returns False and changes nothing when a pool is short."""
         if not 0 <= start < end:
             raise ValueError(f"positions [{start}, {end}): expected 0 <= start < end")
-        seq = self._seqs.get(seq_id, _Sequence())
-        if end < seq.length:
+        seq = self._seqs.get(seq_id)
+        if seq is not None and end < seq.length:
             raise ValueError(f"sequence {seq_id}: positions up to {end} asked, {seq.length} already held")
         plan = self._plan(seq, start, end)
-        for name, (missing, release) in plan.items():  # check every group before changing any
-            if missing > self.pools[name].num_free + len(release):
-                raise NoFreeBlocks(f"group {name!r}: {missing} blocks needed for positions [{start}, {end}) of "
-                                   f"sequence {seq_id}, {self.pools[name].num_free} free (+{len(release)} it "
-                                   "releases)")
-        for name, (missing, release) in plan.items():
-            table = seq.tables.setdefault(name, [])
-            pool = self.pools[name]
-            pool.give_back([table[i] for i in release])
-            for i in release:
-                table[i] = None
-            first_block = self._first_needed(self.groups[name], start) // self.block_size
-            last_block = (end - 1) // self.block_size
-            fresh = iter(pool.take(missing))
-            while len(table) <= last_block:
-                table.append(None)
-            for i in range(first_block, last_block + 1):
-                if table[i] is None:
-                    table[i] = next(fresh)
+        if plan is None:
+            return False
+        if seq is None:
+            seq = self._seqs[seq_id] = _Sequence(tables=[_Table() for _ in self._specs])
+        for (first, take, release), table, pool in zip(plan, seq.tables, self._pools):
+            if release:
+                released = table.released
+                pool.give_back(table.blocks[released:released + release])
+                table.blocks[released:released + release] = [RELEASED] * release
+                table.released += release
+            if len(table.blocks) < first:  # a sequence starting past its window (not the engine's case)
+                table.blocks.extend([RELEASED] * (first - len(table.blocks)))
+                table.released = first
+            if take:
+                table.blocks.extend(pool.take(take))
         seq.length = end
-        self._seqs[seq_id] = seq
+        return True
+
+    def allocate(self, seq_id: int, start: int, end: int) -> None:
+        """`try_allocate`, raising NoFreeBlocks (and changing nothing) when a pool is short."""
+        if not self.try_allocate(seq_id, start, end):
+            short = [f"{spec.name!r}: {pool.num_free} free of {pool.num_blocks}"
+                     for spec, pool in zip(self._specs, self._pools)]
+            raise NoFreeBlocks(f"positions [{start}, {end}) of sequence {seq_id} do not fit; group " + ", ".join(short))
 
     def free(self, seq_id: int) -> None:
         """Return every block of `seq_id` (finished, aborted or preempted); unknown ids are an error."""
         seq = self._seqs.pop(seq_id, None)
         if seq is None:
             raise KeyError(f"sequence {seq_id} holds no blocks")
-        for name, table in seq.tables.items():
-            self.pools[name].give_back([b for b in table if b is not None])
+        for table, pool in zip(seq.tables, self._pools):
+            pool.give_back(table.blocks[table.released:])
 
     def holds(self, seq_id: int) -> bool:
         return seq_id in self._seqs
 
-    def block_table(self, seq_id: int, group: str) -> list[int | None]:
-        """Block id per block index of the sequence (None: released, out of a sliding window)."""
-        return list(self._seqs[seq_id].tables.get(group, []))
+    def block_table(self, seq_id: int, group: str) -> list[int]:
+        """A copy of the sequence's block id per block index in `group` (RELEASED = -1: out of the window)."""
+        return list(self._seqs[seq_id].tables[list(self.groups).index(group)].blocks)
 
-    def block_tables(self, seq_id: int) -> list[list[int | None]]:
-        """The sequence's table in every group, in the order the groups were given (the cache's order)."""
-        tables = self._seqs[seq_id].tables
-        return [list(tables.get(name, [])) for name in self.groups]
+    def block_tables(self, seq_id: int) -> list[list[int]]:
+        """The sequence's tables in every group, in the order the groups were given (the cache's order). These
+        are the manager's own lists, not copies: read them, never modify them."""
+        return [table.blocks for table in self._seqs[seq_id].tables]
 
     def usage(self) -> dict[str, float]:
         """Fraction of each group's blocks in use."""

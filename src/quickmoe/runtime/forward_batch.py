@@ -66,10 +66,10 @@ class ForwardBatch:
 
     @classmethod
     def build(cls, token_ids: Sequence[Sequence[int]], start_positions: Sequence[int],
-              block_tables: Sequence[Sequence[Sequence[int | None]]], kv_cache: PagedKVCache,
+              block_tables: Sequence[Sequence[Sequence[int]]], kv_cache: PagedKVCache,
               device: torch.device | str) -> "ForwardBatch":
         """Pack the new tokens of each sequence. `start_positions[b]` tokens of sequence b are already cached;
-        `block_tables[g][b]` is sequence b's block table in group g (None or -1 where a block was released),
+        `block_tables[g][b]` is sequence b's block table in group g (-1 where a block was released),
         covering every position of this step."""
         query_lens = [len(t) for t in token_ids]
         assert query_lens and all(n > 0 for n in query_lens), "every sequence in a step has a new token"
@@ -105,7 +105,7 @@ class HostMetadata:
 
 
 def build_host_metadata(query_lens: Sequence[int], start_positions: Sequence[int],
-                        block_tables: Sequence[Sequence[Sequence[int | None]]], block_size: int,
+                        block_tables: Sequence[Sequence[Sequence[int]]], block_size: int,
                         max_blocks: int | None = None) -> HostMetadata:
     """Vectorised over tokens: positions, and each token's slot in every group, from the block tables
     (padded with -1 to the longest table, or to `max_blocks`)."""
@@ -121,7 +121,7 @@ def build_host_metadata(query_lens: Sequence[int], start_positions: Sequence[int
         table = np.full((len(q), max(width, 1)), -1, dtype=np.int64)
         for b, t in enumerate(tables):
             if t:
-                table[b, :len(t)] = [-1 if x is None else x for x in t]
+                table[b, :len(t)] = t
         block = table[seq_of_token, positions // block_size]  # [T]
         assert (block >= 0).all(), "every new token's block is allocated"
         slot_mappings.append(block * block_size + positions % block_size)

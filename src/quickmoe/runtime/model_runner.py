@@ -218,13 +218,13 @@ class ModelRunner:
         logger.info("KV cache: %s; max_model_len %d", self.kv_cache.describe(), self.max_model_len)
 
     def build_batch(self, token_ids: list[list[int]], start_positions: list[int],
-                    block_tables: list[list[list[int | None]]]) -> ForwardBatch:
+                    block_tables: list[list[list[int]]]) -> ForwardBatch:
         """A step over this runner's cache; `block_tables[b]` holds sequence b's table per cache group."""
         per_group = [[tables[g] for tables in block_tables] for g in range(len(self.kv_cache.plan.groups))]
         return ForwardBatch.build(token_ids, start_positions, per_group, self.kv_cache, self.device)
 
     def execute(self, token_ids: list[list[int]], start_positions: list[int],
-                block_tables: list[list[list[int | None]]]) -> torch.Tensor:
+                block_tables: list[list[list[int]]]) -> torch.Tensor:
         """Float32 logits [B, V] of each sequence's last new token: a decode step that fits a captured bucket
         replays its CUDA graph, anything else runs eagerly (`build_batch` + `forward`)."""
         graphs = self.graphs

@@ -73,25 +73,23 @@ class Scheduler:
             seq = self.running[i]
             n = min(seq.num_uncomputed, budget)
             assert n > 0, "a running sequence always has its last token to compute"
-            while not self.blocks.can_allocate(seq.seq_id, seq.num_computed, seq.num_computed + n):
+            while not self.blocks.try_allocate(seq.seq_id, seq.num_computed, seq.num_computed + n):
                 victim = self.running.pop()  # the newest; never one already scheduled (those are before i)
                 self._preempt(victim)
                 out.preempted.append(victim)
                 if victim is seq:
                     break
             else:
-                self.blocks.allocate(seq.seq_id, seq.num_computed, seq.num_computed + n)
                 out.chunks.append(ScheduledChunk(seq, seq.num_computed, n))
                 budget -= n
                 i += 1
         while self.waiting and budget > 0 and not out.preempted and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             n = min(seq.num_uncomputed, budget)
-            if not self.blocks.can_allocate(seq.seq_id, 0, n):
+            if not self.blocks.try_allocate(seq.seq_id, 0, n):
                 if not self.running:  # nothing to wait for: the cache is too small for this sequence
                     raise RuntimeError(f"sequence {seq.request_id!r}: {n} tokens do not fit an empty KV cache")
                 break
-            self.blocks.allocate(seq.seq_id, 0, n)
             self.waiting.popleft()
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
