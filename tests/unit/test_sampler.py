@@ -38,10 +38,13 @@ def reference_kept(row: list[float], p: SamplingParams) -> list[tuple[int, float
 
 
 def reference_token(row: list[float], p: SamplingParams, u: float | None) -> int:
-    """One token: argmax for greedy rows, else inverse CDF of the renormalised kept distribution at u."""
+    """One token: argmax for greedy rows, else inverse CDF of the renormalised kept distribution at u (in
+    descending probability when the row filters, else in token-id order)."""
     if p.greedy:
         return max(range(len(row)), key=lambda t: (row[t], -t))
     kept = reference_kept(row, p)
+    if p.top_k == 0 and p.top_p >= 1:
+        kept.sort()
     target = u * sum(q for _, q in kept)
     running = 0.0
     for t, q in kept:

@@ -2,8 +2,11 @@
 
 Greedy rows take the argmax of the raw logits. Sampled rows draw from softmax(logits / temperature),
 restricted to the top_k most likely tokens, then to the top-p nucleus of those, by inverse CDF with
-one uniform per row from the request's own CPU `torch.Generator`. Every row is computed on its own
-(no value of one row depends on another), so a seeded request draws the same tokens whatever the batch.
+one uniform per row from the request's own CPU `torch.Generator`: over the probabilities sorted in
+descending order when the row filters (top-k or top-p), else over them in token-id order (no sort of the
+vocabulary: exact all the same). Every row is computed on its own (no value of one row depends on another,
+and which path a row takes depends on its own parameters only), so a seeded request draws the same tokens
+whatever the batch.
 """
 
 from __future__ import annotations
@@ -70,6 +73,17 @@ def sample_sorted(sorted_probs: torch.Tensor, keep: torch.Tensor, uniforms: torc
     return torch.minimum(position, last)
 
 
+def sample_in_id_order(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw over the whole vocabulary in token-id order: probs [S, V], uniforms [S] float64 in
+    [0, 1) -> token ids [S]: the first whose cumulative mass exceeds u * total."""
+    cdf = probs.double().cumsum(dim=-1)  # [S, V]
+    threshold = uniforms[:, None] * cdf[:, -1:]  # [S, 1]
+    position = (cdf <= threshold).sum(dim=-1)  # [S]
+    # u * mass may round up to the mass: clamp to the last token of non-zero probability
+    last = (probs > 0).cumsum(dim=-1).argmax(dim=-1)  # [S]: first index of the maximum count = last non-zero
+    return torch.minimum(position, last)
+
+
 class Sampler:
     """Picks one token per row of last-token logits (see the module docstring)."""
 
@@ -115,11 +129,25 @@ class Sampler:
         top_k = torch.tensor([p.top_k for p in params], dtype=torch.int64).to(device, non_blocking=True)  # [S]
         top_p = torch.tensor([float(p.top_p) for p in params], dtype=torch.float64).to(device, non_blocking=True)
         probs = torch.softmax(logits / temperature[:, None], dim=-1)  # [S, V]
+        filters = [p.top_k > 0 or p.top_p < 1 for p in params]
+        if not any(filters):
+            return sample_in_id_order(probs, u)
+        if all(filters):
+            return Sampler._sample_filtered(probs, top_k, top_p, u)
+        rows = torch.tensor(filters).to(device, non_blocking=True)  # [S] bool
+        plain = sample_in_id_order(probs, u)
+        filtered = Sampler._sample_filtered(probs[rows], top_k[rows], top_p[rows], u[rows])
+        return plain.masked_scatter(rows, filtered)
+
+    @staticmethod
+    def _sample_filtered(probs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
+                         u: torch.Tensor) -> torch.Tensor:
+        """probs [R, V] of rows with top-k or top-p -> token ids [R]."""
         # stable: tied tokens keep id order, so the token a uniform maps to never depends on the batch
-        sorted_probs, order = probs.sort(dim=-1, descending=True, stable=True)  # [S, V] each
-        keep = top_k_top_p_mask(sorted_probs, top_k, top_p)  # [S, V]
-        position = sample_sorted(sorted_probs, keep, u)  # [S]
-        return order.gather(1, position[:, None]).squeeze(1)  # [S]
+        sorted_probs, order = probs.sort(dim=-1, descending=True, stable=True)  # [R, V] each
+        keep = top_k_top_p_mask(sorted_probs, top_k, top_p)  # [R, V]
+        position = sample_sorted(sorted_probs, keep, u)  # [R]
+        return order.gather(1, position[:, None]).squeeze(1)  # [R]
 
     def _collect(self, logits: torch.Tensor, tokens: torch.Tensor,
                  params: Sequence[SamplingParams]) -> SampledTokens:
