@@ -140,6 +140,7 @@ def kv_cache_budget(config: ModelConfig, *, dtype: torch.dtype, device: torch.de
         return kv_cache_memory
     if device.type != "cuda":
         return CPU_DEFAULT_KV_CACHE_BYTES
+    torch.cuda.empty_cache()  # cached but unused blocks (the re-layout's transient) would count as used
     free, total = torch.cuda.mem_get_info(device)
     activations = activation_bytes_estimate(config, dtype, max_num_batched_tokens, max_num_seqs)
     budget = int(free - total * (1 - gpu_memory_utilization) - activations)
