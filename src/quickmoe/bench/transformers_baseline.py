@@ -15,6 +15,20 @@ from quickmoe import _IMPORT_PERF_COUNTER
 from quickmoe.runtime.startup import _age_at_quickmoe_import
 
 
+def load_transformers_model(model_dir: str, device: str):
+    """transformers' model of a checkpoint as the baselines load it: MXFP4 experts dequantized, bf16 on CUDA
+    (float32 on CPU), eager attention, placed on `device`."""
+    import torch
+    from transformers import AutoModelForCausalLM, Mxfp4Config
+
+    config = json.loads(open(f"{model_dir}/config.json").read())
+    kwargs = {"quantization_config": Mxfp4Config(dequantize=True)} if "quantization_config" in config else {}
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if device != "cpu":
+        kwargs["device_map"] = device
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="eager", **kwargs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("model")
@@ -31,15 +45,10 @@ def main() -> None:
         last = now
 
     import torch
-    from transformers import AutoModelForCausalLM, Mxfp4Config
+    import transformers  # noqa: F401  (the imports phase covers transformers too)
 
     mark("imports")
-    config = json.loads(open(f"{args.model}/config.json").read())
-    kwargs = {"quantization_config": Mxfp4Config(dequantize=True)} if "quantization_config" in config else {}
-    dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
-    if args.device != "cpu":
-        kwargs["device_map"] = args.device
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="eager", **kwargs)
+    model = load_transformers_model(args.model, args.device)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     mark("from_pretrained")

@@ -24,16 +24,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from transformers import AutoModelForCausalLM, Mxfp4Config
+
+    from quickmoe.bench.transformers_baseline import load_transformers_model
 
     prompts = json.loads(open(args.prompts).read())
-    config = json.loads(open(f"{args.model}/config.json").read())
-    kwargs = {"quantization_config": Mxfp4Config(dequantize=True)} if "quantization_config" in config else {}
-    dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
-    if args.device != "cpu":
-        kwargs["device_map"] = args.device
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="eager", **kwargs)
-    model.eval()
+    model = load_transformers_model(args.model, args.device).eval()
 
     def run(batch: list[list[int]], new_tokens: int) -> int:
         ids = torch.tensor(batch, device=args.device)
