@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(mk)
     mk.set_defaults(func=cmd_make_checkpoint)
 
-    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe, generate)", description="Benchmarks; see each subcommand.")
+    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe, generate, serve)", description="Benchmarks; see each subcommand.")
     bench_sub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     cold = bench_sub.add_parser(
         "coldstart", help="process start -> first token, phase by phase, in fresh subprocesses",
@@ -205,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_args(gb)
     _add_common(gb)
     gb.set_defaults(func=cmd_bench_generate)
+    _add_bench_serve_parser(bench_sub)
+
+    _add_serve_parser(sub)
 
     info = sub.add_parser("info", help="describe a checkpoint directory (config and tensors)",
                           description="Validate and summarise a checkpoint: its config and shards, without "
@@ -213,6 +216,134 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(info)
     info.set_defaults(func=cmd_info)
     return parser
+
+
+EPILOG_SERVE = """examples:
+  quickmoe serve                                    # embedded tiny random model on CPU, http://127.0.0.1:8000
+  quickmoe serve ./gpt-oss-20b --host 0.0.0.0 --port 8000 --api-key KEY --max-num-seqs 64
+  curl localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\
+       -d '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 32}'
+"""
+
+
+def _add_serve_parser(sub) -> None:
+    serve = sub.add_parser(
+        "serve", help="an OpenAI-compatible HTTP server (completions, chat, models, health, metrics)",
+        description="Load a checkpoint directory and serve it over HTTP with the OpenAI API: POST /v1/completions "
+        "and /v1/chat/completions (streaming with SSE or not; chat in the harmony format, reasoning returned as "
+        "reasoning_content, apart from content), GET /v1/models, /health (200 once ready) and /metrics "
+        "(Prometheus). With no DIR, the embedded tiny random model on CPU. The port is taken before the model "
+        "loads; SIGTERM refuses new requests (503), lets the ones in flight finish, then exits.",
+        epilog=EPILOG_SERVE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("model", nargs="?", metavar="DIR", help="checkpoint directory (default: embedded tiny model)")
+    g = serve.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 for every interface)")
+    g.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0: any free port)")
+    g.add_argument("--api-key", default=None, metavar="KEY",
+                   help="require 'Authorization: Bearer KEY' on /v1/* (401 otherwise); default: "
+                   "$QUICKMOE_API_KEY, else no key")
+    g.add_argument("--served-model-name", default=None, metavar="NAME",
+                   help="the model name clients send and /v1/models lists (default: DIR as given, or "
+                   "'quickmoe-tiny' for the embedded model)")
+    g.add_argument("--max-waiting", type=int, default=256, metavar="N",
+                   help="requests that may wait beyond the running batch (--max-num-seqs); more get 503 "
+                   "(default 256)")
+    g.add_argument("--drain-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="on SIGTERM, how long requests in flight may take to finish before they are cancelled "
+                   "(default 60)")
+    g.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    _add_engine_args(serve)
+    _add_common(serve)
+    serve.set_defaults(func=cmd_serve)
+
+
+def _add_bench_serve_parser(bench_sub) -> None:
+    bs = bench_sub.add_parser(
+        "serve", help="load-test an OpenAI-compatible server: TTFT, ITL, E2E latency, throughput per concurrency",
+        description="Send streamed /v1/completions requests to a running OpenAI-compatible server (quickmoe serve "
+        "or any other): prompts of exactly --input-len random token ids, exactly --output-len tokens each (greedy, "
+        "ignore_eos), at most C requests in flight for each C of --concurrency. Prints per level: requests, "
+        "duration, input/generated tokens, request and token throughputs, mean/median/P99 TTFT, mean/median/P95/"
+        "P99/max inter-token latency, TPOT, mean/median end-to-end latency; then an overview; --result-json "
+        "writes everything.")
+    bs.add_argument("--base-url", required=True, help="the server, e.g. http://127.0.0.1:8000 (a /v1 suffix is fine)")
+    bs.add_argument("--model", default=None, help="model name to send (default: the first of GET /v1/models)")
+    bs.add_argument("--concurrency", default="1,4,16,32", help="comma-separated levels (default 1,4,16,32)")
+    bs.add_argument("--num-prompts", type=int, default=None,
+                    help="requests per level (default: 4 x the level's concurrency, at least 8)")
+    bs.add_argument("--input-len", type=int, default=1000, help="prompt tokens per request (default 1000)")
+    bs.add_argument("--output-len", type=int, default=1000, help="tokens generated per request (default 1000)")
+    bs.add_argument("--result-json", metavar="FILE", help="write the options and every level's figures as JSON")
+    bs.add_argument("--api-key", default=None, metavar="KEY",
+                    help="bearer token (default: $QUICKMOE_API_KEY, else $OPENAI_API_KEY, else none)")
+    bs.add_argument("--seed", type=int, default=0, help="seed of the random prompts (default 0)")
+    bs.add_argument("--token-range", default="1000,30000", metavar="LO,HI",
+                    help="prompt token ids are drawn from [LO, HI) (default 1000,30000: ordinary tokens of any "
+                    "common vocabulary)")
+    bs.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed per request (default 1800)")
+    bs.add_argument("--no-warmup", action="store_true", help="skip the short unmeasured request sent first")
+    _add_common(bs)
+    bs.set_defaults(func=cmd_bench_serve)
+
+
+def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} = {text!r}: expected comma-separated integers") from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from quickmoe.runtime.startup import StartupReport
+
+    report = StartupReport.from_process_start()
+    from quickmoe.runtime.early_start import EarlyStart  # stdlib only: torch is not imported yet
+    from quickmoe.server.config import ServerConfig  # torch-free: bad flags fail before anything loads
+
+    default_name = "quickmoe-tiny" if args.model is None else args.model
+    config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get("QUICKMOE_API_KEY")
+                          or None, max_waiting=args.max_waiting,
+                          served_model_name=args.served_model_name or default_name,
+                          drain_timeout_s=args.drain_timeout, access_log=args.access_log)
+    from quickmoe.server.serve import bind_socket
+
+    sock = bind_socket(config.host, config.port)  # a taken port fails now, not after the model loaded
+    device = "cpu" if args.model is None and args.device == "auto" else args.device
+    early = EarlyStart.begin(args.model, device)
+    from quickmoe.llm import LLM
+    from quickmoe.server.app import create_app
+    from quickmoe.server.serve import run_server
+
+    report.mark("imports")
+    options = _engine_options(args)
+    options["device"] = device
+    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, **options)
+    if _is_synthetic(llm.model_dir):
+        logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
+                       llm.model_dir)
+    report.log()
+    run_server(create_app(llm, config), config, sock)
+    return 0
+
+
+def cmd_bench_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from quickmoe.bench.serve import ServeBenchOptions, run_serve_bench
+
+    lo_hi = _int_list(args.token_range, "--token-range")
+    if len(lo_hi) != 2:
+        raise ConfigError(f"--token-range = {args.token_range!r}: expected LO,HI")
+    api_key = args.api_key or os.environ.get("QUICKMOE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    run_serve_bench(ServeBenchOptions(
+        base_url=args.base_url, concurrency=_int_list(args.concurrency, "--concurrency"), model=args.model,
+        num_prompts=args.num_prompts, input_len=args.input_len, output_len=args.output_len,
+        result_json=args.result_json, api_key=api_key, seed=args.seed, token_range=(lo_hi[0], lo_hi[1]),
+        timeout_s=args.timeout, warmup=not args.no_warmup))
+    return 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

@@ -1,0 +1,261 @@
+"""AsyncEngine: the engine's step loop on its own thread, serving asyncio request handlers.
+
+    engine = AsyncEngine(llm.engine, max_waiting=256, metrics=metrics)
+    engine.start()                                  # on the event loop: captures it, starts the thread
+    stream = engine.add_request(rid, prompt_ids, params)   # RequestError / EngineOverloaded / EngineUnavailable
+    async for timed in stream: ...                  # TimedOutput(StepOutput, monotonic time it was produced)
+    engine.abort(rid)                               # the client went away: its KV blocks go at the next step
+    await engine.shutdown()                         # after the HTTP server drained
+
+The thread sleeps on a condition while the engine has nothing to do, and steps while it has. Each step's outputs
+go to the loop in one `call_soon_threadsafe`; each request has an asyncio queue. A step that raises is logged,
+and the requests it was running (or, when none ran, all queued ones) are aborted and receive EngineStepFailed;
+the loop goes on serving the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from quickmoe.errors import QuickMoEError
+from quickmoe.runtime.engine import Engine, StepOutput
+from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
+
+__all__ = ["AsyncEngine", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable", "RequestStream",
+           "TimedOutput"]
+
+logger = logging.getLogger(__name__)
+
+
+class EngineOverloaded(QuickMoEError):
+    """More requests wait than the configured queue holds (answered 503)."""
+
+
+class EngineUnavailable(QuickMoEError):
+    """The engine is not running: starting, shutting down, or its thread died (answered 503)."""
+
+
+class EngineStepFailed(QuickMoEError):
+    """The engine could not finish this request: a step raised while running it, or the server stopped before
+    it ended (answered 500; the server goes on)."""
+
+
+@dataclass(frozen=True)
+class TimedOutput:
+    output: StepOutput
+    time: float  # time.monotonic() when the step that produced it ended
+
+
+class RequestStream:
+    """The outputs of one request, in order, ending with the one marked `finished` (or an EngineStepFailed)."""
+
+    def __init__(self, request_id: str, num_prompt_tokens: int, arrival: float | None = None) -> None:
+        self.request_id = request_id
+        self.num_prompt_tokens = num_prompt_tokens
+        self.arrival = time.monotonic() if arrival is None else arrival  # what TTFT and E2E latency count from
+        self.first_token_time: float | None = None
+        self.last_token_time: float | None = None
+        self.num_output_tokens = 0
+        self.finished = False
+        self._queue: asyncio.Queue[TimedOutput | BaseException] = asyncio.Queue()
+
+    def _put(self, item: TimedOutput | BaseException) -> None:
+        self._queue.put_nowait(item)
+
+    def __aiter__(self) -> RequestStream:
+        return self
+
+    async def __anext__(self) -> TimedOutput:
+        if self.finished:
+            raise StopAsyncIteration
+        item = await self._queue.get()
+        if isinstance(item, BaseException):
+            self.finished = True
+            raise item
+        if item.output.finished:
+            self.finished = True
+        return item
+
+
+class AsyncEngine:
+    """Runs `Engine.step()` on one thread for requests made on one asyncio loop (see the module docstring)."""
+
+    def __init__(self, engine: Engine, *, max_waiting: int, metrics: ServerMetrics | None = None) -> None:
+        if max_waiting < 1:
+            raise ValueError(f"max_waiting = {max_waiting}: expected >= 1")
+        self.engine = engine
+        self.max_waiting = max_waiting
+        self.metrics = metrics
+        self.snapshot = EngineSnapshot()
+        self._streams: dict[str, RequestStream] = {}  # event-loop side: requests not finished
+        self._wakeup = threading.Condition()
+        self._stop = False
+        self._draining = False
+        self._dead = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle (event loop) --------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the engine thread; call from the event loop that will make the requests."""
+        assert self._thread is None, "AsyncEngine.start() twice"
+        self._loop = asyncio.get_running_loop()
+        self._snapshot()
+        self._thread = threading.Thread(target=self._run, name="quickmoe-engine", daemon=True)
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """Started, its thread alive, and not shutting down."""
+        return self._thread is not None and self._thread.is_alive() and not self._dead and not self._draining
+
+    def begin_drain(self) -> None:
+        """Refuse new requests (503); the ones in flight go on."""
+        self._draining = True
+
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        """Abort what is still in flight (its handlers get EngineStepFailed), let the engine free it, and stop
+        the thread."""
+        self._draining = True
+        for request_id, stream in list(self._streams.items()):
+            self.abort(request_id)
+            stream._put(EngineStepFailed("the server shut down before this request finished"))
+        with self._wakeup:
+            self._stop = True
+            self._wakeup.notify()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, timeout)
+            if self._thread.is_alive():
+                logger.error("the engine thread did not stop within %.0f s", timeout)
+
+    # -- requests (event loop) ----------------------------------------------------------------------
+    @property
+    def num_in_flight(self) -> int:
+        return len(self._streams)
+
+    @property
+    def num_waiting(self) -> int:
+        """Requests accepted but not in the running batch (as of the last step)."""
+        return max(len(self._streams) - self.snapshot.num_running, 0)
+
+    def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams,
+                    arrival: float | None = None) -> RequestStream:
+        """Queue a request; `arrival` (time.monotonic(), default now) is when its HTTP request came in."""
+        if not self.running:
+            raise EngineUnavailable("the server is shutting down" if self._draining else "the engine is not running")
+        if self.num_waiting >= self.max_waiting:
+            raise EngineOverloaded(f"{self.num_waiting} requests are waiting already (the queue holds "
+                                   f"{self.max_waiting}); retry later")
+        stream = RequestStream(request_id, len(prompt_ids), arrival)
+        self.engine.add_request(request_id, list(prompt_ids), params)  # RequestError before anything is kept
+        self._streams[request_id] = stream
+        self._wake()
+        return stream
+
+    def abort(self, request_id: str, reason: str = "abort") -> None:
+        """Drop a request that has not finished: its client left ("abort"), or the server found the end of its
+        reply itself ("stop": a chat stop string). Nothing happens for a finished or unknown request."""
+        stream = self._streams.pop(request_id, None)
+        if stream is not None:
+            self.engine.abort(request_id)
+            self._wake()
+            if self.metrics is not None:
+                self.metrics.observe_finished(reason, time.monotonic() - stream.arrival, stream.num_prompt_tokens,
+                                              stream.num_output_tokens)
+
+    def _wake(self) -> None:
+        with self._wakeup:
+            self._wakeup.notify()
+
+    def _deliver(self, outputs: list[StepOutput], now: float) -> None:
+        metrics = self.metrics
+        for out in outputs:
+            stream = self._streams.get(out.request_id)
+            if stream is None:
+                continue  # aborted by the server side already
+            if out.token_ids:
+                if stream.first_token_time is None:
+                    stream.first_token_time = now
+                    if metrics is not None:
+                        metrics.observe_first_token(now - stream.arrival)
+                elif metrics is not None:
+                    metrics.observe_token_gap(now - stream.last_token_time)
+                stream.last_token_time = now
+            stream.num_output_tokens = out.num_output_tokens
+            if out.finished:
+                del self._streams[out.request_id]
+                if metrics is not None:
+                    metrics.observe_finished(out.finish_reason or "stop", now - stream.arrival,
+                                             out.num_prompt_tokens, out.num_output_tokens)
+            stream._put(TimedOutput(out, now))
+
+    def _fail(self, request_ids: list[str], exc: BaseException) -> None:
+        ids = request_ids or list(self._streams)
+        for request_id in ids:
+            stream = self._streams.pop(request_id, None)
+            if stream is not None:
+                self.engine.abort(request_id)
+                stream._put(EngineStepFailed(f"the engine failed while running this request "
+                                             f"({type(exc).__name__}: {exc})"))
+        self._wake()
+
+    # -- the engine thread --------------------------------------------------------------------------
+    def _post(self, callback, *args) -> None:
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            logger.debug("event loop closed; dropping engine outputs")
+
+    def _snapshot(self) -> None:
+        stats = self.engine.stats()
+        self.snapshot = EngineSnapshot(num_running=stats.num_running, num_waiting=stats.num_waiting,
+                                       kv_cache_usage=tuple(sorted(stats.kv_cache_usage.items())),
+                                       num_sequences_with_blocks=self.engine.blocks.num_sequences,
+                                       num_preemptions=stats.num_preemptions)
+
+    def _run(self) -> None:
+        try:
+            self._serve_steps()
+        except BaseException as exc:  # the loop itself broke: nothing will serve the requests in flight
+            self._dead = True
+            logger.critical("the engine thread died; failing every request in flight", exc_info=exc)
+            self._post(self._fail, [], exc)
+        finally:
+            self._snapshot()
+        logger.debug("engine thread stopped")
+
+    def _serve_steps(self) -> None:
+        engine = self.engine
+        failures = 0
+        while True:
+            with self._wakeup:
+                while not self._stop and not engine.has_unfinished():
+                    self._wakeup.wait()
+                if self._stop and not engine.has_unfinished():
+                    return
+            try:
+                outputs = engine.step()
+            except Exception as exc:  # a bug or a device error: fail the requests of this step, keep serving
+                failures += 1
+                scheduler = engine.scheduler
+                failed = [seq.request_id for seq in scheduler.running] or [s.request_id for s in scheduler.waiting]
+                logger.exception("engine step failed; failing %s", f"{len(failed)} request(s)" if failed
+                                 else "every request in flight")
+                for request_id in failed:
+                    engine.abort(request_id)
+                self._post(self._fail, failed, exc)
+                time.sleep(0.001 * 2 ** min(failures, 10))  # a failure that repeats must not spin
+                continue
+            failures = 0
+            self._snapshot()
+            if outputs:
+                self._post(self._deliver, outputs, time.monotonic())
+            elif self.snapshot.num_running == 0:
+                with self._wakeup:  # queued but nothing admitted (nor anything to wait for): do not spin
+                    self._wakeup.wait(0.005)

@@ -1,0 +1,67 @@
+"""ServerConfig: the HTTP server's options, validated at construction (torch-free: the CLI checks its flags
+before the model loads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quickmoe.errors import ConfigError
+
+__all__ = ["ServerConfig"]
+
+DEFAULT_MAX_WAITING = 256
+DEFAULT_DRAIN_TIMEOUT_S = 60.0
+DEFAULT_MAX_BODY_BYTES = 32 * 2**20
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """`quickmoe serve` options.
+
+    host/port: where to listen (127.0.0.1 unless told otherwise; port 0 picks a free one). api_key: when set,
+    /v1/* needs `Authorization: Bearer <api_key>` (401 otherwise). max_waiting: requests accepted beyond the
+    running batch; more get 503. served_model_name: the `model` clients must name (None: the app derives one).
+    drain_timeout_s: on SIGTERM, how long in-flight requests may take to finish before they are cancelled.
+    max_body_bytes: larger request bodies get 413. access_log: log every HTTP request.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    max_waiting: int = DEFAULT_MAX_WAITING
+    served_model_name: str | None = None
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    access_log: bool = False
+
+    def __post_init__(self) -> None:
+        def fail(name: str, expected: str) -> ConfigError:
+            return ConfigError(f"server option {name} = {getattr(self, name)!r}: expected {expected}")
+
+        def is_int(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        if not isinstance(self.host, str) or not self.host.strip() or any(c.isspace() for c in self.host):
+            raise fail("host", "a host name or IP address such as 127.0.0.1 or 0.0.0.0")
+        if not is_int(self.port) or not 0 <= self.port <= 65535:
+            raise fail("port", "an integer in [0, 65535] (0: any free port)")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key
+                                         or any(c.isspace() for c in self.api_key)):
+            raise fail("api_key", "None or a non-empty string without spaces")
+        if not is_int(self.max_waiting) or self.max_waiting < 1:
+            raise fail("max_waiting", "an integer >= 1")
+        if self.served_model_name is not None and (not isinstance(self.served_model_name, str)
+                                                   or not self.served_model_name.strip()):
+            raise fail("served_model_name", "None or a non-empty name")
+        if isinstance(self.drain_timeout_s, bool) or not isinstance(self.drain_timeout_s, (int, float)) \
+                or not 0 < self.drain_timeout_s < float("inf"):
+            raise fail("drain_timeout_s", "a number of seconds > 0")
+        if not is_int(self.max_body_bytes) or self.max_body_bytes < 1024:
+            raise fail("max_body_bytes", "an integer >= 1024")
+        if not isinstance(self.access_log, bool):
+            raise fail("access_log", "true or false")
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"

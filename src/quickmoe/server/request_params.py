@@ -1,0 +1,63 @@
+"""From an OpenAI request to the engine's SamplingParams: defaults, the context-length check, and the engine's
+own validation errors turned into 400s naming the request's field."""
+
+from __future__ import annotations
+
+import re
+
+from quickmoe.errors import RequestError
+from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.server.api_errors import APIError
+from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
+
+__all__ = ["GREEDY_BELOW", "prompt_error", "sampling_params"]
+
+GREEDY_BELOW = 1e-5  # temperatures below this are greedy: logits / T would overflow float32
+_FIELD_IN_MESSAGE = re.compile(r"sampling parameter '(\w+)'")
+
+
+def _max_tokens(requested: int | None, field: str, prompt_len: int, max_model_len: int) -> int:
+    room = max_model_len - prompt_len
+    if requested is None:
+        return room
+    if requested > room:
+        raise APIError(400, f"{field} = {requested} does not fit: the prompt has {prompt_len} tokens and the "
+                       f"model's context is {max_model_len} tokens, which leaves {room} for the completion",
+                       param=field, code="context_length_exceeded")
+    return requested
+
+
+def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_len: int, max_model_len: int,
+                    vocab_size: int, extra_stop_token_ids: tuple[int, ...] = ()) -> SamplingParams:
+    """The engine's parameters for `req`. Chat requests match their stop strings in the server (on the final
+    channel's text), so none are passed to the engine for them."""
+    chat = isinstance(req, ChatCompletionRequest)
+    limit_field = ("max_completion_tokens" if chat and req.max_completion_tokens is not None else "max_tokens")
+    max_tokens = _max_tokens(req.completion_tokens_limit if chat else req.max_tokens, limit_field, prompt_len,
+                             max_model_len)
+    temperature = 1.0 if req.temperature is None else req.temperature
+    top_k = 0 if req.top_k is None or req.top_k >= vocab_size else req.top_k
+    if chat:
+        logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    else:
+        logprobs = req.logprobs
+    fields = dict(max_tokens=max_tokens, temperature=0.0 if temperature < GREEDY_BELOW else temperature,
+                  top_p=1.0 if req.top_p is None else req.top_p, top_k=top_k, seed=req.seed,
+                  stop=() if chat else req.stop_strings,
+                  stop_token_ids=tuple(req.stop_token_ids or ()) + tuple(extra_stop_token_ids),
+                  ignore_eos=req.ignore_eos, include_stop_str_in_output=req.include_stop_str_in_output,
+                  skip_special_tokens=False if chat else req.skip_special_tokens, logprobs=logprobs)
+    try:
+        return SamplingParams(**fields)
+    except RequestError as exc:
+        match = _FIELD_IN_MESSAGE.search(str(exc))
+        name = match.group(1) if match else None
+        param = {"max_tokens": limit_field, "logprobs": "top_logprobs" if chat else "logprobs"}.get(name, name)
+        raise APIError(400, str(exc), param=param, code="invalid_value") from None
+
+
+def prompt_error(exc: RequestError | Exception, field: str) -> APIError:
+    """A prompt the engine refused (empty, ids out of the vocabulary, no room left in the context)."""
+    text = str(exc)
+    code = "context_length_exceeded" if "max_model_len" in text else "invalid_value"
+    return APIError(400, f"{field}: {text}", param=field, code=code)

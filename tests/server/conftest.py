@@ -1,0 +1,88 @@
+"""Servers for the HTTP tests: uvicorn in a background thread over the embedded tiny model (real o200k vocabulary,
+random weights) on CPU, on a free port of 127.0.0.1. An Engine serves one server at a time, so each LLM below
+backs one server at a time (module-scoped servers run one after the other)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import httpx
+import pytest
+
+from quickmoe.llm import LLM
+from quickmoe.server.app import create_app
+from quickmoe.server.config import ServerConfig
+from quickmoe.server.serve import QuickMoEServer, bind_socket, uvicorn_config
+
+API_KEY = "test-key-" + str(time.time_ns())
+MODEL = "tiny"
+MAX_MODEL_LEN = 256
+
+
+class ServerThread:
+    """create_app(llm, config) served by uvicorn on a background thread until stop()."""
+
+    def __init__(self, llm: LLM, config: ServerConfig) -> None:
+        self.llm = llm
+        self.app = create_app(llm, config)
+        sock = bind_socket("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.server = QuickMoEServer(uvicorn_config(self.app, config), url=self.url)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+
+    @property
+    def serving(self):
+        return self.app.state.serving
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive(), "the server did not stop"
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def metric_values(text: str, name: str) -> dict[str, float]:
+    """{label text: value} of every sample of `name` in a Prometheus exposition."""
+    pattern = re.compile(rf"^{re.escape(name)}(\{{[^}}]*\}})? (\S+)$", re.M)
+    return {m.group(1) or "": float(m.group(2)) for m in pattern.finditer(text)}
+
+
+@pytest.fixture(scope="session")
+def tiny_llm() -> LLM:
+    return LLM(None, device="cpu", max_model_len=MAX_MODEL_LEN, kv_cache_memory=64 << 20)
+
+
+@pytest.fixture(scope="session")
+def small_llm() -> LLM:
+    """One request at a time and a short context: the queue, failure and fuzz servers."""
+    return LLM(None, device="cpu", max_model_len=128, max_num_seqs=1, kv_cache_memory=16 << 20)
+
+
+@pytest.fixture(scope="session")
+def server(tiny_llm):
+    """The main server: an API key, the default queue."""
+    running = ServerThread(tiny_llm, ServerConfig(port=0, api_key=API_KEY, served_model_name=MODEL))
+    yield running
+    running.stop()
+
+
+@pytest.fixture()
+def http(server):
+    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60,
+                      trust_env=False) as client:
+        yield client

@@ -1,0 +1,179 @@
+"""AsyncEngine over a scripted engine (no model): outputs arrive in order with their times, the thread sleeps
+while idle, a full queue is refused, a failing step fails only its requests, a dead thread fails everything in
+flight, and shutdown ends what is left."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from types import SimpleNamespace
+
+import pytest
+
+from quickmoe.runtime.engine import EngineStats, StepOutput
+from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.server.async_engine import AsyncEngine, EngineOverloaded, EngineStepFailed, EngineUnavailable
+from quickmoe.server.metrics import ServerMetrics
+
+
+class ScriptedEngine:
+    """One token per step for each request (its id is the token count so far), `max_tokens` of them; at most
+    `max_running` run at once. `fail` (an exception) is raised by the next step."""
+
+    def __init__(self, max_running: int = 8) -> None:
+        self.lock = threading.Lock()
+        self.inbox: list[tuple[str, int]] = []
+        self.aborts: list[str] = []
+        self.live: dict[str, int] = {}
+        self.scheduler = SimpleNamespace(running=[], waiting=deque())
+        self.blocks = SimpleNamespace(num_sequences=0)
+        self.max_running = max_running
+        self.steps = 0
+        self.fail: BaseException | None = None
+        self.produced: dict[str, int] = {}
+
+    def add_request(self, request_id, prompt_ids, params):
+        with self.lock:
+            self.live[request_id] = params.max_tokens
+            self.inbox.append((request_id, len(prompt_ids)))
+        return len(prompt_ids)
+
+    def abort(self, request_id):
+        with self.lock:
+            self.aborts.append(request_id)
+
+    def has_unfinished(self):
+        with self.lock:
+            return bool(self.live)
+
+    def stats(self):
+        return EngineStats(len(self.scheduler.running), len(self.scheduler.waiting), {"full": 0.0}, 0)
+
+    def _out(self, rid: str, tokens: list[int], finished: bool, reason: str | None) -> StepOutput:
+        return StepOutput(rid, tokens, "".join(f"<{t}>" for t in tokens), None, finished, reason, None, 3,
+                          self.produced.get(rid, 0))
+
+    def step(self):
+        self.steps += 1
+        outputs = []
+        with self.lock:
+            inbox, self.inbox = self.inbox, []
+            aborts, self.aborts = self.aborts, []
+        for rid, _ in inbox:
+            self.scheduler.waiting.append(SimpleNamespace(request_id=rid))
+        for rid in aborts:
+            for queue in (self.scheduler.running, self.scheduler.waiting):
+                for seq in list(queue):
+                    if seq.request_id == rid:
+                        queue.remove(seq)
+                        with self.lock:
+                            self.live.pop(rid, None)
+                        outputs.append(self._out(rid, [], True, "abort"))
+        while self.scheduler.waiting and len(self.scheduler.running) < self.max_running:
+            self.scheduler.running.append(self.scheduler.waiting.popleft())
+        if self.fail is not None:
+            exc, self.fail = self.fail, None
+            raise exc
+        for seq in list(self.scheduler.running):
+            rid = seq.request_id
+            self.produced[rid] = self.produced.get(rid, 0) + 1
+            done = self.produced[rid] >= self.live[rid]
+            if done:
+                self.scheduler.running.remove(seq)
+                with self.lock:
+                    self.live.pop(rid)
+            outputs.append(self._out(rid, [self.produced[rid]], done, "length" if done else None))
+        time.sleep(0.002)
+        return outputs
+
+
+async def _collect(stream):
+    return [timed async for timed in stream]
+
+
+def test_outputs_arrive_in_order_and_the_idle_thread_sleeps():
+    engine = ScriptedEngine()
+    metrics = ServerMetrics("m")
+
+    async def main():
+        async_engine = AsyncEngine(engine, max_waiting=8, metrics=metrics)
+        async_engine.start()
+        streams = [async_engine.add_request(f"r{i}", [1, 2, 3], SamplingParams(max_tokens=4 + i)) for i in range(3)]
+        results = await asyncio.gather(*(_collect(s) for s in streams))
+        steps = engine.steps
+        await asyncio.sleep(0.2)
+        idle_steps = engine.steps - steps
+        await async_engine.shutdown()
+        return results, idle_steps
+
+    results, idle_steps = asyncio.run(main())
+    for i, outs in enumerate(results):
+        assert [t for o in outs for t in o.output.token_ids] == list(range(1, 5 + i))
+        assert outs[-1].output.finish_reason == "length"
+        assert [o.time for o in outs] == sorted(o.time for o in outs)
+    assert idle_steps == 0
+    assert (metrics.ttft.count, metrics.e2e.count, metrics.itl.count) == (3, 3, 3 + 4 + 5)
+
+
+def test_a_full_queue_is_refused_and_a_failing_step_fails_only_its_requests():
+    engine = ScriptedEngine(max_running=1)
+
+    async def main():
+        async_engine = AsyncEngine(engine, max_waiting=1)
+        async_engine.start()
+        first = async_engine.add_request("a", [1], SamplingParams(max_tokens=50))
+        await first.__anext__()  # "a" runs
+        second = async_engine.add_request("b", [1], SamplingParams(max_tokens=2))  # waits
+        with pytest.raises(EngineOverloaded):
+            async_engine.add_request("c", [1], SamplingParams(max_tokens=2))
+        engine.fail = RuntimeError("boom")  # the next step fails while "a" runs
+        with pytest.raises(EngineStepFailed, match="boom"):
+            await _collect(first)
+        rest = await _collect(second)  # "b" was waiting: it is not failed, and runs next
+        assert [t for o in rest for t in o.output.token_ids] == [1, 2]
+        assert async_engine.running
+        later = await _collect(async_engine.add_request("d", [1], SamplingParams(max_tokens=3)))
+        assert later[-1].output.finished
+        await async_engine.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_dead_engine_thread_fails_every_request_in_flight():
+    engine = ScriptedEngine()
+
+    async def main():
+        async_engine = AsyncEngine(engine, max_waiting=8)
+        async_engine.start()
+        stream = async_engine.add_request("a", [1], SamplingParams(max_tokens=100))
+        await stream.__anext__()
+        engine.fail = SystemExit("the loop itself breaks")  # not an Exception: the thread ends
+        with pytest.raises(EngineStepFailed):
+            await _collect(stream)
+        assert not async_engine.running
+        with pytest.raises(EngineUnavailable):
+            async_engine.add_request("b", [1], SamplingParams(max_tokens=2))
+        await async_engine.shutdown()
+
+    asyncio.run(main())
+
+
+def test_shutdown_ends_the_requests_left():
+    engine = ScriptedEngine()
+
+    async def main():
+        async_engine = AsyncEngine(engine, max_waiting=8)
+        async_engine.start()
+        stream = async_engine.add_request("a", [1], SamplingParams(max_tokens=10**6))
+        await stream.__anext__()
+        async_engine.begin_drain()
+        with pytest.raises(EngineUnavailable, match="shutting down"):
+            async_engine.add_request("b", [1], SamplingParams(max_tokens=2))
+        await async_engine.shutdown()
+        with pytest.raises(EngineStepFailed, match="shut down"):
+            await _collect(stream)
+        assert not engine.live  # the engine freed it
+
+    asyncio.run(main())

@@ -1,0 +1,113 @@
+"""Every client mistake gets its status and an OpenAI-style error body naming the field, and the server keeps
+serving: malformed JSON, wrong types and values, unsupported fields, an unknown model, a context overflow,
+a missing or wrong API key, an unknown route."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from .conftest import API_KEY, MAX_MODEL_LEN, MODEL
+
+OK_COMPLETION = {"model": MODEL, "prompt": "Hello", "max_tokens": 2, "temperature": 0}
+OK_CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0}
+
+# (path, body, param the error must name, code); bodies are changes to OK_COMPLETION / OK_CHAT
+INVALID = [
+    ("completions", {"max_tokens": "5"}, "max_tokens", "invalid_value"),
+    ("completions", {"max_tokens": 0}, "max_tokens", "invalid_value"),
+    ("completions", {"max_tokens": 2.5}, "max_tokens", "invalid_value"),
+    ("completions", {"temperature": "hot"}, "temperature", "invalid_value"),
+    ("completions", {"temperature": -1}, "temperature", "invalid_value"),
+    ("completions", {"top_p": 0}, "top_p", "invalid_value"),
+    ("completions", {"top_p": 1.5}, "top_p", "invalid_value"),
+    ("completions", {"top_k": -2}, "top_k", "invalid_value"),
+    ("completions", {"seed": 2**70}, "seed", "invalid_value"),
+    ("completions", {"seed": True}, "seed", "invalid_value"),
+    ("completions", {"stop": [1, 2]}, "stop", "invalid_value"),
+    ("completions", {"stop": ""}, "stop", "invalid_value"),
+    ("completions", {"stream": "yes"}, "stream", "invalid_value"),
+    ("completions", {"stream_options": {"include_usage": "yes"}}, "stream_options.include_usage", "invalid_value"),
+    ("completions", {"logprobs": 21}, "logprobs", "invalid_value"),
+    ("completions", {"prompt": 5}, "prompt", "invalid_value"),
+    ("completions", {"prompt": ["a", "b"]}, "prompt", "invalid_value"),
+    ("completions", {"prompt": ""}, "prompt", "invalid_value"),
+    ("completions", {"prompt": [10**12]}, "prompt", "invalid_value"),
+    ("completions", {"prompt": None}, "prompt", "invalid_value"),
+    ("completions", {"n": 2}, "n", "unsupported_value"),
+    ("completions", {"echo": True}, "echo", "unsupported_value"),
+    ("completions", {"best_of": 3}, "best_of", "unsupported_value"),
+    ("completions", {"presence_penalty": 0.5}, "presence_penalty", "unsupported_value"),
+    ("completions", {"logit_bias": {"50256": -100}}, "logit_bias", "unsupported_value"),
+    ("completions", {"model": "gpt-4"}, "model", "model_not_found"),
+    ("completions", {"max_tokens": MAX_MODEL_LEN}, "max_tokens", "context_length_exceeded"),
+    ("completions", {"prompt": [1000] * MAX_MODEL_LEN}, "prompt", "context_length_exceeded"),
+    ("chat/completions", {"messages": "Hi"}, "messages", "invalid_value"),
+    ("chat/completions", {"messages": []}, "messages", "invalid_value"),
+    ("chat/completions", {"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role", "invalid_value"),
+    ("chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages[0].content", "invalid_value"),
+    ("chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+     "messages[0].content[0].type", "invalid_value"),
+    ("chat/completions", {"messages": [{"content": "Hi"}]}, "messages[0].role", "missing"),
+    ("chat/completions", {"reasoning_effort": "extreme"}, "reasoning_effort", "invalid_value"),
+    ("chat/completions", {"logprobs": 1}, "logprobs", "invalid_value"),
+    ("chat/completions", {"top_logprobs": 3}, "top_logprobs", "unsupported_value"),
+    ("chat/completions", {"logprobs": True, "top_logprobs": 30}, "top_logprobs", "invalid_value"),
+    ("chat/completions", {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_value"),
+    ("chat/completions", {"max_completion_tokens": MAX_MODEL_LEN}, "max_completion_tokens",
+     "context_length_exceeded"),
+    ("chat/completions", {"messages": [{"role": "user", "content": "word " * MAX_MODEL_LEN}]}, "messages",
+     "context_length_exceeded"),
+]
+
+
+def _assert_error(response: httpx.Response, status: int, type_: str, param: str | None, code: str | None) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    error = body["error"]
+    assert (error["type"], error["param"], error["code"]) == (type_, param, code), body
+    assert isinstance(error["message"], str) and error["message"]
+    return error["message"]
+
+
+@pytest.mark.parametrize("path,change,param,code", INVALID,
+                         ids=[f"{p}-{sorted(c)[0]}-{i}" for i, (p, c, _, _) in enumerate(INVALID)])
+def test_invalid_fields_are_400_naming_the_field(http, path, change, param, code):
+    body = {**(OK_CHAT if path.startswith("chat") else OK_COMPLETION), **change}
+    message = _assert_error(http.post(f"/v1/{path}", json=body), 400, "invalid_request_error", param, code)
+    assert param.split("[")[0].split(".")[0] in message
+
+
+@pytest.mark.parametrize("raw", [b"{bad json", b"", b"[1, 2]", b'"text"', b"\xff\xfe", b"[" * 100000 + b"]" * 100000])
+def test_malformed_json_is_400(http, raw):
+    response = http.post("/v1/completions", content=raw, headers={"Content-Type": "application/json"})
+    _assert_error(response, 400, "invalid_request_error", None, "invalid_json")
+
+
+def test_unknown_fields_are_ignored_and_the_server_keeps_serving(http):
+    for path, change, _, _ in INVALID[:5]:
+        http.post(f"/v1/{path}", json={**OK_COMPLETION, **change})
+    response = http.post("/v1/completions", json={**OK_COMPLETION, "not_an_openai_field": {"x": 1}, "user": "u1"})
+    assert response.status_code == 200 and response.json()["usage"]["completion_tokens"] == 2
+    response = http.post("/v1/chat/completions", json=OK_CHAT)
+    assert response.status_code == 200 and response.json()["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_a_missing_or_wrong_api_key_is_401(server):
+    with httpx.Client(base_url=server.url, timeout=30, trust_env=False) as bare:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": API_KEY},
+                        {"Authorization": f"Basic {API_KEY}"}):
+            for method, path in (("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models")):
+                response = bare.request(method, path, json=OK_COMPLETION, headers=headers)
+                _assert_error(response, 401, "authentication_error", None, "invalid_api_key")
+        assert bare.get("/health").status_code == 200  # probes and scrapes need no key
+        assert bare.get("/metrics").status_code == 200
+        ok = bare.post("/v1/completions", json=OK_COMPLETION, headers={"Authorization": f"Bearer {API_KEY}"})
+        assert ok.status_code == 200
+
+
+def test_unknown_routes_and_methods_answer_in_the_openai_shape(http):
+    _assert_error(http.get("/v1/nothing"), 404, "not_found_error", None, None)
+    _assert_error(http.get("/v1/completions"), 405, "invalid_request_error", None, None)
+    _assert_error(http.get("/v1/models/other-model"), 404, "not_found_error", "model", "model_not_found")

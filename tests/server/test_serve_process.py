@@ -1,0 +1,118 @@
+"""`quickmoe serve` as its own process (no DIR: the embedded tiny model on CPU): one ready line with the URL,
+SIGTERM lets the request in flight finish, refuses new ones, and exits 0; a taken port fails at once. And
+`quickmoe bench serve` against a server prints its table and writes JSON."""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from quickmoe.cli import main
+
+from .conftest import API_KEY
+
+READY = re.compile(r"quickmoe is serving 'quickmoe-tiny' at (http://127\.0\.0\.1:\d+)")
+
+
+def _start(*args: str) -> tuple[subprocess.Popen, queue.Queue]:
+    proc = subprocess.Popen([sys.executable, "-m", "quickmoe", "serve", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+
+    def drain() -> None:
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=drain, daemon=True).start()
+    return proc, lines
+
+
+def _wait_for(lines: queue.Queue, pattern: re.Pattern, seen: list[str], timeout: float = 120) -> re.Match:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        match = pattern.search(line)
+        if match:
+            return match
+    raise AssertionError("not found: " + pattern.pattern + "\n" + "".join(seen[-30:]))
+
+
+def test_sigterm_drains_the_request_in_flight_then_exits_0():
+    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "64MiB")
+    seen: list[str] = []
+    try:
+        url = _wait_for(lines, READY, seen).group(1)
+        with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
+            assert http.get("/health").json() == {"status": "ok"}
+            body = {"model": "quickmoe-tiny", "prompt": "drain me", "max_tokens": 60, "temperature": 0,
+                    "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+            with http.stream("POST", "/v1/completions", json=body) as response:
+                events = response.iter_lines()
+                first = next(e for e in events if e.startswith("data:"))
+                proc.send_signal(signal.SIGTERM)
+                _wait_for(lines, re.compile(r"draining 1 request\(s\) in flight"), seen, timeout=10)
+                time.sleep(0.3)
+                with pytest.raises((httpx.ConnectError, httpx.HTTPStatusError)):  # no new requests meanwhile
+                    with httpx.Client(base_url=url, timeout=5, trust_env=False) as other:
+                        other.post("/v1/completions", json={**body, "stream": False}).raise_for_status()
+                rest = [e[5:].strip() for e in events if e.startswith("data:")]
+        chunks = [json.loads(first[5:])] + [json.loads(e) for e in rest[:-1]]
+        assert rest[-1] == "[DONE]"
+        assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
+        assert chunks[-1]["usage"]["completion_tokens"] == 60  # every token, after the SIGTERM too
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_taken_port_fails_before_the_model_loads():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        t0 = time.monotonic()
+        result = subprocess.run([sys.executable, "-m", "quickmoe", "serve", "--port", str(port)],
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "loaded" not in result.stderr and time.monotonic() - t0 < 30
+
+
+def test_bench_serve_prints_its_table_and_writes_json(server, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "serve", "--base-url", server.url + "/v1", "--api-key", API_KEY, "--concurrency", "1,3",
+                 "--num-prompts", "3", "--input-len", "16", "--output-len", "5", "--result-json", str(out),
+                 "-q"]) == 0
+    printed = capsys.readouterr().out
+    for label in ("Successful requests:", "Benchmark duration (s):", "Total input tokens:", "Total generated tokens:",
+                  "Request throughput (req/s):", "Output token throughput (tok/s):", "Total token throughput (tok/s):",
+                  "Mean TTFT (ms):", "Median TTFT (ms):", "P99 TTFT (ms):", "Mean ITL (ms):", "Median ITL (ms):",
+                  "P95 ITL (ms):", "P99 ITL (ms):", "Max ITL (ms):", "Mean E2E latency (ms):",
+                  "Median E2E latency (ms):"):
+        assert printed.count(label) == 2, label
+    report = json.loads(out.read_text())
+    assert report["model"] == "tiny"
+    assert [r["concurrency"] for r in report["results"]] == [1, 3]
+    for level in report["results"]:
+        assert (level["successful_requests"], level["failed_requests"]) == (3, 0)
+        assert (level["total_input_tokens"], level["total_output_tokens"]) == (48, 15)
+        assert 0 < level["median_ttft_ms"] <= level["mean_e2e_ms"] * 3 and level["max_itl_ms"] >= level["p99_itl_ms"]
