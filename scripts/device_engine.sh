@@ -9,7 +9,8 @@
 #             CUDA graphs, the batch-1 decode step vs its roofline, transformers' generate side by side
 #   coldstart bench coldstart with compile + CUDA graphs (fresh and warm caches), against the same model with
 #             2 layers (compile-time ratio) and transformers
-#   serve     quickmoe serve on the 20b checkpoint, then bench serve at concurrency 1, 4, 16, 32 (1000/1000)
+#   serve     quickmoe serve on the 20b checkpoint, then bench serve at concurrency 1, 4, 16, 32 (1000/1000;
+#             4 x the concurrency prompts each, at least 8)
 #   soak      bench serve at concurrency 32 for a few minutes; KV blocks and host memory before and after
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
@@ -40,7 +41,7 @@ for stage in "$@"; do
       server=$!
       for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
       if [ "$stage" = serve ]; then
-        python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,4,16,32 --num-prompts 64 \
+        python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,4,16,32 \
           --input-len 1000 --output-len 1000 --result-json "$OUT/bench_serve.json" 2>&1 | tee "$OUT/bench_serve.log"
       else
         curl -s localhost:8011/metrics | grep -E "kv_cache_usage|running|waiting" > "$OUT/soak_metrics_before.txt"
