@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test clean
+.PHONY: setup demo serve generate test clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,8 +16,16 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# The main job on the embedded default: a tiny random gpt-oss model, built once into the cache, on CPU.
+# The main job on the embedded default (a tiny random gpt-oss model, built once into the cache, on CPU):
+# quickmoe serve, a completion and a streamed chat through its OpenAI API, its metrics, then SIGTERM.
 demo: setup
+	$(PY) scripts/demo.py
+
+# Serve the embedded default in the foreground (http://127.0.0.1:8000, Ctrl-C stops it).
+serve: setup
+	$(VENV)/bin/quickmoe serve --device cpu
+
+generate: setup
 	$(VENV)/bin/quickmoe generate --prompt "Hello from quickmoe" --max-tokens 24 --seed 0 --device cpu
 
 test: setup

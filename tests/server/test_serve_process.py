@@ -5,6 +5,7 @@ SIGTERM lets the request in flight finish, refuses new ones, and exits 0; a take
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -116,3 +118,14 @@ def test_bench_serve_prints_its_table_and_writes_json(server, tmp_path, capsys):
         assert (level["successful_requests"], level["failed_requests"]) == (3, 0)
         assert (level["total_input_tokens"], level["total_output_tokens"]) == (48, 15)
         assert 0 < level["median_ttft_ms"] <= level["mean_e2e_ms"] * 3 and level["max_itl_ms"] >= level["p99_itl_ms"]
+
+
+def test_the_readme_demo_serves_and_queries_the_embedded_model(tmp_path):
+    """`make demo` (scripts/demo.py): quickmoe serve on the embedded default, a completion, a streamed chat, the
+    metrics, SIGTERM; it exits 0 and shows the replies."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
+    env = dict(os.environ, QUICKMOE_CACHE_DIR=os.environ.get("QUICKMOE_CACHE_DIR", str(tmp_path / "cache")))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert '"object": "text_completion"' in run.stdout and '"completion_tokens": 16' in run.stdout
+    assert "[usage {'prompt_tokens':" in run.stdout and "quickmoe_request_success_total" in run.stdout
