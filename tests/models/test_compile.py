@@ -128,9 +128,10 @@ def test_compiled_greedy_tokens_equal_eager_on_the_gpu(ckpt_factory, tmp_path, m
     rng = random.Random(3)
     prompts = [[rng.randrange(1000) for _ in range(n)] for n in (3, 17, 40)]
     params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
-    eager = [o.token_ids for o in LLM(model_dir, device="cuda", dtype="bfloat16").generate(prompts, params)]
+    gpu = dict(device="cuda", dtype="bfloat16", kv_cache_memory=1 << 30)
+    eager = [o.token_ids for o in LLM(model_dir, **gpu).generate(prompts, params)]
     torch._dynamo.reset()
-    llm = LLM(model_dir, device="cuda", dtype="bfloat16", compile="on")
+    llm = LLM(model_dir, compile="on", **gpu)
     assert [o.token_ids for o in llm.generate(prompts, params)] == eager
     assert llm.startup_report.info["compile"]["graphs"] == 2
 

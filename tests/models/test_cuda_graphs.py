@@ -60,11 +60,12 @@ def test_graph_and_compiled_decode_equal_eager_on_the_gpu(ckpt_factory, tmp_path
     model_dir = ckpt_factory(layers=4, seed=43)
     prompts = _prompts(5, seed=3)
     params = SamplingParams(max_tokens=24, temperature=0, ignore_eos=True)
-    eager = [o.token_ids for o in LLM(model_dir, device="cuda", dtype="bfloat16").generate(prompts, params)]
-    graphs = LLM(model_dir, device="cuda", dtype="bfloat16", cuda_graphs="on", max_num_seqs=8)
+    gpu = dict(device="cuda", dtype="bfloat16", kv_cache_memory=1 << 30)  # several LLMs alive at once
+    eager = [o.token_ids for o in LLM(model_dir, **gpu).generate(prompts, params)]
+    graphs = LLM(model_dir, cuda_graphs="on", max_num_seqs=8, **gpu)
     assert [o.token_ids for o in graphs.generate(prompts, params)] == eager
     info = graphs.startup_report.info["cuda_graphs"]
     assert info["batch_sizes"] == [1, 2, 4, 8] and graphs.startup_report.phases["capture"] > 0
     torch._dynamo.reset()
-    both = LLM(model_dir, device="cuda", dtype="bfloat16", cuda_graphs="on", compile="on", max_num_seqs=8)
+    both = LLM(model_dir, cuda_graphs="on", compile="on", max_num_seqs=8, **gpu)
     assert [o.token_ids for o in both.generate(prompts, params)] == eager

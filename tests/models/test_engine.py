@@ -22,7 +22,8 @@ CKPT = dict(layers=2, experts=4, hidden_size=64, intermediate_size=64, num_exper
 GREEDY = dict(temperature=0, ignore_eos=True)
 # QUICKMOE_TEST_DEVICE=cuda runs the same equivalences on the GPU (Triton MoE and attention kernels), in float32 so
 # that no near-tie of greedy tokens can flip with the batch shape's rounding
-ON = dict(device=os.environ.get("QUICKMOE_TEST_DEVICE", "cpu"), dtype="float32")
+# (1 GiB of KV cache each: on a GPU the default takes most of its memory, and these tests keep several LLMs alive)
+ON = dict(device=os.environ.get("QUICKMOE_TEST_DEVICE", "cpu"), dtype="float32", kv_cache_memory=1 << 30)
 
 
 @pytest.fixture(scope="module")

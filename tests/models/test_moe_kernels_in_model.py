@@ -36,8 +36,10 @@ def test_triton_moe_matches_the_reference_in_the_model(ckpt_factory, experts_dty
 
     model_dir = ckpt_factory(experts_dtype=experts_dtype, hidden_size=96, intermediate_size=96)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    small_cache = 1 << 28  # two runners alive at once: on a GPU the default cache would take most of it
     runners = {k: ModelRunner(model_dir, EngineConfig(model=str(model_dir), device=device, dtype="float32",
-                                                      moe_kernels=k)) for k in ("torch", "triton")}
+                                                      moe_kernels=k, kv_cache_memory=small_cache))
+               for k in ("torch", "triton")}
     layers = {k: [m for m in r.model.modules() if isinstance(m, FusedMoE)] for k, r in runners.items()}
     assert layers["triton"] and all(m.kernels == "triton" for m in layers["triton"])
     g = torch.Generator().manual_seed(4)
@@ -50,6 +52,6 @@ def test_triton_moe_matches_the_reference_in_the_model(ckpt_factory, experts_dty
         assert (got - want).norm() / want.norm() < 1e-5
     params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
     prompt = [int(t) for t in torch.randint(0, 1000, (9,), generator=g)]
-    outs = {k: LLM(model_dir, device=device, dtype="float32", moe_kernels=k).generate([prompt], params)[0].token_ids
-            for k in ("torch", "triton")}
+    outs = {k: LLM(model_dir, device=device, dtype="float32", moe_kernels=k, kv_cache_memory=small_cache).generate(
+        [prompt], params)[0].token_ids for k in ("torch", "triton")}
     assert outs["triton"] == outs["torch"]
