@@ -326,9 +326,6 @@ class EngineConfig:
 
         return "triton" if importlib.util.find_spec("triton") is not None else "torch"
 
-    def resolved_moe_kernels(self, device: torch.device) -> str:
-        return self.resolved_kernels("moe_kernels", device)
-
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
             return ConfigError(f"engine option '{name}' = {getattr(self, name)!r}: expected {expected}")

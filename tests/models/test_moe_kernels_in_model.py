@@ -22,10 +22,10 @@ def test_engine_option_is_validated():
 def test_auto_picks_the_kernels_on_cuda_and_the_reference_elsewhere():
     auto = EngineConfig()
     assert auto.moe_kernels == "auto"
-    assert auto.resolved_moe_kernels(torch.device("cuda")) == "triton"  # triton is installed (importorskip)
-    assert auto.resolved_moe_kernels(torch.device("cpu")) == "torch"
-    assert EngineConfig(moe_kernels="torch").resolved_moe_kernels(torch.device("cuda")) == "torch"
-    assert EngineConfig(moe_kernels="triton").resolved_moe_kernels(torch.device("cpu")) == "triton"
+    assert auto.resolved_kernels("moe_kernels", torch.device("cuda")) == "triton"  # triton is installed (importorskip)
+    assert auto.resolved_kernels("moe_kernels", torch.device("cpu")) == "torch"
+    assert EngineConfig(moe_kernels="torch").resolved_kernels("moe_kernels", torch.device("cuda")) == "torch"
+    assert EngineConfig(moe_kernels="triton").resolved_kernels("moe_kernels", torch.device("cpu")) == "triton"
 
 
 @pytest.mark.slow

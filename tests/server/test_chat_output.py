@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 
 from quickmoe.runtime.detokenizer import find_stop
-from quickmoe.server.chat_output import ChatOutputSplitter, StopMatcher
+from quickmoe.runtime.detokenizer import StopMatcher
+from quickmoe.server.chat_output import ChatOutputSplitter
 from quickmoe.tokenizer import load_tokenizer
 from quickmoe.tokenizer.vocab import CHANNEL, END, MESSAGE, RETURN, START
 

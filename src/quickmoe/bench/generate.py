@@ -5,7 +5,7 @@
 2. Decode at batch 1: one request alone; the median wall time of its decode steps (each ends with the
    sampled token on the host) against the roofline = bytes a decode step must read (every weight but the
    experts, the embedding row, the top-k experts' bytes of every layer, and the KV cache of the context)
-   over the HBM bandwidth measured in the same run (a 1 GiB device copy; CUDA only).
+   over the HBM bandwidth measured in the same run (`bench.moe.measure_ceilings`: a 1 GiB device copy; CUDA only).
 3. `--baseline transformers`: transformers' `generate` on the same checkpoint and prompts in a fresh process
    (quickmoe's model freed first), batched `baseline_batch_size` at a time (the prompts have equal lengths,
    so no padding), over the first `baseline_prompts` prompts; output tokens/s side by side.
@@ -87,27 +87,6 @@ def decode_bytes_per_step(model, config, context_len: int, kv_element_size: int)
     return total
 
 
-def measure_hbm_gb_per_s(device) -> float | None:
-    """A 1 GiB device copy, bytes read + written over the median time (CUDA only)."""
-    import torch
-
-    if device.type != "cuda":
-        return None
-    src = torch.randn(1 << 28, device=device)  # float32: 1 GiB
-    dst = torch.empty_like(src)
-    times = []
-    for i in range(13):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        if i >= 3:
-            times.append(start.elapsed_time(end) / 1e3)
-    del src, dst
-    return 2 * (1 << 30) / statistics.median(times) / 1e9
-
-
 def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     from quickmoe.llm import LLM
     from quickmoe.runtime.sampling_params import SamplingParams
@@ -162,7 +141,9 @@ def _decode_batch1(llm, prompt: list[int], opts: GenerateBenchOptions) -> dict:
     context = len(prompt) + opts.decode_steps // 2
     kv_element_size = llm.runner.kv_cache.keys[0].element_size()
     nbytes = decode_bytes_per_step(llm.runner.model, llm.config, context, kv_element_size)
-    hbm = measure_hbm_gb_per_s(llm.runner.device)
+    from quickmoe.bench.moe import measure_ceilings
+
+    hbm = measure_ceilings(llm.runner.device).get("hbm_gb_per_s")
     roofline_s = nbytes / (hbm * 1e9) if hbm else None
     return {"steps": len(times), "step_s": step_s, "bytes_per_step": nbytes, "hbm_gb_per_s": hbm,
             "roofline_s": roofline_s, "over_roofline": step_s / roofline_s if roofline_s else None}

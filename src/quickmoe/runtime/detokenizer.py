@@ -33,6 +33,39 @@ def find_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
     return None if best is None else (best[1], best[2])
 
 
+class StopMatcher:
+    """Streams text up to the first stop string to complete (just before it, or after it with `include`),
+    holding back the last (longest stop - 1) characters, which a later piece may complete into a stop."""
+
+    def __init__(self, stops: Sequence[str], include: bool = False) -> None:
+        self._stops = tuple(stops)
+        self._include = include
+        self._hold = max((len(s) for s in self._stops), default=1) - 1
+        self._pending = ""
+        self.stop: str | None = None
+
+    def add(self, text: str) -> str:
+        if self.stop is not None:
+            return ""
+        if not self._stops:
+            return text
+        buffer = self._pending + text
+        # no stop string starts in text already emitted: it would end within the `_hold` characters held back
+        # then, so it would have matched then
+        match = find_stop(buffer, self._stops)
+        if match is not None:
+            start, self.stop = match
+            self._pending = ""
+            return buffer[:start + len(self.stop) if self._include else start]
+        keep = max(len(buffer) - self._hold, 0)
+        emitted, self._pending = buffer[:keep], buffer[keep:]
+        return emitted
+
+    def finish(self) -> str:
+        emitted, self._pending = ("" if self.stop is not None else self._pending), ""
+        return emitted
+
+
 class IncrementalDetokenizer:
     """Turns one request's generated token ids into text, piece by piece.
 
@@ -47,15 +80,10 @@ class IncrementalDetokenizer:
     def __init__(self, tokenizer: Tokenizer, params: SamplingParams) -> None:
         self._tokenizer = tokenizer
         self._skip_ids = tokenizer.special_token_ids if params.skip_special_tokens else frozenset()
-        self._stops = params.stop
-        self._include_stop = params.include_stop_str_in_output
-        # a stop string may end in the next token with all but its last character already decoded
-        self._hold = max((len(s) for s in self._stops), default=1) - 1
+        self._stop = StopMatcher(params.stop, params.include_stop_str_in_output)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""  # decoded, not yet emitted: at most `_hold` characters between calls
         self._pieces: list[str] = []  # emitted text (joined lazily: appending stays O(1))
         self._finished = False
-        self.stop_string: str | None = None
 
     @property
     def text(self) -> str:
@@ -63,6 +91,11 @@ class IncrementalDetokenizer:
         if len(self._pieces) > 1:
             self._pieces = ["".join(self._pieces)]
         return self._pieces[0] if self._pieces else ""
+
+    @property
+    def stop_string(self) -> str | None:
+        """The stop string that ended the text, once one did."""
+        return self._stop.stop
 
     @property
     def stopped(self) -> bool:
@@ -87,21 +120,8 @@ class IncrementalDetokenizer:
         return self._advance(self._decoder.decode(b"", final=True), final=True)
 
     def _advance(self, new_text: str, final: bool) -> str:
-        """Appends decoded text, cuts at a stop string, and emits what can no longer be part of one."""
-        buffer = self._pending + new_text
-        # No stop string can start in emitted text: one that did would lie within the text known when
-        # that text was emitted (at most `_hold` characters were held back) and would have matched then.
-        match = find_stop(buffer, self._stops) if self._stops else None
-        if match is not None:
-            start, stop = match
-            self.stop_string = stop
-            cut = start + len(stop) if self._include_stop else start
-            emitted, self._pending = buffer[:cut], ""
-        elif final or len(buffer) <= self._hold:
-            emitted, self._pending = (buffer, "") if final else ("", buffer)
-        else:
-            keep_from = len(buffer) - self._hold
-            emitted, self._pending = buffer[:keep_from], buffer[keep_from:]
+        """Passes decoded text through the stop matcher; at the end, releases what it held back."""
+        emitted = self._stop.add(new_text) + (self._stop.finish() if final else "")
         if emitted:
             self._pieces.append(emitted)
         return emitted

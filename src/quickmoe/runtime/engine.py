@@ -1,6 +1,6 @@
 """The engine: requests in, incremental outputs out, one model step at a time.
 
-    engine = Engine(runner, tokenizer, engine_config)
+    engine = Engine(runner, tokenizer, max_num_seqs=64, max_num_batched_tokens=8192)
     engine.add_request("a", "Hello", SamplingParams(max_tokens=32))   # validated now; RequestError if bad
     while engine.has_unfinished():
         for out in engine.step():          # StepOutput: new tokens and text of each request that moved
@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
@@ -165,8 +164,7 @@ class Engine:
             rows = logits if len(sampling) == len(chunks) else logits[sampling]  # [S, V]
             seqs = [chunks[i].seq for i in sampling]
             sampled = self.sampler(rows, [s.params for s in seqs], [s.generator for s in seqs])
-            now = time.monotonic()
-            outputs.extend(self._append(seq, sampled, j, now) for j, seq in enumerate(seqs))
+            outputs.extend(self._append(seq, sampled, j) for j, seq in enumerate(seqs))
         return outputs
 
     def _take_inbox(self) -> list[StepOutput]:
@@ -185,12 +183,10 @@ class Engine:
             outputs.append(self._finished(seq, "abort", [], None, ""))
         return outputs
 
-    def _append(self, seq: Sequence, sampled: SampledTokens, row: int, now: float) -> StepOutput:
+    def _append(self, seq: Sequence, sampled: SampledTokens, row: int) -> StepOutput:
         """Add a sampled token to `seq` and decide whether it finished."""
         token = sampled.token_ids[row]
         seq.output_ids.append(token)
-        if seq.first_token_time is None:
-            seq.first_token_time = now
         logprobs = None
         if seq.params.logprobs is not None:
             top = sampled.top_logprobs[row] or []

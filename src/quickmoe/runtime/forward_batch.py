@@ -59,11 +59,6 @@ class ForwardBatch:
     def positions(self) -> torch.Tensor:
         return self.attn.positions
 
-    @property
-    def is_decode(self) -> bool:
-        """One new token per sequence (the steps CUDA graphs replay)."""
-        return self.num_tokens == len(self.query_lens)
-
     @classmethod
     def build(cls, token_ids: Sequence[Sequence[int]], start_positions: Sequence[int],
               block_tables: Sequence[Sequence[Sequence[int]]], kv_cache: PagedKVCache,

@@ -15,11 +15,11 @@ from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
+from quickmoe.layers.attention import GptOssAttention
 from quickmoe.layers.moe import FusedMoE
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
 from quickmoe.runtime.early_start import EarlyStart
-from quickmoe.layers.attention import GptOssAttention
 from quickmoe.runtime.cuda_graphs import DecodeGraphs, decode_buckets
 from quickmoe.runtime.forward_batch import ForwardBatch, build_host_metadata
 from quickmoe.runtime.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
@@ -220,8 +220,11 @@ class ModelRunner:
     def build_batch(self, token_ids: list[list[int]], start_positions: list[int],
                     block_tables: list[list[list[int]]]) -> ForwardBatch:
         """A step over this runner's cache; `block_tables[b]` holds sequence b's table per cache group."""
-        per_group = [[tables[g] for tables in block_tables] for g in range(len(self.kv_cache.plan.groups))]
-        return ForwardBatch.build(token_ids, start_positions, per_group, self.kv_cache, self.device)
+        return ForwardBatch.build(token_ids, start_positions, self._per_group(block_tables), self.kv_cache, self.device)
+
+    def _per_group(self, block_tables: list[list[list[int]]]) -> list[list[list[int]]]:
+        """[sequence][group] tables -> [group][sequence]: the order the step metadata is built in."""
+        return [[tables[g] for tables in block_tables] for g in range(len(self.kv_cache.plan.groups))]
 
     def execute(self, token_ids: list[list[int]], start_positions: list[int],
                 block_tables: list[list[list[int]]]) -> torch.Tensor:
@@ -229,9 +232,7 @@ class ModelRunner:
         replays its CUDA graph, anything else runs eagerly (`build_batch` + `forward`)."""
         graphs = self.graphs
         if graphs is not None and len(token_ids) <= graphs.max_batch and all(len(t) == 1 for t in token_ids):
-            groups = range(len(self.kv_cache.plan.groups))
-            host = build_host_metadata([1] * len(token_ids), start_positions,
-                                       [[tables[g] for tables in block_tables] for g in groups],
+            host = build_host_metadata([1] * len(token_ids), start_positions, self._per_group(block_tables),
                                        self.kv_cache.block_size)
             return graphs.run([t[0] for t in token_ids], host)
         return self.forward(self.build_batch(token_ids, start_positions, block_tables))

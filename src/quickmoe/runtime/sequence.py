@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -35,14 +34,12 @@ class Sequence:
     max_total_tokens: int  # prompt + outputs end here at the latest ("length")
     detokenizer: IncrementalDetokenizer
     generator: torch.Generator | None  # a sampled request's own randomness (one draw per output token)
-    arrival_time: float = field(default_factory=time.monotonic)
     output_ids: list[int] = field(default_factory=list)
     num_computed: int = 0
     status: SequenceStatus = SequenceStatus.WAITING
     num_preemptions: int = 0
     finish_reason: str | None = None  # "stop" | "length" | "abort"
     stop_reason: int | str | None = None  # the stop token id or stop string that ended it
-    first_token_time: float | None = None
 
     @property
     def num_tokens(self) -> int:

@@ -9,44 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from quickmoe.runtime.detokenizer import find_stop
+from quickmoe.runtime.detokenizer import StopMatcher
 from quickmoe.server.harmony_stream import ChannelText, HarmonyStreamParser
 from quickmoe.tokenizer.base import Tokenizer
 
-__all__ = ["REASONING_CHANNEL", "ChatOutputSplitter", "StopMatcher"]
+__all__ = ["REASONING_CHANNEL", "ChatOutputSplitter"]
 
 REASONING_CHANNEL = "analysis"
-
-
-class StopMatcher:
-    """Streams text up to the first stop string to complete (just before it, or after it with `include`),
-    holding back the last (longest stop - 1) characters, which a later piece may complete into a stop."""
-
-    def __init__(self, stops: Sequence[str], include: bool = False) -> None:
-        self._stops = tuple(stops)
-        self._include = include
-        self._hold = max((len(s) for s in self._stops), default=1) - 1
-        self._pending = ""
-        self.stop: str | None = None
-
-    def add(self, text: str) -> str:
-        if self.stop is not None:
-            return ""
-        if not self._stops:
-            return text
-        buffer = self._pending + text
-        match = find_stop(buffer, self._stops)
-        if match is not None:
-            start, self.stop = match
-            self._pending = ""
-            return buffer[:start + len(self.stop) if self._include else start]
-        keep = max(len(buffer) - self._hold, 0)
-        emitted, self._pending = buffer[:keep], buffer[keep:]
-        return emitted
-
-    def finish(self) -> str:
-        emitted, self._pending = ("" if self.stop is not None else self._pending), ""
-        return emitted
 
 
 class ChatOutputSplitter:
