@@ -15,7 +15,7 @@ def __getattr__(name: str):
 
         return LLM
     if name == "SamplingParams":
-        from quickmoe.runtime.sampling_params import SamplingParams
+        from quickmoe.engine.sampling_params import SamplingParams
 
         return SamplingParams
     raise AttributeError(f"module 'quickmoe' has no attribute {name!r}")

@@ -297,11 +297,11 @@ def _int_list(text: str, flag: str) -> tuple[int, ...]:
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
-    from quickmoe.runtime.startup import StartupReport
+    from quickmoe.startup.report import StartupReport
 
     report = StartupReport.from_process_start()
-    from quickmoe.runtime.early_start import EarlyStart  # stdlib only: torch is not imported yet
     from quickmoe.server.config import ServerConfig  # torch-free: bad flags fail before anything loads
+    from quickmoe.startup.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
     default_name = "quickmoe-tiny" if args.model is None else args.model
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get("QUICKMOE_API_KEY")
@@ -347,16 +347,16 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from quickmoe.runtime.startup import StartupReport
+    from quickmoe.startup.report import StartupReport
 
     report = StartupReport.from_process_start()
-    from quickmoe.runtime.early_start import EarlyStart  # stdlib only: torch is not imported yet
+    from quickmoe.startup.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
     # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
     # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
     early = EarlyStart.begin(args.model, args.device)
+    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
-    from quickmoe.runtime.sampling_params import SamplingParams
 
     report.mark("imports")
     t0 = time.perf_counter()

@@ -287,9 +287,9 @@ class EngineConfig:
     kernels, "torch" with their torch references; "auto" (the default) is "triton" on CUDA when triton is
     installed, else "torch" (`resolved_kernels`).
     `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
-    cached on disk: runtime/compile.py); "off" (the default until the compiled path has been validated on
+    cached on disk: executor/compile.py); "off" (the default until the compiled path has been validated on
     the GPU; `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
-    step in CUDA graphs for batch-size buckets at start-up (runtime/cuda_graphs.py; CUDA only); "off" (the
+    step in CUDA graphs for batch-size buckets at start-up (executor/cuda_graphs.py; CUDA only); "off" (the
     default until validated on the GPU) decodes eagerly.
     Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
     `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `max_model_len` (prompt + output

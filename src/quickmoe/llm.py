@@ -1,5 +1,5 @@
 """The offline Python API: `LLM(DIR).generate(prompts, SamplingParams(...))`, over the engine
-(runtime/engine.py): every prompt becomes a request, the engine batches them continuously over the paged
+(engine/engine.py): every prompt becomes a request, the engine batches them continuously over the paged
 KV cache until all are done, and the outputs come back in prompt order."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quickmoe.config import EngineConfig
+from quickmoe.engine.engine import Engine, TokenLogprob
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import ConfigError, RequestError
-from quickmoe.runtime.early_start import EarlyStart
-from quickmoe.runtime.engine import Engine, TokenLogprob
-from quickmoe.runtime.model_runner import ModelRunner
-from quickmoe.runtime.sampling_params import SamplingParams
-from quickmoe.runtime.startup import StartupReport
+from quickmoe.executor.model_runner import ModelRunner
+from quickmoe.startup.early_start import EarlyStart
+from quickmoe.startup.report import StartupReport
 from quickmoe.tokenizer import load_tokenizer
 
 logger = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ def write_small_checkpoint(out: Path, *, experts_dtype: str = "mxfp4", layers: i
 
 def load_hf_reference(model_dir: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"):
     """transformers' GptOssForCausalLM on the same files: the independent reference."""
-    from transformers import GptOssForCausalLM, Mxfp4Config
-
     import json
+
+    from transformers import GptOssForCausalLM, Mxfp4Config
 
     quantized = "quantization_config" in json.loads((model_dir / "config.json").read_text())
     kwargs = dict(quantization_config=Mxfp4Config(dequantize=True)) if quantized else {}
@@ -47,7 +47,9 @@ class PagedSteps:
 
     def __init__(self, runner) -> None:
         self.runner = runner
-        self.blocks = runner.kv_cache.new_block_manager()
+        from quickmoe.engine.block_manager import KVBlockManager
+
+        self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
         self.lengths: dict[int, int] = {}
 
     def batch(self, token_ids: list[list[int]], seq_ids: list[int]):

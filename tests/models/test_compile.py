@@ -1,4 +1,4 @@
-"""Regional compilation (runtime/compile.py): the number of compiled graphs does not grow with depth, and
+"""Regional compilation (executor/compile.py): the number of compiled graphs does not grow with depth, and
 compiled layers give the eager outputs step after step when MoE layers are skipped in random patterns."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from quickmoe.config import EngineConfig
-from quickmoe.runtime.compile import compile_decoder_layers, compile_stats
-from quickmoe.runtime.model_runner import ModelRunner
+from quickmoe.executor.compile import compile_decoder_layers, compile_stats
+from quickmoe.executor.model_runner import ModelRunner
 
 from .conftest import PagedSteps
 
@@ -80,8 +80,8 @@ def test_runner_compiles_at_start_up_and_a_second_start_is_warm(ckpt_factory, tm
     """EngineConfig(compile="on"): the start-up phase `compile` runs, the report counts the graphs (one per
     layer kind, for every token and batch size), a second start in a fresh Dynamo state finds every
     graph in the on-disk cache under the quickmoe cache directory, and greedy tokens equal the eager ones."""
+    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
-    from quickmoe.runtime.sampling_params import SamplingParams
 
     monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # restored after the test
@@ -118,8 +118,8 @@ def test_compiled_greedy_tokens_equal_eager_on_the_gpu(ckpt_factory, tmp_path, m
     for prompts of different lengths decoded together."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
+    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
-    from quickmoe.runtime.sampling_params import SamplingParams
 
     monkeypatch.setenv("QUICKMOE_COMPILE_CACHE_DIR", str(tmp_path / "compile"))
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):

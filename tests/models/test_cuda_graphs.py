@@ -1,4 +1,4 @@
-"""Decode CUDA graphs (runtime/cuda_graphs.py). On CPU the padded static-buffer path runs eagerly (capture off):
+"""Decode CUDA graphs (executor/cuda_graphs.py). On CPU the padded static-buffer path runs eagerly (capture off):
 padding rows (no slot, no context) change no token and no cache entry of the real sequences. On the GPU: greedy
 tokens identical between eager, compiled and CUDA-graph decode; the capture phase is reported."""
 
@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import ConfigError
+from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
 from quickmoe.llm import LLM
-from quickmoe.runtime.cuda_graphs import DecodeGraphs, decode_buckets
-from quickmoe.runtime.sampling_params import SamplingParams
 
 CKPT = dict(layers=2, experts=4, hidden_size=64, intermediate_size=64, num_experts_per_tok=2, sliding_window=16,
             seed=41)

@@ -11,9 +11,9 @@ import random
 import pytest
 import torch
 
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError
 from quickmoe.llm import LLM
-from quickmoe.runtime.sampling_params import SamplingParams
 
 from .conftest import load_hf_reference
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError
 from quickmoe.llm import LLM
-from quickmoe.runtime.sampling_params import SamplingParams
 
 
 @pytest.fixture(scope="module")

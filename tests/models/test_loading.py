@@ -15,8 +15,8 @@ import torch
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig
 from quickmoe.errors import CheckpointError
+from quickmoe.executor.model_runner import ModelRunner
 from quickmoe.layouts import PermutationCache, convert_experts_
-from quickmoe.runtime.model_runner import ModelRunner
 
 
 def _runner(model_dir):
@@ -127,7 +127,7 @@ def test_llm_takes_up_the_early_start(ckpt_factory):
     """The runner stops the early start's prefetch, records what it did, and the LLM uses the tokenizer it
     loaded; the model is the same as without an early start."""
     from quickmoe.llm import LLM
-    from quickmoe.runtime.early_start import EarlyStart
+    from quickmoe.startup.early_start import EarlyStart
 
     model_dir = ckpt_factory(experts_dtype="mxfp4", hidden_size=64, intermediate_size=64)
     early = EarlyStart.begin(model_dir, "cpu")
@@ -139,15 +139,15 @@ def test_llm_takes_up_the_early_start(ckpt_factory):
     assert llm.tokenizer is early.tokenizer.result()
     plain = LLM(model_dir, device="cpu")
     ids = [int(t) for t in torch.randint(0, llm.config.vocab_size - 2, (12,), generator=torch.Generator().manual_seed(7))]
-    from quickmoe.runtime.sampling_params import SamplingParams
+    from quickmoe.engine.sampling_params import SamplingParams
 
     params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
     assert llm.generate([ids], params)[0].token_ids == plain.generate([ids], params)[0].token_ids
 
 
 def test_a_failed_load_still_winds_up_the_early_start(ckpt_factory, tmp_path, monkeypatch):
-    import quickmoe.runtime.model_runner as runner_mod
-    from quickmoe.runtime.early_start import EarlyStart
+    import quickmoe.executor.model_runner as runner_mod
+    from quickmoe.startup.early_start import EarlyStart
 
     model_dir = ckpt_factory(experts_dtype="mxfp4", hidden_size=64, intermediate_size=64)
     broken = tmp_path / "broken"
@@ -169,7 +169,7 @@ def test_a_failed_load_still_winds_up_the_early_start(ckpt_factory, tmp_path, mo
 
 def test_a_bad_checkpoint_directory_still_winds_up_the_early_start(ckpt_factory, tmp_path):
     from quickmoe.errors import ConfigError
-    from quickmoe.runtime.early_start import EarlyStart
+    from quickmoe.startup.early_start import EarlyStart
 
     model_dir = ckpt_factory(experts_dtype="mxfp4", hidden_size=64, intermediate_size=64)
     broken = tmp_path / "no-config"

@@ -8,8 +8,8 @@ import torch
 
 from quickmoe.config import EngineConfig
 from quickmoe.errors import ConfigError
+from quickmoe.executor.model_runner import ModelRunner
 from quickmoe.layers.moe import FusedMoE
-from quickmoe.runtime.model_runner import ModelRunner
 
 pytest.importorskip("triton")
 
@@ -31,8 +31,8 @@ def test_auto_picks_the_kernels_on_cuda_and_the_reference_elsewhere():
 @pytest.mark.slow
 @pytest.mark.parametrize("experts_dtype", ["mxfp4", "bf16"])
 def test_triton_moe_matches_the_reference_in_the_model(ckpt_factory, experts_dtype):
+    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
-    from quickmoe.runtime.sampling_params import SamplingParams
 
     model_dir = ckpt_factory(experts_dtype=experts_dtype, hidden_size=96, intermediate_size=96)
     device = "cuda" if torch.cuda.is_available() else "cpu"

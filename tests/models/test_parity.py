@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from quickmoe.config import EngineConfig
-from quickmoe.runtime.model_runner import ModelRunner
+from quickmoe.executor.model_runner import ModelRunner
 
 from .conftest import PagedSteps, load_hf_reference
 
@@ -62,8 +62,8 @@ def test_prefill_logits_match_transformers(case):
 
 
 def test_greedy_generation_matches_transformers(case):
+    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
-    from quickmoe.runtime.sampling_params import SamplingParams
 
     name, model_dir = case
     llm = LLM(model_dir, device="cpu", dtype="float32")

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from quickmoe.runtime.engine import EngineStats, StepOutput
-from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.engine.engine import EngineStats, StepOutput
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.server.async_engine import AsyncEngine, EngineOverloaded, EngineStepFailed, EngineUnavailable
 from quickmoe.server.metrics import ServerMetrics
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import random
 
-from quickmoe.runtime.detokenizer import find_stop
-from quickmoe.runtime.detokenizer import StopMatcher
+from quickmoe.engine.detokenizer import StopMatcher, find_stop
 from quickmoe.server.chat_output import ChatOutputSplitter
 from quickmoe.tokenizer import load_tokenizer
 from quickmoe.tokenizer.vocab import CHANNEL, END, MESSAGE, RETURN, START

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from quickmoe.runtime.block_manager import RELEASED, BlockPool, GroupSpec, KVBlockManager, NoFreeBlocks
+from quickmoe.engine.block_manager import RELEASED, BlockPool, GroupSpec, KVBlockManager, NoFreeBlocks
 
 BLOCK = 16
 WINDOW = 40

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from quickmoe.config import EngineConfig, ModelConfig
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import ConfigError, RequestError
-from quickmoe.runtime.sampling_params import SamplingParams
 
 
 def gpt_oss_20b_config() -> dict:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from quickmoe.runtime.detokenizer import IncrementalDetokenizer
-from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.engine.detokenizer import IncrementalDetokenizer
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.tokenizer import O200kHarmonyTokenizer, Tokenizer, load_tokenizer, write_tokenizer_files
 
 CHANNEL, MESSAGE, END = 200005, 200008, 200007

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from quickmoe.checkpoint.prefetch import PageCachePrefetch, prefetch_page_cache
-from quickmoe.runtime.cuda_preinit import CudaPreinit
-from quickmoe.runtime.early_start import EarlyStart, cuda_ordinal
+from quickmoe.startup.cuda_preinit import CudaPreinit
+from quickmoe.startup.early_start import EarlyStart, cuda_ordinal
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -104,7 +104,7 @@ def test_options_are_validated():
 
 def test_early_start_imports_no_torch(tmp_path):
     """It runs before `import torch`, so it must not import it (nor anything that does)."""
-    code = ("import sys; from quickmoe.runtime.early_start import EarlyStart; "
+    code = ("import sys; from quickmoe.startup.early_start import EarlyStart; "
             f"e = EarlyStart.begin({str(tmp_path)!r}, 'cpu'); e.finish(); tok = e.tokenizer.result(); "
             "assert tok.encode('Hello world') == [13225, 2375], tok.encode('Hello world'); "
             "assert 'torch' not in sys.modules, 'torch was imported'; print('ok')")
@@ -144,7 +144,7 @@ def test_cuda_preinit_before_torch_gives_pinned_buffers_torch_can_use():
     torch then runs on that context and copies random bytes through the buffers asynchronously, exactly."""
     code = """
 import sys
-from quickmoe.runtime.cuda_preinit import CudaPreinit
+from quickmoe.startup.cuda_preinit import CudaPreinit
 pre = CudaPreinit(0, num_buffers=2, buffer_bytes=1 << 22).start()
 import torch
 assert pre.wait(timeout=120), pre.error

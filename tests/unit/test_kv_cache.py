@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from quickmoe.config import ModelConfig
+from quickmoe.engine.block_manager import KVBlockManager
 from quickmoe.errors import ConfigError
-from quickmoe.runtime.kv_cache import PagedKVCache, activation_bytes_estimate, plan_kv_cache, sliding_blocks_needed
+from quickmoe.executor.kv_cache import PagedKVCache, activation_bytes_estimate, plan_kv_cache, sliding_blocks_needed
 
 
 def _config(layers=6, window=128, **extra) -> ModelConfig:
@@ -75,7 +76,7 @@ def test_cache_tensors_follow_the_plan():
         group = plan.groups[cache.layer_group[layer]]
         assert layer in group.layers and k.shape == v.shape == (group.num_blocks, 16, 2, 16)
     assert cache.nbytes == plan.nbytes
-    manager = cache.new_block_manager()
+    manager = KVBlockManager.for_plan(cache.plan)
     manager.allocate(0, 0, 40)
     assert [len(t) for t in manager.block_tables(0)] == [3, 3]
 

@@ -9,10 +9,9 @@ import random
 import pytest
 import torch
 
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError
 from quickmoe.layers.sampler import Sampler, top_k_top_p_mask
-from quickmoe.runtime.sampling_params import SamplingParams
-
 
 # -- naive reference ------------------------------------------------------------------------------------
 

@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from quickmoe.runtime.block_manager import GroupSpec, KVBlockManager
-from quickmoe.runtime.detokenizer import IncrementalDetokenizer
-from quickmoe.runtime.sampling_params import SamplingParams
-from quickmoe.runtime.scheduler import Scheduler
-from quickmoe.runtime.sequence import Sequence, SequenceStatus
+from quickmoe.engine.block_manager import GroupSpec, KVBlockManager
+from quickmoe.engine.detokenizer import IncrementalDetokenizer
+from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.engine.scheduler import Scheduler
+from quickmoe.engine.sequence import Sequence, SequenceStatus
 from quickmoe.tokenizer import O200kHarmonyTokenizer
 
 BLOCK = 16

@@ -9,7 +9,7 @@ import pytest
 
 from quickmoe.bench.coldstart import ColdstartOptions, format_table, run_coldstart, weights_ready_s
 from quickmoe.errors import ConfigError
-from quickmoe.runtime.startup import PHASES, StartupReport, process_age_s
+from quickmoe.startup.report import PHASES, StartupReport, process_age_s
 
 
 def test_marks_are_contiguous_and_sum_to_total():

@@ -88,8 +88,8 @@ def decode_bytes_per_step(model, config, context_len: int, kv_element_size: int)
 
 
 def run_generate_bench(opts: GenerateBenchOptions) -> dict:
+    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
-    from quickmoe.runtime.sampling_params import SamplingParams
 
     engine = dict(opts.engine)
     engine.setdefault("max_num_seqs", min(opts.num_prompts, 256))
@@ -126,7 +126,7 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
 
 def _decode_batch1(llm, prompt: list[int], opts: GenerateBenchOptions) -> dict:
     """Median wall time of one request's decode steps, and its roofline at the mean context."""
-    from quickmoe.runtime.sampling_params import SamplingParams
+    from quickmoe.engine.sampling_params import SamplingParams
 
     engine = llm.engine
     engine.add_request("bench-decode", prompt, SamplingParams(max_tokens=opts.decode_steps + 1, temperature=0,

@@ -12,7 +12,7 @@ import json
 import time
 
 from quickmoe import _IMPORT_PERF_COUNTER
-from quickmoe.runtime.startup import _age_at_quickmoe_import
+from quickmoe.startup.report import _age_at_quickmoe_import
 
 
 def load_transformers_model(model_dir: str, device: str):

@@ -1,8 +1,8 @@
 """The streaming loader's settings (reader threads, page-locked ring, prefetch), in a module without torch:
 the early start sizes its ring and prefetch from them before torch is imported.
 
-Defaults were measured on the H100 machine (docs/benchmarks.md: `scripts/h2d_pipeline_probe.py` in one
-process, `scripts/device_loader_sweep.sh` in fresh processes): 16 reader threads read + copy to the GPU
+Defaults were measured on the H100 machine (docs/benchmarks.md: `scripts/probes/h2d_pipeline_probe.py` in one
+process, `scripts/device/loader_sweep.sh` in fresh processes): 16 reader threads read + copy to the GPU
 about 1.5x faster than 8; a ring of twice as many buffers as threads keeps readers busy while the copies of
 the previous round drain (16 MiB x 32 buffers: 59% of pinned H2D in fresh processes, 32 MiB x 16: 53%).
 The ring bounds page-locked host memory to buffers x chunk (512 MiB by default) whatever the model size.

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from quickmoe.checkpoint.chunk_plan import Chunk, Piece
-from quickmoe.layers.weights import copy_weight_loader
+from quickmoe.checkpoint.weight_loaders import copy_weight_loader
 
 __all__ = ["ChunkRoute", "ParameterSink", "lands_directly"]
 

@@ -126,7 +126,7 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
 #   byte of x << 4 or of x), masked to 0x80 and OR-ed into the high bytes;
 # - two more `prmt` interleave the low and high bytes into bf16x2 pairs; one bf16x2 multiply applies the scale
 #   (exact: a power of two times a value with two significant bits).
-# scripts/ptx_decode_check.py checks this text against the E2M1 definition with an emulator of these ops.
+# tests/kernels/test_mxfp4_ptx_decode.py checks this text against the E2M1 definition with an emulator of these ops.
 _MXFP4_TO_BF16_PTX_TEXT = """
 {
 .reg .b32 z, ha, hb, la, lb, c, h, l, sh, sg, v;

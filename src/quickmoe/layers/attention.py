@@ -6,11 +6,11 @@ import torch
 from torch import nn
 
 from quickmoe.config import ModelConfig
+from quickmoe.forward import custom_ops
+from quickmoe.forward.forward_batch import AttentionMetadata, KVGroupMetadata
 from quickmoe.layers.linear import Linear
 from quickmoe.layers.rotary import RotaryEmbedding
 from quickmoe.layers.weights import declare_weight
-from quickmoe.runtime import custom_ops
-from quickmoe.runtime.forward_batch import AttentionMetadata, KVGroupMetadata
 
 
 def sink_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks: torch.Tensor,

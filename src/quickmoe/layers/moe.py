@@ -14,13 +14,14 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from quickmoe.checkpoint.weight_loaders import transpose_last2_weight_loader
 from quickmoe.config import ModelConfig
+from quickmoe.forward import custom_ops
 from quickmoe.kernels.routing import topk_softmax_ref
 from quickmoe.layers.linear import Linear
-from quickmoe.layers.weights import declare_weight, transpose_last2_weight_loader
+from quickmoe.layers.weights import declare_weight
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, convert_experts_, gate_up_rows_transform
 from quickmoe.layouts.permutation_cache import PermutationCache, default_permutation_cache
-from quickmoe.runtime import custom_ops
 
 logger = logging.getLogger(__name__)
 

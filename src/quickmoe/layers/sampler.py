@@ -14,10 +14,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
-from quickmoe.runtime.sampling_params import SamplingParams
+
+class RowSamplingParams(Protocol):
+    """What the sampler reads of one row's parameters (the engine's `SamplingParams` has these fields)."""
+
+    temperature: float
+    top_k: int  # 0: no limit
+    top_p: float
+    logprobs: int | None
+
+    @property
+    def greedy(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,7 @@ def sample_in_id_order(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Ten
 class Sampler:
     """Picks one token per row of last-token logits (see the module docstring)."""
 
-    def __call__(self, logits: torch.Tensor, params: Sequence[SamplingParams],
+    def __call__(self, logits: torch.Tensor, params: Sequence[RowSamplingParams],
                  generators: Sequence[torch.Generator | None]) -> SampledTokens:
         """logits [B, V] (any device) -> B tokens, plus log-probabilities where asked.
 
@@ -116,7 +127,7 @@ class Sampler:
         return torch.tensor(rows, dtype=torch.int64).to(device, non_blocking=True)
 
     @staticmethod
-    def _sample(logits: torch.Tensor, params: list[SamplingParams],
+    def _sample(logits: torch.Tensor, params: list[RowSamplingParams],
                 generators: list[torch.Generator | None]) -> torch.Tensor:
         """logits [S, V] of sampled rows -> token ids [S]."""
         device = logits.device
@@ -150,7 +161,7 @@ class Sampler:
         return order.gather(1, position[:, None]).squeeze(1)  # [R]
 
     def _collect(self, logits: torch.Tensor, tokens: torch.Tensor,
-                 params: Sequence[SamplingParams]) -> SampledTokens:
+                 params: Sequence[RowSamplingParams]) -> SampledTokens:
         """Adds the asked log-probabilities and moves everything to the host in one transfer."""
         num_rows = logits.shape[0]
         asked_rows = [i for i, p in enumerate(params) if p.logprobs is not None]

@@ -2,29 +2,19 @@
 
 Every parameter a checkpoint fills is created with `declare_weight`, which records the tensor's shape
 and dtype *in the checkpoint* (validated before anything is read) and a `weight_loader(param, tensor)`
-that copies a checkpoint tensor into the parameter, converting dtype and layout as needed. Parameters
+that copies a checkpoint tensor into the parameter, converting dtype and layout as needed (the loaders
+themselves are in checkpoint/weight_loaders.py). Parameters
 are allocated once, directly on their device, in the layout the forward pass uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-WeightLoader = Callable[[nn.Parameter, torch.Tensor], None]
-
-
-def copy_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
-    """Copy as is (shapes were validated against `checkpoint_shape`), converting dtype and device."""
-    assert param.shape == loaded.shape, (param.shape, loaded.shape)
-    param.data.copy_(loaded)
-
-
-def transpose_last2_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
-    """Checkpoint [..., in, out] -> parameter [..., out, in] (HF's unquantized experts are stored in x out)."""
-    param.data.copy_(loaded.transpose(-1, -2))
+from quickmoe.checkpoint.weight_loaders import WeightLoader, copy_weight_loader
 
 
 def declare_weight(

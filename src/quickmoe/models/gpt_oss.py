@@ -10,12 +10,12 @@ import torch
 from torch import nn
 
 from quickmoe.config import ModelConfig
+from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 from quickmoe.layers.attention import GptOssAttention
 from quickmoe.layers.embedding import LMHead, VocabEmbedding
 from quickmoe.layers.moe import GptOssMLP
 from quickmoe.layers.norm import RMSNorm
 from quickmoe.layers.rotary import RotaryEmbedding
-from quickmoe.runtime.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
 
 class GptOssDecoderLayer(nn.Module):

@@ -24,8 +24,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from quickmoe import __version__
-from quickmoe.runtime.engine import Engine
-from quickmoe.runtime.startup import StartupReport
+from quickmoe.engine.engine import Engine
 from quickmoe.server.api_errors import APIError, error_body
 from quickmoe.server.async_engine import AsyncEngine
 from quickmoe.server.chat import create_chat_completion
@@ -34,6 +33,7 @@ from quickmoe.server.config import ServerConfig
 from quickmoe.server.context import ServingContext
 from quickmoe.server.metrics import ServerMetrics
 from quickmoe.server.responses import JSONBytesResponse
+from quickmoe.startup.report import StartupReport
 
 __all__ = ["create_app"]
 

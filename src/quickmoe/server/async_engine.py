@@ -22,9 +22,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from quickmoe.engine.engine import Engine, StepOutput
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import QuickMoEError
-from quickmoe.runtime.engine import Engine, StepOutput
-from quickmoe.runtime.sampling_params import SamplingParams
 from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
 
 __all__ = ["AsyncEngine", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable", "RequestStream",

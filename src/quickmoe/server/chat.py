@@ -11,15 +11,23 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from quickmoe.runtime.engine import StepOutput
+from quickmoe.engine.engine import StepOutput
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.async_engine import EngineStepFailed, RequestStream
 from quickmoe.server.chat_output import ChatOutputSplitter
 from quickmoe.server.context import ServingContext
 from quickmoe.server.protocol import ChatCompletionRequest
 from quickmoe.server.request_params import sampling_params
-from quickmoe.server.responses import (SSE_DONE, AbortingStreamingResponse, JSONBytesResponse, chat_logprob,
-                                       completion_id, sse, until_disconnect, usage)
+from quickmoe.server.responses import (
+    SSE_DONE,
+    AbortingStreamingResponse,
+    JSONBytesResponse,
+    chat_logprob,
+    completion_id,
+    sse,
+    until_disconnect,
+    usage,
+)
 
 __all__ = ["create_chat_completion"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from quickmoe.runtime.detokenizer import StopMatcher
+from quickmoe.engine.detokenizer import StopMatcher
 from quickmoe.server.harmony_stream import ChannelText, HarmonyStreamParser
 from quickmoe.tokenizer.base import Tokenizer
 

@@ -12,8 +12,8 @@ from typing import TypeVar
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect, Request
 
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError, TokenizerError
-from quickmoe.runtime.sampling_params import SamplingParams
 from quickmoe.server.api_errors import APIError, from_validation_error
 from quickmoe.server.async_engine import AsyncEngine, EngineOverloaded, EngineUnavailable, RequestStream
 from quickmoe.server.config import ServerConfig

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from quickmoe.runtime.startup import StartupReport
+from quickmoe.startup.report import StartupReport
 
 __all__ = ["EngineSnapshot", "Histogram", "ServerMetrics"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError
-from quickmoe.runtime.sampling_params import SamplingParams
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
 

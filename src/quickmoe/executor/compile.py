@@ -3,7 +3,7 @@
 All decoder layers share one forward (`GptOssDecoderLayer.forward`); torch.compile treats a module's
 parameters as graph inputs, and the layer takes its KV caches and the step's metadata as arguments
 (`AttentionMetadata`: tensors only), with MoE, KV writes and attention as custom ops
-(`runtime/custom_ops.py`: tensors and plain numbers). So the graphs differ only where the layers do:
+(`forward/custom_ops.py`: tensors and plain numbers). So the graphs differ only where the layers do:
 gpt-oss compiles one graph for its sliding-window layers and one for its full-attention layers, whatever
 the depth, and nothing assumes the order in which layers run or that every layer runs every step.
 

@@ -101,6 +101,13 @@ class KVBlockManager:
         self.pools = {g.name: pool for g, pool in zip(groups, self._pools)}
         self._seqs: dict[int, _Sequence] = {}
 
+    @classmethod
+    def for_plan(cls, plan) -> "KVBlockManager":
+        """The manager of a KV cache plan (executor/kv_cache.py `KVCachePlan`: its block size and groups, each
+        with a name, a number of blocks and a window or None)."""
+        return cls([GroupSpec(name=g.name, num_blocks=g.num_blocks, window=g.window) for g in plan.groups],
+                   plan.block_size)
+
     def _plan(self, seq: _Sequence | None, start: int, end: int) -> list[tuple[int, int, int]] | None:
         """Per group (first block index needed, blocks to take, indices to release from the table's released
         mark), or None when some pool is short (counting what the sequence itself releases)."""

@@ -1,6 +1,6 @@
 """Where does a warm-page-cache load lose bandwidth? One process, several pipeline variants.
 
-python3 scripts/h2d_pipeline_probe.py DIR
+python3 scripts/probes/h2d_pipeline_probe.py DIR
 
 Prints: pinning costs (cudaHostAlloc vs huge-page anonymous memory + cudaHostRegister); host memcpy rate
 alone and beside a running H2D copy (memory-bandwidth contention); the reader -> pinned ring -> one copy

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from quickmoe.runtime.detokenizer import IncrementalDetokenizer
-from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.engine.detokenizer import IncrementalDetokenizer
+from quickmoe.engine.sampling_params import SamplingParams
 
 __all__ = ["Sequence", "SequenceStatus"]
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Tuning only, on the device machine: scripts/device_moe_tune_only.sh SHAPE:TOKENS [SHAPE:TOKENS ...]
+# Tuning only, on the device machine: scripts/device/moe_tune.sh SHAPE:TOKENS [SHAPE:TOKENS ...]
 # e.g. gpt-oss-20b:1024,4096 gpt-oss-120b:8192; configs merged into $OUT/configs (copy them back after the call).
 set -uo pipefail
-source "$(dirname "$0")/device_env.sh"
+source "$(dirname "$0")/env.sh"
 mkdir -p "$OUT/configs"
 cp src/quickmoe/kernels/configs/*.json "$OUT/configs/" 2>/dev/null
 for job in "$@"; do

@@ -1,5 +1,5 @@
 # Sourced by the device scripts, from the repository root: installs the carried wheels of
-# scripts/fetch_device_wheels.sh (.whl/) and sets the environment every device run uses; $OUT gets made.
+# scripts/device/fetch_wheels.sh (.whl/) and sets the environment every device run uses; $OUT gets made.
 OUT=${OUT:-/tmp/quickmoe-out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

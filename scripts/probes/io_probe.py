@@ -1,6 +1,6 @@
 """Measure the host I/O paths a checkpoint can take to the GPU, on this machine, in one process.
 
-PYTHONPATH=src python3 scripts/io_probe.py DIR [--cold]
+PYTHONPATH=src python3 scripts/probes/io_probe.py DIR [--cold]
 
 Warm page cache: pinned host->device ceiling; buffered preadv into pinned buffers (read only, and with
 the H2D copy overlapped) for several thread counts; mmap + cudaHostRegister(read-only) + H2D straight from

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Cold-start acceptance run (issue 3) on the device machine, from the repository root; logs under $OUT.
-# Needs the wheels of scripts/fetch_device_wheels.sh carried in .whl/. Two stages, each within one 10-minute call:
-#   scripts/device_coldstart.sh 1   GPU tests; 20b warm page cache (+ no-cache, + transformers, + early start off);
+# Needs the wheels of scripts/device/fetch_wheels.sh carried in .whl/. Two stages, each within one 10-minute call:
+#   scripts/device/coldstart.sh 1   GPU tests; 20b warm page cache (+ no-cache, + transformers, + early start off);
 #                                   20b dropped page cache (+ transformers, + prefetch off)
-#   scripts/device_coldstart.sh 2   120b (fewer layers) warm (+ no-cache); the H2D pipeline probe; 20b warm again
+#   scripts/device/coldstart.sh 2   120b (fewer layers) warm (+ no-cache); the H2D pipeline probe; 20b warm again
 set -uo pipefail
-source "$(dirname "$0")/device_env.sh"
+source "$(dirname "$0")/env.sh"
 LAYERS_120B=${LAYERS_120B:-12}   # 120b has 36 layers (65 GB): the disk holds 64 GB, so fewer layers, scaled per layer
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 STAGE=${1:-1}
@@ -28,7 +28,7 @@ if [ "$STAGE" = 2 ]; then
   [ -f /tmp/gpt-oss-120b/config.json ] || python3 -m quickmoe make-checkpoint /tmp/gpt-oss-120b --preset gpt-oss-120b \
     --layers "$LAYERS_120B" -q
   bench "cold_120b_${LAYERS_120B}L" /tmp/gpt-oss-120b -n 2 --device cuda --compare-uncached
-  python3 scripts/h2d_pipeline_probe.py /tmp/gpt-oss-120b 2>&1 | grep -v INFO | tee "$OUT/h2d_pipeline_probe.txt"
+  python3 scripts/probes/h2d_pipeline_probe.py /tmp/gpt-oss-120b 2>&1 | grep -v INFO | tee "$OUT/h2d_pipeline_probe.txt"
   [ -f /tmp/gpt-oss-20b/config.json ] || python3 -m quickmoe make-checkpoint /tmp/gpt-oss-20b --preset gpt-oss-20b -q
   bench cold_20b_warm_recheck /tmp/gpt-oss-20b -n 3 --device cuda
 fi

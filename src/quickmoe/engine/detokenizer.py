@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Sequence
 
-from quickmoe.runtime.sampling_params import SamplingParams
+from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.tokenizer.base import Tokenizer
 
 

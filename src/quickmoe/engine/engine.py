@@ -24,12 +24,13 @@ from dataclasses import dataclass
 
 import torch
 
+from quickmoe.engine.block_manager import KVBlockManager
+from quickmoe.engine.detokenizer import IncrementalDetokenizer
+from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.engine.scheduler import Scheduler
+from quickmoe.engine.sequence import Sequence, SequenceStatus
 from quickmoe.errors import RequestError
-from quickmoe.layers.sampler import Sampler, SampledTokens
-from quickmoe.runtime.detokenizer import IncrementalDetokenizer
-from quickmoe.runtime.sampling_params import SamplingParams
-from quickmoe.runtime.scheduler import Scheduler
-from quickmoe.runtime.sequence import Sequence, SequenceStatus
+from quickmoe.layers.sampler import SampledTokens, Sampler
 from quickmoe.tokenizer.base import Tokenizer
 
 __all__ = ["Engine", "EngineStats", "StepOutput", "TokenLogprob"]
@@ -78,7 +79,7 @@ class Engine:
         self.tokenizer = tokenizer
         self.config = runner.config
         self.max_model_len: int = runner.max_model_len
-        self.blocks = runner.kv_cache.new_block_manager()
+        self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
         self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs,
                                    max_num_batched_tokens=max_num_batched_tokens)
         self.sampler = Sampler()

@@ -15,15 +15,16 @@ from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
+from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
+from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
+from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata
+from quickmoe.forward.forward_batch import ForwardBatch
 from quickmoe.layers.attention import GptOssAttention
 from quickmoe.layers.moe import FusedMoE
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
-from quickmoe.runtime.early_start import EarlyStart
-from quickmoe.runtime.cuda_graphs import DecodeGraphs, decode_buckets
-from quickmoe.runtime.forward_batch import ForwardBatch, build_host_metadata
-from quickmoe.runtime.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
-from quickmoe.runtime.startup import StartupReport
+from quickmoe.startup.early_start import EarlyStart
+from quickmoe.startup.report import StartupReport
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class ModelRunner:
     process -> KV cache -> compile, each a phase of the StartupReport.
 
     `early_start`, if given, is the background work the process launched before importing torch (see
-    runtime/early_start.py): its CUDA context is waited for, its page-locked ring feeds the loader, and
+    startup/early_start.py): its CUDA context is waited for, its page-locked ring feeds the loader, and
     both it and the page-cache prefetch are wound up once the weights are loaded."""
 
     def __init__(self, model_dir: str | Path, engine: EngineConfig, report: StartupReport | None = None, *,
@@ -141,24 +142,24 @@ class ModelRunner:
         logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
 
     def _compile(self) -> None:
-        """torch.compile the decoder layers (runtime/compile.py) and run warm-up steps, a 1-token decode, a
+        """torch.compile the decoder layers (executor/compile.py) and run warm-up steps, a 1-token decode, a
         2-sequence decode and a short prefill, so the graphs the first requests need exist before they
         arrive. Timed as the start-up phase `compile`; graph and cache counts go to the report."""
-        from quickmoe.runtime.compile import (compile_cache_dir, compile_decoder_layers, compile_stats,
-                                              use_compile_caches)
+        from quickmoe.executor.compile import (
+            compile_cache_dir,
+            compile_decoder_layers,
+            compile_stats,
+            use_compile_caches,
+        )
 
         raw_config = json.loads((self.model_dir / "config.json").read_text())
         cache_path = compile_cache_dir(raw_config, self.dtype, self.device)
         use_compile_caches(cache_path)
         before = compile_stats()
         compile_decoder_layers(self.model.model.layers)
-        blocks = self.kv_cache.new_block_manager()  # scratch tables over the (still unused) cache
         for tokens, starts in (([[1]], [0]), ([[1], [2]], [1, 0]), ([[1, 2, 3]], [1])):
-            for seq, (toks, start) in enumerate(zip(tokens, starts)):
-                blocks.allocate(seq, 0, start + len(toks))
-            self.forward(self.build_batch(tokens, starts, [blocks.block_tables(seq) for seq in range(len(tokens))]))
-            for seq in range(len(tokens)):
-                blocks.free(seq)
+            lengths = [start + len(toks) for toks, start in zip(tokens, starts)]
+            self.forward(self.build_batch(tokens, starts, self.scratch_block_tables(lengths)))
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         seconds = self.report.mark("compile")
@@ -217,10 +218,23 @@ class ModelRunner:
                                         "max_model_len": self.max_model_len}
         logger.info("KV cache: %s; max_model_len %d", self.kv_cache.describe(), self.max_model_len)
 
+    def scratch_block_tables(self, lengths: list[int]) -> list[list[list[int]]]:
+        """[sequence][group] block tables over distinct blocks of the cache, for sequences of `lengths`
+        positions: warm-up steps before any request holds a block (the engine's block manager hands out
+        the blocks of real requests)."""
+        block_size, tables, next_block = self.kv_cache.block_size, [], 0
+        for length in lengths:
+            count = -(-length // block_size)
+            tables.append([list(range(next_block, next_block + count)) for _ in self.kv_cache.plan.groups])
+            next_block += count
+        assert all(next_block <= g.num_blocks for g in self.kv_cache.plan.groups), "warm-up needs a few blocks"
+        return tables
+
     def build_batch(self, token_ids: list[list[int]], start_positions: list[int],
                     block_tables: list[list[list[int]]]) -> ForwardBatch:
         """A step over this runner's cache; `block_tables[b]` holds sequence b's table per cache group."""
-        return ForwardBatch.build(token_ids, start_positions, self._per_group(block_tables), self.kv_cache, self.device)
+        return build_forward_batch(token_ids, start_positions, self._per_group(block_tables), self.kv_cache,
+                                   self.device)
 
     def _per_group(self, block_tables: list[list[list[int]]]) -> list[list[list[int]]]:
         """[sequence][group] tables -> [group][sequence]: the order the step metadata is built in."""

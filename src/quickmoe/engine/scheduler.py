@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from quickmoe.runtime.block_manager import KVBlockManager
-from quickmoe.runtime.sequence import Sequence, SequenceStatus
+from quickmoe.engine.block_manager import KVBlockManager
+from quickmoe.engine.sequence import Sequence, SequenceStatus
 
 __all__ = ["ScheduledChunk", "Scheduler", "SchedulerOutput"]
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Loader and prefetch settings in fresh processes (QUICKMOE_LOADER), gpt-oss-20b, on the device machine:
 # warm page cache (load phase GB/s against pinned H2D) and dropped page cache (imports, load, weights ready).
-# Needs the wheels of scripts/fetch_device_wheels.sh carried in .whl/. Logs under $OUT.
+# Needs the wheels of scripts/device/fetch_wheels.sh carried in .whl/. Logs under $OUT.
 set -uo pipefail
-source "$(dirname "$0")/device_env.sh"
+source "$(dirname "$0")/env.sh"
 [ -f /tmp/gpt-oss-20b/config.json ] || python3 -m quickmoe make-checkpoint /tmp/gpt-oss-20b --preset gpt-oss-20b -q
 summary() {  # summary LABEL JSON
   python3 - "$1" "$2" <<'PY'

@@ -3,14 +3,14 @@
 #   1. GPU tests (bf16 parity on CUDA against transformers),
 #   2. make-checkpoint --preset gpt-oss-20b (time, peak RSS),
 #   3. generate on it (time),
-# with logs under $OUT. Needs the wheels of scripts/fetch_device_wheels.sh carried in .whl/.
+# with logs under $OUT. Needs the wheels of scripts/device/fetch_wheels.sh carried in .whl/.
 set -uo pipefail
-source "$(dirname "$0")/device_env.sh"
+source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, transformers, triton; print('torch', torch.__version__, 'transformers', \
 transformers.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
 
-timed() { python3 scripts/timed_run.py "$@" 2>&1 | tee "$OUT/$1.log"; }
+timed() { python3 scripts/device/timed_run.py "$@" 2>&1 | tee "$OUT/$1.log"; }
 export OUT
 QUICKMOE_TEST_20B_DIR= timed gpu_tests python3 -m pytest -q -m gpu -s tests "$@"
 timed make_20b python3 -m quickmoe make-checkpoint /tmp/gpt-oss-20b --preset gpt-oss-20b --overwrite -q

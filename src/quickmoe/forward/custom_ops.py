@@ -15,9 +15,14 @@ from __future__ import annotations
 import torch
 
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
-from quickmoe.kernels.paged_attention import (paged_decode_attention, paged_decode_attention_ref,
-                                              paged_prefill_attention, paged_prefill_attention_ref, write_kv_paged,
-                                              write_kv_paged_ref)
+from quickmoe.kernels.paged_attention import (
+    paged_decode_attention,
+    paged_decode_attention_ref,
+    paged_prefill_attention,
+    paged_prefill_attention_ref,
+    write_kv_paged,
+    write_kv_paged_ref,
+)
 
 __all__ = ["moe_experts", "moe_experts_op", "paged_attention", "paged_attention_op", "write_kv", "write_kv_op"]
 

@@ -7,7 +7,8 @@ them: block b of the group is row b of each of the group's layers' tensors.
 
 `plan_kv_cache` sizes the groups from a memory budget: a sliding group gets what its sequences can hold at
 most (see `sliding_blocks_needed`), full-attention layers share the rest. `PagedKVCache` allocates them
-once; the model reads `layer(i)` and `layer_group[i]`.
+once; the model reads `layer(i)` and `layer_group[i]`. The block ids themselves are handed out by the
+engine's `KVBlockManager.for_plan(plan)`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import torch
 
 from quickmoe.config import ModelConfig
 from quickmoe.errors import ConfigError
-from quickmoe.runtime.block_manager import GroupSpec, KVBlockManager
 
 __all__ = ["KVCachePlan", "KVGroupPlan", "PagedKVCache", "activation_bytes_estimate", "kv_cache_budget",
            "plan_kv_cache", "sliding_blocks_needed"]
@@ -54,9 +54,6 @@ class KVCachePlan:
         """Positions one sequence can hold in the most constrained full-attention group (inf if none)."""
         full = [g.num_blocks * self.block_size for g in self.groups if g.window is None]
         return min(full) if full else math.inf
-
-    def group_specs(self) -> list[GroupSpec]:
-        return [GroupSpec(name=g.name, num_blocks=g.num_blocks, window=g.window) for g in self.groups]
 
 
 def sliding_blocks_needed(window: int, block_size: int, max_num_seqs: int, max_num_batched_tokens: int) -> int:
@@ -178,9 +175,6 @@ class PagedKVCache:
 
     def layer(self, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.keys[idx], self.values[idx]
-
-    def new_block_manager(self) -> KVBlockManager:
-        return KVBlockManager(self.plan.group_specs(), self.block_size)
 
     @property
     def nbytes(self) -> int:

@@ -22,7 +22,8 @@ import time
 import numpy as np
 import torch
 
-from quickmoe.runtime.forward_batch import AttentionMetadata, ForwardBatch, HostMetadata, KVGroupMetadata
+from quickmoe.executor.step_metadata import HostMetadata
+from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
 __all__ = ["DecodeGraphs", "decode_buckets"]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation and benchmarks of the engine (issue 6), compile + CUDA graphs (issue 5) and the server
 # (issue 7), on the device machine from the repository root; logs under $OUT. Needs the wheels of
-# scripts/fetch_device_wheels.sh carried in .whl/. Stages (each fits one 10-minute call; several may be
+# scripts/device/fetch_wheels.sh carried in .whl/. Stages (each fits one 10-minute call; several may be
 # given, in order):
 #   tests     every GPU test (pytest -m gpu), the kernel tests on CUDA (paged attention, MoE), and the engine's
 #             equivalences (batched = alone, chunked, preempted, seeded) and the padded graph path on CUDA
@@ -13,7 +13,7 @@
 #             4 x the concurrency prompts each, at least 8)
 #   soak      bench serve at concurrency 32 for a few minutes; KV blocks and host memory before and after
 set -uo pipefail
-source "$(dirname "$0")/device_env.sh"
+source "$(dirname "$0")/env.sh"
 CKPT=/tmp/gpt-oss-20b
 make_20b() { [ -f "$CKPT/config.json" ] || python3 -m quickmoe make-checkpoint "$CKPT" --preset gpt-oss-20b -q; }
 

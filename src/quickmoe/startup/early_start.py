@@ -28,7 +28,7 @@ from typing import Any
 
 from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.prefetch import PageCachePrefetch, checkpoint_files
-from quickmoe.runtime.cuda_preinit import CudaPreinit
+from quickmoe.startup.cuda_preinit import CudaPreinit
 
 __all__ = ["EarlyStart", "cuda_ordinal"]
 

@@ -1,0 +1,1 @@
+"""Requests: Engine, Scheduler, Sequence, SamplingParams, the detokenizer and KV block accounting."""

@@ -1,0 +1,1 @@
+"""Tensors: ModelRunner (build -> load -> process -> KV cache -> compile -> capture), KV cache tensors, CUDA graphs."""

@@ -1,0 +1,82 @@
+"""A step's metadata built on the host from the scheduler's token lists and block tables: positions, each
+token's cache slot per group, padded block tables (numpy, vectorised over tokens), then uploaded as a
+`ForwardBatch` (eager path) or copied into the CUDA graphs' static buffers (executor/cuda_graphs.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from quickmoe.executor.kv_cache import PagedKVCache
+from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
+
+__all__ = ["HostMetadata", "build_forward_batch", "build_host_metadata"]
+
+
+def build_forward_batch(token_ids: Sequence[Sequence[int]], start_positions: Sequence[int],
+                        block_tables: Sequence[Sequence[Sequence[int]]], kv_cache: PagedKVCache,
+                        device: torch.device | str) -> ForwardBatch:
+    """Pack the new tokens of each sequence. `start_positions[b]` tokens of sequence b are already cached;
+    `block_tables[g][b]` is sequence b's block table in group g (-1 where a block was released), covering
+    every position of this step."""
+    query_lens = [len(t) for t in token_ids]
+    assert query_lens and all(n > 0 for n in query_lens), "every sequence in a step has a new token"
+    assert len(block_tables) == len(kv_cache.plan.groups)
+    host = build_host_metadata(query_lens, start_positions, block_tables, kv_cache.block_size)
+    flat = [tok for toks in token_ids for tok in toks]
+    to = dict(device=device, non_blocking=True)
+    return ForwardBatch(
+        input_ids=torch.tensor(flat, dtype=torch.long).to(**to),
+        attn=AttentionMetadata(positions=torch.from_numpy(host.positions).to(**to),
+                               cu_query_lens=torch.from_numpy(host.cu_query_lens).to(**to),
+                               context_lens=torch.from_numpy(host.context_lens).to(**to),
+                               max_query_len=torch.tensor(max(query_lens), dtype=torch.long)),
+        kv_groups=tuple(KVGroupMetadata(slot_mapping=torch.from_numpy(slots).to(**to),
+                                        block_tables=torch.from_numpy(tables).to(**to))
+                        for slots, tables in zip(host.slot_mappings, host.block_tables)),
+        logits_indices=torch.from_numpy(host.cu_query_lens[1:].astype(np.int64) - 1).to(**to),
+        kv_cache=kv_cache,
+        query_lens=query_lens,
+    )
+
+
+@dataclass(frozen=True)
+class HostMetadata:
+    """The step's metadata as numpy arrays (see `ForwardBatch`); the CUDA-graph runner copies these into its
+    static buffers, the eager path uploads them."""
+
+    positions: np.ndarray  # [T] int64
+    cu_query_lens: np.ndarray  # [B + 1] int32
+    context_lens: np.ndarray  # [B] int32
+    slot_mappings: list[np.ndarray]  # per group [T] int64
+    block_tables: list[np.ndarray]  # per group [B, max_blocks] int32
+
+
+def build_host_metadata(query_lens: Sequence[int], start_positions: Sequence[int],
+                        block_tables: Sequence[Sequence[Sequence[int]]], block_size: int,
+                        max_blocks: int | None = None) -> HostMetadata:
+    """Vectorised over tokens: positions, and each token's slot in every group, from the block tables
+    (padded with -1 to the longest table, or to `max_blocks`)."""
+    q = np.asarray(query_lens, dtype=np.int64)  # [B]
+    starts = np.asarray(start_positions, dtype=np.int64)
+    cu = np.zeros(len(q) + 1, dtype=np.int64)
+    np.cumsum(q, out=cu[1:])
+    seq_of_token = np.repeat(np.arange(len(q)), q)  # [T]
+    positions = np.arange(cu[-1], dtype=np.int64) - cu[seq_of_token] + starts[seq_of_token]  # [T]
+    slot_mappings, tables_out = [], []
+    for tables in block_tables:
+        width = max_blocks if max_blocks is not None else max(len(t) for t in tables)
+        table = np.full((len(q), max(width, 1)), -1, dtype=np.int64)
+        for b, t in enumerate(tables):
+            if t:
+                table[b, :len(t)] = t
+        block = table[seq_of_token, positions // block_size]  # [T]
+        assert (block >= 0).all(), "every new token's block is allocated"
+        slot_mappings.append(block * block_size + positions % block_size)
+        tables_out.append(table.astype(np.int32))
+    return HostMetadata(positions=positions, cu_query_lens=cu.astype(np.int32),
+                        context_lens=(starts + q).astype(np.int32), slot_mappings=slot_mappings,
+                        block_tables=tables_out)

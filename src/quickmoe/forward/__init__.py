@@ -1,0 +1,1 @@
+"""The contract layers compute against: ForwardBatch and its attention metadata, the custom ops."""

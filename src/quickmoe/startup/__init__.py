@@ -1,0 +1,1 @@
+"""Start-up plumbing: the early start, CUDA pre-initialisation, the StartupReport (torch-free at import)."""
