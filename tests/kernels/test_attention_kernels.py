@@ -1,16 +1,15 @@
-"""Paged KV write and decode attention (Triton; the interpreter on CPU) against their torch references, and
-the paged reference against the contiguous per-sequence reference of the model (`sink_attention_ref`):
-sinks, GQA, windows shorter and longer than the context, contexts ending inside and at block boundaries,
-blocks scattered over the pool."""
+"""Paged decode and prefill attention (Triton; the interpreter on CPU) against their torch references, and the
+paged references against the contiguous per-sequence reference of the model (`sink_attention_ref`): sinks, GQA,
+windows shorter and longer than the context, contexts ending inside and at block boundaries, blocks scattered
+over the pool, the decode kernel's context splits (one, several, more than there are keys)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from quickmoe.kernels.paged_attention import (paged_decode_attention, paged_decode_attention_ref, paged_prefill_attention,
-                                              paged_prefill_attention_ref, write_kv_paged,
-                                              write_kv_paged_ref)
+from quickmoe.kernels.decode_attention import paged_decode_attention, paged_decode_attention_ref
+from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.layers.attention import sink_attention_ref
 
 pytest.importorskip("triton")
@@ -35,18 +34,20 @@ def _paged_cache(contexts, num_kv, head_dim, dtype, g, spare_blocks=5):
     return k_cache.to(DEVICE), v_cache.to(DEVICE), tables.to(DEVICE)
 
 
+@pytest.mark.parametrize("splits", [1, 4, 32])
 @pytest.mark.parametrize("window", [0, 8, 40, 1000])
 @pytest.mark.parametrize("num_heads,num_kv,head_dim", [(8, 2, 32), (4, 4, 24)])
-def test_decode_kernel_matches_the_reference(window, num_heads, num_kv, head_dim):
-    g = torch.Generator().manual_seed(window + num_heads)
-    contexts = [1, 16, 17, 50, 64]  # inside, at and past block boundaries
-    k_cache, v_cache, tables = _paged_cache(contexts, num_kv, head_dim, torch.float32, g)
+def test_decode_kernel_matches_the_reference(splits, window, num_heads, num_kv, head_dim):
+    g = torch.Generator().manual_seed(window + num_heads + splits)
+    contexts = [1, 16, 17, 50, 130, 0]  # inside, at and past block boundaries, over two key tiles, empty (padding)
+    k_cache, v_cache, tables = _paged_cache([max(c, 1) for c in contexts], num_kv, head_dim, torch.float32, g)
     q = torch.randn(len(contexts), num_heads, head_dim, generator=g).to(DEVICE)
     sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
     lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
-    got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, head_dim**-0.5)
+    got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, head_dim**-0.5, num_splits=splits)
     want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, head_dim**-0.5)
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+    assert not got[-1].any()  # no visible key: the sink takes all the weight and the output is 0
 
 
 def test_decode_reference_matches_the_contiguous_reference():
@@ -77,28 +78,9 @@ def test_decode_skips_released_blocks_of_a_sliding_window():
     want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, 20, 0.25)
     released = tables.clone()
     released[0, :3] = -1  # positions < 48 are out of a 20-token window at position 79
-    got = paged_decode_attention(q, k_cache, v_cache, released, lens, sinks, 20, 0.25)
-    assert torch.allclose(got, want, atol=1e-5)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_write_kv_kernel_matches_the_reference(dtype):
-    g = torch.Generator().manual_seed(5)
-    k_cache = torch.randn(6, BLOCK, 2, 24, generator=g).to(dtype).to(DEVICE)
-    v_cache = torch.randn(6, BLOCK, 2, 24, generator=g).to(dtype).to(DEVICE)
-    k = torch.randn(9, 2, 24, generator=g).to(DEVICE)
-    v = torch.randn(9, 2, 24, generator=g).to(DEVICE)
-    slots = torch.randperm(6 * BLOCK, generator=g)[:9].to(DEVICE)
-    want_k, want_v = k_cache.clone(), v_cache.clone()
-    write_kv_paged_ref(k, v, want_k, want_v, slots)
-    write_kv_paged(k, v, k_cache, v_cache, slots)
-    # bf16: the interpreter truncates where torch rounds; allow one bf16 ulp
-    tol = 0 if dtype == torch.float32 else 1e-2
-    assert torch.allclose(k_cache.float(), want_k.float(), atol=tol, rtol=tol)
-    assert torch.allclose(v_cache.float(), want_v.float(), atol=tol, rtol=tol)
-    untouched = torch.ones(6 * BLOCK, dtype=torch.bool, device=DEVICE)
-    untouched[slots] = False
-    assert torch.equal(k_cache.view(-1, 2, 24)[untouched], want_k.view(-1, 2, 24)[untouched])
+    for splits in (1, 8):
+        got = paged_decode_attention(q, k_cache, v_cache, released, lens, sinks, 20, 0.25, num_splits=splits)
+        assert torch.allclose(got, want, atol=1e-5)
 
 
 def _prefill_case(query_lens, contexts, num_heads, num_kv, head_dim, g, dtype=torch.float32):
@@ -115,7 +97,8 @@ def _prefill_case(query_lens, contexts, num_heads, num_kv, head_dim, g, dtype=to
 def test_prefill_kernel_matches_the_reference(window, num_heads, num_kv, head_dim):
     """Whole prompts, chunks after a cached prefix (chunked prefill) and single decode tokens in one batch."""
     g = torch.Generator().manual_seed(window + 2 * num_heads)
-    query_lens, contexts = [20, 7, 1, 33], [20, 40, 17, 64]  # prompt, chunk after 33 cached, decode, chunk
+    # prompt, chunk after 33 cached, decode, a chunk over several key tiles after 60 cached
+    query_lens, contexts = [20, 7, 1, 70], [20, 40, 17, 130]
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, num_heads, num_kv,
                                                                  head_dim, g)
     got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, head_dim**-0.5,
@@ -146,4 +129,27 @@ def test_prefill_kernel_in_bf16():
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case([12, 3], [12, 30], 8, 2, 32, g, torch.bfloat16)
     got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5, max_query_len=12)
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5)
+    assert (got.float() - want.float()).norm() / want.float().norm() < 2e-2
+
+
+def test_prefill_skips_released_blocks_of_a_sliding_window():
+    """A chunk far into a sequence with a window: blocks before every query's window are -1 and never read."""
+    g = torch.Generator().manual_seed(11)
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case([5], [150], 4, 2, 16, g)
+    want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 24, 0.25)
+    released = tables.clone()
+    released[0, :7] = -1  # positions < 112 are out of every query's 24-token window (queries at 145..149)
+    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, 24, 0.25, max_query_len=5)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_decode_kernel_in_bf16():
+    """bf16 cache and queries (the serving dtype), several splits: within bf16 rounding of the reference."""
+    g = torch.Generator().manual_seed(12)
+    k_cache, v_cache, tables = _paged_cache([100, 37], 2, 32, torch.bfloat16, g)
+    q = torch.randn(2, 8, 32, generator=g).to(torch.bfloat16).to(DEVICE)
+    sinks = torch.randn(8, generator=g).to(DEVICE)
+    lens = torch.tensor([100, 37], dtype=torch.int32, device=DEVICE)
+    got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, 0, 32**-0.5, num_splits=4)
+    want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, 0, 32**-0.5)
     assert (got.float() - want.float()).norm() / want.float().norm() < 2e-2

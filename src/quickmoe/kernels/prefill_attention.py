@@ -1,0 +1,147 @@
+"""Paged prefill attention (several new tokens per sequence, chunked prefill over cached context):
+`paged_prefill_attention` (Triton) beside `paged_prefill_attention_ref` (torch), same signature.
+
+q [T, H, D] packs each sequence's new tokens (sequence b: rows cu_query_lens[b] .. cu_query_lens[b+1], the
+last ones of its context_lens[b] positions, their K/V already written to the cache). Each query at position
+p attends causally to the cache (keys j <= p, with a window W > 0 only j > p - W), GQA, and the head's sink
+logit joins the softmax denominator only (see kernels/decode_attention.py for the formula).
+
+The kernel: grid (B, query tiles of BLOCK_Q up to max_query_len, KV heads). A program takes its tile's queries
+of the group's H / KV heads together (BLOCK_Q x GROUP rows: tensor-core tiles) and iterates over BLOCK_N keys
+at a time, gathered across cache blocks through the block table, from the first key any of its queries sees
+(the window) to its last query's position (causal), with an online softmax seeded with the sink.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:  # CPU installs without triton keep the torch reference
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
+
+__all__ = ["paged_prefill_attention", "paged_prefill_attention_ref"]
+
+
+def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                                block_tables: torch.Tensor, cu_query_lens: torch.Tensor, context_lens: torch.Tensor,
+                                sinks: torch.Tensor, window: int, scale: float) -> torch.Tensor:
+    """Per sequence, in float32: its keys gathered from the block table, the definition applied per query."""
+    num_heads, num_kv = q.shape[1], k_cache.shape[2]
+    block_size = k_cache.shape[1]
+    out = torch.empty_like(q)
+    starts = cu_query_lens.tolist()
+    for b, ctx in enumerate(context_lens.tolist()):
+        rows = slice(starts[b], starts[b + 1])
+        n = starts[b + 1] - starts[b]
+        if n == 0:
+            continue
+        key_pos = torch.arange(ctx, device=q.device)  # [L]
+        blocks = block_tables[b, key_pos // block_size].clamp(min=0).long()  # released (-1) blocks: masked below
+        k = k_cache[blocks, key_pos % block_size].float().repeat_interleave(num_heads // num_kv, dim=1)  # [L, H, D]
+        v = v_cache[blocks, key_pos % block_size].float().repeat_interleave(num_heads // num_kv, dim=1)
+        q_pos = torch.arange(ctx - n, ctx, device=q.device)  # [n]
+        visible = key_pos[None, :] <= q_pos[:, None]  # [n, L]
+        if window > 0:
+            visible &= key_pos[None, :] > q_pos[:, None] - window
+        logits = torch.einsum("nhd,lhd->hnl", q[rows].float(), k) * scale  # [H, n, L]
+        logits = logits.masked_fill(~visible[None], float("-inf"))
+        combined = torch.cat([logits, sinks.float()[:, None, None].expand(-1, n, 1)], dim=2)
+        probs = torch.softmax(combined, dim=2)[..., :-1]
+        out[rows] = torch.einsum("hnl,lhd->nhd", probs, v).to(q.dtype)
+    return out
+
+
+def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                            block_tables: torch.Tensor, cu_query_lens: torch.Tensor, context_lens: torch.Tensor,
+                            sinks: torch.Tensor, window: int, scale: float, max_query_len: int,
+                            block_q: int = 16, block_n: int = 64) -> torch.Tensor:
+    """`paged_prefill_attention_ref` in one Triton launch (see the module docstring). `max_query_len` (a host
+    int: the longest sequence's new tokens) sizes the grid."""
+    if triton is None:
+        raise RuntimeError("paged_prefill_attention needs triton; paged_prefill_attention_ref is the torch version")
+    num_tokens, num_heads, head_dim = q.shape
+    _, block_size, num_kv, _ = k_cache.shape
+    group = num_heads // num_kv
+    out = torch.empty_like(q)
+    batch = context_lens.shape[0]
+    if num_tokens == 0 or batch == 0:
+        return out
+    group_pow2 = triton.next_power_of_2(group)
+    block_q = max(block_q, 16 // group_pow2 if group_pow2 < 16 else 1)  # the dot needs >= 16 rows
+    fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
+    _prefill_kernel[(batch, triton.cdiv(max_query_len, block_q), num_kv)](
+        q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks, out, q.stride(0), q.stride(1),
+        out.stride(0), out.stride(1), block_tables.stride(0), window, float(scale) * 1.4426950408889634,
+        GROUP=group, GROUP_POW2=group_pow2, D=head_dim, D_POW2=max(16, triton.next_power_of_2(head_dim)),
+        BLOCK_SIZE=block_size, KV=num_kv, BLOCK_Q=block_q, BLOCK_N=block_n, FP32_DOT=fp32_dot,
+        num_warps=8 if block_q * group_pow2 >= 128 else 4, num_stages=2)
+    return out
+
+
+if triton is not None:
+
+    @triton.jit
+    def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, cu_q_ptr, context_lens_ptr, sinks_ptr,
+                        out_ptr, stride_qt, stride_qh, stride_ot, stride_oh, stride_bt, window, qk_scale,
+                        GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
+                        BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr,
+                        FP32_DOT: tl.constexpr):
+        seq = tl.program_id(0)
+        q_tile = tl.program_id(1)
+        kv_head = tl.program_id(2)
+        q_start = tl.load(cu_q_ptr + seq)
+        n = tl.load(cu_q_ptr + seq + 1) - q_start
+        if q_tile * BLOCK_Q < n:
+            ctx = tl.load(context_lens_ptr + seq)
+            r = tl.arange(0, BLOCK_Q * GROUP_POW2)  # rows: query i = r // GROUP_POW2, head g = r % GROUP_POW2
+            i = q_tile * BLOCK_Q + r // GROUP_POW2
+            g = r % GROUP_POW2
+            row_ok = (i < n) & (g < GROUP)
+            head = kv_head * GROUP + g
+            q_pos = ctx - n + i  # [R] absolute position of each row's query
+            dims = tl.arange(0, D_POW2)
+            dim_ok = dims < D
+            q_offsets = (q_start + i)[:, None].to(tl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :]
+            q = tl.load(q_ptr + q_offsets, mask=row_ok[:, None] & dim_ok[None, :], other=0.0)  # [R, D]
+            if FP32_DOT:
+                q = q.to(tl.float32)
+            last_pos = ctx - n + tl.minimum(q_tile * BLOCK_Q + BLOCK_Q, n) - 1  # the tile's last query
+            first_pos = tl.where(window > 0, tl.maximum(ctx - n + q_tile * BLOCK_Q - window + 1, 0), 0)
+            # base-2 online softmax seeded with the sink: its logit is in the max and the sum, its value is 0
+            m = tl.load(sinks_ptr + head, mask=row_ok, other=0.0).to(tl.float32) * 1.4426950408889634  # [R]
+            l_sum = tl.full([BLOCK_Q * GROUP_POW2], 1.0, tl.float32)
+            acc = tl.zeros([BLOCK_Q * GROUP_POW2, D_POW2], tl.float32)
+            keys = tl.arange(0, BLOCK_N)
+            for start in range(first_pos, last_pos + 1, BLOCK_N):
+                k_pos = start + keys  # [N]
+                key_ok = k_pos <= last_pos
+                block = tl.load(block_tables_ptr + seq * stride_bt + k_pos // BLOCK_SIZE, mask=key_ok, other=0)
+                slot = block.to(tl.int64) * BLOCK_SIZE + k_pos % BLOCK_SIZE
+                offsets = (slot[:, None] * KV + kv_head) * D + dims[None, :]  # [N, D]
+                kv_mask = key_ok[:, None] & dim_ok[None, :]
+                k = tl.load(k_cache_ptr + offsets, mask=kv_mask, other=0.0)
+                v = tl.load(v_cache_ptr + offsets, mask=kv_mask, other=0.0)
+                if FP32_DOT:
+                    s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
+                else:
+                    s = tl.dot(q, tl.trans(k))  # [R, N] float32
+                visible = (k_pos[None, :] <= q_pos[:, None]) & key_ok[None, :]
+                visible &= (window <= 0) | (k_pos[None, :] > q_pos[:, None] - window)
+                s = tl.where(visible, s * qk_scale, float("-inf"))
+                m_new = tl.maximum(m, tl.max(s, axis=1))  # finite: the sink is in it
+                p = tl.exp2(s - m_new[:, None])
+                alpha = tl.exp2(m - m_new)
+                l_sum = l_sum * alpha + tl.sum(p, axis=1)
+                if FP32_DOT:
+                    pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
+                else:
+                    pv = tl.dot(p.to(v.dtype), v)
+                acc = acc * alpha[:, None] + pv
+                m = m_new
+            result = acc / l_sum[:, None]
+            out_offsets = (q_start + i)[:, None].to(tl.int64) * stride_ot + head[:, None] * stride_oh + dims[None, :]
+            tl.store(out_ptr + out_offsets, result.to(out_ptr.dtype.element_ty),
+                     mask=row_ok[:, None] & dim_ok[None, :])

@@ -1,0 +1,127 @@
+"""RoPE fused with the paged KV-cache write: `rotary_write_kv` (Triton) beside `rotary_write_kv_ref` (torch),
+same signature.
+
+    q_rot = rope(q);  k_cache[slot_t], v_cache[slot_t] = rope(k_t), v_t   (tokens with slot_t < 0: no write)
+
+qkv [T, (H + 2 KV) D] is the fused projection's output: q's H heads, then k's KV heads, then v's (KV and D are
+the cache's, H follows). `cos_sin_cache` [P, D] float32 holds per position cos (first D/2 columns) and sin (last D/2), already scaled
+(YaRN's attention factor); `positions` [T] index it. The rotation is NeoX's half split:
+    x' = [x1 * cos - x2 * sin, x2 * cos + x1 * sin],  x = [x1, x2].
+cos and sin are rounded to the activations' dtype first, as the eager path does; the kernel then computes each
+output in float32 and rounds once. One program per token: q's heads, k's and v's, in one launch instead of
+the eager path's ~15 (rotations, concatenations, the cache write).
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:  # CPU installs without triton keep the torch reference
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
+
+__all__ = ["apply_rotary_ref", "rotary_write_kv", "rotary_write_kv_ref", "split_qkv"]
+
+
+def apply_rotary_ref(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [T, heads, D]; cos/sin [T, D/2] in x's dtype. The first half pairs with the second half (NeoX)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def split_qkv(qkv: torch.Tensor, num_kv: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """qkv [T, (H + 2 KV) D] -> q [T, H, D], k [T, KV, D], v [T, KV, D] (views)."""
+    num_tokens = qkv.shape[0]
+    num_heads = qkv.shape[1] // head_dim - 2 * num_kv
+    q, k, v = qkv.split([num_heads * head_dim, num_kv * head_dim, num_kv * head_dim], dim=-1)
+    return (q.reshape(num_tokens, num_heads, head_dim), k.reshape(num_tokens, num_kv, head_dim),
+            v.reshape(num_tokens, num_kv, head_dim))
+
+
+def rotary_write_kv_ref(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
+                        k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor) -> torch.Tensor:
+    """Returns q rotated ([T, H, D], contiguous); writes rotated k and v into the caches at slot_mapping."""
+    q, k, v = split_qkv(qkv, k_cache.shape[2], k_cache.shape[3])
+    half = q.shape[-1] // 2
+    cos_sin = cos_sin_cache[positions.long()].to(q.dtype)  # [T, D]
+    cos, sin = cos_sin[:, :half], cos_sin[:, half:]
+    q_rot = apply_rotary_ref(q, cos, sin)
+    k_rot = apply_rotary_ref(k, cos, sin)
+    num_blocks, block_size = k_cache.shape[:2]
+    keep = slot_mapping >= 0  # [T]
+    slots = slot_mapping[keep].long()
+    k_cache.view(num_blocks * block_size, *k_cache.shape[2:])[slots] = k_rot[keep].to(k_cache.dtype)
+    v_cache.view(num_blocks * block_size, *v_cache.shape[2:])[slots] = v[keep].to(v_cache.dtype)
+    return q_rot
+
+
+def rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
+                    k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor) -> torch.Tensor:
+    """`rotary_write_kv_ref` in one launch (grid: tokens)."""
+    if triton is None:
+        raise RuntimeError("rotary_write_kv needs triton; rotary_write_kv_ref is the torch version")
+    num_kv, head_dim = k_cache.shape[2], k_cache.shape[3]
+    q, k, v = split_qkv(qkv, num_kv, head_dim)  # strided views
+    num_tokens, num_heads, _ = q.shape
+    assert head_dim % 2 == 0 and qkv.stride(1) == 1
+    q_rot = torch.empty(num_tokens, num_heads, head_dim, dtype=q.dtype, device=q.device)
+    if num_tokens:
+        half = head_dim // 2
+        _rotary_write_kv_kernel[(num_tokens,)](
+            q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, q_rot,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), cos_sin_cache.stride(0),
+            H=num_heads, H_POW2=triton.next_power_of_2(num_heads), KV=num_kv, KV_POW2=triton.next_power_of_2(num_kv),
+            HALF=half, HALF_POW2=triton.next_power_of_2(half), num_warps=4)
+    return q_rot
+
+
+if triton is not None:
+
+    @triton.jit
+    def _rotate(x_ptr, row_offsets, row_ok, cols, col_ok, cos, sin, HALF: tl.constexpr):
+        """Loads rows [R, D] as two halves and returns them rotated, float32."""
+        mask = row_ok[:, None] & col_ok[None, :]
+        x1 = tl.load(x_ptr + row_offsets[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(x_ptr + row_offsets[:, None] + HALF + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        return x1 * cos[None, :] - x2 * sin[None, :], x2 * cos[None, :] + x1 * sin[None, :]
+
+    @triton.jit
+    def _rotary_write_kv_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, slot_ptr,
+                                q_out_ptr, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                                stride_cs, H: tl.constexpr, H_POW2: tl.constexpr, KV: tl.constexpr,
+                                KV_POW2: tl.constexpr, HALF: tl.constexpr, HALF_POW2: tl.constexpr):
+        token = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, HALF_POW2)
+        col_ok = cols < HALF
+        pos = tl.load(pos_ptr + token).to(tl.int64)
+        # cos and sin rounded to the activations' dtype, as the eager rotation uses them
+        cos = tl.load(cos_sin_ptr + pos * stride_cs + cols, mask=col_ok, other=0.0)
+        sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + cols, mask=col_ok, other=0.0)
+        cos = cos.to(q_out_ptr.dtype.element_ty).to(tl.float32)
+        sin = sin.to(q_out_ptr.dtype.element_ty).to(tl.float32)
+
+        heads = tl.arange(0, H_POW2)
+        head_ok = heads < H
+        q1, q2 = _rotate(q_ptr, token * stride_qt + heads * stride_qh, head_ok, cols, col_ok, cos, sin, HALF)
+        out_rows = (token * H + heads) * (2 * HALF)
+        mask = head_ok[:, None] & col_ok[None, :]
+        tl.store(q_out_ptr + out_rows[:, None] + cols[None, :], q1.to(q_out_ptr.dtype.element_ty), mask=mask)
+        tl.store(q_out_ptr + out_rows[:, None] + HALF + cols[None, :], q2.to(q_out_ptr.dtype.element_ty), mask=mask)
+
+        slot = tl.load(slot_ptr + token).to(tl.int64)
+        kv_heads = tl.arange(0, KV_POW2)
+        kv_ok = (kv_heads < KV) & (slot >= 0)  # a negative slot (padding) writes nothing
+        k1, k2 = _rotate(k_ptr, token * stride_kt + kv_heads * stride_kh, kv_ok, cols, col_ok, cos, sin, HALF)
+        cache_rows = (slot * KV + kv_heads) * (2 * HALF)
+        mask = kv_ok[:, None] & col_ok[None, :]
+        tl.store(k_cache_ptr + cache_rows[:, None] + cols[None, :], k1.to(k_cache_ptr.dtype.element_ty), mask=mask)
+        tl.store(k_cache_ptr + cache_rows[:, None] + HALF + cols[None, :], k2.to(k_cache_ptr.dtype.element_ty),
+                 mask=mask)
+        v_rows = token * stride_vt + kv_heads * stride_vh
+        for part in tl.static_range(2):
+            v = tl.load(v_ptr + v_rows[:, None] + part * HALF + cols[None, :], mask=mask, other=0.0)
+            tl.store(v_cache_ptr + cache_rows[:, None] + part * HALF + cols[None, :],
+                     v.to(v_cache_ptr.dtype.element_ty), mask=mask)

@@ -1,0 +1,84 @@
+"""The fused glue kernels (Triton; the interpreter on CPU) against their torch references and against
+independent definitions: RMSNorm with and without the residual add, RoPE fused with the paged KV write."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from quickmoe.kernels.rms_norm import fused_add_rms_norm, fused_add_rms_norm_ref, rms_norm, rms_norm_ref
+from quickmoe.kernels.rotary_kv_write import rotary_write_kv, rotary_write_kv_ref, split_qkv
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.mark.parametrize("hidden", [64, 90])
+def test_rms_norm_kernels_match_the_definition(hidden):
+    g = torch.Generator().manual_seed(hidden)
+    x = torch.randn(7, hidden, generator=g).to(DEVICE)
+    residual = torch.randn(7, hidden, generator=g).to(DEVICE)
+    w = (torch.rand(hidden, generator=g) + 0.5).to(DEVICE)
+    summed = (x.double() + residual.double())
+    want = w.double() * summed / torch.sqrt(summed.pow(2).mean(-1, keepdim=True) + 1e-5)  # float64 definition
+    out, got_sum = fused_add_rms_norm(x, residual, w, 1e-5)
+    ref_out, ref_sum = fused_add_rms_norm_ref(x, residual, w, 1e-5)
+    assert torch.allclose(got_sum, ref_sum) and torch.allclose(out, ref_out, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(out.double(), want, atol=1e-5, rtol=1e-5)
+    plain = rms_norm(x, w, 1e-5)
+    assert torch.allclose(plain, rms_norm_ref(x, w, 1e-5), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(plain, out)  # the residual changes the result
+
+
+def test_fused_add_rms_norm_rounds_the_sum_to_the_activations_dtype():
+    """float16 activations (exact in the interpreter): the residual stream is the float16 sum, and the norm is
+    taken of that rounded sum, as the unfused `h = h + out; norm(h)`."""
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(5, 48, generator=g) * 30).half().to(DEVICE)
+    residual = (torch.randn(5, 48, generator=g) * 30).half().to(DEVICE)
+    w = torch.rand(48, generator=g).to(DEVICE)
+    out, summed = fused_add_rms_norm(x, residual, w, 1e-6)
+    assert summed.dtype == torch.float16 and torch.equal(summed, x + residual)
+    ref = rms_norm_ref(x + residual, w, 1e-6)
+    assert (out.float() - ref.float()).abs().max() <= 2e-3 * ref.float().abs().max()
+
+
+def _rope_case(g, num_tokens=6, num_heads=4, num_kv=2, head_dim=16, num_blocks=5, block=4, dtype=torch.float32):
+    qkv = torch.randn(num_tokens, (num_heads + 2 * num_kv) * head_dim, generator=g).to(dtype).to(DEVICE)
+    positions = torch.randint(0, 40, (num_tokens,), generator=g).to(DEVICE)
+    cos_sin = torch.randn(40, head_dim, generator=g).to(DEVICE)
+    k_cache = torch.randn(num_blocks, block, num_kv, head_dim, generator=g).to(dtype).to(DEVICE)
+    v_cache = torch.randn(num_blocks, block, num_kv, head_dim, generator=g).to(dtype).to(DEVICE)
+    slots = torch.randperm(num_blocks * block, generator=g)[:num_tokens].to(DEVICE)
+    slots[1] = -1  # a padding row: writes nothing
+    return qkv, positions, cos_sin, k_cache, v_cache, slots
+
+
+def test_rotary_write_kv_matches_the_reference_and_the_definition():
+    g = torch.Generator().manual_seed(4)
+    qkv, positions, cos_sin, k_cache, v_cache, slots = _rope_case(g)
+    q, k, v = split_qkv(qkv, 2, 16)  # [T, 4, 16], [T, 2, 16], [T, 2, 16]
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    want_q = rotary_write_kv_ref(qkv, positions, cos_sin, want_k, want_v, slots)
+    got_q = rotary_write_kv(qkv, positions, cos_sin, k_cache, v_cache, slots)
+    assert torch.equal(want_v.view(-1, 2, 16)[slots[0]], v[0])
+    assert torch.allclose(got_q, want_q, atol=1e-6) and torch.allclose(k_cache, want_k, atol=1e-6)
+    assert torch.equal(v_cache, want_v)
+    # the definition, naively: pair i is (x[i], x[i + D/2]) rotated by the table's (cos, sin)
+    t, h, i = 2, 3, 5
+    c, s = cos_sin[positions[t], i].item(), cos_sin[positions[t], 8 + i].item()
+    x1, x2 = q[t, h, i].item(), q[t, h, 8 + i].item()
+    assert math.isclose(got_q[t, h, i].item(), x1 * c - x2 * s, rel_tol=1e-5, abs_tol=1e-6)
+    assert math.isclose(got_q[t, h, 8 + i].item(), x2 * c + x1 * s, rel_tol=1e-5, abs_tol=1e-6)
+    flat_k = k_cache.view(-1, 2, 16)
+    slot = slots[0].item()
+    c0, s0 = cos_sin[positions[0], :8], cos_sin[positions[0], 8:]
+    assert torch.allclose(flat_k[slot, :, :8], k[0, :, :8] * c0 - k[0, :, 8:] * s0, atol=1e-6)
+    untouched = torch.ones(flat_k.shape[0], dtype=torch.bool, device=DEVICE)
+    untouched[slots[slots >= 0]] = False
+    g2 = torch.Generator().manual_seed(4)
+    _, _, _, fresh_k, _, _ = _rope_case(g2)
+    assert torch.equal(flat_k[untouched], fresh_k.view(-1, 2, 16)[untouched])  # nothing else written
