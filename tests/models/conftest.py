@@ -38,7 +38,9 @@ def load_hf_reference(model_dir: Path, dtype: torch.dtype = torch.float32, devic
         kwargs["device_map"] = device
     model = GptOssForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="eager",
                                               experts_implementation="eager", **kwargs)
-    return model.eval()
+    # transformers 5.17 (the GPU machine's) keeps dequantized MXFP4 experts in bf16 whatever `dtype`; the values
+    # are exact in bf16 (E2M1 x 2^k), so casting them is exact too
+    return model.to(dtype).eval()
 
 
 class PagedSteps:

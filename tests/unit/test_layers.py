@@ -9,6 +9,7 @@ import torch
 
 from quickmoe.config import RopeScaling
 from quickmoe.kernels.fused_moe import fused_moe_ref
+from quickmoe.kernels.rotary_kv_write import apply_rotary_ref
 from quickmoe.kernels.routing import topk_softmax_ref
 from quickmoe.layers.attention import sink_attention_ref
 from quickmoe.layers.rotary import RotaryEmbedding, rope_inv_freq
@@ -31,11 +32,11 @@ def test_yarn_inv_freq_matches_transformers(truncate):
 
 def test_rotary_rotates_halves_by_position_angles():
     rope = RopeScaling(rope_theta=10000.0, rope_type="default")
-    rot = RotaryEmbedding(rope, 8, device="cpu")
+    rot = RotaryEmbedding(rope, 8, 128, device="cpu")
     x = torch.randn(5, 3, 8, dtype=torch.float64)
     pos = torch.tensor([0, 1, 2, 10, 100])
     cos, sin = rot.cos_sin(pos, torch.float64)
-    got = RotaryEmbedding.rotate(x, cos, sin)
+    got = apply_rotary_ref(x, cos, sin)
     inv = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
     for t in range(5):  # pair i is (x[i], x[i + D/2]) rotated by angle pos * inv_freq[i]
         for i in range(4):

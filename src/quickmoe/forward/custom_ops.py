@@ -2,10 +2,15 @@
 
 Every argument is a tensor or a plain number: no layer names, indices or counters, so one compiled
 decoder layer serves every layer of its kind, in any order and with any layer skipped on any step.
-- `quickmoe::moe_experts`: the MoE experts (`fused_moe` with the Triton kernels, else `fused_moe_ref`).
-- `quickmoe::write_kv`: writes a step's K and V into one layer's paged cache (mutates the cache in place).
+`use_kernels` picks the Triton kernel (kernels/) or its torch reference, which have the same signatures.
+- `quickmoe::rms_norm` / `quickmoe::fused_add_rms_norm`: RMSNorm, alone or after the residual add.
+- `quickmoe::rotary_write_kv`: RoPE on q and k, K and V written into one layer's paged cache (mutates the
+  cache in place); returns the rotated q.
 - `quickmoe::paged_attention`: gpt-oss attention (sinks, window, GQA) of every sequence of the step over one
-  layer's paged cache (kernels/paged_attention.py: the Triton kernels, or their torch references).
+  layer's paged cache: the decode kernel for one token per sequence, else the prefill kernel.
+- `quickmoe::route_experts`: the router (linear with bias), top-k, softmax over the k (weights float32, ids int32
+  with the kernel; the torch reference keeps the logits' dtype and int64 ids).
+- `quickmoe::moe_experts`: the MoE experts (`fused_moe` with the Triton kernels, else `fused_moe_ref`).
 Each op has a fake (meta) implementation giving the output's shape, so compilation never runs it. Outside
 torch.compile the model calls the implementations directly (`_dispatch`).
 """
@@ -14,56 +19,67 @@ from __future__ import annotations
 
 import torch
 
+from quickmoe.kernels.decode_attention import paged_decode_attention, paged_decode_attention_ref
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
-from quickmoe.kernels.paged_attention import (
-    paged_decode_attention,
-    paged_decode_attention_ref,
-    paged_prefill_attention,
-    paged_prefill_attention_ref,
-    write_kv_paged,
-    write_kv_paged_ref,
-)
+from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
+from quickmoe.kernels.rms_norm import fused_add_rms_norm as fused_add_rms_norm_kernel
+from quickmoe.kernels.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
+from quickmoe.kernels.rms_norm import rms_norm as rms_norm_kernel
+from quickmoe.kernels.rotary_kv_write import rotary_write_kv as rotary_write_kv_kernel
+from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
+from quickmoe.kernels.routing import route, topk_softmax_ref
 
-__all__ = ["moe_experts", "moe_experts_op", "paged_attention", "paged_attention_op", "write_kv", "write_kv_op"]
-
-
-def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor,
-                w1_bias: torch.Tensor | None, w2: torch.Tensor, w2_bias: torch.Tensor | None,
-                w1_scales: torch.Tensor | None, w2_scales: torch.Tensor | None, gate_up_group: int,
-                swiglu_limit: float, swiglu_alpha: float, use_kernels: bool) -> torch.Tensor:
-    """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton)."""
-    experts = fused_moe if use_kernels else fused_moe_ref
-    return experts(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
-                   w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
-                   swiglu_alpha=swiglu_alpha)
+__all__ = ["fused_add_rms_norm", "moe_experts", "paged_attention", "rms_norm", "rotary_write_kv", "route_experts"]
 
 
-moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, mutates_args=())
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_kernels: bool) -> torch.Tensor:
+    return (rms_norm_kernel if use_kernels else rms_norm_ref)(x, weight, eps)
 
 
-@moe_experts_op.register_fake
-def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales, w2_scales, gate_up_group,
-                      swiglu_limit, swiglu_alpha, use_kernels):
-    return torch.empty_like(hidden)
+rms_norm_op = torch.library.custom_op("quickmoe::rms_norm", _rms_norm, mutates_args=())
 
 
-def _write_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-             slot_mapping: torch.Tensor, use_kernels: bool) -> None:
-    """k, v [T, KV, D] into one layer's paged cache [blocks, block_size, KV, D] at slot_mapping [T] (-1: skip)."""
-    (write_kv_paged if use_kernels else write_kv_paged_ref)(k, v, k_cache, v_cache, slot_mapping)
+@rms_norm_op.register_fake
+def _rms_norm_fake(x, weight, eps, use_kernels):
+    return torch.empty_like(x)
 
 
-write_kv_op = torch.library.custom_op("quickmoe::write_kv", _write_kv, mutates_args=("k_cache", "v_cache"))
+def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                        use_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    return (fused_add_rms_norm_kernel if use_kernels else fused_add_rms_norm_ref)(x, residual, weight, eps)
 
 
-@write_kv_op.register_fake
-def _write_kv_fake(k, v, k_cache, v_cache, slot_mapping, use_kernels):
-    return None
+fused_add_rms_norm_op = torch.library.custom_op("quickmoe::fused_add_rms_norm", _fused_add_rms_norm,
+                                                mutates_args=())
+
+
+@fused_add_rms_norm_op.register_fake
+def _fused_add_rms_norm_fake(x, residual, weight, eps, use_kernels):
+    return torch.empty_like(x), torch.empty_like(x)
+
+
+def _rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
+                     v_cache: torch.Tensor, slot_mapping: torch.Tensor, num_heads: int, head_dim: int,
+                     use_kernels: bool) -> torch.Tensor:
+    """qkv [T, (H + 2 KV) D] -> rotated q [T, H, D]; rotated k and v into the cache at slot_mapping [T] (-1: skip).
+    H and D are given as numbers (the layer's constants), so a compiled graph knows q's shape but for T."""
+    impl = rotary_write_kv_kernel if use_kernels else rotary_write_kv_ref
+    return impl(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
+
+
+rotary_write_kv_op = torch.library.custom_op("quickmoe::rotary_write_kv", _rotary_write_kv,
+                                             mutates_args=("k_cache", "v_cache"))
+
+
+@rotary_write_kv_op.register_fake
+def _rotary_write_kv_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, num_heads, head_dim,
+                          use_kernels):
+    return qkv.new_empty((qkv.shape[0], num_heads, head_dim))
 
 
 def _paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-                    cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
-                    sinks: torch.Tensor, window: int, scale: float, use_kernels: bool) -> torch.Tensor:
+                     cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
+                     sinks: torch.Tensor, window: int, scale: float, use_kernels: bool) -> torch.Tensor:
     """q [T, H, D] (sequences packed in order) -> [T, H, D] over one layer's paged cache; window <= 0: full
     attention. A step with one token per sequence (T == B: decode, the CUDA-graph case) runs the decode
     kernel, which reads nothing on the host; others the prefill kernel, gridded by `max_query_len` (CPU)."""
@@ -86,6 +102,47 @@ def _paged_attention_fake(q, k_cache, v_cache, block_tables, cu_query_lens, cont
     return torch.empty_like(q)
 
 
+def _route_experts(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
+                   use_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """hidden [T, H] -> (topk_weights [T, k], topk_ids [T, k]): the router's logits hidden W^T + b (one GEMM),
+    their k largest, softmax over those (`route`, one launch, with the kernels)."""
+    router_logits = torch.nn.functional.linear(hidden, weight, bias)  # [T, E]
+    if use_kernels:
+        return route(router_logits, top_k, scoring="topk_softmax")
+    return topk_softmax_ref(router_logits, top_k)
+
+
+route_experts_op = torch.library.custom_op("quickmoe::route_experts", _route_experts, mutates_args=())
+
+
+@route_experts_op.register_fake
+def _route_experts_fake(hidden, weight, bias, top_k, use_kernels):
+    shape = (hidden.shape[0], top_k)
+    if use_kernels:
+        return hidden.new_empty(shape, dtype=torch.float32), hidden.new_empty(shape, dtype=torch.int32)
+    return hidden.new_empty(shape), hidden.new_empty(shape, dtype=torch.int64)
+
+
+def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor,
+                 w1_bias: torch.Tensor | None, w2: torch.Tensor, w2_bias: torch.Tensor | None,
+                 w1_scales: torch.Tensor | None, w2_scales: torch.Tensor | None, gate_up_group: int,
+                 swiglu_limit: float, swiglu_alpha: float, use_kernels: bool) -> torch.Tensor:
+    """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton)."""
+    experts = fused_moe if use_kernels else fused_moe_ref
+    return experts(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
+                   w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
+                   swiglu_alpha=swiglu_alpha)
+
+
+moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, mutates_args=())
+
+
+@moe_experts_op.register_fake
+def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales, w2_scales, gate_up_group,
+                      swiglu_limit, swiglu_alpha, use_kernels):
+    return torch.empty_like(hidden)
+
+
 def _dispatch(op, impl):
     """While torch.compile traces, the registered op (one opaque node); otherwise the implementation itself,
     without torch.library's Python dispatch (tens of microseconds per call, and a lazy import of Dynamo on the
@@ -99,6 +156,9 @@ def _dispatch(op, impl):
     return call
 
 
-moe_experts = _dispatch(moe_experts_op, _moe_experts)
-write_kv = _dispatch(write_kv_op, _write_kv)
+rms_norm = _dispatch(rms_norm_op, _rms_norm)
+fused_add_rms_norm = _dispatch(fused_add_rms_norm_op, _fused_add_rms_norm)
+rotary_write_kv = _dispatch(rotary_write_kv_op, _rotary_write_kv)
 paged_attention = _dispatch(paged_attention_op, _paged_attention)
+route_experts = _dispatch(route_experts_op, _route_experts)
+moe_experts = _dispatch(moe_experts_op, _moe_experts)

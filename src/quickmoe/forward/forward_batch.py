@@ -34,7 +34,7 @@ class AttentionMetadata:
 
     positions: torch.Tensor  # [T] int64: absolute position of each token in its sequence
     cu_query_lens: torch.Tensor  # [B + 1] int32: where each sequence's rows start
-    context_lens: torch.Tensor  # [B] int32: positions of each sequence after this step
+    context_lens: torch.Tensor  # [B] int64: positions of each sequence after this step
     max_query_len: torch.Tensor  # [] int64, CPU
 
 

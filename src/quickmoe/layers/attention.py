@@ -8,8 +8,7 @@ from torch import nn
 from quickmoe.config import ModelConfig
 from quickmoe.forward import custom_ops
 from quickmoe.forward.forward_batch import AttentionMetadata, KVGroupMetadata
-from quickmoe.layers.linear import Linear
-from quickmoe.layers.rotary import RotaryEmbedding
+from quickmoe.layers.linear import FusedLinear, Linear
 from quickmoe.layers.weights import declare_weight
 
 
@@ -38,39 +37,37 @@ def sink_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks:
 
 
 class GptOssAttention(nn.Module):
-    """q/k/v/o projections with bias, NeoX YaRN RoPE, sinks, and a sliding window on some layers."""
+    """q/k/v/o projections with bias, NeoX YaRN RoPE, sinks, and a sliding window on some layers.
 
-    def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype, device: torch.device | str,
-                 rotary: RotaryEmbedding) -> None:
+    q, k and v are one GEMM (`qkv_proj`, whose slices are the checkpoint's q_proj, k_proj and v_proj
+    parameters); RoPE and the KV-cache write are one op (`rotary_write_kv`)."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype,
+                 device: torch.device | str) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         self.num_heads, self.num_kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = config.head_dim
         self.window = config.layer_window(layer_idx)
         self.scale = self.head_dim**-0.5
-        self.kernels = "torch"  # "triton": the paged attention kernels (set once at start-up by the runner)
-        self.rotary = rotary  # shared by all layers; not a registered submodule of each
+        self.kernels = "torch"  # "triton": the Triton kernels (set once at start-up by the runner)
         hidden, bias = config.hidden_size, config.attention_bias
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        kw = dict(bias=bias, dtype=dtype, device=device)
-        self.q_proj = Linear(hidden, q_size, **kw)
-        self.k_proj = Linear(hidden, kv_size, **kw)
-        self.v_proj = Linear(hidden, kv_size, **kw)
-        self.o_proj = Linear(q_size, hidden, **kw)
+        self.qkv_proj = FusedLinear(hidden, [q_size, kv_size, kv_size], bias=bias, dtype=dtype, device=device)
+        self.q_proj, self.k_proj, self.v_proj = (self.qkv_proj.part(i) for i in range(3))
+        self.o_proj = Linear(q_size, hidden, bias=bias, dtype=dtype, device=device)
         declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
 
-    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
+    def forward(self, hidden: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata) -> torch.Tensor:
-        """hidden [T, hidden] -> [T, hidden]. This layer's paged caches [blocks, block_size, KV, D] and its
-        group's slots and block tables are arguments (not looked up by layer index), so one compiled graph
-        serves every layer of the same kind."""
+        """hidden [T, hidden] -> [T, hidden]. This layer's paged caches [blocks, block_size, KV, D], its group's
+        slots and block tables and the shared RoPE table are arguments (not looked up by layer index), so one
+        compiled graph serves every layer of the same kind."""
         num_tokens = hidden.shape[0]
-        q = self.q_proj(hidden).view(num_tokens, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
-        q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
         use_kernels = self.kernels == "triton"
-        custom_ops.write_kv(k, v, k_cache, v_cache, kv.slot_mapping, use_kernels)
+        q = custom_ops.rotary_write_kv(self.qkv_proj(hidden), attn.positions, cos_sin_cache, k_cache, v_cache,
+                                       kv.slot_mapping, self.num_heads, self.head_dim,
+                                       use_kernels)  # [T, H, D]; K, V into the cache
         out = custom_ops.paged_attention(q, k_cache, v_cache, kv.block_tables, attn.cu_query_lens,
                                          attn.context_lens, attn.max_query_len, self.sinks,
                                          self.window if self.window is not None else 0, self.scale, use_kernels)

@@ -17,7 +17,6 @@ from torch import nn
 from quickmoe.checkpoint.weight_loaders import transpose_last2_weight_loader
 from quickmoe.config import ModelConfig
 from quickmoe.forward import custom_ops
-from quickmoe.kernels.routing import topk_softmax_ref
 from quickmoe.layers.linear import Linear
 from quickmoe.layers.weights import declare_weight
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, convert_experts_, gate_up_rows_transform
@@ -74,7 +73,7 @@ class UnquantizedMoEMethod:
             _use_kernels(layer, hidden) and self.gate_up_group > 1)
 
 
-def _use_kernels(layer: "FusedMoE", hidden: torch.Tensor) -> bool:
+def _use_kernels(layer: nn.Module, hidden: torch.Tensor) -> bool:
     """The Triton kernels on CUDA (or in Triton's CPU interpreter, for tests); else the torch reference."""
     return layer.kernels == "triton" and (hidden.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
 
@@ -154,18 +153,20 @@ class FusedMoE(nn.Module):
 
 
 class GptOssMLP(nn.Module):
-    """Router (linear with bias, top-k then softmax) followed by the experts."""
+    """Router (linear with bias, top-k then softmax) followed by the experts. `kernels` ("torch" or "triton",
+    set by the runner with the experts') picks the routing kernel or its reference."""
 
     def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype,
                  device: torch.device | str) -> None:
         super().__init__()
         self.top_k = config.num_experts_per_tok
+        self.kernels = "torch"
         self.router = Linear(config.hidden_size, config.num_local_experts, bias=True, dtype=dtype, device=device)
         quantized = config.is_quantized(f"model.layers.{layer_idx}.mlp.experts")
         method: MoEQuantMethod = Mxfp4MoEMethod() if quantized else UnquantizedMoEMethod()
         self.experts = FusedMoE(config, method, dtype=dtype, device=device)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        router_logits = self.router(hidden)  # [T, E]
-        topk_weights, topk_ids = topk_softmax_ref(router_logits, self.top_k)  # [T, k], [T, k]
+        topk_weights, topk_ids = custom_ops.route_experts(hidden, self.router.weight, self.router.bias, self.top_k,
+                                                          _use_kernels(self, hidden))  # [T, k], [T, k]
         return self.experts(hidden, topk_weights, topk_ids)

@@ -7,6 +7,9 @@ with a linear ramp between the pairs that complete `beta_fast` and `beta_slow` r
 original context. The correction dimension for r rotations is d*ln(L/(2*pi*r)) / (2 ln b); with
 `truncate` the ramp ends are floored/ceiled (gpt-oss sets truncate=false). cos and sin are finally
 scaled by 0.1*ln(factor)+1 (`RopeScaling.cos_sin_scale`), which sharpens attention logits.
+
+The rotation itself happens in the attention layer's `rotary_write_kv` op (kernels/rotary_kv_write.py), fused
+with the KV-cache write; this module owns the table it reads.
 """
 
 from __future__ import annotations
@@ -45,22 +48,20 @@ def rope_inv_freq(rope: RopeScaling, head_dim: int) -> torch.Tensor:
 
 
 class RotaryEmbedding(nn.Module):
-    """Applies RoPE to q and k given absolute token positions."""
+    """The table of scaled cos and sin per position, `cos_sin_cache` [max_positions, head_dim] float32 (cos in
+    the first half of each row, sin in the second), computed once: a step indexes it by its positions."""
 
-    def __init__(self, rope: RopeScaling, head_dim: int, *, device: torch.device | str) -> None:
+    def __init__(self, rope: RopeScaling, head_dim: int, max_positions: int, *, device: torch.device | str) -> None:
         super().__init__()
         self.head_dim = head_dim
         self.scale = rope.cos_sin_scale
-        self.register_buffer("inv_freq", rope_inv_freq(rope, head_dim).to(device), persistent=False)
+        inv_freq = rope_inv_freq(rope, head_dim).to(device)
+        positions = torch.arange(max_positions, device=device, dtype=torch.float32)
+        freqs = positions[:, None] * inv_freq[None, :]  # [P, D/2]
+        cache = torch.cat([freqs.cos() * self.scale, freqs.sin() * self.scale], dim=-1)  # [P, D]
+        self.register_buffer("cos_sin_cache", cache, persistent=False)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [T, D/2] in `dtype` for positions [T]."""
-        freqs = positions.float()[:, None] * self.inv_freq[None, :]  # [T, D/2]
-        return (freqs.cos() * self.scale).to(dtype), (freqs.sin() * self.scale).to(dtype)
-
-    @staticmethod
-    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x [T, heads, D]; cos/sin [T, D/2]. The first half pairs with the second half (NeoX)."""
-        x1, x2 = x.chunk(2, dim=-1)
-        cos, sin = cos[:, None, :], sin[:, None, :]
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        """cos, sin [T, D/2] in `dtype` for positions [T] (rows of the table)."""
+        rows = self.cos_sin_cache[positions.long()].to(dtype)  # [T, D]
+        return rows[:, :self.head_dim // 2], rows[:, self.head_dim // 2:]

@@ -95,12 +95,66 @@ def sample_in_id_order(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Ten
     return torch.minimum(position, last)
 
 
+@dataclass
+class DeviceSample:
+    """One sampling step still on the logits' device: token ids [B] int64, and where log-probabilities were
+    asked, a float64 table [B, 2 + 2 width] (column 0 the token, 1 its log-probability, then `width` top ids
+    and `width` top log-probabilities; NaN in rows that did not ask). `to_host_async` starts the device->host
+    copy (page-locked memory, no synchronisation); `to_host` finishes it."""
+
+    token_ids: torch.Tensor
+    table: torch.Tensor | None
+    width: int
+    logprobs_asked: list[int | None]  # per row: params.logprobs
+    _host: torch.Tensor | None = None
+    _event: object = None
+
+    def to_host_async(self) -> "DeviceSample":
+        source = self.table if self.table is not None else self.token_ids
+        if source.is_cuda:
+            self._host = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)
+            self._host.copy_(source, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host = source
+        return self
+
+    def to_host(self) -> SampledTokens:
+        """The host lists (waits for the copy `to_host_async` started, or copies now)."""
+        if self._host is None:
+            self.to_host_async()
+        if self._event is not None:
+            self._event.synchronize()
+        num_rows = len(self.logprobs_asked)
+        if self.table is None:
+            return SampledTokens(self._host.tolist(), [None] * num_rows, [None] * num_rows)
+        host = self._host.tolist()
+        token_ids = [int(row[0]) for row in host]
+        out_logprobs: list[float | None] = [None] * num_rows
+        out_top: list[list[tuple[int, float]] | None] = [None] * num_rows
+        width = self.width
+        for i, asked in enumerate(self.logprobs_asked):
+            if asked is None:
+                continue
+            row, n = host[i], min(asked, width)
+            out_logprobs[i] = row[1]
+            if n > 0:
+                out_top[i] = [(int(row[2 + j]), row[2 + width + j]) for j in range(n)]
+        return SampledTokens(token_ids, out_logprobs, out_top)
+
+
 class Sampler:
     """Picks one token per row of last-token logits (see the module docstring)."""
 
     def __call__(self, logits: torch.Tensor, params: Sequence[RowSamplingParams],
                  generators: Sequence[torch.Generator | None]) -> SampledTokens:
-        """logits [B, V] (any device) -> B tokens, plus log-probabilities where asked.
+        """`sample`, then the host lists (synchronises with the device)."""
+        return self.sample(logits, params, generators).to_host()
+
+    def sample(self, logits: torch.Tensor, params: Sequence[RowSamplingParams],
+               generators: Sequence[torch.Generator | None]) -> DeviceSample:
+        """logits [B, V] (any device) -> B tokens, plus log-probabilities where asked, left on the device.
 
         generators[i] is row i's CPU generator; sampled rows (temperature > 0) must have one, and each
         draws exactly one float64 uniform from it per call, in row order. Greedy rows may pass None.
@@ -124,7 +178,7 @@ class Sampler:
         """rows as an index tensor on `device`, or None when they are all the rows."""
         if len(rows) == num_rows:
             return None
-        return torch.tensor(rows, dtype=torch.int64).to(device, non_blocking=True)
+        return _to_device(torch.tensor(rows, dtype=torch.int64), device)
 
     @staticmethod
     def _sample(logits: torch.Tensor, params: list[RowSamplingParams],
@@ -135,17 +189,17 @@ class Sampler:
         for gen in generators:
             assert gen is not None, "a sampled row needs its own torch.Generator"
             uniforms.append(torch.rand((), generator=gen, dtype=torch.float64).item())
-        u = torch.tensor(uniforms, dtype=torch.float64).to(device, non_blocking=True)  # [S]
-        temperature = torch.tensor([float(p.temperature) for p in params]).to(device, non_blocking=True)  # [S]
-        top_k = torch.tensor([p.top_k for p in params], dtype=torch.int64).to(device, non_blocking=True)  # [S]
-        top_p = torch.tensor([float(p.top_p) for p in params], dtype=torch.float64).to(device, non_blocking=True)
+        u = _to_device(torch.tensor(uniforms, dtype=torch.float64), device)  # [S]
+        temperature = _to_device(torch.tensor([float(p.temperature) for p in params]), device)  # [S]
+        top_k = _to_device(torch.tensor([p.top_k for p in params], dtype=torch.int64), device)  # [S]
+        top_p = _to_device(torch.tensor([float(p.top_p) for p in params], dtype=torch.float64), device)
         probs = torch.softmax(logits / temperature[:, None], dim=-1)  # [S, V]
         filters = [p.top_k > 0 or p.top_p < 1 for p in params]
         if not any(filters):
             return sample_in_id_order(probs, u)
         if all(filters):
             return Sampler._sample_filtered(probs, top_k, top_p, u)
-        rows = torch.tensor(filters).to(device, non_blocking=True)  # [S] bool
+        rows = _to_device(torch.tensor(filters), device)  # [S] bool
         plain = sample_in_id_order(probs, u)
         filtered = Sampler._sample_filtered(probs[rows], top_k[rows], top_p[rows], u[rows])
         return plain.masked_scatter(rows, filtered)
@@ -161,30 +215,29 @@ class Sampler:
         return order.gather(1, position[:, None]).squeeze(1)  # [R]
 
     def _collect(self, logits: torch.Tensor, tokens: torch.Tensor,
-                 params: Sequence[RowSamplingParams]) -> SampledTokens:
-        """Adds the asked log-probabilities and moves everything to the host in one transfer."""
+                 params: Sequence[RowSamplingParams]) -> DeviceSample:
+        """Adds the asked log-probabilities as one float64 table (one transfer to the host later)."""
         num_rows = logits.shape[0]
-        asked_rows = [i for i, p in enumerate(params) if p.logprobs is not None]
+        asked = [p.logprobs for p in params]
+        asked_rows = [i for i, n in enumerate(asked) if n is not None]
         if not asked_rows:
-            return SampledTokens(tokens.tolist(), [None] * num_rows, [None] * num_rows)
-        width = min(max(params[i].logprobs for i in asked_rows), logits.shape[1])  # n, at most V
+            return DeviceSample(tokens, None, 0, asked)
+        width = min(max(asked[i] for i in asked_rows), logits.shape[1])  # n, at most V
         rows = self._index(asked_rows, num_rows, logits.device)
         # vLLM's convention: log-probabilities of the raw logits, before temperature, top-k and top-p
         logprobs = torch.log_softmax(logits if rows is None else logits[rows], dim=-1)  # [R, V] float32
         chosen = logprobs.gather(1, (tokens if rows is None else tokens[rows])[:, None])  # [R, 1]
         top_values, top_ids = logprobs.topk(width, dim=-1)  # [R, n] each, most likely first
-        # one float64 table, one transfer: token ids (< 2**53) and float32 values are exact in float64
-        asked = torch.cat([chosen.double(), top_ids.double(), top_values.double()], dim=-1)  # [R, 1 + 2n]
+        # token ids (< 2**53) and float32 values are exact in float64
+        values = torch.cat([chosen.double(), top_ids.double(), top_values.double()], dim=-1)  # [R, 1 + 2n]
         table = torch.full((num_rows, 2 + 2 * width), math.nan, dtype=torch.float64, device=logits.device)
         table[:, 0] = tokens.double()
-        table[:, 1:] = asked if rows is None else table[:, 1:].index_copy(0, rows, asked)
-        host = table.tolist()
-        token_ids = [int(row[0]) for row in host]
-        out_logprobs: list[float | None] = [None] * num_rows
-        out_top: list[list[tuple[int, float]] | None] = [None] * num_rows
-        for i in asked_rows:
-            row, n = host[i], min(params[i].logprobs, width)
-            out_logprobs[i] = row[1]
-            if n > 0:
-                out_top[i] = [(int(row[2 + j]), row[2 + width + j]) for j in range(n)]
-        return SampledTokens(token_ids, out_logprobs, out_top)
+        table[:, 1:] = values if rows is None else table[:, 1:].index_copy(0, rows, values)
+        return DeviceSample(tokens, table, width, asked)
+
+
+def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A small host tensor onto `device` without waiting for it (through page-locked memory on CUDA)."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t

@@ -27,9 +27,15 @@ def declare_weight(
     checkpoint_dtype: torch.dtype,
     checkpoint_shape: Sequence[int] | None = None,
     weight_loader: WeightLoader = copy_weight_loader,
+    storage: torch.Tensor | None = None,
 ) -> nn.Parameter:
-    """Register `module.<name>` as an uninitialised, frozen parameter filled by the checkpoint."""
-    param = nn.Parameter(torch.empty(tuple(shape), dtype=dtype, device=device), requires_grad=False)
+    """Register `module.<name>` as an uninitialised, frozen parameter filled by the checkpoint. `storage`, if
+    given, is the tensor the parameter is (a view of a larger buffer: fused projections are loaded in place
+    through their parts' parameters, with no copy afterwards)."""
+    if storage is not None:
+        assert tuple(storage.shape) == tuple(shape) and storage.dtype == dtype, (storage.shape, shape, storage.dtype)
+    data = storage if storage is not None else torch.empty(tuple(shape), dtype=dtype, device=device)
+    param = nn.Parameter(data, requires_grad=False)
     param.checkpoint_shape = tuple(checkpoint_shape if checkpoint_shape is not None else shape)
     param.checkpoint_dtype = checkpoint_dtype
     param.weight_loader = weight_loader

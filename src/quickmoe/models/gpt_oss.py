@@ -19,25 +19,29 @@ from quickmoe.layers.rotary import RotaryEmbedding
 
 
 class GptOssDecoderLayer(nn.Module):
-    """x += attn(norm(x)); x += moe(norm(x))."""
+    """x += attn(norm(x)); x += moe(norm(x)), with each residual add fused into the norm after it: the layer
+    takes and returns (delta, residual), the stream being their sum."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype, device: torch.device | str,
-                 rotary: RotaryEmbedding) -> None:
+    def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype,
+                 device: torch.device | str) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
-        self.self_attn = GptOssAttention(config, layer_idx, dtype=dtype, device=device, rotary=rotary)
+        self.self_attn = GptOssAttention(config, layer_idx, dtype=dtype, device=device)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
         self.mlp = GptOssMLP(config, layer_idx, dtype=dtype, device=device)
 
-    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
-                v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata,
-                run_mlp: bool = True) -> torch.Tensor:
-        """Tensors and plain values only (the unit torch.compile compiles once per layer kind).
-        run_mlp=False skips the MoE block (a model that runs some MoE layers conditionally)."""
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin, k_cache, v_cache, kv, attn)
+    def forward(self, delta: torch.Tensor, residual: torch.Tensor, cos_sin_cache: torch.Tensor,
+                k_cache: torch.Tensor, v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata,
+                run_mlp: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """(delta, residual) [T, H] each -> the same after this layer. Tensors and plain values only (the unit
+        torch.compile compiles once per layer kind). run_mlp=False skips the MoE block (a model that runs some
+        MoE layers conditionally)."""
+        x, residual = self.input_layernorm(delta, residual)
+        attn_out = self.self_attn(x, cos_sin_cache, k_cache, v_cache, kv, attn)
         if not run_mlp:
-            return hidden
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+            return attn_out, residual
+        x, residual = self.post_attention_layernorm(attn_out, residual)
+        return self.mlp(x), residual
 
 
 class GptOssModel(nn.Module):
@@ -47,23 +51,22 @@ class GptOssModel(nn.Module):
         super().__init__()
         self.dtype = dtype
         self.embed_tokens = VocabEmbedding(config.vocab_size, config.hidden_size, dtype=dtype, device=device)
-        self.rotary = RotaryEmbedding(config.rope, config.head_dim, device=device)
+        self.rotary = RotaryEmbedding(config.rope, config.head_dim, config.max_position_embeddings, device=device)
         self.layers = nn.ModuleList(
-            GptOssDecoderLayer(config, i, dtype=dtype, device=device, rotary=self.rotary)
-            for i in range(config.num_hidden_layers))
+            GptOssDecoderLayer(config, i, dtype=dtype, device=device) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
 
     def forward(self, batch: ForwardBatch, run_mlp: Sequence[bool] | None = None) -> torch.Tensor:
         """run_mlp[i] False skips layer i's MoE block on this step (models whose experts run conditionally)."""
-        hidden = self.embed_tokens(batch.input_ids)  # [T, H]
-        cos, sin = self.rotary.cos_sin(batch.positions, hidden.dtype)  # [T, D/2] each
+        delta = self.embed_tokens(batch.input_ids)  # [T, H]
+        residual = torch.zeros_like(delta)  # the stream is delta + residual
         cache = batch.kv_cache
         for idx, layer in enumerate(self.layers):
             k_cache, v_cache = cache.layer(idx)
             kv = batch.kv_groups[cache.layer_group[idx]]
-            hidden = layer(hidden, cos, sin, k_cache, v_cache, kv, batch.attn,
-                           run_mlp[idx] if run_mlp is not None else True)
-        return self.norm(hidden)
+            delta, residual = layer(delta, residual, self.rotary.cos_sin_cache, k_cache, v_cache, kv, batch.attn,
+                                    run_mlp[idx] if run_mlp is not None else True)
+        return self.norm(delta, residual)[0]
 
 
 class GptOssForCausalLM(nn.Module):
