@@ -56,7 +56,7 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="activation/weight dtype of non-expert layers (auto: bfloat16 on CUDA, float32 on CPU)")
     g.add_argument("--max-model-len", type=int, default=None,
                    help="maximum prompt + output tokens per request (default: the model's, capped to the KV cache)")
-    g.add_argument("--max-num-seqs", type=int, default=64, help="requests running at once (default 64)")
+    g.add_argument("--max-num-seqs", type=int, default=256, help="requests running at once (default 256)")
     g.add_argument("--max-num-batched-tokens", type=int, default=8192,
                    help="tokens computed per step; longer prompts are prefilled in chunks (default 8192)")
     g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
@@ -74,9 +74,9 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", default="off", choices=("off", "on"),
                    help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
                    "cached under the quickmoe cache; default off until validated on the GPU)")
-    g.add_argument("--cuda-graphs", default="off", choices=("off", "on"),
-                   help="capture the decode step in CUDA graphs for batch-size buckets at start-up (CUDA only; "
-                   "default off until validated on the GPU)")
+    g.add_argument("--cuda-graphs", default="auto", choices=("auto", "on", "off"),
+                   help="capture the decode step in CUDA graphs for batch-size buckets up to --max-num-seqs at "
+                   "start-up (auto, the default: on CUDA; on: CUDA only)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
 
@@ -183,6 +183,22 @@ def build_parser() -> argparse.ArgumentParser:
     moe.add_argument("--json", dest="json_out", metavar="FILE", help="write every figure as JSON")
     _add_common(moe)
     moe.set_defaults(func=cmd_bench_moe)
+
+    att = bench_sub.add_parser(
+        "attention", help="paged decode and prefill attention on gpt-oss shapes vs SDPA (CUDA)",
+        description="Time quickmoe's paged attention kernels on gpt-oss shapes (64 query / 8 KV heads, head dim 64, "
+        "sinks, windows 0 and 128, bf16) over a batch x context grid of decode steps and a few whole-prompt "
+        "prefills, beside torch's scaled_dot_product_attention on the same data laid out contiguously: GB/s of the "
+        "KV bytes read against the HBM bandwidth measured in the same run (decode), TFLOP/s (prefill).")
+    att.add_argument("--batches", default="1,8,64,256", help="decode batch sizes (default 1,8,64,256)")
+    att.add_argument("--contexts", default="1024,4096,16384", help="decode context lengths (default 1024,4096,16384)")
+    att.add_argument("--windows", default="0,128", help="sliding windows, 0 = full attention (default 0,128)")
+    att.add_argument("--prefill", default="1:1024,4:2048,1:8192",
+                     help="prefill points BATCH:LENGTH, comma-separated (default 1:1024,4:2048,1:8192)")
+    att.add_argument("--reps", type=int, default=20, help="kernel calls per timed CUDA graph (default 20)")
+    att.add_argument("--json", dest="json_out", metavar="FILE", help="write every figure as JSON")
+    _add_common(att)
+    att.set_defaults(func=cmd_bench_attention)
 
     gb = bench_sub.add_parser(
         "generate", help="offline generation throughput and the batch-1 decode step vs its roofline",
@@ -407,18 +423,36 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    """'1,4,16' -> (1, 4, 16); ConfigError naming the flag otherwise."""
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ConfigError(f"option {flag} = {text!r}: expected comma-separated integers") from None
+
+
 def cmd_bench_moe(args: argparse.Namespace) -> int:
     from quickmoe.bench.moe import MoEBenchOptions, run_moe_bench
 
-    def ints(text: str, flag: str) -> tuple[int, ...]:
-        try:
-            return tuple(int(t) for t in text.split(",") if t.strip())
-        except ValueError:
-            raise ConfigError(f"bench moe option {flag} = {text!r}: expected comma-separated integers") from None
-
     run_moe_bench(MoEBenchOptions(shapes=tuple(s.strip() for s in args.shapes.split(",") if s.strip()),
-                                  tokens=ints(args.tokens, "--tokens"), device=args.device, warmup=args.warmup,
+                                  tokens=_int_list(args.tokens, "--tokens"), device=args.device, warmup=args.warmup,
                                   iters=args.iters, json_out=args.json_out, baselines=not args.no_baselines))
+    return 0
+
+
+def cmd_bench_attention(args: argparse.Namespace) -> int:
+    from quickmoe.bench.attention import AttentionBenchOptions, run_attention_bench
+
+    def pairs(text: str) -> tuple[tuple[int, int], ...]:
+        try:
+            return tuple(tuple(int(x) for x in item.split(":")) for item in text.split(",") if item)
+        except ValueError:
+            raise ConfigError(f"--prefill {text!r}: expected BATCH:LENGTH pairs, e.g. 1:1024,4:2048") from None
+
+    run_attention_bench(AttentionBenchOptions(
+        batches=_int_list(args.batches, "--batches"), contexts=_int_list(args.contexts, "--contexts"),
+        windows=_int_list(args.windows, "--windows"), prefill=pairs(args.prefill), reps=args.reps,
+        json_out=args.json_out))
     return 0
 
 

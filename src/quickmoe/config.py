@@ -271,7 +271,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16")
 MOE_KERNELS = ("auto", "torch", "triton")
 COMPILE_MODES = ("off", "on")
-CUDA_GRAPH_MODES = ("off", "on")
+CUDA_GRAPH_MODES = ("auto", "off", "on")
 
 
 KV_BLOCK_SIZES = (16, 32, 64, 128)
@@ -289,8 +289,8 @@ class EngineConfig:
     `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
     cached on disk: executor/compile.py); "off" (the default until the compiled path has been validated on
     the GPU; `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
-    step in CUDA graphs for batch-size buckets at start-up (executor/cuda_graphs.py; CUDA only); "off" (the
-    default until validated on the GPU) decodes eagerly.
+    step in CUDA graphs for batch-size buckets at start-up (executor/cuda_graphs.py; CUDA only); "auto" (the
+    default) does so on CUDA; "off" decodes eagerly.
     Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
     `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `max_model_len` (prompt + output
     tokens; default: the model's max_position_embeddings, capped to what the KV cache holds) bounds a request.
@@ -303,17 +303,21 @@ class EngineConfig:
     device: str = "auto"
     dtype: str = "auto"
     max_model_len: int | None = None
-    max_num_seqs: int = 64
+    max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     seed: int = 0
     moe_kernels: str = "auto"
     attention_kernels: str = "auto"
     compile: str = "off"
-    cuda_graphs: str = "off"
+    cuda_graphs: str = "auto"
     block_size: int = 16
     kv_cache_memory: int | None = None
     gpu_memory_utilization: float = 0.9
     num_kv_blocks: int | None = None
+
+    def resolved_cuda_graphs(self, device: torch.device) -> bool:
+        """Whether decode steps run in CUDA graphs on `device` ("auto": on CUDA)."""
+        return self.cuda_graphs == "on" or (self.cuda_graphs == "auto" and device.type == "cuda")
 
     def resolved_kernels(self, which: str, device: torch.device) -> str:
         """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`."""

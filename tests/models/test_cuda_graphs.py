@@ -41,10 +41,13 @@ def test_padded_decode_path_gives_the_eager_tokens(ckpt_factory):
     padded.runner.graphs = graphs
     calls = []
     run = graphs.run
-    graphs.run = lambda tokens, host: calls.append(len(tokens)) or run(tokens, host)
+    graphs.run = lambda tokens, prev, host: calls.append((len(tokens), sum(r >= 0 for r in prev))) or run(
+        tokens, prev, host)
     assert [o.token_ids for o in padded.generate(prompts, params)] == want
-    assert {graphs.bucket(n) for n in calls} >= {8, 4, 1} and any(graphs.bucket(n) != n for n in calls)
-    assert graphs.input_ids.shape == (8,) and graphs.block_tables[0].shape[1] == 128 // 16
+    assert {graphs.bucket(n) for n, _ in calls} >= {8, 4, 1} and any(graphs.bucket(n) != n for n, _ in calls)
+    # every decode after the first takes its input tokens from the previous step's samples on the device
+    assert all(pending == n for n, pending in calls)
+    assert graphs.meta.shape[1] == 8 and graphs.block_tables.shape[1:] == (8, 128 // 16)
 
 
 def test_cuda_graphs_on_cpu_is_refused(ckpt_factory):
@@ -61,7 +64,7 @@ def test_graph_and_compiled_decode_equal_eager_on_the_gpu(ckpt_factory, tmp_path
     prompts = _prompts(5, seed=3)
     params = SamplingParams(max_tokens=24, temperature=0, ignore_eos=True)
     gpu = dict(device="cuda", dtype="bfloat16", kv_cache_memory=1 << 30)  # several LLMs alive at once
-    eager = [o.token_ids for o in LLM(model_dir, **gpu).generate(prompts, params)]
+    eager = [o.token_ids for o in LLM(model_dir, cuda_graphs="off", **gpu).generate(prompts, params)]
     graphs = LLM(model_dir, cuda_graphs="on", max_num_seqs=8, **gpu)
     assert [o.token_ids for o in graphs.generate(prompts, params)] == eager
     info = graphs.startup_report.info["cuda_graphs"]

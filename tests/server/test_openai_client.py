@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import random
 
 import openai
@@ -84,14 +85,14 @@ def test_chat_whole_and_streamed_agree(client):
 
 
 class ScriptedSampler:
-    """The engine's sampler, except that requests whose seed is in `scripts` get the scripted tokens."""
+    """The runner's sampler, except that requests whose seed is in `scripts` get the scripted tokens."""
 
     def __init__(self, real, scripts: dict[int, list[int]]) -> None:
         self.real, self.scripts, self.position = real, scripts, {}
 
-    def __call__(self, logits, params, generators):
-        out = self.real(logits, params, generators)
-        ids = list(out.token_ids)
+    def sample(self, logits, params, generators):
+        out = self.real.sample(logits, params, generators)
+        ids = out.token_ids.clone()  # on the device: the next step reads its input tokens there
         for row, p in enumerate(params):
             if p.seed in self.scripts:
                 i = self.position.get(p.seed, 0)
@@ -105,9 +106,9 @@ def test_chat_reasoning_is_never_mixed_into_content(client, server, monkeypatch)
     reasoning, answer = "Let me think: 2 + 2 is 4.", "The answer is 4."
     script = ([CHANNEL] + tok.encode("analysis") + [MESSAGE] + tok.encode(reasoning) + [END, START]
               + tok.encode("assistant") + [CHANNEL] + tok.encode("final") + [MESSAGE] + tok.encode(answer) + [RETURN])
-    engine = server.llm.engine
+    runner = server.llm.runner
     seeds = random.Random().sample(range(1, 10**9), 3)
-    monkeypatch.setattr(engine, "sampler", ScriptedSampler(engine.sampler, {s: script for s in seeds}))
+    monkeypatch.setattr(runner, "sampler", ScriptedSampler(runner.sampler, {s: script for s in seeds}))
     messages = [{"role": "user", "content": "What is 2 + 2?"}]
     whole = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=100, seed=seeds[0])
     message = whole.choices[0].message
@@ -177,3 +178,22 @@ def test_metrics_count_the_served_tokens(client, http):
     assert after["generation_tokens_total"][key] == before["generation_tokens_total"][key] + 5
     assert {'{model_name="tiny",phase="load"}', '{model_name="tiny",phase="build"}'} <= set(
         after["startup_phase_seconds"])
+
+
+def test_streamed_text_with_unicode_line_separators_keeps_its_events_whole(http, server, monkeypatch):
+    """Text holding U+2028, U+2029 and U+0085 (random tokens can decode to them): every SSE data line still parses
+    when read with a splitlines-style decoder (httpx's iter_lines, as `bench serve` used to), and the text is the
+    same. Raw in the JSON, those characters cut the events: `bench serve` counted such requests as failed."""
+    tok = server.serving.tokenizer
+    text = "one\u2028two\u2029three\x85four"
+    script = tok.encode(text)
+    runner = server.llm.runner
+    seed = random.Random().randrange(1, 10**9)
+    monkeypatch.setattr(runner, "sampler", ScriptedSampler(runner.sampler, {seed: script}))
+    body = {"model": MODEL, "prompt": "x", "max_tokens": len(script), "seed": seed, "stream": True,
+            "ignore_eos": True}
+    with http.stream("POST", "/v1/completions", json=body) as response:
+        data = [line[5:].strip() for line in response.iter_lines() if line.startswith("data:")]
+    assert data[-1] == "[DONE]"
+    events = [json.loads(d) for d in data[:-1]]  # raises on a cut event
+    assert "".join(e["choices"][0]["text"] for e in events if e["choices"]) == text

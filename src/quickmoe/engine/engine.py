@@ -8,10 +8,11 @@
     engine.abort("a")                      # any time, from any thread: its KV blocks are freed at the next step
 
 `add_request` and `abort` may be called from other threads (the server's); `step` runs on one thread (the
-engine loop). A step: take in new and aborted requests -> `Scheduler.schedule` -> one model forward over
-the scheduled chunks -> sample the sequences whose tokens are all computed -> stop checks (stop token ids,
-stop strings on the incrementally decoded text, max_tokens, max_model_len) -> finished sequences free
-their blocks.
+engine loop). A step: take in new and aborted requests -> `Scheduler.schedule` -> launch one model step
+over the scheduled chunks, sampling the sequences whose tokens are all computed (on the device, nothing
+waited for) -> collect the previous step's tokens -> stop checks (stop token ids, stop strings on the
+incrementally decoded text, max_tokens, max_model_len) -> finished sequences free their blocks. The host
+work of one step thus runs while the device computes the next (see `step`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from quickmoe.engine.block_manager import KVBlockManager
 from quickmoe.engine.detokenizer import IncrementalDetokenizer
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.engine.scheduler import Scheduler
-from quickmoe.engine.sequence import Sequence, SequenceStatus
+from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
 from quickmoe.errors import RequestError
-from quickmoe.layers.sampler import SampledTokens, Sampler
+from quickmoe.layers.sampler import DeviceSample, SampledTokens
 from quickmoe.tokenizer.base import Tokenizer
 
 __all__ = ["Engine", "EngineStats", "StepOutput", "TokenLogprob"]
@@ -64,6 +65,14 @@ class StepOutput:
 
 
 @dataclass(frozen=True)
+class _InFlight:
+    """A launched step: its samples (on the device, copy to the host started) and the sequence of each row."""
+
+    sample: DeviceSample
+    seqs: list[Sequence]
+
+
+@dataclass(frozen=True)
 class EngineStats:
     num_running: int
     num_waiting: int
@@ -82,7 +91,7 @@ class Engine:
         self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
         self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs,
                                    max_num_batched_tokens=max_num_batched_tokens)
-        self.sampler = Sampler()
+        self._in_flight: _InFlight | None = None  # the step launched last, its tokens not yet collected
         self.eos_ids = frozenset(self.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids)
         self._lock = threading.Lock()
         self._incoming: list[Sequence] = []
@@ -150,23 +159,43 @@ class Engine:
 
     # -- the engine loop (one thread) -------------------------------------------------------------
     def step(self) -> list[StepOutput]:
-        """Run one model step; returns an output for every request that gained tokens or ended."""
+        """Run one model step; returns an output for every request that gained tokens or ended.
+
+        Pipelined: this call schedules and launches step N+1 (whose decode inputs may be step N's tokens, still
+        on the device), and only then waits for step N's tokens and runs the stop checks, the detokenizer and
+        the outputs, while the device computes step N+1. So each request's outputs come one call later, and a
+        request that step N finishes may compute one more token, which is dropped."""
         outputs = self._take_inbox()
         sched = self.scheduler.schedule()
-        if not sched.chunks:
-            return outputs
-        chunks = sched.chunks
-        logits = self.runner.execute([c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks],
-                                     [c.start for c in chunks],
-                                     [self.blocks.block_tables(c.seq.seq_id) for c in chunks])  # [B, V] float32
-        sampling = [i for i, c in enumerate(chunks) if c.samples]  # before step_done moves num_computed
-        self.scheduler.step_done(sched)
-        if sampling:
-            rows = logits if len(sampling) == len(chunks) else logits[sampling]  # [S, V]
-            seqs = [chunks[i].seq for i in sampling]
-            sampled = self.sampler(rows, [s.params for s in seqs], [s.generator for s in seqs])
-            outputs.extend(self._append(seq, sampled, j) for j, seq in enumerate(seqs))
+        launched = self._launch(sched) if sched.chunks else None
+        previous, self._in_flight = self._in_flight, launched
+        if previous is not None:
+            outputs.extend(self._collect(previous))
         return outputs
+
+    def _launch(self, sched) -> "_InFlight | None":
+        """Queue the step on the device; its sampled outputs become PENDING tokens of their sequences."""
+        chunks = sched.chunks
+        sampling = [i for i, c in enumerate(chunks) if c.samples]  # before step_done moves num_computed
+        seqs = [chunks[i].seq for i in sampling]
+        for c in chunks:
+            assert c.seq.num_pending <= 1 and (c.seq.num_pending == 0 or c.num_tokens == 1), "one step in flight"
+        sample = self.runner.execute(
+            [c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks], [c.start for c in chunks],
+            [self.blocks.block_tables(c.seq.seq_id) for c in chunks],
+            prev_rows=[c.seq.pending_row if c.seq.num_pending else -1 for c in chunks],
+            sample_rows=sampling, params=[s.params for s in seqs], generators=[s.generator for s in seqs])
+        self.scheduler.step_done(sched)
+        for row, seq in enumerate(seqs):
+            seq.output_ids.append(PENDING)
+            seq.num_pending += 1
+            seq.pending_row = row
+        return _InFlight(sample, seqs) if seqs else None
+
+    def _collect(self, step: "_InFlight") -> list[StepOutput]:
+        """Wait for a launched step's tokens and hand them to their sequences (finished ones drop theirs)."""
+        sampled = step.sample.to_host()
+        return [self._append(seq, sampled, row) for row, seq in enumerate(step.seqs) if not seq.finished]
 
     def _take_inbox(self) -> list[StepOutput]:
         with self._lock:
@@ -185,9 +214,12 @@ class Engine:
         return outputs
 
     def _append(self, seq: Sequence, sampled: SampledTokens, row: int) -> StepOutput:
-        """Add a sampled token to `seq` and decide whether it finished."""
+        """Resolve `seq`'s oldest pending output to its sampled token and decide whether it finished."""
         token = sampled.token_ids[row]
-        seq.output_ids.append(token)
+        index = seq.num_resolved
+        assert seq.num_pending > 0 and seq.output_ids[index] == PENDING
+        seq.output_ids[index] = token
+        seq.num_pending -= 1
         logprobs = None
         if seq.params.logprobs is not None:
             top = sampled.top_logprobs[row] or []
@@ -199,17 +231,19 @@ class Engine:
             text = seq.detokenizer.add([token])
             if seq.detokenizer.stop_string is not None:
                 reason, stop_reason = "stop", seq.detokenizer.stop_string
-            elif seq.num_tokens >= seq.max_total_tokens:
+            elif len(seq.prompt_ids) + index + 1 >= seq.max_total_tokens:
                 reason = "length"
         if reason is None:
             return StepOutput(seq.request_id, [token], text, logprobs, False, None, None, len(seq.prompt_ids),
-                              len(seq.output_ids))
+                              index + 1)
         self.scheduler.finish(seq, reason)
         return self._finished(seq, reason, [token], logprobs, text, stop_reason)
 
     def _finished(self, seq: Sequence, reason: str, tokens: list[int], logprobs: list[TokenLogprob] | None,
                   text: str, stop_reason: int | str | None = None) -> StepOutput:
         assert seq.status is SequenceStatus.FINISHED
+        del seq.output_ids[seq.num_resolved:]  # outputs computed past the end (pipelining) are dropped
+        seq.num_pending = 0
         seq.stop_reason = stop_reason
         if reason != "abort":
             text += seq.detokenizer.finish()

@@ -2,7 +2,8 @@
 
 Each step has a token budget (`max_num_batched_tokens`) shared by every sequence in it:
 1. Running sequences first, oldest first: each gets its uncomputed tokens (1 for a decode, the rest of its
-   prompt for a prefill, in chunks when the budget is short). Room for them in the KV cache is allocated
+   prompt for a prefill, in chunks when the budget is short); one whose pending last output reaches its length
+   limit is skipped (nothing is left to compute). Room for them in the KV cache is allocated
    now; when a pool is short, the newest running sequence is preempted (its blocks freed, its cache to be
    recomputed: it goes back to the front of the queue) until the allocation fits, possibly the sequence
    itself.
@@ -71,6 +72,9 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
+            if seq.length_reached:  # its last output is pending and ends it: nothing left to compute
+                i += 1
+                continue
             n = min(seq.num_uncomputed, budget)
             assert n > 0, "a running sequence always has its last token to compute"
             while not self.blocks.try_allocate(seq.seq_id, seq.num_computed, seq.num_computed + n):
@@ -85,6 +89,8 @@ class Scheduler:
                 i += 1
         while self.waiting and budget > 0 and not out.preempted and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
+            if seq.num_pending:  # preempted while a step computed its last output: readmitted once it is known
+                break
             n = min(seq.num_uncomputed, budget)
             if not self.blocks.try_allocate(seq.seq_id, 0, n):
                 if not self.running:  # nothing to wait for: the cache is too small for this sequence

@@ -10,7 +10,9 @@ import torch
 from quickmoe.engine.detokenizer import IncrementalDetokenizer
 from quickmoe.engine.sampling_params import SamplingParams
 
-__all__ = ["Sequence", "SequenceStatus"]
+__all__ = ["PENDING", "Sequence", "SequenceStatus"]
+
+PENDING = -1  # an output token sampled by a step still in flight: its id is on the device, not yet on the host
 
 
 class SequenceStatus(enum.Enum):
@@ -24,7 +26,9 @@ class Sequence:
     """One request. Its tokens are the prompt then the outputs; the first `num_computed` of them have their
     K/V in the cache. Each step computes the next chunk of the others; once all are computed, the logits of
     the last one give the next output token (so a preempted sequence, its cache freed and `num_computed`
-    reset to 0, recomputes prompt and outputs in one prefill and continues where it was)."""
+    reset to 0, recomputes prompt and outputs in one prefill and continues where it was). An output sampled
+    by a step in flight is PENDING until its id reaches the host; the next step may already compute it (the
+    model runner reads it on the device)."""
 
     seq_id: int
     request_id: str
@@ -40,6 +44,18 @@ class Sequence:
     num_preemptions: int = 0
     finish_reason: str | None = None  # "stop" | "length" | "abort"
     stop_reason: int | str | None = None  # the stop token id or stop string that ended it
+    num_pending: int = 0  # trailing outputs that are PENDING (sampled by a step whose tokens are not back yet)
+    pending_row: int = -1  # the latest pending output's row among its step's sampled rows
+
+    @property
+    def num_resolved(self) -> int:
+        """Outputs whose ids are known on the host."""
+        return len(self.output_ids) - self.num_pending
+
+    @property
+    def length_reached(self) -> bool:
+        """Whether prompt + outputs (pending ones included) reach `max_total_tokens`: nothing more to compute."""
+        return self.num_tokens >= self.max_total_tokens
 
     @property
     def num_tokens(self) -> int:

@@ -9,7 +9,9 @@ than the largest bucket, run eagerly.
 Every index the decode step reads is on the device (the paged decode kernel, the MoE kernels' alignment),
 so one capture per bucket serves every later step; block tables are copied only up to the widest table of
 the step (the kernel reads no column past a sequence's context). Buckets are captured largest first into
-one memory pool, so the smaller graphs reuse the larger ones' transient memory.
+one memory pool, so the smaller graphs reuse the larger ones' transient memory. Host metadata reaches the
+buffers through page-locked memory without synchronising, so the host can prepare the next step while the
+GPU runs this one.
 
 `capture=False` runs the same padded static-buffer path eagerly (CPU tests of the padding logic).
 """
@@ -22,7 +24,7 @@ import time
 import numpy as np
 import torch
 
-from quickmoe.executor.step_metadata import HostMetadata
+from quickmoe.executor.step_metadata import HostMetadata, to_device
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
 __all__ = ["DecodeGraphs", "decode_buckets"]
@@ -39,7 +41,15 @@ def decode_buckets(max_num_seqs: int, largest: int = 256) -> tuple[int, ...]:
 
 
 class DecodeGraphs:
-    """Captured decode steps of `runner.model` over `runner.kv_cache` for `buckets` batch sizes."""
+    """Captured decode steps of `runner.model` over `runner.kv_cache` for `buckets` batch sizes.
+
+    Static inputs, all on the device: `meta` [4 + G, max] int64 rows (host token ids, previous-step rows, positions,
+    context lengths, one slot row per cache group) and `block_tables` [G, max, width] int32; a step fills their
+    first columns with two host->device copies from page-locked memory. Inside the graph each row's input token
+    is `runner.prev_sampled[prev_row]` (a token the previous step sampled, still on the device) where prev_row
+    >= 0, else the host's id: so a step can be launched before the previous one's tokens reach the host."""
+
+    ROW_IDS, ROW_PREV, ROW_POSITIONS, ROW_CONTEXT, ROW_SLOTS = 0, 1, 2, 3, 4
 
     def __init__(self, runner, buckets: tuple[int, ...], *, capture: bool = True) -> None:
         self.runner = runner
@@ -47,29 +57,31 @@ class DecodeGraphs:
         self.max_batch = self.buckets[-1]
         self.capture_enabled = capture
         cache, device, size = runner.kv_cache, runner.device, self.max_batch
+        groups = len(cache.plan.groups)
         self.table_width = -(-runner.max_model_len // cache.block_size)
-        as_long = dict(dtype=torch.long, device=device)
-        self.input_ids = torch.zeros(size, **as_long)
-        self.positions = torch.zeros(size, **as_long)
+        self.meta = torch.zeros(self.ROW_SLOTS + groups, size, dtype=torch.long, device=device)
+        self.meta[self.ROW_PREV].fill_(-1)
+        self.meta[self.ROW_SLOTS:].fill_(-1)
+        self.block_tables = torch.full((groups, size, self.table_width), -1, dtype=torch.int32, device=device)
         self.cu_query_lens = torch.arange(size + 1, dtype=torch.int32, device=device)  # decode: row b = sequence b
-        self.context_lens = torch.zeros(size, dtype=torch.int32, device=device)
-        self.slot_mappings = [torch.full((size,), -1, **as_long) for _ in cache.plan.groups]
-        self.block_tables = [torch.full((size, self.table_width), -1, dtype=torch.int32, device=device)
-                             for _ in cache.plan.groups]
-        self.logits_indices = torch.arange(size, **as_long)
+        self.logits_indices = torch.arange(size, dtype=torch.long, device=device)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
         self.capture_seconds = 0.0
 
-    def batch_view(self, size: int) -> ForwardBatch:
-        """The static buffers' first `size` rows as a decode step."""
-        return ForwardBatch(
-            input_ids=self.input_ids[:size],
-            attn=AttentionMetadata(positions=self.positions[:size], cu_query_lens=self.cu_query_lens[:size + 1],
-                                   context_lens=self.context_lens[:size], max_query_len=torch.tensor(1)),
-            kv_groups=tuple(KVGroupMetadata(slot_mapping=s[:size], block_tables=t[:size])
-                            for s, t in zip(self.slot_mappings, self.block_tables)),
+    def _forward(self, size: int) -> torch.Tensor:
+        """The decode step over the static buffers' first `size` columns: logits [size, V] float32."""
+        meta = self.meta[:, :size]
+        prev = meta[self.ROW_PREV]
+        input_ids = torch.where(prev >= 0, self.runner.prev_sampled[prev.clamp(min=0)], meta[self.ROW_IDS])  # [size]
+        batch = ForwardBatch(
+            input_ids=input_ids,
+            attn=AttentionMetadata(positions=meta[self.ROW_POSITIONS], cu_query_lens=self.cu_query_lens[:size + 1],
+                                   context_lens=meta[self.ROW_CONTEXT], max_query_len=torch.tensor(1)),
+            kv_groups=tuple(KVGroupMetadata(slot_mapping=meta[self.ROW_SLOTS + g], block_tables=self.block_tables[g, :size])
+                            for g in range(self.block_tables.shape[0])),
             logits_indices=self.logits_indices[:size], kv_cache=self.runner.kv_cache, query_lens=[1] * size)
+        return self.runner.model(batch)
 
     @torch.inference_mode()
     def capture(self) -> float:
@@ -79,12 +91,11 @@ class DecodeGraphs:
             return 0.0
         pool = torch.cuda.graph_pool_handle()
         for size in reversed(self.buckets):
-            batch = self.batch_view(size)
-            self.runner.model(batch)  # warm-up outside the graph: kernels compiled, workspaces allocated
+            self._forward(size)  # warm-up outside the graph: kernels compiled, workspaces allocated
             torch.cuda.synchronize(self.runner.device)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool):
-                self.outputs[size] = self.runner.model(batch)  # [size, V] float32, in the pool
+                self.outputs[size] = self._forward(size)  # [size, V] float32, in the pool
             self.graphs[size] = graph
         torch.cuda.synchronize(self.runner.device)
         self.capture_seconds = time.perf_counter() - t0
@@ -97,27 +108,29 @@ class DecodeGraphs:
         return next((b for b in self.buckets if b >= batch_size), None)
 
     @torch.inference_mode()
-    def run(self, token_ids: list[int], host: HostMetadata) -> torch.Tensor:
-        """Logits [B, V] of a decode step of B = len(token_ids) sequences (B <= the largest bucket)."""
+    def run(self, token_ids: list[int], prev_rows: list[int], host: HostMetadata) -> torch.Tensor:
+        """Logits [B, V] of a decode step of B = len(token_ids) sequences (B <= the largest bucket); prev_rows[b]
+        >= 0 takes row b's token from the previous step's samples on the device (its host id is a placeholder)."""
         batch = len(token_ids)
         size = self.bucket(batch)
         assert size is not None and len(host.positions) == batch
-        pad = size - batch
-
-        def padded(values: np.ndarray, fill: int) -> torch.Tensor:
-            return torch.from_numpy(np.concatenate([values, np.full(pad, fill, dtype=values.dtype)]) if pad else values)
-
-        self.input_ids[:size].copy_(padded(np.asarray(token_ids, dtype=np.int64), 0), non_blocking=True)
-        self.positions[:size].copy_(padded(host.positions, 0), non_blocking=True)
-        self.context_lens[:size].copy_(padded(host.context_lens, 0), non_blocking=True)
+        groups = self.block_tables.shape[0]
+        meta = np.zeros((self.ROW_SLOTS + groups, size), dtype=np.int64)  # padding: token 0, position 0, context 0
+        meta[self.ROW_PREV, batch:] = -1
+        meta[self.ROW_SLOTS:, batch:] = -1  # no slot: the KV write skips padding rows
+        meta[self.ROW_IDS, :batch] = token_ids
+        meta[self.ROW_PREV, :batch] = prev_rows
+        meta[self.ROW_POSITIONS, :batch] = host.positions
+        meta[self.ROW_CONTEXT, :batch] = host.context_lens
+        width = max(t.shape[1] for t in host.block_tables)
+        assert width <= self.table_width, "a block table is wider than max_model_len allows"
+        tables = np.full((groups, size, width), -1, dtype=np.int32)
         for g, (slots, table) in enumerate(zip(host.slot_mappings, host.block_tables)):
-            self.slot_mappings[g][:size].copy_(padded(slots, -1), non_blocking=True)
-            width = table.shape[1]
-            assert width <= self.table_width, "a block table is wider than max_model_len allows"
-            rows = np.full((size, width), -1, dtype=np.int32)
-            rows[:batch] = table
-            self.block_tables[g][:size, :width].copy_(torch.from_numpy(rows), non_blocking=True)
+            meta[self.ROW_SLOTS + g, :batch] = slots
+            tables[g, :batch, :table.shape[1]] = table
+        self.meta[:, :size].copy_(to_device(meta, self.meta.device))
+        self.block_tables[:, :size, :width].copy_(to_device(tables, self.meta.device))
         if size in self.graphs:
             self.graphs[size].replay()
             return self.outputs[size][:batch]
-        return self.runner.model(self.batch_view(size))[:batch]  # capture=False: the same path, eagerly
+        return self._forward(size)[:batch]  # capture=False: the same path, eagerly

@@ -8,6 +8,7 @@ import logging
 import resource
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from quickmoe.checkpoint.loader import LoadStats, load_weights
@@ -17,10 +18,13 @@ from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
 from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
-from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata
+from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
+from quickmoe.executor.step_timer import StepTimer
 from quickmoe.forward.forward_batch import ForwardBatch
 from quickmoe.layers.attention import GptOssAttention
-from quickmoe.layers.moe import FusedMoE
+from quickmoe.layers.moe import FusedMoE, GptOssMLP
+from quickmoe.layers.norm import RMSNorm
+from quickmoe.layers.sampler import DeviceSample, Sampler
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
 from quickmoe.startup.early_start import EarlyStart
@@ -84,9 +88,9 @@ class ModelRunner:
         moe_kernels = engine.resolved_kernels("moe_kernels", self.device)
         attention_kernels = engine.resolved_kernels("attention_kernels", self.device)
         for module in self.model.modules():  # the backends are chosen once, here
-            if isinstance(module, FusedMoE):
+            if isinstance(module, (FusedMoE, GptOssMLP)):  # the experts and their routing
                 module.kernels = moe_kernels
-            elif isinstance(module, GptOssAttention):
+            elif isinstance(module, (GptOssAttention, RMSNorm)):  # attention, RoPE + KV write, the norms
                 module.kernels = attention_kernels
         self.report.mark("build")
         options = early_start.options if early_start is not None else LoaderOptions.from_env()
@@ -114,11 +118,14 @@ class ModelRunner:
             early_start.finish()
             self.report.info["early_start"] = early_start.info()
         self._init_kv_cache(engine)
+        self.sampler = Sampler()
+        self.prev_sampled = torch.zeros(engine.max_num_seqs, dtype=torch.long, device=self.device)  # [max_num_seqs]
+        self.step_timer = StepTimer(self.device)
         self.report.mark("kv_cache")
         if engine.compile == "on":
             self._compile()
         self.graphs: DecodeGraphs | None = None
-        if engine.cuda_graphs == "on":
+        if engine.resolved_cuda_graphs(self.device):
             if self.device.type != "cuda":
                 raise ConfigError(f"engine option 'cuda_graphs' = 'on' needs a CUDA device; the model is on "
                                   f"{self.device} (expected 'off')")
@@ -240,16 +247,45 @@ class ModelRunner:
         """[sequence][group] tables -> [group][sequence]: the order the step metadata is built in."""
         return [[tables[g] for tables in block_tables] for g in range(len(self.kv_cache.plan.groups))]
 
-    def execute(self, token_ids: list[list[int]], start_positions: list[int],
-                block_tables: list[list[list[int]]]) -> torch.Tensor:
-        """Float32 logits [B, V] of each sequence's last new token: a decode step that fits a captured bucket
-        replays its CUDA graph, anything else runs eagerly (`build_batch` + `forward`)."""
+    @torch.inference_mode()
+    def execute(self, token_ids: list[list[int]], start_positions: list[int], block_tables: list[list[list[int]]], *,
+                prev_rows: list[int] | None = None, sample_rows: list[int] = (), params: list = (),
+                generators: list = ()) -> DeviceSample | None:
+        """One model step, queued without waiting for the device: a decode step that fits a captured bucket
+        replays its CUDA graph, anything else runs eagerly (`build_batch` + `forward`). Row b's last token is the
+        token row prev_rows[b] of the previous step sampled (its id in `token_ids` is a placeholder) where
+        prev_rows[b] >= 0: it is taken on the device. Rows `sample_rows` are sampled (`params` and `generators`
+        per sampled row, see `Sampler.sample`); the result is kept on the device for the next step and its copy
+        to the host is started: `DeviceSample.to_host()` waits for it. None when nothing is sampled."""
+        self.step_timer.begin()
+        prev = prev_rows if prev_rows is not None else [-1] * len(token_ids)
         graphs = self.graphs
         if graphs is not None and len(token_ids) <= graphs.max_batch and all(len(t) == 1 for t in token_ids):
             host = build_host_metadata([1] * len(token_ids), start_positions, self._per_group(block_tables),
                                        self.kv_cache.block_size)
-            return graphs.run([t[0] for t in token_ids], host)
-        return self.forward(self.build_batch(token_ids, start_positions, block_tables))
+            logits = graphs.run([t[0] for t in token_ids], prev, host)
+        else:
+            batch = self.build_batch(token_ids, start_positions, block_tables)
+            if any(r >= 0 for r in prev):
+                batch.input_ids = self._resolve_previous(batch.input_ids, [len(t) for t in token_ids], prev)
+            logits = self.model(batch)
+        sample = None
+        if sample_rows:
+            if len(sample_rows) != len(token_ids):
+                logits = logits[to_device(np.asarray(sample_rows, dtype=np.int64), self.device)]
+            sample = self.sampler.sample(logits, params, generators)
+            self.prev_sampled[:len(sample_rows)].copy_(sample.token_ids)  # the next step's inputs
+            sample.to_host_async()
+        self.step_timer.end(len(token_ids))
+        return sample
+
+    def _resolve_previous(self, input_ids: torch.Tensor, query_lens: list[int], prev_rows: list[int]) -> torch.Tensor:
+        """input_ids [T] with each sequence's last token taken from `prev_sampled` where prev_rows >= 0."""
+        ends = np.cumsum(query_lens) - 1  # [B] row of each sequence's last token
+        rows = np.full(len(input_ids), -1, dtype=np.int64)  # [T]
+        rows[ends] = prev_rows
+        rows = to_device(rows, self.device)
+        return torch.where(rows >= 0, self.prev_sampled[rows.clamp(min=0)], input_ids)
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, *, all_logits: bool = False) -> torch.Tensor:

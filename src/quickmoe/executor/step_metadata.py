@@ -13,7 +13,17 @@ import torch
 from quickmoe.executor.kv_cache import PagedKVCache
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
-__all__ = ["HostMetadata", "build_forward_batch", "build_host_metadata"]
+__all__ = ["HostMetadata", "build_forward_batch", "build_host_metadata", "to_device"]
+
+
+def to_device(array: np.ndarray, device: torch.device | str) -> torch.Tensor:
+    """A host array on `device`. On CUDA through page-locked memory and without waiting: the copy is queued on
+    the current stream (a copy from pageable memory could wait for the work queued before it), and torch's
+    caching host allocator keeps the page-locked block until the copy is done."""
+    host = torch.from_numpy(np.ascontiguousarray(array))
+    if torch.device(device).type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 def build_forward_batch(token_ids: Sequence[Sequence[int]], start_positions: Sequence[int],
@@ -26,18 +36,16 @@ def build_forward_batch(token_ids: Sequence[Sequence[int]], start_positions: Seq
     assert query_lens and all(n > 0 for n in query_lens), "every sequence in a step has a new token"
     assert len(block_tables) == len(kv_cache.plan.groups)
     host = build_host_metadata(query_lens, start_positions, block_tables, kv_cache.block_size)
-    flat = [tok for toks in token_ids for tok in toks]
-    to = dict(device=device, non_blocking=True)
+    flat = np.fromiter((tok for toks in token_ids for tok in toks), dtype=np.int64, count=sum(query_lens))
     return ForwardBatch(
-        input_ids=torch.tensor(flat, dtype=torch.long).to(**to),
-        attn=AttentionMetadata(positions=torch.from_numpy(host.positions).to(**to),
-                               cu_query_lens=torch.from_numpy(host.cu_query_lens).to(**to),
-                               context_lens=torch.from_numpy(host.context_lens).to(**to),
+        input_ids=to_device(flat, device),
+        attn=AttentionMetadata(positions=to_device(host.positions, device),
+                               cu_query_lens=to_device(host.cu_query_lens, device),
+                               context_lens=to_device(host.context_lens, device),
                                max_query_len=torch.tensor(max(query_lens), dtype=torch.long)),
-        kv_groups=tuple(KVGroupMetadata(slot_mapping=torch.from_numpy(slots).to(**to),
-                                        block_tables=torch.from_numpy(tables).to(**to))
+        kv_groups=tuple(KVGroupMetadata(slot_mapping=to_device(slots, device), block_tables=to_device(tables, device))
                         for slots, tables in zip(host.slot_mappings, host.block_tables)),
-        logits_indices=torch.from_numpy(host.cu_query_lens[1:].astype(np.int64) - 1).to(**to),
+        logits_indices=to_device(host.cu_query_lens[1:].astype(np.int64) - 1, device),
         kv_cache=kv_cache,
         query_lens=query_lens,
     )
@@ -50,7 +58,7 @@ class HostMetadata:
 
     positions: np.ndarray  # [T] int64
     cu_query_lens: np.ndarray  # [B + 1] int32
-    context_lens: np.ndarray  # [B] int32
+    context_lens: np.ndarray  # [B] int64
     slot_mappings: list[np.ndarray]  # per group [T] int64
     block_tables: list[np.ndarray]  # per group [B, max_blocks] int32
 
@@ -78,5 +86,5 @@ def build_host_metadata(query_lens: Sequence[int], start_positions: Sequence[int
         slot_mappings.append(block * block_size + positions % block_size)
         tables_out.append(table.astype(np.int32))
     return HostMetadata(positions=positions, cu_query_lens=cu.astype(np.int32),
-                        context_lens=(starts + q).astype(np.int32), slot_mappings=slot_mappings,
+                        context_lens=starts + q, slot_mappings=slot_mappings,
                         block_tables=tables_out)

@@ -26,8 +26,13 @@ MIN_LOGPROB = -9999.0  # what -inf is reported as (JSON has no infinity)
 SSE_DONE = b"data: [DONE]\n\n"
 
 
+# Characters str.splitlines() breaks lines at but JSON leaves unescaped: a client that reads an SSE stream with
+# splitlines-style decoding (httpx's iter_lines) would cut a data line at them. Escaped, the JSON is the same.
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).translate(_LINE_BREAKS).encode()
 
 
 def sse(obj: Any) -> bytes:
