@@ -43,28 +43,29 @@ def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
 
 
 def gemm1_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
-    """GEMM 1's column tile is the layout's gate/up group. Decode-sized tiles: deep K steps, 4 warps, both
-    orientations; prefill tiles: the plain orientation (the transposed one never won there on the H100),
-    4 or 8 warps, launch order in groups of 1 or 8 M tiles."""
+    """GEMM 1's column tile is the layout's gate/up group or a part of it (more programs for decode-sized
+    batches). Decode-sized tiles: deep K steps, 4 warps, both orientations; prefill tiles: the whole group, the
+    plain orientation (the transposed one never won there on the H100), 4 or 8 warps, launch order in groups of
+    1 or 8 M tiles. `quick`: the column tile only, at the decode settings that won before."""
     if quick:
-        grid = itertools.product((128,), (4,), (3,), (False, True), (1,))
+        grid = itertools.product((16, 32, GROUP), (256,), (4,), (3,), (False,), (1,), (False, True))
     elif block_m <= 32:
-        grid = itertools.product((128, 256), (4,), (3, 4), (False, True), (1,))
+        grid = itertools.product((16, 32, GROUP), (128, 256), (4,), (3, 4), (False, True), (1,), (False, True))
     else:
-        grid = itertools.product((64, 128), (4, 8), (3,), (False,), (1, 8))
-    return [MoEKernelConfig(block_m=block_m, block_n=GROUP, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
-                            group_m=group) for k, w, s, swap, group in grid]
+        grid = itertools.product((GROUP,), (64, 128), (4, 8), (3,), (False,), (1, 8), (False, True))
+    return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
+                            group_m=group, mx_dot=mx) for n, k, w, s, swap, group, mx in grid]
 
 
 def gemm2_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
     if quick:
-        grid = itertools.product((64, 128), (128,), (4,), (3,), (False, True), (1,))
+        grid = itertools.product((16, 32, 64), (256,), (4,), (3,), (False,), (1,), (False, True))
     elif block_m <= 32:
-        grid = itertools.product((32, 64, 128), (128, 256), (4,), (3, 4), (False, True), (1,))
+        grid = itertools.product((16, 32, 64, 128), (128, 256), (4,), (3, 4), (False, True), (1,), (False, True))
     else:
-        grid = itertools.product((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8))
+        grid = itertools.product((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8), (False, True))
     return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
-                            group_m=group) for n, k, w, s, swap, group in grid]
+                            group_m=group, mx_dot=mx) for n, k, w, s, swap, group, mx in grid]
 
 
 def graph_seconds(fn, sets: int) -> float:
@@ -132,7 +133,7 @@ def tune_tokens(ex: _Experts, top_k: int, tokens: int, quick: bool, g: torch.Gen
 
 def _as_dict(config: MoEKernelConfig) -> dict:
     return {k: getattr(config, k)
-            for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")}
+            for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "mx_dot")}
 
 
 def main() -> None:
@@ -140,7 +141,8 @@ def main() -> None:
     parser.add_argument("--shapes", default="gpt-oss-20b,gpt-oss-120b")
     parser.add_argument("--tokens", default="1,4,16,64,256,1024,4096,8192")
     parser.add_argument("--out", default=str(moe_configs.CONFIG_DIR))
-    parser.add_argument("--quick", action="store_true", help="a few candidates only (a smoke run)")
+    parser.add_argument("--quick", action="store_true",
+                        help="few candidates: the column tile at the decode settings (with --tokens up to 64)")
     args = parser.parse_args()
     device = torch.device("cuda")
     name = torch.cuda.get_device_name(device)

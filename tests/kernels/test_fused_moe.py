@@ -4,6 +4,8 @@ last gate/up group, experts that get no token, T = 1, top-k = 1 and 4; and the c
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -82,10 +84,18 @@ def test_fused_moe_needs_the_grouped_layout():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mx_dot", [None, False, True])
 @pytest.mark.parametrize("num_tokens", [1, 16, 256])
-def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(num_tokens):
+def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(monkeypatch, num_tokens, mx_dot):
     """gpt-oss-20b layer shapes (H = I = 2880, 32 experts, top-4), MXFP4 weights, bf16 activations: within
-    1e-2 (relative, Frobenius) of float64 on the same dequantized weights."""
+    1e-2 (relative, Frobenius) of float64 on the same dequantized weights, with the tuned configs (mx_dot None)
+    and with each MXFP4 path forced: the inline-PTX decode and Triton's dot_scaled, in both orientations."""
+    if mx_dot is not None:
+        from quickmoe.kernels import moe_configs
+
+        tuned = moe_configs.moe_kernel_config
+        monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: dataclasses.replace(
+            tuned(*args, **kwargs), mx_dot=mx_dot, swap_ab=bool(num_tokens % 2)))
     g = torch.Generator().manual_seed(num_tokens)
     w1, b1, w2, b2, s1, s2 = _experts(32, 2880, 2880, True, torch.bfloat16, g)
     x = torch.randn(num_tokens, 2880, generator=g).to(torch.bfloat16).to(DEVICE)
@@ -152,16 +162,18 @@ def test_fused_moe_silu_without_bias(mxfp4):
         fused_moe_ref(x, weights, ids, w1, None, w2, None, w1_scales=s1, w2_scales=s2, activation="gelu")
 
 
-@pytest.mark.parametrize("swap_ab,group_m", [(False, 1), (True, 1), (False, 3), (True, 5)])
+@pytest.mark.parametrize("swap_ab,group_m,block_n", [(False, 1, 32), (True, 1, 32), (False, 3, 16), (True, 5, 64),
+                                                     (False, 1, 16)])
 @pytest.mark.parametrize("mxfp4", [True, False])
-def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_m, mxfp4):
-    """The tuned configs choose each GEMM's orientation (activations x weights^T or its transpose) and the
-    launch order's M-tile groups (here 8 M tiles: groups of 3 and 5 leave a partial last group): all give
-    the reference's result, with a ragged last gate/up group, a hidden size not a multiple of 64 and idle
-    experts."""
+def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_m, block_n, mxfp4):
+    """The tuned configs choose each GEMM's orientation (activations x weights^T or its transpose), the
+    launch order's M-tile groups (here 8 M tiles: groups of 3 and 5 leave a partial last group) and the
+    column tile (GEMM 1: the gate/up group of 64 or a part of it): all give the reference's result, with a
+    ragged last gate/up group (of 32: parts of 16 inside it, of 32 filling it, of 64 half past it), a hidden
+    size not a multiple of 64 and idle experts."""
     from quickmoe.kernels import moe_configs
 
-    config = moe_configs.MoEKernelConfig(block_m=16, block_n=32, block_k=64, swap_ab=swap_ab, group_m=group_m)
+    config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab, group_m=group_m)
     monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
     g = torch.Generator().manual_seed(21 + swap_ab + 2 * mxfp4)
     w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, mxfp4, torch.float32, g)

@@ -65,3 +65,4 @@ def test_route_rejects_bad_arguments():
         route_ref(logits, 2, scoring="sigmoid")
     with pytest.raises(ValueError, match=r"expected \[T, E\]"):
         route(logits[0], 2)
+

@@ -28,6 +28,7 @@ def test_bench_generate_runs_with_transformers_side_by_side(model_dir, tmp_path,
     assert json.loads(out.read_text())["quickmoe"]["output_tokens"] == 5 * 6 == doc["quickmoe"]["output_tokens"]
     assert doc["transformers"]["output_tokens"] == 2 * 6 and doc["transformers"]["num_prompts"] == 2
     assert doc["decode_batch1"]["steps"] == 4 and doc["decode_batch1"]["roofline_s"] is None  # no HBM on CPU
+    assert doc["op_families"] == {"batch1": None, "batch5": None}  # the profile is of CUDA kernels
 
 
 def test_decode_bytes_count_weights_experts_and_kv(model_dir):

@@ -2,11 +2,16 @@
 
 1. Throughput: `LLM.generate` over N prompts of exactly `input_len` random token ids, `output_len` tokens each
    (greedy, EOS ignored, so every request runs to the end): output tokens/s over the wall time.
-2. Decode at batch 1: one request alone; the median wall time of its decode steps (each ends with the
-   sampled token on the host) against the roofline = bytes a decode step must read (every weight but the
+   On CUDA the run's steps are timed with events (executor/step_timer.py): GPU time per step, and the GPU's idle
+   time between steps, the host work the pipeline did not hide (exposed host time).
+2. Decode at batch 1: one request alone; the median time between its successive tokens reaching the host
+   (one engine step each) against the roofline = bytes a decode step must read (every weight but the
    experts, the embedding row, the top-k experts' bytes of every layer, and the KV cache of the context)
-   over the HBM bandwidth measured in the same run (`bench.moe.measure_ceilings`: a 1 GiB device copy; CUDA only).
-3. `--baseline transformers`: transformers' `generate` on the same checkpoint and prompts in a fresh process
+   over the HBM bandwidth measured in the same run (`bench.moe.measure_ceilings`: a 1 GiB device copy; CUDA
+   only), with its GPU time and exposed host time per step.
+3. Where the GPU time of a decode step goes, by op family (attention, moe, dense, other), at batch 1 and at the
+   throughput run's batch size (bench/step_profile.py, a torch.profiler trace; CUDA only).
+4. `--baseline transformers`: transformers' `generate` on the same checkpoint and prompts in a fresh process
    (quickmoe's model freed first), batched `baseline_batch_size` at a time (the prompts have equal lengths,
    so no padding), over the first `baseline_prompts` prompts; output tokens/s side by side.
 """
@@ -26,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from quickmoe.bench.step_profile import profile_decode
 from quickmoe.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -98,17 +104,25 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     prompts = random_prompts(opts.num_prompts, opts.input_len, llm.config.vocab_size, opts.seed)
     greedy = dict(temperature=0, ignore_eos=True)
     llm.generate(prompts[:2], SamplingParams(max_tokens=4, **greedy))  # warm-up: kernels compiled, caches touched
+    timer = llm.runner.step_timer
+    timer.enabled = llm.runner.device.type == "cuda"
+    timer.reset()
     t0 = time.perf_counter()
     outs = llm.generate(prompts, SamplingParams(max_tokens=opts.output_len, **greedy))
     elapsed = time.perf_counter() - t0
+    steps = timer.summary()
     generated = sum(len(o.token_ids) for o in outs)
     doc = {"model": opts.model, "device": str(llm.runner.device), "dtype": str(llm.runner.dtype),
            "num_prompts": opts.num_prompts, "input_len": opts.input_len, "output_len": opts.output_len,
            "engine": {k: v for k, v in asdict(llm.engine_config).items() if k != "model"},
            "quickmoe": {"seconds": elapsed, "output_tokens": generated, "output_tokens_per_s": generated / elapsed,
                         "total_tokens_per_s": (generated + opts.num_prompts * opts.input_len) / elapsed,
-                        "preemptions": llm.engine.scheduler.num_preemptions}}
+                        "preemptions": llm.engine.scheduler.num_preemptions, "steps": steps}}
     doc["decode_batch1"] = _decode_batch1(llm, prompts[0], opts)
+    timer.enabled = False
+    batch = min(opts.num_prompts, llm.engine_config.max_num_seqs)
+    doc["op_families"] = {"batch1": profile_decode(llm, prompts[:1], 16),
+                          f"batch{batch}": profile_decode(llm, prompts[:batch], 8)}
     device = llm.runner.device
     del llm, outs
     gc.collect()
@@ -125,18 +139,21 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
 
 
 def _decode_batch1(llm, prompt: list[int], opts: GenerateBenchOptions) -> dict:
-    """Median wall time of one request's decode steps, and its roofline at the mean context."""
+    """Median time between one request's successive tokens (each an engine step), its GPU time and exposed host
+    time per step, and its roofline at the mean context."""
     from quickmoe.engine.sampling_params import SamplingParams
 
-    engine = llm.engine
+    engine, timer = llm.engine, llm.runner.step_timer
     engine.add_request("bench-decode", prompt, SamplingParams(max_tokens=opts.decode_steps + 1, temperature=0,
                                                               ignore_eos=True))
-    engine.step()  # the prefill
-    times = []
+    arrivals = []
     while engine.has_unfinished():
-        t0 = time.perf_counter()
-        engine.step()
-        times.append(time.perf_counter() - t0)
+        outs = engine.step()
+        if any(o.token_ids for o in outs):
+            arrivals.append(time.perf_counter())
+        if len(arrivals) == 1:
+            timer.reset()  # from the first decode on
+    times = [b - a for a, b in zip(arrivals, arrivals[1:])]
     step_s = statistics.median(times)
     context = len(prompt) + opts.decode_steps // 2
     kv_element_size = llm.runner.kv_cache.keys[0].element_size()
@@ -146,7 +163,8 @@ def _decode_batch1(llm, prompt: list[int], opts: GenerateBenchOptions) -> dict:
     hbm = measure_ceilings(llm.runner.device).get("hbm_gb_per_s")
     roofline_s = nbytes / (hbm * 1e9) if hbm else None
     return {"steps": len(times), "step_s": step_s, "bytes_per_step": nbytes, "hbm_gb_per_s": hbm,
-            "roofline_s": roofline_s, "over_roofline": step_s / roofline_s if roofline_s else None}
+            "roofline_s": roofline_s, "over_roofline": step_s / roofline_s if roofline_s else None,
+            "gpu": timer.summary()}
 
 
 def _transformers_baseline(opts: GenerateBenchOptions, prompts: list[list[int]], device: str) -> dict:
@@ -183,5 +201,18 @@ def format_generate_table(doc: dict) -> str:
             f"{d['hbm_gb_per_s']:.0f} GB/s), {d['over_roofline']:.2f}x the roofline" if d["roofline_s"] else
             f"; {d['bytes_per_step'] / 1e9:.3f} GB per step (no HBM ceiling on this device)")
     lines.append(f"decode at batch 1: median step {d['step_s'] * 1e3:.3f} ms over {d['steps']} steps{roof}")
+    for label, steps in (("throughput run", q.get("steps")), ("decode at batch 1", d.get("gpu"))):
+        if steps:
+            lines.append(f"{label}: GPU {steps['gpu_ms_median']:.3f} ms per step (median of {steps['steps']} steps, "
+                         f"median batch {steps['batch_size_median']:g}); GPU idle between steps "
+                         f"{steps['idle_ms_median']:.3f} ms median, exposed host time "
+                         f"{100 * steps['exposed_host_fraction']:.1f}% of the wall time")
+    for label, prof in (doc.get("op_families") or {}).items():
+        if prof:
+            shares = ", ".join(f"{f} {prof['ms_per_step'][f]:.3f} ms ({100 * prof['shares'][f]:.0f}%)"
+                               for f in prof["shares"])
+            lines.append(f"decode step at {label.replace('batch', 'batch ')} by op family (profiler): "
+                         f"{prof['gpu_ms_per_step']:.3f} ms of kernels, {prof['kernels_per_step']:.0f} kernels: "
+                         f"{shares}")
     lines.append(f"preemptions during the throughput run: {q['preemptions']}")
     return "\n".join(lines)

@@ -100,6 +100,19 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+async def _sse_lines(response):
+    """The lines of an event stream as the SSE specification cuts them (at CR, LF or CRLF only: a JSON string
+    may hold U+2028 and the like, which splitlines-style decoders would cut at)."""
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        pending += chunk
+        *lines, pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8")
+    if pending:
+        yield pending.decode("utf-8")
+
+
 async def _one_request(client, url: str, payload: dict[str, Any], headers: dict[str, str],
                        input_len: int) -> RequestResult:
     result = RequestResult()
@@ -112,7 +125,7 @@ async def _one_request(client, url: str, payload: dict[str, Any], headers: dict[
                 body = (await response.aread()).decode(errors="replace")
                 result.error = f"HTTP {response.status_code}: {body[:300]}"
                 return result
-            async for line in response.aiter_lines():
+            async for line in _sse_lines(response):
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()

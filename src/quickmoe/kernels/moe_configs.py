@@ -28,7 +28,8 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 @dataclass(frozen=True)
 class MoEKernelConfig:
     """Launch parameters of one grouped GEMM. block_m: assignment rows per tile (also the alignment of
-    `moe_align`); block_n: output columns (GEMM 1 uses the layout's gate/up group instead); block_k:
+    `moe_align`); block_n: output columns (GEMM 1: activation columns, at most the layout's gate/up group, which
+    it divides); block_k:
     reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
     sweep all N tiles together (L2 reuse of activations and weights)."""
 
@@ -39,12 +40,14 @@ class MoEKernelConfig:
     num_stages: int = 2
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
     group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
+    mx_dot: bool = False  # MXFP4 through Triton's tl.dot_scaled instead of the inline-PTX decode; a tuned choice
 
     def __post_init__(self) -> None:
-        if not isinstance(self.swap_ab, bool):
-            raise ConfigError(f"MoE kernel config 'swap_ab' = {self.swap_ab!r}: expected true or false")
+        for name in ("swap_ab", "mx_dot"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"MoE kernel config {name!r} = {getattr(self, name)!r}: expected true or false")
         for f in fields(self):
-            if f.name == "swap_ab":
+            if f.name in ("swap_ab", "mx_dot"):
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -7,10 +7,11 @@ blocks [E, N, K/2] (K-contiguous packed nibbles, element 2j the low nibble of by
 E8M0 scales [E, K/32, N], or dense [E, N, K].
 
 - `moe_gemm1_swiglu`: gate_up (+ bias, optional) with gpt-oss's clamped SwiGLU in the epilogue, or plain
-  SiLU(gate) * up (Mixtral, Qwen-MoE). With the layout's gate/up groups of GROUP columns, program n
-  computes the activation's columns [n*GROUP, n*GROUP + s_n) from the
-  contiguous slab of s_n gate rows then s_n up rows: two dots of the same activation tile, no shuffles;
-  s_n < GROUP only for a ragged last group (masked). Writes inter [A, I], row = assignment index.
+  SiLU(gate) * up (Mixtral, Qwen-MoE). With the layout's gate/up groups of GROUP columns, group g's slab is
+  s_g gate rows then s_g up rows (s_g < GROUP only for a ragged last group, masked); a program computes
+  BLOCK_N (a divisor of GROUP: decode-sized batches want more, smaller programs) of the group's activation
+  columns from the matching gate and up rows: two dots of the same activation tile, no shuffles. Writes
+  inter [A, I], row = assignment index.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation and launch order come from `moe_configs` (tuned data files, else
@@ -50,13 +51,15 @@ def _dot_dtype(dtype: torch.dtype, device: torch.device):  # -> tl.dtype
 
 
 def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, out_dtype: torch.dtype,
-                 config: MoEKernelConfig) -> dict:
+                 config: MoEKernelConfig, mxfp4: bool) -> dict:
     """The activation operand's kernel arguments: plain rows, or MXFP8 rows (e4m3 + per-32 E8M0 scales)
     decoded in the kernel into the dot's dtype (exact: e4m3 x 2^k fits bf16)."""
     # float32 operands multiply exactly (never tf32); 16-bit operands ignore the setting
     precision = "ieee" if out_dtype == torch.float32 or acts.device.type == "cpu" else "tf32"
+    on_gpu = acts.device.type == "cuda"
+    mx_dot = config.mx_dot and mxfp4 and on_gpu and act_scales is None and out_dtype == torch.bfloat16
     return dict(A_MXFP8=act_scales is not None, PRECISION=precision, DOT_DTYPE=_dot_dtype(out_dtype, acts.device),
-                PTX=acts.device.type == "cuda", SWAP_AB=config.swap_ab, num_warps=config.num_warps,
+                PTX=on_gpu, MX_DOT=mx_dot, SWAP_AB=config.swap_ab, num_warps=config.num_warps,
                 num_stages=config.num_stages)
 
 
@@ -72,14 +75,15 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     intermediate = w1.shape[1] // 2
     hidden_size = w1.shape[2] * (2 if w1_scales is not None else 1)  # K of the weights (packed nibbles: x2)
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
-    num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group)
+    block_n = min(config.block_n, group)  # columns per program: the group, or a part of it (more programs)
+    num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group) * (group // block_n)
     _gemm1_swiglu_kernel[(num_m * num_n,)](
         acts, act_scales if act_scales is not None else acts, w1, w1_scales if w1_scales is not None else w1,
         w1_bias if w1_bias is not None else w1, inter, align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group,
-        BLOCK_M=align.block_m, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
-        **_launch_args(acts, act_scales, out_dtype, config))
+        BLOCK_M=align.block_m, BLOCK_N=block_n, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
+        **_launch_args(acts, act_scales, out_dtype, config, w1_scales is not None))
     return inter
 
 
@@ -100,7 +104,8 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
         align.num_padded,
         align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, **_launch_args(acts, act_scales, out_dtype, config))
+        BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None,
+        **_launch_args(acts, act_scales, out_dtype, config, w2_scales is not None))
     return out
 
 
@@ -111,7 +116,7 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
     out = torch.empty(num_assignments // top_k, hidden_size, dtype=per_assignment.dtype,
                       device=per_assignment.device)
     if out.shape[0]:
-        _combine_kernel[(out.shape[0], triton.cdiv(hidden_size, block_h))](
+        _moe_combine_kernel[(out.shape[0], triton.cdiv(hidden_size, block_h))](
             per_assignment, out, hidden_size, TOP_K=top_k, BLOCK_H=block_h)
     return out
 
@@ -208,6 +213,24 @@ if triton is not None:
         return value
 
     @triton.jit
+    def _mx_dot(acc, a, w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
+                SWAP_AB: tl.constexpr):
+        """acc + the product of activations `a` ([BM, BK], or [BK, BM] with SWAP_AB) and rows `rows` of expert
+        `expert`'s MXFP4 weight, columns [k0, k0 + BLOCK_K), through Triton's tl.dot_scaled (which upcasts the
+        E2M1 values with their E8M0 scales to bf16 for the tensor cores on Hopper)."""
+        byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
+        packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
+                         mask=row_ok[:, None] & (byte_cols[None, :] < K // 2), other=0)  # [R, BK/2]
+        blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
+        scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
+                        mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=0)  # [R, BK/32]
+        if SWAP_AB:
+            acc = tl.dot_scaled(packed, scale, "e2m1", a, None, "bf16", acc, fast_math=True)  # [R, BM]
+        else:
+            acc = tl.dot_scaled(a, None, "bf16", tl.trans(packed), scale, "e2m1", acc, fast_math=True)  # [BM, R]
+        return acc
+
+    @triton.jit
     def _act_tile(a_ptr, as_ptr, rows, row_ok, kk, K, stride_a, stride_as, A_MXFP8: tl.constexpr,
                   DOT_DTYPE: tl.constexpr, SWAP_AB: tl.constexpr):
         """Activation rows `rows` [BM], columns kk [BK] -> [BM, BK] in DOT_DTYPE, or [BK, BM] with SWAP_AB
@@ -270,32 +293,40 @@ if triton is not None:
                              num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
                              limit, alpha,
                              H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr,
-                             GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                             PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                             SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr):
-        pid_m, group = _tile_of(tl.program_id(0), num_m, num_n, group_m)
+                             GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                             BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                             PTX: tl.constexpr, MX_DOT: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
+                             SILU: tl.constexpr):
+        pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
             assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
             m_ok = assign < num_assignments  # the sentinel A pads each expert's run
             token = assign // top_k
-            cols = tl.arange(0, GROUP)
+            group = pid_n // (GROUP // BLOCK_N)  # the gate/up group, and this program's part of its columns
+            cols = (pid_n % (GROUP // BLOCK_N)) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] within the group
             size = tl.minimum(I - group * GROUP, GROUP)  # s_n: GROUP except in a ragged last group
             n_ok = cols < size
-            gate_rows = 2 * group * GROUP + cols  # [G] this group's slab: s_n gate rows, then s_n up rows
+            gate_rows = 2 * group * GROUP + cols  # [BN] this group's slab: s_n gate rows, then s_n up rows
             up_rows = gate_rows + size
-            acc_gate = _zeros(GROUP, BLOCK_M, SWAP_AB)
-            acc_up = _zeros(GROUP, BLOCK_M, SWAP_AB)
+            acc_gate = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
+            acc_up = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
             for k0 in range(0, H, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-                w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K,
-                                      DOT_DTYPE, PTX)  # [G, BK]
-                w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, GROUP, BLOCK_K,
-                                    DOT_DTYPE, PTX)
-                acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
-                acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
-            gate = _rows_last(acc_gate, SWAP_AB)  # [BM, G]
+                if MX_DOT:
+                    acc_gate = _mx_dot(acc_gate, a, w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, BLOCK_N,
+                                       BLOCK_K, SWAP_AB)
+                    acc_up = _mx_dot(acc_up, a, w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_N, BLOCK_K,
+                                     SWAP_AB)
+                else:
+                    w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, BLOCK_N, BLOCK_K,
+                                          DOT_DTYPE, PTX)  # [BN, BK]
+                    w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, BLOCK_N, BLOCK_K,
+                                        DOT_DTYPE, PTX)
+                    acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
+                    acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
+            gate = _rows_last(acc_gate, SWAP_AB)  # [BM, BN]
             up = _rows_last(acc_up, SWAP_AB)
             if HAS_BIAS:
                 gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
@@ -306,7 +337,7 @@ if triton is not None:
                 gate = tl.minimum(gate, limit)
                 up = tl.minimum(tl.maximum(up, -limit), limit)
                 y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
-            out_cols = group * GROUP + cols  # [G]
+            out_cols = group * GROUP + cols  # [BN]
             tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
                      mask=m_ok[:, None] & n_ok[None, :])
 
@@ -315,8 +346,8 @@ if triton is not None:
                       block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
                       H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr, SWAP_AB: tl.constexpr,
-                      HAS_BIAS: tl.constexpr):
+                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr, MX_DOT: tl.constexpr,
+                      SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr):
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
@@ -328,8 +359,12 @@ if triton is not None:
             for k0 in range(0, I, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-                w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, BLOCK_N, BLOCK_K, DOT_DTYPE, PTX)
-                acc = _mma(acc, w, a, PRECISION, SWAP_AB)
+                if MX_DOT:
+                    acc = _mx_dot(acc, a, w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_N, BLOCK_K, SWAP_AB)
+                else:
+                    w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, BLOCK_N, BLOCK_K, DOT_DTYPE,
+                                     PTX)
+                    acc = _mma(acc, w, a, PRECISION, SWAP_AB)
             acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
             if HAS_BIAS:
                 acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
@@ -338,7 +373,7 @@ if triton is not None:
                      mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit
-    def _combine_kernel(src_ptr, out_ptr, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr):
+    def _moe_combine_kernel(src_ptr, out_ptr, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr):
         token = tl.program_id(0)
         cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
         ok = cols < H

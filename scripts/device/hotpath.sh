@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The hot-path issue's GPU runs (decode and throughput), on the device machine from the repository root; logs
+# under $OUT. Needs the wheels of scripts/device/fetch_wheels.sh carried in .whl/. Stages, in the order given
+# (each fits one 10-minute call; several may be given):
+#   tests      GPU tests (pytest -m gpu), the kernel tests on CUDA, the kernel-count test, and the engine's
+#              equivalences on CUDA in float32 (batched = alone, chunked, preempted, fast paths = reference)
+#   attention  bench attention: decode grid and prefill points vs SDPA (GB/s vs HBM, TFLOP/s)
+#   generate   bench generate on a gpt-oss-20b-shaped checkpoint with the serving defaults: 256 prompts x 1000 ->
+#              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families
+#   serve      quickmoe serve with its defaults, then bench serve at concurrency 1, 32 and 128 (1000 -> 1000)
+#   profile    bench generate's batch-1 step and op families only (fewer prompts): a quick check of a change
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+CKPT=/tmp/gpt-oss-20b
+make_20b() { [ -f "$CKPT/config.json" ] || python3 -m quickmoe make-checkpoint "$CKPT" --preset gpt-oss-20b -q; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/gpu.txt"
+
+for stage in "$@"; do
+  echo "== stage $stage ($(date +%T))"
+  case "$stage" in
+    tests)
+      # (tests/server needs the openai client, which the device lacks; no GPU test lives there)
+      python3 -m pytest -q -m gpu tests --ignore=tests/server -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -4
+      python3 -m pytest -q -p no:cacheprovider tests/kernels tests/models/test_kernel_count.py 2>&1 \
+        | tee "$OUT/kernel_tests_on_gpu.log" | tail -4
+      QUICKMOE_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider tests/models/test_engine.py \
+        tests/models/test_cuda_graphs.py 2>&1 | tee "$OUT/engine_tests_on_gpu.log" | tail -4 ;;
+    attention)
+      python3 -m quickmoe bench attention --json "$OUT/bench_attention.json" 2>&1 | tee "$OUT/bench_attention.log" \
+        | grep -v INFO ;;
+    generate)
+      make_20b
+      python3 -m quickmoe bench generate "$CKPT" --num-prompts 256 --input-len 1000 --output-len 1000 \
+        --json "$OUT/bench_generate.json" 2>&1 | tee "$OUT/bench_generate.log" | grep -v INFO ;;
+    profile)
+      make_20b
+      python3 -m quickmoe bench generate "$CKPT" --num-prompts 64 --input-len 1000 --output-len 64 \
+        --json "$OUT/bench_profile.json" 2>&1 | tee "$OUT/bench_profile.log" | grep -v INFO ;;
+    serve)
+      make_20b
+      python3 -m quickmoe serve "$CKPT" --port 8011 -q > "$OUT/serve.log" 2>&1 &
+      server=$!
+      for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
+      python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,32,128 \
+        --input-len 1000 --output-len 1000 --result-json "$OUT/bench_serve.json" 2>&1 | tee "$OUT/bench_serve.log"
+      kill -TERM "$server"; wait "$server" ;;
+    *) echo "unknown stage $stage (expected tests, attention, generate, profile, serve)"; exit 2 ;;
+  esac
+done
+echo "== done ($(date +%T))"

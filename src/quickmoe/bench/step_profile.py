@@ -1,0 +1,83 @@
+"""Where a decode step's GPU time goes, by op family, from a torch.profiler trace (CUDA graphs included).
+
+`profile_decode(llm, prompts, steps)` starts the prompts, runs until every one has its first token (the
+prefills are done), then profiles `steps` engine steps of pure decode and aborts the requests. Each GPU kernel
+is put in one family by its name (`op_family`): attention (decode and prefill attention, the RoPE + KV-cache
+write), moe (routing, alignment, the grouped GEMMs, the combine), dense (cuBLAS GEMMs: projections, router, LM
+head) and other (norms, sampling, copies, the rest). The report gives each family's share of the kernels'
+time and the GPU time per step, so the next bottleneck shows without opening a trace.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["OP_FAMILIES", "op_family", "profile_decode"]
+
+OP_FAMILIES = ("attention", "moe", "dense", "other")
+
+_ATTENTION = re.compile(r"_decode_split_kernel|_decode_combine_kernel|_prefill_kernel|_rotary_write_kv_kernel")
+_MOE = re.compile(r"_gemm1_swiglu_kernel|_gemm2_kernel|_moe_combine_kernel|_align_kernel|_route|"
+                  r"_quantize_kernel")
+_DENSE = re.compile(r"gemm|gemv|nvjet|xmma|cutlass|cublas|splitKreduce", re.IGNORECASE)
+
+
+def op_family(kernel_name: str) -> str:
+    """The family of a GPU kernel, from its name (Triton kernels are named after their functions)."""
+    if _ATTENTION.search(kernel_name):
+        return "attention"
+    if _MOE.search(kernel_name):
+        return "moe"
+    if _DENSE.search(kernel_name):
+        return "dense"
+    return "other"
+
+
+def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict:
+    """Profile `steps` decode steps of `len(prompts)` requests decoding together (see the module docstring).
+    Returns {"batch_size", "steps", "gpu_ms_per_step", "shares": {family: fraction}, "ms_per_step": {family: ms},
+    "kernels_per_step", "top": [(kernel, ms per step), ...]}; None where the device is not CUDA."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from quickmoe.engine.sampling_params import SamplingParams
+
+    if llm.runner.device.type != "cuda":
+        return None
+    engine = llm.engine
+    ids = [f"profile-{i}" for i in range(len(prompts))]
+    params = SamplingParams(max_tokens=steps + 16, temperature=0, ignore_eos=True)
+    for rid, prompt in zip(ids, prompts):
+        engine.add_request(rid, prompt, params)
+    started: set[str] = set()
+    while len(started) < len(ids):  # prefills (chunked or not) until every request has its first token
+        started.update(o.request_id for o in engine.step() if o.token_ids)
+    engine.step()  # the pipeline's step in flight is a decode now
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            engine.step()
+        torch.cuda.synchronize()
+    for rid in ids:
+        engine.abort(rid)
+    while engine.has_unfinished():
+        engine.step()
+    engine.step()  # collect the last step in flight
+    per_kernel: dict[str, float] = {}
+    calls = 0
+    for event in prof.key_averages():
+        device_us = getattr(event, "self_device_time_total", 0.0) or getattr(event, "self_cuda_time_total", 0.0)
+        if device_us <= 0:
+            continue
+        per_kernel[event.key] = per_kernel.get(event.key, 0.0) + device_us
+        calls += event.count
+    total_us = sum(per_kernel.values())
+    families = {f: 0.0 for f in OP_FAMILIES}
+    for name, us in per_kernel.items():
+        families[op_family(name)] += us
+    top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12]
+    return {"batch_size": len(prompts), "steps": steps, "gpu_ms_per_step": total_us / 1e3 / steps,
+            "kernels_per_step": calls / steps,
+            "shares": {f: us / total_us if total_us else 0.0 for f, us in families.items()},
+            "ms_per_step": {f: us / 1e3 / steps for f, us in families.items()},
+            "top": [(name[:80], us / 1e3 / steps) for name, us in top]}
