@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quickmoe.errors import ConfigError
+from quickmoe.paths import read_regular
 
 if TYPE_CHECKING:
     import torch
@@ -161,11 +162,16 @@ class ModelConfig:
         cfg_path = path / "config.json"
         if not path.is_dir():
             raise ConfigError(f"{path}: not a directory (expected a model directory holding config.json)")
-        if not cfg_path.is_file():
+        if not cfg_path.exists():
             raise ConfigError(f"{cfg_path}: missing (expected a Hugging Face config.json)")
         try:
-            raw = json.loads(cfg_path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raw = json.loads(read_regular(cfg_path).decode("utf-8"))
+        except OSError as exc:  # unreadable, a directory, a FIFO...
+            raise ConfigError(f"{cfg_path}: cannot read it ({exc}; expected a readable Hugging Face config.json)") \
+                from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{cfg_path}: not valid UTF-8 ({exc})") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"{cfg_path}: not valid JSON ({exc})") from None
         return cls.from_dict(raw, source=str(cfg_path))
 
