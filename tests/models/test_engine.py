@@ -199,3 +199,13 @@ def test_paged_attention_kernels_in_the_model_match_the_reference(model_dir, llm
     want = _tokens(llm.generate(prompts, params))
     kernels = LLM(model_dir, **ON, max_model_len=128, attention_kernels="triton", max_num_batched_tokens=24)
     assert _tokens(kernels.generate(prompts, params)) == want
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 1e-40, 1e-7])
+def test_a_tiny_temperature_gives_the_greedy_tokens(llm, temperature):
+    """Temperatures below the greedy threshold (1e-5) are greedy: never token 0 repeated from a NaN row."""
+    prompts = _prompts(3, 4, 20, seed=41)
+    greedy = llm.generate(prompts, SamplingParams(max_tokens=8, **GREEDY))
+    tiny = llm.generate(prompts, SamplingParams(max_tokens=8, temperature=temperature, ignore_eos=True, seed=3))
+    assert _tokens(tiny) == _tokens(greedy)
+    assert any(t != 0 for toks in _tokens(tiny) for t in toks)

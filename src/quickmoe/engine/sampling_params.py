@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from quickmoe.errors import RequestError
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (`logprobs`), as OpenAI's API
+# Temperatures below this are greedy: logits / T would overflow float32 (T below ~1e-38 even underflows to 0
+# in float32 and turns every row into NaN), and any T this small picks the argmax anyway.
+GREEDY_BELOW = 1e-5
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
 def _is_int(value: object) -> bool:
@@ -34,7 +38,8 @@ def _normalise_stop(stop: object) -> tuple[str, ...]:
 class SamplingParams:
     """How to pick the next tokens of one request, and how to turn them into text.
 
-    Token choice: temperature 0 means greedy (argmax of the raw logits). Otherwise the next token is
+    Token choice: temperature 0, or any temperature below GREEDY_BELOW (1e-5), means greedy (argmax of the
+    raw logits). Otherwise the next token is
     drawn from softmax(logits / temperature) restricted to the `top_k` most likely tokens (0 or -1:
     no limit; -1 is normalised to 0), then to the smallest set of most likely of those whose
     probability (renormalised over the top-k) reaches `top_p`. `seed` makes a request's sampling
@@ -75,8 +80,9 @@ class SamplingParams:
             raise RequestError(f"sampling parameter 'top_k' = {self.top_k!r}: expected an integer >= 1, "
                                "or 0 or -1 for no limit")
         object.__setattr__(self, "top_k", max(self.top_k, 0))
-        if self.seed is not None and not _is_int(self.seed):
-            raise RequestError(f"sampling parameter 'seed' = {self.seed!r}: expected an integer or None")
+        if self.seed is not None and (not _is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]):
+            raise RequestError(f"sampling parameter 'seed' = {self.seed!r}: expected None or an integer in "
+                               f"[{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
         ids = tuple(self.stop_token_ids)
         if any(not _is_int(t) or t < 0 for t in ids):
             raise RequestError(f"sampling parameter 'stop_token_ids' = {self.stop_token_ids!r}: "
@@ -92,5 +98,6 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        """Whether the next token is the argmax of the logits (temperature 0)."""
-        return self.temperature == 0
+        """Whether the next token is the argmax of the logits (temperature below GREEDY_BELOW, 0 included): the
+        sampler never divides by such a temperature."""
+        return self.temperature < GREEDY_BELOW
