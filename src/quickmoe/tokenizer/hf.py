@@ -18,8 +18,9 @@ from typing import Any
 
 from quickmoe.errors import TokenizerError
 from quickmoe.paths import read_regular
-from quickmoe.tokenizer.base import Tokenizer, replace_lone_surrogates
+from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.byte_level import text_to_bytes
+from quickmoe.tokenizer.text import replace_lone_surrogates
 from quickmoe.tokenizer.vocab import (CALL, CHANNEL, CONSTRAIN, END, GPT_OSS_EOS_TOKEN_IDS, MESSAGE, RETURN, START,
                                       special_token_names)
 
