@@ -209,9 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_serve_parser(sub)
 
-    info = sub.add_parser("info", help="describe a checkpoint directory (config and tensors)",
-                          description="Validate and summarise a checkpoint: its config and shards, without "
-                          "loading weights.")
+    info = sub.add_parser("info", help="validate and describe a checkpoint directory (config and tensors)",
+                          description="Validate a checkpoint as `generate` does before it loads a weight (config.json, "
+                          "the index, every shard header, and each tensor's name, shape and dtype against the "
+                          "model's parameters) and summarise it, without loading weights. A problem ends with one "
+                          "`error:` line and exit status 2.")
     info.add_argument("model", nargs="?", metavar="DIR", help="checkpoint directory (default: embedded tiny model)")
     _add_common(info)
     info.set_defaults(func=cmd_info)
@@ -242,7 +244,8 @@ def _add_serve_parser(sub) -> None:
     g.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0: any free port)")
     g.add_argument("--api-key", default=None, metavar="KEY",
                    help="require 'Authorization: Bearer KEY' on /v1/* (401 otherwise); default: "
-                   "$QUICKMOE_API_KEY, else no key")
+                   "$QUICKMOE_API_KEY when set, else no key. An empty or blank KEY (or $QUICKMOE_API_KEY) is an "
+                   "error, never 'no key'")
     g.add_argument("--served-model-name", default=None, metavar="NAME",
                    help="the model name clients send and /v1/models lists (default: DIR as given, or "
                    "'quickmoe-tiny' for the embedded model)")
@@ -304,8 +307,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from quickmoe.startup.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
     default_name = "quickmoe-tiny" if args.model is None else args.model
-    config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get("QUICKMOE_API_KEY")
-                          or None, max_waiting=args.max_waiting,
+    # an empty or blank key (e.g. --api-key "$UNSET") is refused by ServerConfig, never taken as "no key"
+    api_key = args.api_key if args.api_key is not None else os.environ.get("QUICKMOE_API_KEY")
+    config = ServerConfig(host=args.host, port=args.port, api_key=api_key, max_waiting=args.max_waiting,
                           served_model_name=args.served_model_name or default_name,
                           drain_timeout_s=args.drain_timeout, access_log=args.access_log)
     from quickmoe.server.serve import bind_socket
@@ -350,12 +354,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from quickmoe.startup.report import StartupReport
 
     report = StartupReport.from_process_start()
+    from quickmoe.engine.sampling_params import SamplingParams  # torch-free: bad flags fail before anything starts
     from quickmoe.startup.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k, seed=args.seed, stop=tuple(args.stop), ignore_eos=args.ignore_eos)
     # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
     # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
     early = EarlyStart.begin(args.model, args.device)
-    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
 
     report.mark("imports")
@@ -365,8 +371,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                        llm.model_dir)
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                            top_k=args.top_k, seed=args.seed, stop=tuple(args.stop), ignore_eos=args.ignore_eos)
     t1 = time.perf_counter()
     if args.chat:
         outputs = [llm.chat([{"role": "user", "content": p}], params) for p in args.prompt]
@@ -436,12 +440,10 @@ def cmd_bench_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from quickmoe.checkpoint.reader import CheckpointReader
-    from quickmoe.config import ModelConfig
+    from quickmoe.models.registry import check_checkpoint
 
     model_dir = Path(args.model) if args.model else _default_dir()
-    config = ModelConfig.from_dir(model_dir)
-    reader = CheckpointReader(model_dir)
+    config, reader = check_checkpoint(model_dir)  # what generate validates before it loads a weight
     experts = "mxfp4" if config.is_quantized("model.layers.0.mlp.experts") else "bf16"
     kinds = {k: config.layer_types.count(k) for k in sorted(set(config.layer_types))}
     print(f"{model_dir}\n  architecture: {config.architecture}\n  layers: {config.num_hidden_layers} {kinds}\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -162,7 +163,7 @@ class ModelConfig:
         cfg_path = path / "config.json"
         if not path.is_dir():
             raise ConfigError(f"{path}: not a directory (expected a model directory holding config.json)")
-        if not cfg_path.exists():
+        if not os.path.lexists(cfg_path):
             raise ConfigError(f"{cfg_path}: missing (expected a Hugging Face config.json)")
         try:
             raw = json.loads(read_regular(cfg_path).decode("utf-8"))
@@ -281,6 +282,7 @@ CUDA_GRAPH_MODES = ("off", "on")
 
 
 KV_BLOCK_SIZES = (16, 32, 64, 128)
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
 @dataclass(frozen=True)
@@ -322,15 +324,24 @@ class EngineConfig:
     num_kv_blocks: int | None = None
 
     def resolved_kernels(self, which: str, device: torch.device) -> str:
-        """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`."""
-        choice = getattr(self, which)
-        if choice != "auto":
-            return choice
-        if device.type != "cuda":
-            return "torch"
+        """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`. An explicit
+        "triton" needs triton installed and a CUDA device (or TRITON_INTERPRET=1: Triton's CPU interpreter, for
+        tests); else ConfigError, rather than a silent fallback or a traceback from Triton's driver."""
         import importlib.util
 
-        return "triton" if importlib.util.find_spec("triton") is not None else "torch"
+        choice = getattr(self, which)
+        has_triton = importlib.util.find_spec("triton") is not None
+        if choice == "triton":
+            if not has_triton:
+                raise ConfigError(f"engine option '{which}' = 'triton': triton is not installed (expected 'auto' or "
+                                  "'torch', or `pip install triton`)")
+            if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+                raise ConfigError(f"engine option '{which}' = 'triton' needs a CUDA device; the model runs on "
+                                  f"{device.type} (expected 'auto' or 'torch' there, or TRITON_INTERPRET=1 for "
+                                  "Triton's CPU interpreter)")
+        if choice != "auto":
+            return choice
+        return "triton" if device.type == "cuda" and has_triton else "torch"
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -365,3 +376,7 @@ class EngineConfig:
             raise fail("gpu_memory_utilization", "a fraction in (0, 1]")
         if self.num_kv_blocks is not None and (not is_int(self.num_kv_blocks) or self.num_kv_blocks < 1):
             raise fail("num_kv_blocks", "an integer >= 1")
+        if not is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
+            raise fail("seed", f"an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
+        if self.model is not None and not isinstance(self.model, str):
+            raise fail("model", "None or a checkpoint directory")

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from quickmoe.config import SEED_RANGE
 from quickmoe.errors import RequestError
+
+__all__ = ["GREEDY_BELOW", "MAX_LOGPROBS", "SEED_RANGE", "SamplingParams"]
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (`logprobs`), as OpenAI's API
 # Temperatures below this are greedy: logits / T would overflow float32 (T below ~1e-38 even underflows to 0
 # in float32 and turns every row into NaN), and any T this small picks the argmax anyway.
 GREEDY_BELOW = 1e-5
-SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
 def _is_int(value: object) -> bool:
