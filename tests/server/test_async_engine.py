@@ -27,7 +27,7 @@ class ScriptedEngine:
         self.inbox: list[tuple[str, int]] = []
         self.aborts: list[str] = []
         self.live: dict[str, int] = {}
-        self.scheduler = SimpleNamespace(running=[], waiting=deque())
+        self.scheduler = SimpleNamespace(running=[], waiting=deque(), max_num_seqs=max_running)
         self.blocks = SimpleNamespace(num_sequences=0)
         self.max_running = max_running
         self.steps = 0

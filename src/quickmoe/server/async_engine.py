@@ -141,8 +141,13 @@ class AsyncEngine:
 
     @property
     def num_waiting(self) -> int:
-        """Requests accepted but not in the running batch (as of the last step)."""
-        return max(len(self._streams) - self.snapshot.num_running, 0)
+        """Requests accepted that the engine could not admit: those in flight beyond the running batch (as of the
+        last step) and its free slots. The free slots of `max_num_seqs` count as capacity while the engine admits
+        everything it is given (nothing waits in it for KV blocks), so a burst to an idle server is not counted
+        as waiting before the engine had a step to run it."""
+        snapshot = self.snapshot
+        free_slots = 0 if snapshot.num_waiting else max(self.engine.scheduler.max_num_seqs - snapshot.num_running, 0)
+        return max(len(self._streams) - snapshot.num_running - free_slots, 0)
 
     def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams,
                     arrival: float | None = None) -> RequestStream:
