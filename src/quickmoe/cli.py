@@ -59,6 +59,10 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-num-seqs", type=int, default=64, help="requests running at once (default 64)")
     g.add_argument("--max-num-batched-tokens", type=int, default=8192,
                    help="tokens computed per step; longer prompts are prefilled in chunks (default 8192)")
+    g.add_argument("--long-prefill-token-threshold", type=int, default=None, metavar="N",
+                   help="the most prompt tokens one request prefills per step, so that running decodes and new "
+                   "requests are never held up by more than one such chunk (default: 256 on CPU, a quarter of "
+                   "--max-num-batched-tokens on CUDA)")
     g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
                    help="KV cache positions per block (default 16)")
     g.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="SIZE",
@@ -83,7 +87,8 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
 
 def _engine_options(args: argparse.Namespace) -> dict:
     return dict(device=args.device, dtype=args.dtype, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
+                max_num_batched_tokens=args.max_num_batched_tokens,
+                long_prefill_token_threshold=args.long_prefill_token_threshold, block_size=args.block_size,
                 kv_cache_memory=args.kv_cache_memory, gpu_memory_utilization=args.gpu_memory_utilization,
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,
@@ -235,7 +240,8 @@ def _add_serve_parser(sub) -> None:
         "and /v1/chat/completions (streaming with SSE or not; chat in the harmony format, reasoning returned as "
         "reasoning_content, apart from content), GET /v1/models, /health (200 once ready) and /metrics "
         "(Prometheus). With no DIR, the embedded tiny random model on CPU. The port is taken before the model "
-        "loads; SIGTERM refuses new requests (503), lets the ones in flight finish, then exits.",
+        "loads; SIGTERM answers new requests 503 (the socket stays open), lets the ones in flight finish (up to "
+        "--drain-timeout), then exits 0.",
         epilog=EPILOG_SERVE, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("model", nargs="?", metavar="DIR", help="checkpoint directory (default: embedded tiny model)")
     g = serve.add_argument_group("server")
@@ -253,8 +259,8 @@ def _add_serve_parser(sub) -> None:
                    help="requests that may wait beyond the running batch (--max-num-seqs); more get 503 "
                    "(default 256)")
     g.add_argument("--drain-timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="on SIGTERM, how long requests in flight may take to finish before they are cancelled "
-                   "(default 60)")
+                   help="on SIGTERM, how long requests in flight may take to finish; then they end with a 503 "
+                   "(or an error event and [DONE] in a stream) and their KV blocks are freed (default 60)")
     g.add_argument("--access-log", action="store_true", help="log every HTTP request")
     _add_engine_args(serve)
     _add_common(serve)

@@ -283,6 +283,7 @@ CUDA_GRAPH_MODES = ("off", "on")
 
 KV_BLOCK_SIZES = (16, 32, 64, 128)
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+CPU_LONG_PREFILL_TOKENS = 256  # the default prefill chunk cap on a CPU (EngineConfig.long_prefill_token_threshold)
 
 
 @dataclass(frozen=True)
@@ -300,7 +301,10 @@ class EngineConfig:
     step in CUDA graphs for batch-size buckets at start-up (executor/cuda_graphs.py; CUDA only); "off" (the
     default until validated on the GPU) decodes eagerly.
     Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
-    `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `max_model_len` (prompt + output
+    `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `long_prefill_token_threshold`: the
+    most prompt tokens one sequence prefills in one step, so that running decodes and new requests are never held
+    up by more than one such chunk (None: CPU_LONG_PREFILL_TOKENS on a CPU, a quarter of max_num_batched_tokens
+    on CUDA; `resolved_long_prefill_token_threshold`). `max_model_len` (prompt + output
     tokens; default: the model's max_position_embeddings, capped to what the KV cache holds) bounds a request.
     KV cache: blocks of `block_size` positions; its size is `kv_cache_memory` bytes when given, else on CUDA
     what `gpu_memory_utilization` of the GPU leaves after the weights and the activations of a full step, else
@@ -322,6 +326,19 @@ class EngineConfig:
     kv_cache_memory: int | None = None
     gpu_memory_utilization: float = 0.9
     num_kv_blocks: int | None = None
+    long_prefill_token_threshold: int | None = None
+
+    def resolved_long_prefill_token_threshold(self, device_type: str) -> int:
+        """The prefill chunk cap on a device of `device_type` ("cpu", "cuda"): the option when set, else
+        CPU_LONG_PREFILL_TOKENS on a CPU (a token costs ~1 ms there on the tiny model) and a quarter of the step's
+        budget on CUDA; never more than max_num_batched_tokens."""
+        if self.long_prefill_token_threshold is not None:
+            chosen = self.long_prefill_token_threshold
+        elif device_type == "cuda":
+            chosen = max(self.max_num_batched_tokens // 4, 1)
+        else:
+            chosen = CPU_LONG_PREFILL_TOKENS
+        return min(chosen, self.max_num_batched_tokens)
 
     def resolved_kernels(self, which: str, device: torch.device) -> str:
         """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`. An explicit
@@ -376,6 +393,9 @@ class EngineConfig:
             raise fail("gpu_memory_utilization", "a fraction in (0, 1]")
         if self.num_kv_blocks is not None and (not is_int(self.num_kv_blocks) or self.num_kv_blocks < 1):
             raise fail("num_kv_blocks", "an integer >= 1")
+        if self.long_prefill_token_threshold is not None and (not is_int(self.long_prefill_token_threshold)
+                                                              or self.long_prefill_token_threshold < 1):
+            raise fail("long_prefill_token_threshold", "None or an integer >= 1")
         if not is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
             raise fail("seed", f"an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
         if self.model is not None and not isinstance(self.model, str):

@@ -74,14 +74,15 @@ class EngineStats:
 class Engine:
     """Continuous batching over the runner's paged KV cache (see the module docstring)."""
 
-    def __init__(self, runner, tokenizer: Tokenizer, *, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+    def __init__(self, runner, tokenizer: Tokenizer, *, max_num_seqs: int, max_num_batched_tokens: int,
+                 long_prefill_token_threshold: int | None = None) -> None:
         self.runner = runner
         self.tokenizer = tokenizer
         self.config = runner.config
         self.max_model_len: int = runner.max_model_len
         self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
-        self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs,
-                                   max_num_batched_tokens=max_num_batched_tokens)
+        self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                   long_prefill_token_threshold=long_prefill_token_threshold)
         self.sampler = Sampler()
         self.eos_ids = frozenset(self.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids)
         self._lock = threading.Lock()

@@ -27,8 +27,8 @@ from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import QuickMoEError
 from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
 
-__all__ = ["AsyncEngine", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable", "RequestStream",
-           "TimedOutput"]
+__all__ = ["AsyncEngine", "EngineDrained", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable",
+           "RequestStream", "TimedOutput"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +42,18 @@ class EngineUnavailable(QuickMoEError):
 
 
 class EngineStepFailed(QuickMoEError):
-    """The engine could not finish this request: a step raised while running it, or the server stopped before
-    it ended (answered 500; the server goes on)."""
+    """The engine could not finish this request: a step raised while running it (answered 500, or an error event
+    in a stream; the server goes on)."""
+
+    status = 500
+    code = "engine_error"
+
+
+class EngineDrained(EngineStepFailed):
+    """The server is shutting down and this request did not finish within the drain timeout (answered 503)."""
+
+    status = 503
+    code = "server_shutting_down"
 
 
 @dataclass(frozen=True)
@@ -119,13 +129,20 @@ class AsyncEngine:
         """Refuse new requests (503); the ones in flight go on."""
         self._draining = True
 
-    async def shutdown(self, timeout: float = 10.0) -> None:
-        """Abort what is still in flight (its handlers get EngineStepFailed), let the engine free it, and stop
-        the thread."""
-        self._draining = True
-        for request_id, stream in list(self._streams.items()):
+    def end_in_flight(self, reason: str) -> int:
+        """End every request in flight now: its handler gets EngineDrained (503) and the engine frees its blocks
+        at its next step. Returns how many there were."""
+        streams = list(self._streams.items())
+        for request_id, stream in streams:
             self.abort(request_id)
-            stream._put(EngineStepFailed("the server shut down before this request finished"))
+            stream._put(EngineDrained(f"the server is shutting down: {reason}"))
+        return len(streams)
+
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        """End what is still in flight (its handlers get EngineDrained), let the engine free it, and stop the
+        thread."""
+        self._draining = True
+        self.end_in_flight("this request did not finish before the server stopped")
         with self._wakeup:
             self._stop = True
             self._wakeup.notify()
@@ -133,6 +150,8 @@ class AsyncEngine:
             await asyncio.to_thread(self._thread.join, timeout)
             if self._thread.is_alive():
                 logger.error("the engine thread did not stop within %.0f s", timeout)
+            else:
+                logger.info("engine stopped; %d sequence(s) hold KV blocks", self.engine.blocks.num_sequences)
 
     # -- requests (event loop) ----------------------------------------------------------------------
     @property
