@@ -283,7 +283,7 @@ CUDA_GRAPH_MODES = ("off", "on")
 
 KV_BLOCK_SIZES = (16, 32, 64, 128)
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
-CPU_LONG_PREFILL_TOKENS = 256  # the default prefill chunk cap on a CPU (EngineConfig.long_prefill_token_threshold)
+CPU_LONG_PREFILL_TOKENS = 128  # the default prefill chunk cap on a CPU (EngineConfig.long_prefill_token_threshold)
 
 
 @dataclass(frozen=True)
