@@ -43,8 +43,8 @@ def parse_bytes(text: str) -> int:
         value = float(number) * units[unit]
     except (ValueError, KeyError):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 4GiB, 512MiB, 2GB or a byte count")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size")
+    if not 1 <= value < float("inf"):  # NaN, infinities and sizes below a byte
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive, finite size")
     return int(value)
 
 
@@ -61,7 +61,7 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="tokens computed per step; longer prompts are prefilled in chunks (default 8192)")
     g.add_argument("--long-prefill-token-threshold", type=int, default=None, metavar="N",
                    help="the most prompt tokens one request prefills per step, so that running decodes and new "
-                   "requests are never held up by more than one such chunk (default: 256 on CPU, a quarter of "
+                   "requests are never held up by more than one such chunk (default: 128 on CPU, a quarter of "
                    "--max-num-batched-tokens on CUDA)")
     g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
                    help="KV cache positions per block (default 16)")
@@ -83,6 +83,33 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "default off until validated on the GPU)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
+
+
+def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
+    """Every option of a parsed command line as the validated config it becomes (torch-free, before anything
+    starts): "engine" (EngineConfig), "sampling" (SamplingParams, generate), "server" (ServerConfig, serve).
+    A bad value raises the typed error naming the option; the CLI prints it as one line."""
+    import os
+
+    from quickmoe.config import EngineConfig
+
+    checked: dict[str, object] = {"engine": EngineConfig(model=args.model, **_engine_options(args))}
+    if args.command == "generate":
+        from quickmoe.engine.sampling_params import SamplingParams
+
+        checked["sampling"] = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
+                                             top_p=args.top_p, top_k=args.top_k, seed=args.seed, stop=tuple(args.stop),
+                                             ignore_eos=args.ignore_eos)
+    elif args.command == "serve":
+        from quickmoe.server.config import ServerConfig
+
+        # an empty or blank key (e.g. --api-key "$UNSET") is refused by ServerConfig, never taken as "no key"
+        api_key = args.api_key if args.api_key is not None else os.environ.get("QUICKMOE_API_KEY")
+        checked["server"] = ServerConfig(
+            host=args.host, port=args.port, api_key=api_key, max_waiting=args.max_waiting,
+            served_model_name=args.served_model_name or ("quickmoe-tiny" if args.model is None else args.model),
+            drain_timeout_s=args.drain_timeout, access_log=args.access_log)
+    return checked
 
 
 def _engine_options(args: argparse.Namespace) -> dict:
@@ -292,6 +319,17 @@ def _add_bench_serve_parser(bench_sub) -> None:
                     "common vocabulary)")
     bs.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed per request (default 1800)")
     bs.add_argument("--no-warmup", action="store_true", help="skip the short unmeasured request sent first")
+    bs.add_argument("--input-len-range", default=None, metavar="LO,HI",
+                    help="mixed prompts: each request's length drawn uniformly from [LO, HI] (overrides --input-len)")
+    bs.add_argument("--output-len-range", default=None, metavar="LO,HI",
+                    help="mixed outputs: each request's max_tokens drawn uniformly from [LO, HI] (overrides "
+                    "--output-len)")
+    bs.add_argument("--disconnect-fraction", type=float, default=0.0, metavar="F",
+                    help="this fraction of the requests is cut by the client after a random number of tokens "
+                    "(counted apart, not as failures; default 0)")
+    bs.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                    help="run each level for this long (each of the C clients sends request after request) instead "
+                    "of --num-prompts requests")
     _add_common(bs)
     bs.set_defaults(func=cmd_bench_serve)
 
@@ -304,20 +342,12 @@ def _int_list(text: str, flag: str) -> tuple[int, ...]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import os
-
     from quickmoe.startup.report import StartupReport
 
     report = StartupReport.from_process_start()
-    from quickmoe.server.config import ServerConfig  # torch-free: bad flags fail before anything loads
     from quickmoe.startup.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
-    default_name = "quickmoe-tiny" if args.model is None else args.model
-    # an empty or blank key (e.g. --api-key "$UNSET") is refused by ServerConfig, never taken as "no key"
-    api_key = args.api_key if args.api_key is not None else os.environ.get("QUICKMOE_API_KEY")
-    config = ServerConfig(host=args.host, port=args.port, api_key=api_key, max_waiting=args.max_waiting,
-                          served_model_name=args.served_model_name or default_name,
-                          drain_timeout_s=args.drain_timeout, access_log=args.access_log)
+    config = checked_inputs(args)["server"]  # torch-free: bad flags fail before anything loads
     from quickmoe.server.serve import bind_socket
 
     sock = bind_socket(config.host, config.port)  # a taken port fails now, not after the model loaded
@@ -344,15 +374,24 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
 
     from quickmoe.bench.serve import ServeBenchOptions, run_serve_bench
 
-    lo_hi = _int_list(args.token_range, "--token-range")
-    if len(lo_hi) != 2:
-        raise ConfigError(f"--token-range = {args.token_range!r}: expected LO,HI")
+    def span(text: str | None, flag: str) -> tuple[int, int] | None:
+        if text is None:
+            return None
+        values = _int_list(text, flag)
+        if len(values) != 2:
+            raise ConfigError(f"{flag} = {text!r}: expected LO,HI")
+        return values[0], values[1]
+
+    lo_hi = span(args.token_range, "--token-range")
     api_key = args.api_key or os.environ.get("QUICKMOE_API_KEY") or os.environ.get("OPENAI_API_KEY")
     run_serve_bench(ServeBenchOptions(
         base_url=args.base_url, concurrency=_int_list(args.concurrency, "--concurrency"), model=args.model,
         num_prompts=args.num_prompts, input_len=args.input_len, output_len=args.output_len,
-        result_json=args.result_json, api_key=api_key, seed=args.seed, token_range=(lo_hi[0], lo_hi[1]),
-        timeout_s=args.timeout, warmup=not args.no_warmup))
+        result_json=args.result_json, api_key=api_key, seed=args.seed, token_range=lo_hi,
+        timeout_s=args.timeout, warmup=not args.no_warmup,
+        input_len_range=span(args.input_len_range, "--input-len-range"),
+        output_len_range=span(args.output_len_range, "--output-len-range"),
+        disconnect_fraction=args.disconnect_fraction, duration_s=args.duration))
     return 0
 
 
@@ -360,11 +399,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from quickmoe.startup.report import StartupReport
 
     report = StartupReport.from_process_start()
-    from quickmoe.engine.sampling_params import SamplingParams  # torch-free: bad flags fail before anything starts
     from quickmoe.startup.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                            top_k=args.top_k, seed=args.seed, stop=tuple(args.stop), ignore_eos=args.ignore_eos)
+    params = checked_inputs(args)["sampling"]  # torch-free: bad flags fail before anything starts
     # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
     # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
     early = EarlyStart.begin(args.model, args.device)

@@ -85,11 +85,11 @@ class SamplingParams:
         if self.seed is not None and (not _is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]):
             raise RequestError(f"sampling parameter 'seed' = {self.seed!r}: expected None or an integer in "
                                f"[{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
-        ids = tuple(self.stop_token_ids)
-        if any(not _is_int(t) or t < 0 for t in ids):
+        ids = self.stop_token_ids
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence) or any(not _is_int(t) or t < 0 for t in ids):
             raise RequestError(f"sampling parameter 'stop_token_ids' = {self.stop_token_ids!r}: "
                                "expected non-negative integers")
-        object.__setattr__(self, "stop_token_ids", ids)
+        object.__setattr__(self, "stop_token_ids", tuple(ids))
         object.__setattr__(self, "stop", _normalise_stop(self.stop))
         _check_bool("include_stop_str_in_output", self.include_stop_str_in_output)
         _check_bool("ignore_eos", self.ignore_eos)
