@@ -88,7 +88,9 @@ class LLM:
                  sampling_params: SamplingParams | Sequence[SamplingParams] | None = None) -> list[RequestOutput]:
         """Generate for each prompt (text, or a list of token ids). One SamplingParams for all, or one each.
         Every prompt is validated before any runs (RequestError names the prompt)."""
-        if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
+        if isinstance(prompts, (bytes, bytearray)) or not isinstance(prompts, Sequence):
+            raise RequestError(f"prompts = {prompts!r:.60}: expected a string, a list of token ids, or a list of those")
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
         prompts = list(prompts)
         if sampling_params is None:

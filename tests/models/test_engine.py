@@ -182,7 +182,7 @@ def test_bad_requests_are_refused_and_nothing_is_queued(llm):
     engine.abort("dup")
     with pytest.raises(RequestError, match="prompt 0: token id 1024 is outside"):
         llm.generate([[1, 1024]])
-    with pytest.raises(RequestError, match="expected integers"):
+    with pytest.raises(RequestError, match="expected a string or a list of integer token ids"):
         engine.add_request("x", [1, "a"], SamplingParams())
     while engine.has_unfinished():
         engine.step()

@@ -144,7 +144,9 @@ WORDS = st.text(alphabet="ab ,.", min_size=1, max_size=3)
 
 
 @settings(max_examples=120, **FAST)
-@given(prompt=st.one_of(st.text(max_size=20), st.lists(st.integers(0, 201087), min_size=1, max_size=20)),
+@given(prompt=st.one_of(st.text(max_size=20), st.lists(st.integers(0, 201087), min_size=1, max_size=20),
+                        st.lists(st.one_of(st.integers(-3, 300000), st.floats(0, 9), st.booleans()), max_size=4),
+                        st.binary(max_size=3), junk),
        max_tokens=st.integers(1, 8), temperature=st.sampled_from([0.0, 1e-300, 0.7, 1.5]),
        top_p=st.floats(0.05, 1), top_k=st.integers(-1, 50), seed=st.one_of(st.none(), st.integers(0, 2**32)),
        stop=st.lists(WORDS, max_size=2), include_stop=st.booleans(), logprobs=st.one_of(st.none(), st.integers(0, 5)),
@@ -156,9 +158,10 @@ def test_accepted_requests_run_and_respect_what_they_asked(llm, prompt, max_toke
                             ignore_eos=ignore_eos)
     try:
         out = llm.generate([prompt], params)[0]
-    except RequestError as exc:  # an empty prompt, or ids out of the vocabulary: named
+    except RequestError as exc:  # an empty prompt, ids out of the vocabulary or not integers: named
         assert "prompt 0" in str(exc)
         return
+    assert isinstance(prompt, str) or type(prompt) is int or all(type(t) is int for t in prompt)  # [id]: one prompt
     assert 1 <= len(out.token_ids) <= max_tokens and out.finish_reason in ("stop", "length")
     if isinstance(out.stop_reason, str):
         assert out.stop_reason in stop and out.text.endswith(out.stop_reason) == include_stop

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import numbers
 import threading
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
@@ -36,6 +37,11 @@ from quickmoe.tokenizer.base import Tokenizer
 __all__ = ["Engine", "EngineStats", "StepOutput", "TokenLogprob"]
 
 logger = logging.getLogger(__name__)
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -97,11 +103,11 @@ class Engine:
         no room for one generated token within max_model_len."""
         if isinstance(prompt, str):
             ids = self.tokenizer.encode(prompt)
+        elif isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Seq) \
+                or any(isinstance(t, bool) or not isinstance(t, numbers.Integral) for t in prompt):
+            raise RequestError(f"prompt {_short(prompt)}: expected a string or a list of integer token ids")
         else:
-            try:
-                ids = [int(t) for t in prompt]
-            except (TypeError, ValueError):
-                raise RequestError(f"prompt token ids {prompt!r}: expected integers") from None
+            ids = [int(t) for t in prompt]
         if not ids:
             raise RequestError("empty prompt (expected at least one token)")
         bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
