@@ -87,7 +87,8 @@ class QuickMoEServer(uvicorn.Server):
         """One look at the drain (every 0.1 s): whether uvicorn may shut down now."""
         engine = self.config.app.state.serving.engine
         if not engine.num_in_flight and not self.server_state.tasks:
-            logger.info("drained: every request in flight finished")
+            if self._ended_at is None:
+                logger.info("drained: every request in flight finished")
             return True
         if self._ended_at is None and now >= self._drain_deadline:
             count = engine.end_in_flight(f"the drain timeout ({self.drain_timeout_s:g} s) expired")
