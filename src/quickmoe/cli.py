@@ -43,8 +43,8 @@ def parse_bytes(text: str) -> int:
         value = float(number) * units[unit]
     except (ValueError, KeyError):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 4GiB, 512MiB, 2GB or a byte count")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size")
+    if not 1 <= value < float("inf"):  # NaN, infinities and sizes below a byte
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive, finite size")
     return int(value)
 
 
@@ -59,6 +59,10 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-num-seqs", type=int, default=256, help="requests running at once (default 256)")
     g.add_argument("--max-num-batched-tokens", type=int, default=8192,
                    help="tokens computed per step; longer prompts are prefilled in chunks (default 8192)")
+    g.add_argument("--long-prefill-token-threshold", type=int, default=None, metavar="N",
+                   help="the most prompt tokens one request prefills per step, so that running decodes and new "
+                   "requests are never held up by more than one such chunk (default: 128 on CPU, a quarter of "
+                   "--max-num-batched-tokens on CUDA)")
     g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
                    help="KV cache positions per block (default 16)")
     g.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="SIZE",
@@ -81,9 +85,37 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
 
 
+def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
+    """Every option of a parsed command line as the validated config it becomes (torch-free, before anything
+    starts): "engine" (EngineConfig), "sampling" (SamplingParams, generate), "server" (ServerConfig, serve).
+    A bad value raises the typed error naming the option; the CLI prints it as one line."""
+    import os
+
+    from quickmoe.config import EngineConfig
+
+    checked: dict[str, object] = {"engine": EngineConfig(model=args.model, **_engine_options(args))}
+    if args.command == "generate":
+        from quickmoe.engine.sampling_params import SamplingParams
+
+        checked["sampling"] = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
+                                             top_p=args.top_p, top_k=args.top_k, seed=args.seed, stop=tuple(args.stop),
+                                             ignore_eos=args.ignore_eos)
+    elif args.command == "serve":
+        from quickmoe.server.config import ServerConfig
+
+        # an empty or blank key (e.g. --api-key "$UNSET") is refused by ServerConfig, never taken as "no key"
+        api_key = args.api_key if args.api_key is not None else os.environ.get("QUICKMOE_API_KEY")
+        checked["server"] = ServerConfig(
+            host=args.host, port=args.port, api_key=api_key, max_waiting=args.max_waiting,
+            served_model_name=args.served_model_name or ("quickmoe-tiny" if args.model is None else args.model),
+            drain_timeout_s=args.drain_timeout, access_log=args.access_log)
+    return checked
+
+
 def _engine_options(args: argparse.Namespace) -> dict:
     return dict(device=args.device, dtype=args.dtype, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
+                max_num_batched_tokens=args.max_num_batched_tokens,
+                long_prefill_token_threshold=args.long_prefill_token_threshold, block_size=args.block_size,
                 kv_cache_memory=args.kv_cache_memory, gpu_memory_utilization=args.gpu_memory_utilization,
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,
@@ -225,9 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_serve_parser(sub)
 
-    info = sub.add_parser("info", help="describe a checkpoint directory (config and tensors)",
-                          description="Validate and summarise a checkpoint: its config and shards, without "
-                          "loading weights.")
+    info = sub.add_parser("info", help="validate and describe a checkpoint directory (config and tensors)",
+                          description="Validate a checkpoint as `generate` does before it loads a weight (config.json, "
+                          "the index, every shard header, and each tensor's name, shape and dtype against the "
+                          "model's parameters) and summarise it, without loading weights. A problem ends with one "
+                          "`error:` line and exit status 2.")
     info.add_argument("model", nargs="?", metavar="DIR", help="checkpoint directory (default: embedded tiny model)")
     _add_common(info)
     info.set_defaults(func=cmd_info)
@@ -249,7 +283,8 @@ def _add_serve_parser(sub) -> None:
         "and /v1/chat/completions (streaming with SSE or not; chat in the harmony format, reasoning returned as "
         "reasoning_content, apart from content), GET /v1/models, /health (200 once ready) and /metrics "
         "(Prometheus). With no DIR, the embedded tiny random model on CPU. The port is taken before the model "
-        "loads; SIGTERM refuses new requests (503), lets the ones in flight finish, then exits.",
+        "loads; SIGTERM answers new requests 503 (the socket stays open), lets the ones in flight finish (up to "
+        "--drain-timeout), then exits 0.",
         epilog=EPILOG_SERVE, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("model", nargs="?", metavar="DIR", help="checkpoint directory (default: embedded tiny model)")
     g = serve.add_argument_group("server")
@@ -258,7 +293,8 @@ def _add_serve_parser(sub) -> None:
     g.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0: any free port)")
     g.add_argument("--api-key", default=None, metavar="KEY",
                    help="require 'Authorization: Bearer KEY' on /v1/* (401 otherwise); default: "
-                   "$QUICKMOE_API_KEY, else no key")
+                   "$QUICKMOE_API_KEY when set, else no key. An empty or blank KEY (or $QUICKMOE_API_KEY) is an "
+                   "error, never 'no key'")
     g.add_argument("--served-model-name", default=None, metavar="NAME",
                    help="the model name clients send and /v1/models lists (default: DIR as given, or "
                    "'quickmoe-tiny' for the embedded model)")
@@ -266,8 +302,8 @@ def _add_serve_parser(sub) -> None:
                    help="requests that may wait beyond the running batch (--max-num-seqs); more get 503 "
                    "(default 256)")
     g.add_argument("--drain-timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="on SIGTERM, how long requests in flight may take to finish before they are cancelled "
-                   "(default 60)")
+                   help="on SIGTERM, how long requests in flight may take to finish; then they end with a 503 "
+                   "(or an error event and [DONE] in a stream) and their KV blocks are freed (default 60)")
     g.add_argument("--access-log", action="store_true", help="log every HTTP request")
     _add_engine_args(serve)
     _add_common(serve)
@@ -299,6 +335,17 @@ def _add_bench_serve_parser(bench_sub) -> None:
                     "common vocabulary)")
     bs.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed per request (default 1800)")
     bs.add_argument("--no-warmup", action="store_true", help="skip the short unmeasured request sent first")
+    bs.add_argument("--input-len-range", default=None, metavar="LO,HI",
+                    help="mixed prompts: each request's length drawn uniformly from [LO, HI] (overrides --input-len)")
+    bs.add_argument("--output-len-range", default=None, metavar="LO,HI",
+                    help="mixed outputs: each request's max_tokens drawn uniformly from [LO, HI] (overrides "
+                    "--output-len)")
+    bs.add_argument("--disconnect-fraction", type=float, default=0.0, metavar="F",
+                    help="this fraction of the requests is cut by the client after a random number of tokens "
+                    "(counted apart, not as failures; default 0)")
+    bs.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                    help="run each level for this long (each of the C clients sends request after request) instead "
+                    "of --num-prompts requests")
     _add_common(bs)
     bs.set_defaults(func=cmd_bench_serve)
 
@@ -311,19 +358,12 @@ def _int_list(text: str, flag: str) -> tuple[int, ...]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import os
-
     from quickmoe.startup.report import StartupReport
 
     report = StartupReport.from_process_start()
-    from quickmoe.server.config import ServerConfig  # torch-free: bad flags fail before anything loads
     from quickmoe.startup.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
-    default_name = "quickmoe-tiny" if args.model is None else args.model
-    config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get("QUICKMOE_API_KEY")
-                          or None, max_waiting=args.max_waiting,
-                          served_model_name=args.served_model_name or default_name,
-                          drain_timeout_s=args.drain_timeout, access_log=args.access_log)
+    config = checked_inputs(args)["server"]  # torch-free: bad flags fail before anything loads
     from quickmoe.server.serve import bind_socket
 
     sock = bind_socket(config.host, config.port)  # a taken port fails now, not after the model loaded
@@ -350,15 +390,24 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
 
     from quickmoe.bench.serve import ServeBenchOptions, run_serve_bench
 
-    lo_hi = _int_list(args.token_range, "--token-range")
-    if len(lo_hi) != 2:
-        raise ConfigError(f"--token-range = {args.token_range!r}: expected LO,HI")
+    def span(text: str | None, flag: str) -> tuple[int, int] | None:
+        if text is None:
+            return None
+        values = _int_list(text, flag)
+        if len(values) != 2:
+            raise ConfigError(f"{flag} = {text!r}: expected LO,HI")
+        return values[0], values[1]
+
+    lo_hi = span(args.token_range, "--token-range")
     api_key = args.api_key or os.environ.get("QUICKMOE_API_KEY") or os.environ.get("OPENAI_API_KEY")
     run_serve_bench(ServeBenchOptions(
         base_url=args.base_url, concurrency=_int_list(args.concurrency, "--concurrency"), model=args.model,
         num_prompts=args.num_prompts, input_len=args.input_len, output_len=args.output_len,
-        result_json=args.result_json, api_key=api_key, seed=args.seed, token_range=(lo_hi[0], lo_hi[1]),
-        timeout_s=args.timeout, warmup=not args.no_warmup))
+        result_json=args.result_json, api_key=api_key, seed=args.seed, token_range=lo_hi,
+        timeout_s=args.timeout, warmup=not args.no_warmup,
+        input_len_range=span(args.input_len_range, "--input-len-range"),
+        output_len_range=span(args.output_len_range, "--output-len-range"),
+        disconnect_fraction=args.disconnect_fraction, duration_s=args.duration))
     return 0
 
 
@@ -368,10 +417,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     report = StartupReport.from_process_start()
     from quickmoe.startup.early_start import EarlyStart  # stdlib only: torch is not imported yet
 
+    params = checked_inputs(args)["sampling"]  # torch-free: bad flags fail before anything starts
     # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
     # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
     early = EarlyStart.begin(args.model, args.device)
-    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
 
     report.mark("imports")
@@ -381,8 +430,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                        llm.model_dir)
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                            top_k=args.top_k, seed=args.seed, stop=tuple(args.stop), ignore_eos=args.ignore_eos)
     t1 = time.perf_counter()
     if args.chat:
         outputs = [llm.chat([{"role": "user", "content": p}], params) for p in args.prompt]
@@ -470,12 +517,10 @@ def cmd_bench_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from quickmoe.checkpoint.reader import CheckpointReader
-    from quickmoe.config import ModelConfig
+    from quickmoe.models.registry import check_checkpoint
 
     model_dir = Path(args.model) if args.model else _default_dir()
-    config = ModelConfig.from_dir(model_dir)
-    reader = CheckpointReader(model_dir)
+    config, reader = check_checkpoint(model_dir)  # what generate validates before it loads a weight
     experts = "mxfp4" if config.is_quantized("model.layers.0.mlp.experts") else "bf16"
     kinds = {k: config.layer_types.count(k) for k in sorted(set(config.layer_types))}
     print(f"{model_dir}\n  architecture: {config.architecture}\n  layers: {config.num_hidden_layers} {kinds}\n"

@@ -10,11 +10,13 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quickmoe.errors import ConfigError
+from quickmoe.paths import read_regular
 
 if TYPE_CHECKING:
     import torch
@@ -161,11 +163,16 @@ class ModelConfig:
         cfg_path = path / "config.json"
         if not path.is_dir():
             raise ConfigError(f"{path}: not a directory (expected a model directory holding config.json)")
-        if not cfg_path.is_file():
+        if not os.path.lexists(cfg_path):
             raise ConfigError(f"{cfg_path}: missing (expected a Hugging Face config.json)")
         try:
-            raw = json.loads(cfg_path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raw = json.loads(read_regular(cfg_path).decode("utf-8"))
+        except OSError as exc:  # unreadable, a directory, a FIFO...
+            raise ConfigError(f"{cfg_path}: cannot read it ({exc}; expected a readable Hugging Face config.json)") \
+                from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{cfg_path}: not valid UTF-8 ({exc})") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"{cfg_path}: not valid JSON ({exc})") from None
         return cls.from_dict(raw, source=str(cfg_path))
 
@@ -275,6 +282,8 @@ CUDA_GRAPH_MODES = ("auto", "off", "on")
 
 
 KV_BLOCK_SIZES = (16, 32, 64, 128)
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+CPU_LONG_PREFILL_TOKENS = 128  # the default prefill chunk cap on a CPU (EngineConfig.long_prefill_token_threshold)
 
 
 @dataclass(frozen=True)
@@ -292,7 +301,10 @@ class EngineConfig:
     step in CUDA graphs for batch-size buckets at start-up (executor/cuda_graphs.py; CUDA only); "auto" (the
     default) does so on CUDA; "off" decodes eagerly.
     Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
-    `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `max_model_len` (prompt + output
+    `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `long_prefill_token_threshold`: the
+    most prompt tokens one sequence prefills in one step, so that running decodes and new requests are never held
+    up by more than one such chunk (None: CPU_LONG_PREFILL_TOKENS on a CPU, a quarter of max_num_batched_tokens
+    on CUDA; `resolved_long_prefill_token_threshold`). `max_model_len` (prompt + output
     tokens; default: the model's max_position_embeddings, capped to what the KV cache holds) bounds a request.
     KV cache: blocks of `block_size` positions; its size is `kv_cache_memory` bytes when given, else on CUDA
     what `gpu_memory_utilization` of the GPU leaves after the weights and the activations of a full step, else
@@ -314,21 +326,43 @@ class EngineConfig:
     kv_cache_memory: int | None = None
     gpu_memory_utilization: float = 0.9
     num_kv_blocks: int | None = None
+    long_prefill_token_threshold: int | None = None
+
+    def resolved_long_prefill_token_threshold(self, device_type: str) -> int:
+        """The prefill chunk cap on a device of `device_type` ("cpu", "cuda"): the option when set, else
+        CPU_LONG_PREFILL_TOKENS on a CPU (a token costs ~1 ms there on the tiny model) and a quarter of the step's
+        budget on CUDA; never more than max_num_batched_tokens."""
+        if self.long_prefill_token_threshold is not None:
+            chosen = self.long_prefill_token_threshold
+        elif device_type == "cuda":
+            chosen = max(self.max_num_batched_tokens // 4, 1)
+        else:
+            chosen = CPU_LONG_PREFILL_TOKENS
+        return min(chosen, self.max_num_batched_tokens)
 
     def resolved_cuda_graphs(self, device: torch.device) -> bool:
         """Whether decode steps run in CUDA graphs on `device` ("auto": on CUDA)."""
         return self.cuda_graphs == "on" or (self.cuda_graphs == "auto" and device.type == "cuda")
 
     def resolved_kernels(self, which: str, device: torch.device) -> str:
-        """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`."""
-        choice = getattr(self, which)
-        if choice != "auto":
-            return choice
-        if device.type != "cuda":
-            return "torch"
+        """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`. An explicit
+        "triton" needs triton installed and a CUDA device (or TRITON_INTERPRET=1: Triton's CPU interpreter, for
+        tests); else ConfigError, rather than a silent fallback or a traceback from Triton's driver."""
         import importlib.util
 
-        return "triton" if importlib.util.find_spec("triton") is not None else "torch"
+        choice = getattr(self, which)
+        has_triton = importlib.util.find_spec("triton") is not None
+        if choice == "triton":
+            if not has_triton:
+                raise ConfigError(f"engine option '{which}' = 'triton': triton is not installed (expected 'auto' or "
+                                  "'torch', or `pip install triton`)")
+            if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+                raise ConfigError(f"engine option '{which}' = 'triton' needs a CUDA device; the model runs on "
+                                  f"{device.type} (expected 'auto' or 'torch' there, or TRITON_INTERPRET=1 for "
+                                  "Triton's CPU interpreter)")
+        if choice != "auto":
+            return choice
+        return "triton" if device.type == "cuda" and has_triton else "torch"
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -363,3 +397,10 @@ class EngineConfig:
             raise fail("gpu_memory_utilization", "a fraction in (0, 1]")
         if self.num_kv_blocks is not None and (not is_int(self.num_kv_blocks) or self.num_kv_blocks < 1):
             raise fail("num_kv_blocks", "an integer >= 1")
+        if self.long_prefill_token_threshold is not None and (not is_int(self.long_prefill_token_threshold)
+                                                              or self.long_prefill_token_threshold < 1):
+            raise fail("long_prefill_token_threshold", "None or an integer >= 1")
+        if not is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
+            raise fail("seed", f"an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
+        if self.model is not None and not isinstance(self.model, str):
+            raise fail("model", "None or a checkpoint directory")

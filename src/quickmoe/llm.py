@@ -49,8 +49,8 @@ class LLM:
     def __init__(self, model: str | Path | None = None, *, startup_report: StartupReport | None = None,
                  progress: bool = False, early_start: EarlyStart | None = None, **engine_options) -> None:
         """`engine_options` are the fields of `EngineConfig` (device, dtype, max_model_len, max_num_seqs,
-        max_num_batched_tokens, moe_kernels, attention_kernels, compile, block_size, kv_cache_memory,
-        gpu_memory_utilization, num_kv_blocks)."""
+        max_num_batched_tokens, long_prefill_token_threshold, moe_kernels, attention_kernels, compile, cuda_graphs,
+        block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed)."""
         fields = {f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
         unknown = sorted(set(engine_options) - fields)
         if unknown:
@@ -76,8 +76,11 @@ class LLM:
         self.config = self.runner.config
         self.startup_report.mark("tokenizer")
         self.max_model_len = self.runner.max_model_len
-        self.engine = Engine(self.runner, self.tokenizer, max_num_seqs=self.engine_config.max_num_seqs,
-                             max_num_batched_tokens=self.engine_config.max_num_batched_tokens)
+        config = self.engine_config
+        self.engine = Engine(self.runner, self.tokenizer, max_num_seqs=config.max_num_seqs,
+                             max_num_batched_tokens=config.max_num_batched_tokens,
+                             long_prefill_token_threshold=config.resolved_long_prefill_token_threshold(
+                                 self.runner.device.type))
         self._request_ids = itertools.count()
 
     # -- generation -------------------------------------------------------------------------------
@@ -85,7 +88,9 @@ class LLM:
                  sampling_params: SamplingParams | Sequence[SamplingParams] | None = None) -> list[RequestOutput]:
         """Generate for each prompt (text, or a list of token ids). One SamplingParams for all, or one each.
         Every prompt is validated before any runs (RequestError names the prompt)."""
-        if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
+        if isinstance(prompts, (bytes, bytearray)) or not isinstance(prompts, Sequence):
+            raise RequestError(f"prompts = {prompts!r:.60}: expected a string, a list of token ids, or a list of those")
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
         prompts = list(prompts)
         if sampling_params is None:

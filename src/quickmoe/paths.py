@@ -1,4 +1,5 @@
-"""Where quickmoe keeps files it builds once and reuses (vocabulary, tokenizer.json, default model).
+"""Where quickmoe keeps files it builds once and reuses (vocabulary, tokenizer.json, default model), and how it
+opens the files a user hands it (`open_regular`: never blocks on a FIFO or a device).
 
 Every write into the cache goes through `atomic_write_bytes` / `atomic_copy`: the data lands in a
 temporary file in the same directory and is renamed into place, so concurrent processes never see a
@@ -7,8 +8,10 @@ half-written file (the last writer wins, and all writers write the same bytes).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -29,6 +32,42 @@ def cache_dir() -> Path:
         path = base / "quickmoe"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class NotARegularFile(OSError):
+    """A path that names a directory, FIFO, device or socket where a regular file was expected."""
+
+    def __init__(self, path: str | Path, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"not a regular file ({kind})", str(path))
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def open_regular(path: str | Path) -> int:
+    """A read-only descriptor of the regular file `path` (the caller closes it). The file is opened with
+    O_NONBLOCK and checked with fstat before anything is read, so a FIFO or a device never blocks the caller:
+    they raise NotARegularFile (an OSError) instead, as a missing or unreadable file raises its OSError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(path, next((kind for test, kind in _KINDS if test(mode)), "a special file"))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | Path) -> bytes:
+    """The bytes of the regular file `path` (OSError, NotARegularFile included, otherwise)."""
+    with os.fdopen(open_regular(path), "rb") as f:
+        return f.read()
 
 
 def _temp_file_beside(path: Path) -> tuple[int, Path]:

@@ -182,7 +182,7 @@ def test_bad_requests_are_refused_and_nothing_is_queued(llm):
     engine.abort("dup")
     with pytest.raises(RequestError, match="prompt 0: token id 1024 is outside"):
         llm.generate([[1, 1024]])
-    with pytest.raises(RequestError, match="expected integers"):
+    with pytest.raises(RequestError, match="expected a string or a list of integer token ids"):
         engine.add_request("x", [1, "a"], SamplingParams())
     while engine.has_unfinished():
         engine.step()
@@ -239,3 +239,13 @@ def test_the_fast_paths_give_the_reference_tokens(model_dir):
     assert all(got[f"r{i}"] == want[i] for i in range(len(prompts)) if i not in (1, 6))
     assert all(got[f"r{i}"] == want[i][:len(got[f"r{i}"])] for i in (1, 6))
     assert engine.blocks.num_sequences == 0
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 1e-40, 1e-7])
+def test_a_tiny_temperature_gives_the_greedy_tokens(llm, temperature):
+    """Temperatures below the greedy threshold (1e-5) are greedy: never token 0 repeated from a NaN row."""
+    prompts = _prompts(3, 4, 20, seed=41)
+    greedy = llm.generate(prompts, SamplingParams(max_tokens=8, **GREEDY))
+    tiny = llm.generate(prompts, SamplingParams(max_tokens=8, temperature=temperature, ignore_eos=True, seed=3))
+    assert _tokens(tiny) == _tokens(greedy)
+    assert any(t != 0 for toks in _tokens(tiny) for t in toks)

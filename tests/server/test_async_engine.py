@@ -14,7 +14,8 @@ import pytest
 
 from quickmoe.engine.engine import EngineStats, StepOutput
 from quickmoe.engine.sampling_params import SamplingParams
-from quickmoe.server.async_engine import AsyncEngine, EngineOverloaded, EngineStepFailed, EngineUnavailable
+from quickmoe.server.async_engine import (AsyncEngine, EngineDrained, EngineOverloaded, EngineStepFailed,
+                                          EngineUnavailable)
 from quickmoe.server.metrics import ServerMetrics
 
 
@@ -27,7 +28,7 @@ class ScriptedEngine:
         self.inbox: list[tuple[str, int]] = []
         self.aborts: list[str] = []
         self.live: dict[str, int] = {}
-        self.scheduler = SimpleNamespace(running=[], waiting=deque())
+        self.scheduler = SimpleNamespace(running=[], waiting=deque(), max_num_seqs=max_running)
         self.blocks = SimpleNamespace(num_sequences=0)
         self.max_running = max_running
         self.steps = 0
@@ -172,7 +173,7 @@ def test_shutdown_ends_the_requests_left():
         with pytest.raises(EngineUnavailable, match="shutting down"):
             async_engine.add_request("b", [1], SamplingParams(max_tokens=2))
         await async_engine.shutdown()
-        with pytest.raises(EngineStepFailed, match="shut down"):
+        with pytest.raises(EngineDrained, match="shutting down"):  # a 503 for its handler
             await _collect(stream)
         assert not engine.live  # the engine freed it
 

@@ -4,6 +4,9 @@ a missing or wrong API key, an unknown route."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import httpx
 import pytest
 
@@ -111,3 +114,28 @@ def test_unknown_routes_and_methods_answer_in_the_openai_shape(http):
     _assert_error(http.get("/v1/nothing"), 404, "not_found_error", None, None)
     _assert_error(http.get("/v1/completions"), 405, "invalid_request_error", None, None)
     _assert_error(http.get("/v1/models/other-model"), 404, "not_found_error", "model", "model_not_found")
+
+
+LONE_SURROGATES = [
+    ("chat/completions", {"messages": [{"role": "user", "content": "a\ud800b"}]}),
+    ("chat/completions", {"messages": [{"role": "system", "content": "\udfff"}, {"role": "user", "content": "x"}]}),
+    ("chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": "\ud83d"}]}]}),
+    ("chat/completions", {"stop": ["\ud800"]}),
+    ("completions", {"prompt": "a\ud800b"}),
+    ("completions", {"stop": "\udc00"}),
+]
+
+
+@pytest.mark.parametrize("path, change", LONE_SURROGATES)
+def test_lone_surrogates_are_replaced_as_the_tokenizer_does(http, server, path, change):
+    """A lone surrogate (valid JSON, not encodable as UTF-8) is taken as U+FFFD, as the tokenizer takes it: the
+    prompt is the one of the text with U+FFFD in its place, and the answer is 200, never a 5xx."""
+    body = {**(OK_CHAT if path.startswith("chat") else OK_COMPLETION), **change}
+    raw = json.dumps(body)  # ASCII-escaped: "\ud800" stays a lone surrogate on the wire
+    response = http.post(f"/v1/{path}", content=raw, headers={"Content-Type": "application/json"})
+    assert response.status_code == 200, response.text
+    replaced = json.loads(re.sub(r"\\ud[89a-f][0-9a-f]{2}", r"\\ufffd", raw))
+    tokenizer = server.llm.tokenizer
+    expected = (tokenizer.render_chat(replaced["messages"]) if path.startswith("chat")
+                else tokenizer.encode(replaced["prompt"]))
+    assert response.json()["usage"]["prompt_tokens"] == len(expected)

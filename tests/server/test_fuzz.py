@@ -1,6 +1,8 @@
 """Fuzz over the request schemas: a few hundred bodies mixing valid values and wrong types, out-of-range numbers,
 junk structures and missing fields, for both endpoints, streamed or not. The server never answers 5xx, every
-error has the OpenAI shape, every success is complete, and it still serves afterwards."""
+error has the OpenAI shape, every success is complete and respects the request (at most max_tokens tokens, no
+stop string in a completion's text, as many logprobs as asked), and it still serves afterwards. Seeded
+(derandomize) so that CI runs the same cases every time."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from quickmoe.server.config import ServerConfig
 from .conftest import ServerThread
 
 MODEL = "fuzz"
+MAX_MODEL_LEN = 128  # small_llm's
 set_hypothesis_home_dir(tempfile.mkdtemp(prefix="quickmoe-hypothesis-"))  # its caches stay out of the repository
 
 junk = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=12),
@@ -85,7 +88,20 @@ def fuzz_server(small_llm):
     running.stop()
 
 
-def _check(response: httpx.Response, streamed: bool) -> None:
+def _respects(request: dict, text: str, completion_tokens: int | None, logprob_counts: list[int]) -> None:
+    """What a successful answer owes the request it was given."""
+    limit = request.get("max_completion_tokens") or request.get("max_tokens") or MAX_MODEL_LEN  # None: the context
+    if completion_tokens is not None:
+        assert 1 <= completion_tokens <= limit
+    stops = [request["stop"]] if isinstance(request.get("stop"), str) else request.get("stop") or []
+    if "prompt" in request and not request.get("include_stop_str_in_output"):
+        assert not any(s in text for s in stops), (text, stops)
+    asked = request.get("top_logprobs", 0) if request.get("logprobs") is True else request.get("logprobs")
+    if isinstance(asked, int) and not isinstance(asked, bool) and "prompt" in request:
+        assert all(n == asked for n in logprob_counts), (logprob_counts, asked)
+
+
+def _check(response: httpx.Response, streamed: bool, request: dict) -> None:
     if response.status_code != 200 or not streamed:
         response.read()
     assert response.status_code < 500, response.text
@@ -95,17 +111,27 @@ def _check(response: httpx.Response, streamed: bool) -> None:
         return
     if not streamed:
         body = response.json()
-        assert body["choices"][0]["finish_reason"] in ("stop", "length") and body["usage"]["total_tokens"] > 0
+        choice = body["choices"][0]
+        assert choice["finish_reason"] in ("stop", "length") and body["usage"]["total_tokens"] > 0
+        text = choice.get("text", (choice.get("message") or {}).get("content") or "")
+        counts = [len(top) for top in (choice.get("logprobs") or {}).get("top_logprobs") or []]
+        _respects(request, text, body["usage"]["completion_tokens"], counts)
         return
     events = [line[5:].strip() for line in response.iter_lines() if line.startswith("data:")]
     assert events[-1] == "[DONE]"
-    assert all("error" not in json.loads(e) for e in events[:-1]), events
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all("error" not in c for c in chunks), events
+    text = "".join(c["choices"][0].get("text", "") for c in chunks if c["choices"])
+    usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), None)
+    counts = [len(top) for c in chunks if c["choices"] and c["choices"][0].get("logprobs")
+              for top in c["choices"][0]["logprobs"].get("top_logprobs") or []]
+    _respects(request, text, usage["completion_tokens"] if usage else None, counts)
 
 
 def test_fuzzed_requests_never_get_a_5xx(fuzz_server):
     with httpx.Client(base_url=fuzz_server.url, timeout=60, trust_env=False) as http:
 
-        @settings(max_examples=300, deadline=None, database=None,
+        @settings(max_examples=300, deadline=None, database=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
         @given(requests())
         def one(request):
@@ -113,7 +139,7 @@ def test_fuzzed_requests_never_get_a_5xx(fuzz_server):
             streamed = body.get("stream") is True
             raw = json.dumps(body)  # NaN and Infinity included, as JavaScript clients may send them
             with http.stream("POST", path, content=raw, headers={"Content-Type": "application/json"}) as response:
-                _check(response, streamed)
+                _check(response, streamed, body)
 
         one()
         ok = http.post("/v1/completions", json={"model": MODEL, "prompt": "still serving", "max_tokens": 2})

@@ -19,6 +19,7 @@ from safetensors.torch import save_file
 import quickmoe.checkpoint.reader as reader_mod
 from quickmoe.checkpoint.reader import INDEX_NAME, SINGLE_NAME, CheckpointReader, TensorEntry, TensorSpec
 from quickmoe.errors import CheckpointError
+from quickmoe.paths import open_regular
 
 SHAPES_DTYPES: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
     "model.embed_tokens.weight": ((16, 8), torch.bfloat16),
@@ -172,11 +173,11 @@ def test_iter_tensors_file_order_complete_one_open_per_shard(sharded_src, tensor
     r = CheckpointReader(sharded_src)
     opened: list[Path] = []
 
-    def counting_open(path, *args, **kwargs):
+    def counting_open(path):
         opened.append(Path(path))
-        return open(path, *args, **kwargs)
+        return open_regular(path)
 
-    monkeypatch.setattr(reader_mod, "open", counting_open, raising=False)
+    monkeypatch.setattr(reader_mod, "open_regular", counting_open)
     got = list(r.iter_tensors())
     assert opened == r.files
     assert [n for n, _ in got] == [e.name for f in r.files for e in r.entries_by_file[f]]
@@ -190,8 +191,7 @@ def test_iter_tensors_file_order_complete_one_open_per_shard(sharded_src, tensor
 def test_iter_tensors_subset_skips_untouched_shards(sharded_src, tensors, monkeypatch):
     r = CheckpointReader(sharded_src)
     opened: list[Path] = []
-    monkeypatch.setattr(reader_mod, "open", lambda p, *a, **k: opened.append(Path(p)) or open(p, *a, **k),
-                        raising=False)
+    monkeypatch.setattr(reader_mod, "open_regular", lambda p: opened.append(Path(p)) or open_regular(p))
     wanted = ["lm_head.weight", "model.layers.1.mask", "model.embed_tokens.weight"]
     got = dict(r.iter_tensors(wanted))
     assert set(got) == set(wanted) and opened == [r.files[0], r.files[2]]

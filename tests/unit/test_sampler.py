@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.engine.sampling_params import GREEDY_BELOW, SamplingParams
 from quickmoe.errors import RequestError
 from quickmoe.layers.sampler import Sampler, top_k_top_p_mask
 
@@ -236,3 +236,15 @@ def test_new_sampling_fields_normalise():
     assert (defaults.top_k, defaults.stop, defaults.include_stop_str_in_output, defaults.skip_special_tokens,
             defaults.logprobs) == (0, (), False, True, None)
     assert SamplingParams(logprobs=0).logprobs == 0 and SamplingParams(logprobs=20).logprobs == 20
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324, 1e-39, 1e-20, 9.99e-6])
+def test_temperatures_below_the_greedy_threshold_are_greedy(temperature):
+    """A temperature that logits / T would overflow (or divide by an underflowing float32) is greedy: the
+    argmax, never token 0 of a NaN row."""
+    params = SamplingParams(temperature=temperature)
+    assert params.greedy and temperature < GREEDY_BELOW
+    logits = random_logits(3, 50, seed=7)
+    sampled = Sampler()(logits, [params] * 3, [None] * 3)
+    assert sampled.token_ids == logits.argmax(dim=-1).tolist()
+    assert not SamplingParams(temperature=GREEDY_BELOW).greedy

@@ -138,3 +138,41 @@ def test_random_traffic_keeps_the_invariants_and_frees_every_block(tokenizer, se
     assert all(s.finished for s in seqs)
     assert all(pool.num_free == pool.num_blocks for pool in sched.blocks.pools.values())
     assert sched.blocks.num_sequences == 0
+
+
+def _threshold_scheduler(budget: int, threshold: int, max_num_seqs: int = 8) -> Scheduler:
+    blocks = KVBlockManager([GroupSpec("full", 400), GroupSpec("sliding8", 400, window=8)], BLOCK)
+    return Scheduler(blocks, max_num_seqs=max_num_seqs, max_num_batched_tokens=budget,
+                     long_prefill_token_threshold=threshold)
+
+
+@pytest.mark.parametrize("long_first", [True, False])
+def test_a_long_prefill_never_holds_up_decodes_or_new_requests(tokenizer, long_first):
+    """While a long prompt is prefilled, every running decode is scheduled in every step, the prompt advances by at
+    most the threshold per step, and a short request that arrives is admitted at the next step."""
+    rng = random.Random(5)
+    threshold, budget = 24, 64
+    sched = _threshold_scheduler(budget, threshold)
+    long = _seq(tokenizer, 100, 1000, max_tokens=2)
+    shorts = [_seq(tokenizer, i, rng.randint(2, 20), max_tokens=500) for i in range(3)]
+    for seq in ([long] + shorts if long_first else shorts + [long]):
+        sched.add(seq)
+    _run_step(sched, rng)  # everything admitted: the shorts prefilled, the long prompt's first chunk
+    next_id, arrived = 3, None
+    steps = 0
+    while long.num_computed < len(long.prompt_ids):
+        steps += 1
+        decoding = [s for s in sched.running if s.num_uncomputed == 1]
+        before = long.num_computed
+        out = _run_step(sched, rng)
+        chunks = {c.seq.seq_id: c for c in out.chunks}
+        assert all(s.seq_id in chunks and chunks[s.seq_id].num_tokens == 1 for s in decoding)  # every decode
+        assert 0 < long.num_computed - before <= threshold and out.num_tokens <= budget
+        if arrived is not None:  # the short request that arrived before this step was admitted by it
+            assert arrived.seq_id in chunks and chunks[arrived.seq_id].start == 0
+            arrived = None
+        if steps % 5 == 0 and len(sched.running) < sched.max_num_seqs:
+            arrived = _seq(tokenizer, next_id, rng.randint(2, 20), max_tokens=3)
+            next_id += 1
+            sched.add(arrived)
+    assert steps >= (1000 - threshold) // threshold and next_id > 5

@@ -1,8 +1,10 @@
 """`quickmoe bench serve`: a load generator for any OpenAI-compatible server.
 
-For each concurrency level, `num_prompts` streamed /v1/completions requests, each a prompt of exactly
-`input_len` random token ids (sent as a list of ids) asking for exactly `output_len` tokens (greedy,
-`ignore_eos`), at most `concurrency` in flight at once. Measured on the client: time to first token, the gaps
+For each concurrency level, `num_prompts` streamed /v1/completions requests (or, with `duration_s`, as many as
+start within that time), each a prompt of exactly `input_len` random token ids (sent as a list of ids; or a length
+drawn uniformly from `input_len_range`) asking for exactly `output_len` tokens (or from `output_len_range`; greedy,
+`ignore_eos`), at most `concurrency` in flight at once. `disconnect_fraction` of the requests are cut by the client
+after a random number of chunks (a soak's misbehaving clients); those and 503 answers are counted apart. Measured on the client: time to first token, the gaps
 between streamed chunks (inter-token latency), end-to-end latency, and throughputs over the level's wall time.
 Token counts are the server's `usage` (last stream chunk) when it sends one, else the chunks counted.
 """
@@ -15,10 +17,11 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from quickmoe.bench.serve_report import RequestResult, format_level, overview, summarize
 from quickmoe.errors import ConfigError
 
 __all__ = ["RequestResult", "ServeBenchOptions", "format_level", "run_serve_bench", "summarize"]
@@ -43,6 +46,10 @@ class ServeBenchOptions:
     token_range: tuple[int, int] = (1000, 30000)
     timeout_s: float = 1800.0
     warmup: bool = True
+    input_len_range: tuple[int, int] | None = None
+    output_len_range: tuple[int, int] | None = None
+    disconnect_fraction: float = 0.0
+    duration_s: float | None = None
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -63,6 +70,14 @@ class ServeBenchOptions:
             raise fail("token_range", "0 <= lo < hi")
         if not self.timeout_s > 0:
             raise fail("timeout_s", "a number of seconds > 0")
+        for name in ("input_len_range", "output_len_range"):
+            span = getattr(self, name)
+            if span is not None and (len(span) != 2 or not 1 <= span[0] <= span[1]):
+                raise fail(name, "LO,HI with 1 <= LO <= HI")
+        if not 0 <= self.disconnect_fraction < 1:
+            raise fail("disconnect_fraction", "a fraction in [0, 1)")
+        if self.duration_s is not None and not 0 < self.duration_s < float("inf"):
+            raise fail("duration_s", "None or a number of seconds > 0")
 
     @property
     def root(self) -> str:
@@ -72,32 +87,6 @@ class ServeBenchOptions:
 
     def prompts_for(self, concurrency: int) -> int:
         return self.num_prompts if self.num_prompts is not None else max(4 * concurrency, 8)
-
-
-@dataclass
-class RequestResult:
-    ok: bool = False
-    error: str | None = None
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    ttft: float | None = None
-    itl: list[float] = field(default_factory=list)
-    latency: float = 0.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100), linear between the nearest ranks; nan for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else math.nan
 
 
 async def _sse_lines(response):
@@ -113,8 +102,9 @@ async def _sse_lines(response):
         yield pending.decode("utf-8")
 
 
-async def _one_request(client, url: str, payload: dict[str, Any], headers: dict[str, str],
-                       input_len: int) -> RequestResult:
+async def _one_request(client, url: str, payload: dict[str, Any], headers: dict[str, str], input_len: int,
+                       disconnect_after: int | None = None) -> RequestResult:
+    """One streamed request; with `disconnect_after`, the client closes the connection after that many chunks."""
     result = RequestResult()
     start = last = time.perf_counter()
     chunks = 0
@@ -124,6 +114,7 @@ async def _one_request(client, url: str, payload: dict[str, Any], headers: dict[
             if response.status_code != 200:
                 body = (await response.aread()).decode(errors="replace")
                 result.error = f"HTTP {response.status_code}: {body[:300]}"
+                result.rejected = response.status_code == 503
                 return result
             async for line in _sse_lines(response):
                 if not line.startswith("data:"):
@@ -144,6 +135,9 @@ async def _one_request(client, url: str, payload: dict[str, Any], headers: dict[
                         result.itl.append(now - last)
                     last = now
                     chunks += 1
+                    if disconnect_after is not None and chunks >= disconnect_after:
+                        result.disconnected = True  # leaving the block closes the connection mid-stream
+                        break
                 if message.get("usage"):
                     usage = message["usage"]
     except Exception as exc:  # any transport failure is this request's failure, reported, not the run's
@@ -156,73 +150,6 @@ async def _one_request(client, url: str, payload: dict[str, Any], headers: dict[
     if not result.ok:
         result.error = "the stream ended without any text"
     return result
-
-
-def summarize(results: list[RequestResult], duration: float, concurrency: int) -> dict[str, Any]:
-    """The level's figures: counts, throughputs, TTFT / ITL / TPOT / E2E statistics in milliseconds."""
-    good = [r for r in results if r.ok]
-    ms = 1000.0
-    ttft = [r.ttft * ms for r in good]
-    itl = [gap * ms for r in good for gap in r.itl]
-    tpot = [(r.latency - r.ttft) * ms / (r.output_tokens - 1) for r in good if r.output_tokens > 1]
-    e2e = [r.latency * ms for r in good]
-    input_tokens = sum(r.prompt_tokens for r in good)
-    output_tokens = sum(r.output_tokens for r in good)
-    duration = max(duration, 1e-9)
-    return {
-        "concurrency": concurrency, "successful_requests": len(good), "failed_requests": len(results) - len(good),
-        "duration_s": duration, "total_input_tokens": input_tokens, "total_output_tokens": output_tokens,
-        "request_throughput": len(good) / duration, "input_throughput": input_tokens / duration,
-        "output_throughput": output_tokens / duration,
-        "total_token_throughput": (input_tokens + output_tokens) / duration,
-        "mean_ttft_ms": _mean(ttft), "median_ttft_ms": percentile(ttft, 50), "p99_ttft_ms": percentile(ttft, 99),
-        "mean_itl_ms": _mean(itl), "median_itl_ms": percentile(itl, 50), "p95_itl_ms": percentile(itl, 95),
-        "p99_itl_ms": percentile(itl, 99), "max_itl_ms": max(itl) if itl else math.nan,
-        "mean_tpot_ms": _mean(tpot), "median_tpot_ms": percentile(tpot, 50),
-        "mean_e2e_ms": _mean(e2e), "median_e2e_ms": percentile(e2e, 50),
-        "errors": sorted({r.error for r in results if r.error})[:5],
-    }
-
-
-_ROWS = [("Successful requests", "successful_requests", "d"), ("Failed requests", "failed_requests", "d"),
-         ("Benchmark duration (s)", "duration_s", ".2f"), ("Total input tokens", "total_input_tokens", "d"),
-         ("Total generated tokens", "total_output_tokens", "d"),
-         ("Request throughput (req/s)", "request_throughput", ".2f"),
-         ("Input token throughput (tok/s)", "input_throughput", ".2f"),
-         ("Output token throughput (tok/s)", "output_throughput", ".2f"),
-         ("Total token throughput (tok/s)", "total_token_throughput", ".2f"),
-         ("-Time to first token", None, None), ("Mean TTFT (ms)", "mean_ttft_ms", ".2f"),
-         ("Median TTFT (ms)", "median_ttft_ms", ".2f"), ("P99 TTFT (ms)", "p99_ttft_ms", ".2f"),
-         ("-Inter-token latency", None, None), ("Mean ITL (ms)", "mean_itl_ms", ".2f"),
-         ("Median ITL (ms)", "median_itl_ms", ".2f"), ("P95 ITL (ms)", "p95_itl_ms", ".2f"),
-         ("P99 ITL (ms)", "p99_itl_ms", ".2f"), ("Max ITL (ms)", "max_itl_ms", ".2f"),
-         ("-Time per output token", None, None), ("Mean TPOT (ms)", "mean_tpot_ms", ".2f"),
-         ("Median TPOT (ms)", "median_tpot_ms", ".2f"),
-         ("-End-to-end latency", None, None), ("Mean E2E latency (ms)", "mean_e2e_ms", ".2f"),
-         ("Median E2E latency (ms)", "median_e2e_ms", ".2f")]
-
-
-def format_level(summary: dict[str, Any]) -> str:
-    width = 52
-    lines = [f" serve benchmark: concurrency {summary['concurrency']} ".center(width, "=")]
-    for label, key, fmt in _ROWS:
-        if key is None:
-            lines.append(f" {label[1:]} ".center(width, "-"))
-        else:
-            lines.append(f"{label + ':':<38}{format(summary[key], fmt):>14}")
-    lines.extend(f"error: {e}" for e in summary["errors"])
-    lines.append("=" * width)
-    return "\n".join(lines)
-
-
-def _overview(summaries: list[dict[str, Any]]) -> str:
-    head = (f"{'conc':>5} {'ok':>5} {'fail':>5} {'req/s':>8} {'out tok/s':>10} {'tot tok/s':>10} "
-            f"{'TTFT med':>9} {'TTFT p99':>9} {'ITL med':>8} {'ITL p99':>8} {'E2E med':>9}  (ms)")
-    rows = [f"{s['concurrency']:>5} {s['successful_requests']:>5} {s['failed_requests']:>5} "
-            f"{s['request_throughput']:>8.2f} {s['output_throughput']:>10.1f} {s['total_token_throughput']:>10.1f} "
-            f"{s['median_ttft_ms']:>9.1f} {s['p99_ttft_ms']:>9.1f} {s['median_itl_ms']:>8.2f} "
-            f"{s['p99_itl_ms']:>8.2f} {s['median_e2e_ms']:>9.1f}" for s in summaries]
-    return "\n".join([head] + rows)
 
 
 async def _discover_model(client, root: str, headers: dict[str, str]) -> str:
@@ -252,30 +179,49 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
         rng = random.Random(options.seed)
         lo, hi = options.token_range
 
-        def payload(output_len: int) -> dict[str, Any]:
-            return {"model": model, "prompt": [rng.randrange(lo, hi) for _ in range(options.input_len)],
+        def payload(input_len: int, output_len: int) -> dict[str, Any]:
+            return {"model": model, "prompt": [rng.randrange(lo, hi) for _ in range(input_len)],
                     "max_tokens": output_len, "temperature": 0.0, "ignore_eos": True, "stream": True,
                     "stream_options": {"include_usage": True}}
 
-        if options.warmup:
-            warm = await _one_request(client, url, payload(min(options.output_len, 16)), headers, options.input_len)
+        def draw() -> tuple[dict[str, Any], int, int | None]:
+            """The next request: its body, prompt length and, for a client that will leave, after how many chunks."""
+            n_in = rng.randint(*options.input_len_range) if options.input_len_range else options.input_len
+            n_out = rng.randint(*options.output_len_range) if options.output_len_range else options.output_len
+            leave = rng.randint(1, max(n_out - 1, 1)) if rng.random() < options.disconnect_fraction else None
+            return payload(n_in, n_out), n_in, leave
+
+        if options.warmup:  # the shortest prompt asked for
+            n_in = options.input_len_range[0] if options.input_len_range else options.input_len
+            warm = await _one_request(client, url, payload(n_in, min(options.output_len, 16)), headers, n_in)
             if not warm.ok:
                 raise ConfigError(f"the warm-up request to {url} failed: {warm.error}")
         summaries = []
         for concurrency in options.concurrency:
-            gate = asyncio.Semaphore(concurrency)
-            bodies = [payload(options.output_len) for _ in range(options.prompts_for(concurrency))]
-
-            async def limited(body: dict[str, Any]) -> RequestResult:
-                async with gate:
-                    return await _one_request(client, url, body, headers, options.input_len)
-
             start = time.perf_counter()
-            results = await asyncio.gather(*(limited(b) for b in bodies))
-            summary = summarize(list(results), time.perf_counter() - start, concurrency)
+            if options.duration_s is None:
+                requests = [draw() for _ in range(options.prompts_for(concurrency))]
+                gate = asyncio.Semaphore(concurrency)
+
+                async def limited(request: tuple[dict[str, Any], int, int | None]) -> RequestResult:
+                    async with gate:
+                        return await _one_request(client, url, request[0], headers, request[1], request[2])
+
+                results = list(await asyncio.gather(*(limited(r) for r in requests)))
+            else:
+                deadline = start + options.duration_s
+                results = []
+
+                async def worker() -> None:  # one of `concurrency` clients, each sending until the deadline
+                    while time.perf_counter() < deadline:
+                        body, n_in, leave = draw()
+                        results.append(await _one_request(client, url, body, headers, n_in, leave))
+
+                await asyncio.gather(*(worker() for _ in range(concurrency)))
+            summary = summarize(results, time.perf_counter() - start, concurrency)
             print(format_level(summary), flush=True)
             summaries.append(summary)
-    print(_overview(summaries), flush=True)
+    print(overview(summaries), flush=True)
     return {"base_url": options.root, "model": model, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "options": {k: v for k, v in asdict(options).items() if k != "api_key"}, "results": summaries}
 

@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from quickmoe.paths import open_regular
+
 __all__ = ["PageCachePrefetch", "PrefetchStats", "checkpoint_files", "prefetch_page_cache", "set_thread_io_priority"]
 
 logger = logging.getLogger(__name__)
@@ -96,7 +98,7 @@ class PageCachePrefetch:
         self._t0 = time.perf_counter()
         for i, file in enumerate(self.files):
             try:
-                fd = os.open(file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd = open_regular(file)  # a FIFO or a device is refused, never waited on
                 size = os.fstat(fd).st_size
             except OSError as exc:
                 logger.warning("prefetch: cannot open %s (%s)", file, exc)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import torch
 
 from quickmoe.checkpoint.safetensors_header import ShardHeader, TensorEntry, dtype_name, parse_header
 from quickmoe.errors import CheckpointError
+from quickmoe.paths import open_regular, read_regular
 
 __all__ = ["CheckpointReader", "TensorEntry", "TensorSpec", "INDEX_NAME", "SINGLE_NAME"]
 
@@ -93,11 +95,11 @@ class CheckpointReader:
         if not d.is_dir():
             raise CheckpointError(f"{d}: not a directory (expected a checkpoint directory)")
         index_path = d / INDEX_NAME
-        if index_path.is_file():
+        if index_path.exists():  # not a regular file: refused when it is read
             self.index_path = index_path
             weight_map = _read_index(index_path)
             self.files = sorted({d / shard for shard in weight_map.values()})
-            missing = [f for f in self.files if not f.is_file()]
+            missing = [f for f in self.files if not f.exists()]
             if missing:
                 f = missing[0]
                 names = sorted(n for n, shard in weight_map.items() if shard == f.name)
@@ -109,7 +111,7 @@ class CheckpointReader:
                 logger.warning("%s: ignoring safetensors file(s) not named by %s: %s", d, INDEX_NAME,
                                ", ".join(stray))
             return weight_map
-        if (d / SINGLE_NAME).is_file():
+        if (d / SINGLE_NAME).exists():
             self.files = [d / SINGLE_NAME]
             return None
         found = sorted(p.name for p in d.glob("*.safetensors"))
@@ -165,7 +167,7 @@ class CheckpointReader:
         """One tensor as a CPU tensor of its dtype and shape, owning its memory."""
         entry = self._entry(name)
         try:
-            with open(entry.file, "rb", buffering=0) as fh:
+            with os.fdopen(open_regular(entry.file), "rb", buffering=0) as fh:
                 return _read_entry(fh, entry)
         except OSError as exc:
             raise CheckpointError(f"{entry.file}: cannot read tensor {name} ({exc})") from None
@@ -185,7 +187,7 @@ class CheckpointReader:
                 continue
             logger.debug("reading %d tensor(s), %d bytes from %s", len(todo), sum(e.nbytes for e in todo), file)
             try:
-                with open(file, "rb", buffering=0) as fh:
+                with os.fdopen(open_regular(file), "rb", buffering=0) as fh:
                     for entry in todo:
                         yield entry.name, _read_entry(fh, entry)
             except OSError as exc:
@@ -220,7 +222,7 @@ def _read_entry(fh: BinaryIO, entry: TensorEntry) -> torch.Tensor:
 
 def _read_index(index_path: Path) -> dict[str, str]:
     try:
-        index = json.loads(index_path.read_bytes().decode("utf-8"))
+        index = json.loads(read_regular(index_path).decode("utf-8"))
     except OSError as exc:
         raise CheckpointError(f"{index_path}: cannot read the index ({exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 
 from quickmoe.errors import CheckpointError
+from quickmoe.paths import open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +75,7 @@ class ShardHeader:
 def parse_header(path: Path) -> ShardHeader:
     """Parse and check the header of the safetensors file `path` against the file's size."""
     try:
-        with open(path, "rb", buffering=0) as f:
+        with os.fdopen(open_regular(path), "rb", buffering=0) as f:
             size = f.seek(0, 2)
             if size < 8:
                 raise CheckpointError(f"{path}: corrupt safetensors file: {size} bytes, expected at least 8 "

@@ -29,6 +29,7 @@ import torch
 
 from quickmoe.checkpoint.chunk_plan import Chunk
 from quickmoe.errors import CheckpointError
+from quickmoe.paths import open_regular
 
 __all__ = ["ChunkRing", "ReadyEvent"]
 
@@ -218,7 +219,7 @@ class ChunkRing:
 
 def _open(file: Path) -> int:
     try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_regular(file)
     except OSError as exc:
         raise CheckpointError(f"{file}: cannot open ({exc})") from None
     if hasattr(os, "posix_fadvise"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import numbers
 import threading
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
@@ -37,6 +38,11 @@ from quickmoe.tokenizer.base import Tokenizer
 __all__ = ["Engine", "EngineStats", "StepOutput", "TokenLogprob"]
 
 logger = logging.getLogger(__name__)
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -83,14 +89,15 @@ class EngineStats:
 class Engine:
     """Continuous batching over the runner's paged KV cache (see the module docstring)."""
 
-    def __init__(self, runner, tokenizer: Tokenizer, *, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+    def __init__(self, runner, tokenizer: Tokenizer, *, max_num_seqs: int, max_num_batched_tokens: int,
+                 long_prefill_token_threshold: int | None = None) -> None:
         self.runner = runner
         self.tokenizer = tokenizer
         self.config = runner.config
         self.max_model_len: int = runner.max_model_len
         self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
-        self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs,
-                                   max_num_batched_tokens=max_num_batched_tokens)
+        self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                   long_prefill_token_threshold=long_prefill_token_threshold)
         self._in_flight: _InFlight | None = None  # the step launched last, its tokens not yet collected
         self.eos_ids = frozenset(self.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids)
         self._lock = threading.Lock()
@@ -105,11 +112,11 @@ class Engine:
         no room for one generated token within max_model_len."""
         if isinstance(prompt, str):
             ids = self.tokenizer.encode(prompt)
+        elif isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Seq) \
+                or any(isinstance(t, bool) or not isinstance(t, numbers.Integral) for t in prompt):
+            raise RequestError(f"prompt {_short(prompt)}: expected a string or a list of integer token ids")
         else:
-            try:
-                ids = [int(t) for t in prompt]
-            except (TypeError, ValueError):
-                raise RequestError(f"prompt token ids {prompt!r}: expected integers") from None
+            ids = [int(t) for t in prompt]
         if not ids:
             raise RequestError("empty prompt (expected at least one token)")
         bad = [t for t in ids if not 0 <= t < self.config.vocab_size]

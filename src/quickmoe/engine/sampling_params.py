@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from quickmoe.config import SEED_RANGE
 from quickmoe.errors import RequestError
 
+__all__ = ["GREEDY_BELOW", "MAX_LOGPROBS", "SEED_RANGE", "SamplingParams"]
+
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (`logprobs`), as OpenAI's API
+# Temperatures below this are greedy: logits / T would overflow float32 (T below ~1e-38 even underflows to 0
+# in float32 and turns every row into NaN), and any T this small picks the argmax anyway.
+GREEDY_BELOW = 1e-5
 
 
 def _is_int(value: object) -> bool:
@@ -34,7 +40,8 @@ def _normalise_stop(stop: object) -> tuple[str, ...]:
 class SamplingParams:
     """How to pick the next tokens of one request, and how to turn them into text.
 
-    Token choice: temperature 0 means greedy (argmax of the raw logits). Otherwise the next token is
+    Token choice: temperature 0, or any temperature below GREEDY_BELOW (1e-5), means greedy (argmax of the
+    raw logits). Otherwise the next token is
     drawn from softmax(logits / temperature) restricted to the `top_k` most likely tokens (0 or -1:
     no limit; -1 is normalised to 0), then to the smallest set of most likely of those whose
     probability (renormalised over the top-k) reaches `top_p`. `seed` makes a request's sampling
@@ -75,13 +82,14 @@ class SamplingParams:
             raise RequestError(f"sampling parameter 'top_k' = {self.top_k!r}: expected an integer >= 1, "
                                "or 0 or -1 for no limit")
         object.__setattr__(self, "top_k", max(self.top_k, 0))
-        if self.seed is not None and not _is_int(self.seed):
-            raise RequestError(f"sampling parameter 'seed' = {self.seed!r}: expected an integer or None")
-        ids = tuple(self.stop_token_ids)
-        if any(not _is_int(t) or t < 0 for t in ids):
+        if self.seed is not None and (not _is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]):
+            raise RequestError(f"sampling parameter 'seed' = {self.seed!r}: expected None or an integer in "
+                               f"[{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
+        ids = self.stop_token_ids
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence) or any(not _is_int(t) or t < 0 for t in ids):
             raise RequestError(f"sampling parameter 'stop_token_ids' = {self.stop_token_ids!r}: "
                                "expected non-negative integers")
-        object.__setattr__(self, "stop_token_ids", ids)
+        object.__setattr__(self, "stop_token_ids", tuple(ids))
         object.__setattr__(self, "stop", _normalise_stop(self.stop))
         _check_bool("include_stop_str_in_output", self.include_stop_str_in_output)
         _check_bool("ignore_eos", self.ignore_eos)
@@ -92,5 +100,6 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        """Whether the next token is the argmax of the logits (temperature 0)."""
-        return self.temperature == 0
+        """Whether the next token is the argmax of the logits (temperature below GREEDY_BELOW, 0 included): the
+        sampler never divides by such a temperature."""
+        return self.temperature < GREEDY_BELOW

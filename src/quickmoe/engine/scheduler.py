@@ -1,16 +1,19 @@
 """Continuous batching: which sequences run in the next step, and how many of their tokens.
 
 Each step has a token budget (`max_num_batched_tokens`) shared by every sequence in it:
-1. Running sequences first, oldest first: each gets its uncomputed tokens (1 for a decode, the rest of its
-   prompt for a prefill, in chunks when the budget is short); one whose pending last output reaches its length
-   limit is skipped (nothing is left to compute). Room for them in the KV cache is allocated
-   now; when a pool is short, the newest running sequence is preempted (its blocks freed, its cache to be
-   recomputed: it goes back to the front of the queue) until the allocation fits, possibly the sequence
-   itself.
+1. Running sequences first: the decodes (one token each), oldest first, then the prefills, oldest first, each
+   with the rest of its prompt in a chunk of at most `long_prefill_token_threshold` tokens (and what the budget
+   leaves). A sequence whose pending last output reaches its length limit is skipped (nothing is left to
+   compute). Room for them in the KV cache is allocated now; when a pool is short, the newest running sequence
+   not yet scheduled in this step is preempted (its blocks freed, its cache to be recomputed: it goes back to
+   the front of the queue) until the allocation fits, possibly the sequence itself.
 2. Then, if nothing was preempted in this step, waiting sequences in arrival order while the budget, the
-   `max_num_seqs` limit and the free blocks allow (a long prompt is admitted with a first chunk).
-Decodes and prefills of different requests thus share one step. A sequence is aborted at any time by
-freeing its blocks. Invariant: a sequence holds blocks exactly while it is RUNNING.
+   `max_num_seqs` limit and the free blocks allow (a long prompt is admitted with a first chunk, capped alike).
+Decodes and prefills of different requests thus share one step, and a long prompt never holds the others up:
+every running decode is in every step (the budget permitting: it must cover max_num_seqs decodes), a step
+computes at most one capped chunk per prefilling sequence, and what the chunks leave of the budget admits new
+requests at once. A sequence is aborted at any time by freeing its blocks. Invariant: a sequence holds blocks
+exactly while it is RUNNING.
 """
 
 from __future__ import annotations
@@ -49,12 +52,15 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    """Queues of waiting and running sequences over one `KVBlockManager`."""
+    """Queues of waiting and running sequences over one `KVBlockManager`. `long_prefill_token_threshold`: the
+    most prompt tokens one sequence computes in one step (None: the whole budget)."""
 
-    def __init__(self, blocks: KVBlockManager, *, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+    def __init__(self, blocks: KVBlockManager, *, max_num_seqs: int, max_num_batched_tokens: int,
+                 long_prefill_token_threshold: int | None = None) -> None:
         self.blocks = blocks
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
+        self.long_prefill_token_threshold = long_prefill_token_threshold or max_num_batched_tokens
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
@@ -69,29 +75,28 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.max_num_batched_tokens
-        i = 0
-        while i < len(self.running) and budget > 0:
-            seq = self.running[i]
-            if seq.length_reached:  # its last output is pending and ends it: nothing left to compute
-                i += 1
+        cap = self.long_prefill_token_threshold
+        scheduled: set[int] = set()  # seq ids with a chunk in this step: never preempted by a later allocation
+        decodes = [s for s in self.running if s.num_uncomputed == 1]
+        prefills = [s for s in self.running if s.num_uncomputed > 1]
+        for seq in decodes + prefills:
+            if budget <= 0:
+                break
+            if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this step
                 continue
-            n = min(seq.num_uncomputed, budget)
+            if seq.length_reached:  # its last output is pending and ends it: nothing left to compute
+                continue
+            n = min(seq.num_uncomputed, budget, cap)
             assert n > 0, "a running sequence always has its last token to compute"
-            while not self.blocks.try_allocate(seq.seq_id, seq.num_computed, seq.num_computed + n):
-                victim = self.running.pop()  # the newest; never one already scheduled (those are before i)
-                self._preempt(victim)
-                out.preempted.append(victim)
-                if victim is seq:
-                    break
-            else:
+            if self._allocate(seq, n, scheduled, out):
                 out.chunks.append(ScheduledChunk(seq, seq.num_computed, n))
+                scheduled.add(seq.seq_id)
                 budget -= n
-                i += 1
         while self.waiting and budget > 0 and not out.preempted and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             if seq.num_pending:  # preempted while a step computed its last output: readmitted once it is known
                 break
-            n = min(seq.num_uncomputed, budget)
+            n = min(seq.num_uncomputed, budget, cap)
             if not self.blocks.try_allocate(seq.seq_id, 0, n):
                 if not self.running:  # nothing to wait for: the cache is too small for this sequence
                     raise RuntimeError(f"sequence {seq.request_id!r}: {n} tokens do not fit an empty KV cache")
@@ -103,8 +108,20 @@ class Scheduler:
             budget -= n
         return out
 
+    def _allocate(self, seq: Sequence, n: int, scheduled: set[int], out: SchedulerOutput) -> bool:
+        """Blocks for the next `n` tokens of running `seq`, preempting the newest running sequences not scheduled
+        in this step until they fit; False when `seq` itself had to go."""
+        while not self.blocks.try_allocate(seq.seq_id, seq.num_computed, seq.num_computed + n):
+            victim = next((s for s in reversed(self.running) if s is not seq and s.seq_id not in scheduled), seq)
+            self._preempt(victim)
+            out.preempted.append(victim)
+            if victim is seq:
+                return False
+        return True
+
     def _preempt(self, seq: Sequence) -> None:
         """Free the sequence's cache; it waits at the front of the queue and recomputes when readmitted."""
+        self.running.remove(seq)
         self.blocks.free(seq.seq_id)
         seq.num_computed = 0
         seq.status = SequenceStatus.WAITING

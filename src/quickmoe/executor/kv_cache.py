@@ -14,6 +14,7 @@ engine's `KVBlockManager.for_plan(plan)`.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -134,6 +135,11 @@ def kv_cache_budget(config: ModelConfig, *, dtype: torch.dtype, device: torch.de
     memory minus what is in use now (weights, other processes) and the activations of a full step; on CPU
     1 GiB. Raises ConfigError when nothing is left."""
     if kv_cache_memory is not None:
+        available = _available_bytes(device)
+        if available is not None and kv_cache_memory > available:
+            raise ConfigError(f"engine option 'kv_cache_memory' = {kv_cache_memory} bytes "
+                              f"({kv_cache_memory / 2**30:.2f} GiB): more than the {available / 2**30:.2f} GiB "
+                              f"available on {device} (expected at most that)")
         return kv_cache_memory
     if device.type != "cuda":
         return CPU_DEFAULT_KV_CACHE_BYTES
@@ -148,6 +154,24 @@ def kv_cache_budget(config: ModelConfig, *, dtype: torch.dtype, device: torch.de
             f"GiB back and one step's activations need ~{activations / 2**30:.2f} GiB: raise gpu_memory_utilization, "
             "lower max_num_batched_tokens or set kv_cache_memory")
     return budget
+
+
+def _available_bytes(device: torch.device) -> int | None:
+    """Memory a cache could still take on `device`: free GPU memory, or the host's available memory (Linux
+    MemAvailable, else its physical memory); None when unknown."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _gib(nbytes: int | None) -> str:

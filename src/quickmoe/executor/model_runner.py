@@ -64,6 +64,9 @@ class ModelRunner:
         self.report = report if report is not None else StartupReport()
         self.device = resolve_device(engine.device)
         self.dtype = resolve_dtype(engine.dtype, self.device)
+        # chosen once, before anything loads: an impossible choice fails now
+        self.moe_kernels = engine.resolved_kernels("moe_kernels", self.device)
+        self.attention_kernels = engine.resolved_kernels("attention_kernels", self.device)
         try:
             self._start(engine, progress, early_start)
         except BaseException:
@@ -85,8 +88,7 @@ class ModelRunner:
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
         self.report.mark("config")
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
-        moe_kernels = engine.resolved_kernels("moe_kernels", self.device)
-        attention_kernels = engine.resolved_kernels("attention_kernels", self.device)
+        moe_kernels, attention_kernels = self.moe_kernels, self.attention_kernels
         for module in self.model.modules():  # the backends are chosen once, here
             if isinstance(module, (FusedMoE, GptOssMLP)):  # the experts and their routing
                 module.kernels = moe_kernels
@@ -219,7 +221,12 @@ class ModelRunner:
                              max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
                              num_blocks=engine.num_kv_blocks, max_model_len=requested or engine.block_size)
         self.max_model_len = requested or min(self.config.max_position_embeddings, plan.max_tokens_per_sequence)
-        self.kv_cache = PagedKVCache(self.config, plan, dtype=self.dtype, device=self.device)
+        try:
+            self.kv_cache = PagedKVCache(self.config, plan, dtype=self.dtype, device=self.device)
+        except (torch.OutOfMemoryError, RuntimeError) as exc:  # a num_kv_blocks the device cannot hold
+            raise ConfigError(f"cannot allocate the KV cache ({plan.nbytes / 2**30:.2f} GiB on {self.device}): "
+                              f"{str(exc).splitlines()[0][:200]}; lower kv_cache_memory, num_kv_blocks or "
+                              "gpu_memory_utilization") from None
         self.report.info["kv_cache"] = {"bytes": self.kv_cache.nbytes, "block_size": plan.block_size,
                                         "groups": {g.name: g.num_blocks for g in plan.groups},
                                         "max_model_len": self.max_model_len}

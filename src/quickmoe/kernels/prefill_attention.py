@@ -38,7 +38,8 @@ def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache:
         n = starts[b + 1] - starts[b]
         if n == 0:
             continue
-        key_pos = torch.arange(ctx, device=q.device)  # [L]
+        first = max(ctx - n - window + 1, 0) if window > 0 else 0  # keys before it are outside every query's window
+        key_pos = torch.arange(first, ctx, device=q.device)  # [L]
         blocks = block_tables[b, key_pos // block_size].clamp(min=0).long()  # released (-1) blocks: masked below
         k = k_cache[blocks, key_pos % block_size].float().repeat_interleave(num_heads // num_kv, dim=1)  # [L, H, D]
         v = v_cache[blocks, key_pos % block_size].float().repeat_interleave(num_heads // num_kv, dim=1)

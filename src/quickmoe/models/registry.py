@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
+from quickmoe.checkpoint.loader import expected_tensors
+from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import SUPPORTED_ARCHITECTURES, ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.models.gpt_oss import GptOssForCausalLM
@@ -22,3 +26,13 @@ def build_model(config: ModelConfig, *, dtype: torch.dtype, device: torch.device
                           f"expected one of {sorted(MODEL_REGISTRY)}") from None
     with torch.device(device):
         return cls(config, dtype=dtype, device=device)
+
+
+def check_checkpoint(model_dir: str | Path) -> tuple[ModelConfig, CheckpointReader]:
+    """Everything a load validates before reading a weight, without loading one: config.json, the index and
+    every shard header, and the tensors against the model's parameters (names, shapes, dtypes; built on the
+    meta device, so no memory is allocated). Raises the same ConfigError / CheckpointError a load would."""
+    config = ModelConfig.from_dir(model_dir)
+    reader = CheckpointReader(model_dir)
+    reader.validate(expected_tensors(build_model(config, dtype=torch.bfloat16, device="meta")))
+    return config, reader

@@ -27,8 +27,8 @@ from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import QuickMoEError
 from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
 
-__all__ = ["AsyncEngine", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable", "RequestStream",
-           "TimedOutput"]
+__all__ = ["AsyncEngine", "EngineDrained", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable",
+           "RequestStream", "TimedOutput"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +42,18 @@ class EngineUnavailable(QuickMoEError):
 
 
 class EngineStepFailed(QuickMoEError):
-    """The engine could not finish this request: a step raised while running it, or the server stopped before
-    it ended (answered 500; the server goes on)."""
+    """The engine could not finish this request: a step raised while running it (answered 500, or an error event
+    in a stream; the server goes on)."""
+
+    status = 500
+    code = "engine_error"
+
+
+class EngineDrained(EngineStepFailed):
+    """The server is shutting down and this request did not finish within the drain timeout (answered 503)."""
+
+    status = 503
+    code = "server_shutting_down"
 
 
 @dataclass(frozen=True)
@@ -119,13 +129,20 @@ class AsyncEngine:
         """Refuse new requests (503); the ones in flight go on."""
         self._draining = True
 
-    async def shutdown(self, timeout: float = 10.0) -> None:
-        """Abort what is still in flight (its handlers get EngineStepFailed), let the engine free it, and stop
-        the thread."""
-        self._draining = True
-        for request_id, stream in list(self._streams.items()):
+    def end_in_flight(self, reason: str) -> int:
+        """End every request in flight now: its handler gets EngineDrained (503) and the engine frees its blocks
+        at its next step. Returns how many there were."""
+        streams = list(self._streams.items())
+        for request_id, stream in streams:
             self.abort(request_id)
-            stream._put(EngineStepFailed("the server shut down before this request finished"))
+            stream._put(EngineDrained(f"the server is shutting down: {reason}"))
+        return len(streams)
+
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        """End what is still in flight (its handlers get EngineDrained), let the engine free it, and stop the
+        thread."""
+        self._draining = True
+        self.end_in_flight("this request did not finish before the server stopped")
         with self._wakeup:
             self._stop = True
             self._wakeup.notify()
@@ -133,6 +150,8 @@ class AsyncEngine:
             await asyncio.to_thread(self._thread.join, timeout)
             if self._thread.is_alive():
                 logger.error("the engine thread did not stop within %.0f s", timeout)
+            else:
+                logger.info("engine stopped; %d sequence(s) hold KV blocks", self.engine.blocks.num_sequences)
 
     # -- requests (event loop) ----------------------------------------------------------------------
     @property
@@ -141,8 +160,13 @@ class AsyncEngine:
 
     @property
     def num_waiting(self) -> int:
-        """Requests accepted but not in the running batch (as of the last step)."""
-        return max(len(self._streams) - self.snapshot.num_running, 0)
+        """Requests accepted that the engine could not admit: those in flight beyond the running batch (as of the
+        last step) and its free slots. The free slots of `max_num_seqs` count as capacity while the engine admits
+        everything it is given (nothing waits in it for KV blocks), so a burst to an idle server is not counted
+        as waiting before the engine had a step to run it."""
+        snapshot = self.snapshot
+        free_slots = 0 if snapshot.num_waiting else max(self.engine.scheduler.max_num_seqs - snapshot.num_running, 0)
+        return max(len(self._streams) - snapshot.num_running - free_slots, 0)
 
     def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams,
                     arrival: float | None = None) -> RequestStream:

@@ -93,7 +93,7 @@ async def _whole(steps: AsyncIterator[_Step], head: dict[str, Any], with_logprob
             logprobs.extend(step.logprobs or ())
             last = step
     except EngineStepFailed as exc:
-        raise APIError(500, str(exc), code="engine_error") from None
+        raise APIError(exc.status, str(exc), code=exc.code) from None
     assert last is not None and last.finish_reason is not None, "a chat reply ends with a finish reason"
     message = {"role": "assistant", "content": "".join(content), "reasoning_content": "".join(reasoning) or None,
                "tool_calls": []}
@@ -134,6 +134,6 @@ async def _stream(ctx: ServingContext, steps: AsyncIterator[_Step], req: ChatCom
         if req.include_usage and last is not None:
             yield sse({**head, "choices": [], "usage": usage(last.out.num_prompt_tokens, last.out.num_output_tokens)})
     except EngineStepFailed as exc:
-        ctx.metrics.count_error(500)
-        yield sse(APIError(500, str(exc), code="engine_error").body())
+        ctx.metrics.count_error(exc.status)
+        yield sse(APIError(exc.status, str(exc), code=exc.code).body())
     yield SSE_DONE

@@ -69,7 +69,7 @@ async def _whole(ctx: ServingContext, stream: RequestStream, head: dict[str, Any
             texts.append(last.text)
             offset += len(last.text)
     except EngineStepFailed as exc:
-        raise APIError(500, str(exc), code="engine_error") from None
+        raise APIError(exc.status, str(exc), code=exc.code) from None
     assert last is not None and last.finished, "a request stream ends with its finished output"
     return {**head, "choices": [_choice("".join(texts), logprobs, last)],
             "usage": usage(last.num_prompt_tokens, last.num_output_tokens), "system_fingerprint": None}
@@ -95,6 +95,6 @@ async def _stream(ctx: ServingContext, stream: RequestStream, req: CompletionReq
         if req.include_usage and last is not None:
             yield sse({**head, "choices": [], "usage": usage(last.num_prompt_tokens, last.num_output_tokens)})
     except EngineStepFailed as exc:
-        ctx.metrics.count_error(500)
-        yield sse(APIError(500, str(exc), code="engine_error").body())
+        ctx.metrics.count_error(exc.status)
+        yield sse(APIError(exc.status, str(exc), code=exc.code).body())
     yield SSE_DONE

@@ -47,7 +47,8 @@ class ServerConfig:
             raise fail("port", "an integer in [0, 65535] (0: any free port)")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key
                                          or any(c.isspace() for c in self.api_key)):
-            raise fail("api_key", "None or a non-empty string without spaces")
+            raise fail("api_key", "None or a non-empty key without spaces (an empty or blank key would leave the "
+                       "server open: give a real key, or leave --api-key and $QUICKMOE_API_KEY unset for none)")
         if not is_int(self.max_waiting) or self.max_waiting < 1:
             raise fail("max_waiting", "an integer >= 1")
         if self.served_model_name is not None and (not isinstance(self.served_model_name, str)

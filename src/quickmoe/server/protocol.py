@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from quickmoe.config import SEED_RANGE
 from quickmoe.engine.sampling_params import MAX_LOGPROBS
 
 __all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions", "FieldProblem"]
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_LENGTH = 1024
-SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
 class FieldProblem(ValueError):

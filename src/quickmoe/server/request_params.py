@@ -10,9 +10,8 @@ from quickmoe.errors import RequestError
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
 
-__all__ = ["GREEDY_BELOW", "prompt_error", "sampling_params"]
+__all__ = ["prompt_error", "sampling_params"]
 
-GREEDY_BELOW = 1e-5  # temperatures below this are greedy: logits / T would overflow float32
 _FIELD_IN_MESSAGE = re.compile(r"sampling parameter '(\w+)'")
 
 
@@ -41,7 +40,7 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_le
         logprobs = (req.top_logprobs or 0) if req.logprobs else None
     else:
         logprobs = req.logprobs
-    fields = dict(max_tokens=max_tokens, temperature=0.0 if temperature < GREEDY_BELOW else temperature,
+    fields = dict(max_tokens=max_tokens, temperature=temperature,
                   top_p=1.0 if req.top_p is None else req.top_p, top_k=top_k, seed=req.seed,
                   stop=() if chat else req.stop_strings,
                   stop_token_ids=tuple(req.stop_token_ids or ()) + tuple(extra_stop_token_ids),

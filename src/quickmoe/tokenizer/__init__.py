@@ -44,7 +44,7 @@ def load_tokenizer(model_dir: Path | str | None = None) -> Tokenizer:
         directory = Path(model_dir)
         if not directory.is_dir():
             raise TokenizerError(f"{directory}: not a directory (expected a model directory)")
-        if (directory / TOKENIZER_FILE).is_file():
+        if (directory / TOKENIZER_FILE).exists():  # not a regular file: refused when read
             logger.debug("tokenizer: %s", directory / TOKENIZER_FILE)
             return HFTokenizer(directory)
         logger.debug("tokenizer: %s has no %s; using the built-in o200k_harmony", directory, TOKENIZER_FILE)

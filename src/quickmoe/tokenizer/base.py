@@ -11,12 +11,6 @@ from quickmoe.tokenizer import chat
 from quickmoe.tokenizer.chat import ChatSegment
 
 
-def replace_lone_surrogates(text: str) -> str:
-    """`text` with surrogate pairs joined and lone surrogates (not encodable as UTF-8) replaced by U+FFFD,
-    as tiktoken and openai-harmony do."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
 class Tokenizer(ABC):
     """Text <-> token ids, plus the model's chat format (harmony, for gpt-oss vocabularies).
 

@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from quickmoe.errors import RequestError, TokenizerError
+from quickmoe.tokenizer.text import replace_lone_surrogates
 from quickmoe.tokenizer.vocab import CALL, END, RETURN, encodings_dir, o200k_base_file
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ def _checked_messages(messages: Sequence[Mapping[str, Any]]) -> Iterator[tuple[s
         role = message.get("role")
         if role not in ROLES:
             raise RequestError(f"{where}.role = {role!r}: expected one of {list(ROLES)}")
-        yield role, _content_text(message.get("content"), where)
+        # lone surrogates (valid JSON, not UTF-8) become U+FFFD, as the tokenizers make them in a plain prompt
+        yield role, replace_lone_surrogates(_content_text(message.get("content"), where))
 
 
 def _system_message(reasoning_effort: str | None) -> openai_harmony.Message:

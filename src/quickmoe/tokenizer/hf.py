@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from quickmoe.errors import TokenizerError
-from quickmoe.tokenizer.base import Tokenizer, replace_lone_surrogates
+from quickmoe.paths import read_regular
+from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.byte_level import text_to_bytes
+from quickmoe.tokenizer.text import replace_lone_surrogates
 from quickmoe.tokenizer.vocab import (CALL, CHANNEL, CONSTRAIN, END, GPT_OSS_EOS_TOKEN_IDS, MESSAGE, RETURN, START,
                                       special_token_names)
 
@@ -34,7 +36,7 @@ _BYTE_FALLBACK_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 def read_json_object(path: Path) -> dict[str, Any]:
     """A JSON file holding an object; {} if the file does not exist."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
@@ -58,7 +60,11 @@ class HFTokenizer(Tokenizer):
         self.path = self.model_dir / TOKENIZER_FILE
         self.name = str(self.path)
         try:
-            self._tokenizer = tokenizers.Tokenizer.from_file(str(self.path))
+            text = read_regular(self.path).decode("utf-8")  # a FIFO or a device is refused, never waited on
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TokenizerError(f"{self.path}: cannot read it ({exc})") from None
+        try:
+            self._tokenizer = tokenizers.Tokenizer.from_str(text)
         except Exception as exc:  # tokenizers raises a plain Exception for every kind of bad file
             raise TokenizerError(f"{self.path}: not a valid Hugging Face tokenizer.json ({exc}); expected the "
                                  "JSON written by the `tokenizers` library") from exc
