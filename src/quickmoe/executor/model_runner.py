@@ -19,7 +19,7 @@ from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
 from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
 from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata
 from quickmoe.forward.forward_batch import ForwardBatch
-from quickmoe.layers.attention import GptOssAttention
+from quickmoe.layers.attention import Attention
 from quickmoe.layers.moe import FusedMoE
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
@@ -86,7 +86,7 @@ class ModelRunner:
         for module in self.model.modules():  # the backends are chosen once, here
             if isinstance(module, FusedMoE):
                 module.kernels = moe_kernels
-            elif isinstance(module, GptOssAttention):
+            elif isinstance(module, Attention):
                 module.kernels = attention_kernels
         self.report.mark("build")
         options = early_start.options if early_start is not None else LoaderOptions.from_env()

@@ -30,12 +30,14 @@ __all__ = ["moe_experts", "moe_experts_op", "paged_attention", "paged_attention_
 def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor,
                 w1_bias: torch.Tensor | None, w2: torch.Tensor, w2_bias: torch.Tensor | None,
                 w1_scales: torch.Tensor | None, w2_scales: torch.Tensor | None, gate_up_group: int,
-                swiglu_limit: float, swiglu_alpha: float, use_kernels: bool) -> torch.Tensor:
+                swiglu_limit: float, swiglu_alpha: float, use_kernels: bool, activation: str = "swiglu_gpt_oss",
+                w1_row_scale: torch.Tensor | None = None, w2_row_scale: torch.Tensor | None = None) -> torch.Tensor:
     """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton)."""
     experts = fused_moe if use_kernels else fused_moe_ref
     return experts(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
                    w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
-                   swiglu_alpha=swiglu_alpha)
+                   swiglu_alpha=swiglu_alpha, activation=activation, w1_row_scale=w1_row_scale,
+                   w2_row_scale=w2_row_scale)
 
 
 moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, mutates_args=())
@@ -43,7 +45,8 @@ moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, 
 
 @moe_experts_op.register_fake
 def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales, w2_scales, gate_up_group,
-                      swiglu_limit, swiglu_alpha, use_kernels):
+                      swiglu_limit, swiglu_alpha, use_kernels, activation="swiglu_gpt_oss", w1_row_scale=None,
+                      w2_row_scale=None):
     return torch.empty_like(hidden)
 
 

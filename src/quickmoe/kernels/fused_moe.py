@@ -5,9 +5,13 @@
 same arguments.
 Expert weights are out x in: w1 [E, 2I, H], w2 [E, H, I], with w1's rows (and w1_bias) in the gate/up
 order of `quickmoe.layouts.mxfp4_moe` with group `gate_up_group` (1: the checkpoint interleave, even
-rows gate, odd rows up). When scales are given, w1/w2 are MXFP4 in that module's kernel layout: packed
-blocks [E, N, K/2] uint8 and transposed E8M0 scales [E, K/32, N], dequantized here per expert hit, so
-the stored experts stay MXFP4.
+rows gate, odd rows up). When scales are given, the weights are quantized in a kernel layout, told apart by
+dtypes, and dequantized here per expert hit (the stored experts stay quantized):
+- MXFP4 (`layouts.mxfp4_moe`): packed blocks [E, N, K/2] uint8, transposed E8M0 scales [E, K/32, N] uint8;
+- FP8 block-scaled (`layouts.quantized_moe`): float8_e4m3fn [E, N, K], per-row scales float32 [E, K/bk, N];
+- NVFP4 (`layouts.quantized_moe`): packed [E, N, K/2] uint8, E4M3 scales [E, K/16, N] and the per-row global
+  scale `row_scale` float32 [E, N].
+The Triton `fused_moe` runs dense and MXFP4 weights.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import functools
 import torch
 
 from quickmoe.layouts.mxfp4_moe import dequantize_expert, split_gate_up
+from quickmoe.layouts.quantized_moe import dequantize_fp8_expert, dequantize_nvfp4_expert
 
 
 def swiglu_gpt_oss(gate_up: torch.Tensor, limit: float, alpha: float, gate_up_group: int = 1) -> torch.Tensor:
@@ -48,9 +53,16 @@ def _device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
-def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, expert: int, dtype: torch.dtype) -> torch.Tensor:
+def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, row_scale: torch.Tensor | None, expert: int,
+                   dtype: torch.dtype) -> torch.Tensor:
+    """Expert `expert`'s weight [N, K] in `dtype`, dequantized from the kernel layout its dtypes name."""
     if scales is None:
         return w[expert].to(dtype)  # [N, K]
+    if w.dtype == torch.float8_e4m3fn:
+        return dequantize_fp8_expert(w[expert], scales[expert], dtype)  # [N, K] + [K/bk, N]
+    if scales.dtype == torch.float8_e4m3fn:
+        assert row_scale is not None, "NVFP4 experts need their per-row global scale"
+        return dequantize_nvfp4_expert(w[expert], scales[expert], row_scale[expert], dtype)  # [N, K/2] + [K/16, N]
     return dequantize_expert(w[expert], scales[expert], dtype)  # [N, K/2] + [K/32, N] -> [N, K]
 
 
@@ -70,6 +82,8 @@ def fused_moe_ref(
     swiglu_alpha: float = 1.702,
     mxfp8_activations: bool = False,
     activation: str = "swiglu_gpt_oss",
+    w1_row_scale: torch.Tensor | None = None,  # [E, 2I] float32 (NVFP4)
+    w2_row_scale: torch.Tensor | None = None,  # [E, H] float32 (NVFP4)
 ) -> torch.Tensor:
     """Returns [T, H] in hidden's dtype. Loops over the experts hit (a reference, not a kernel).
     `mxfp8_activations`: both GEMMs' activations are first rounded through MXFP8 (`quantize_mxfp8_ref`):
@@ -94,7 +108,7 @@ def fused_moe_ref(
         start += count
         tokens = token_of[rows]
         x = hidden[tokens]  # [n, H]
-        h = x @ _expert_weight(w1, w1_scales, expert, dtype).T  # [n, 2I]
+        h = x @ _expert_weight(w1, w1_scales, w1_row_scale, expert, dtype).T  # [n, 2I]
         if w1_bias is not None:
             h = h + w1_bias[expert].to(dtype)
         if activation == "silu":
@@ -104,7 +118,7 @@ def fused_moe_ref(
             a = swiglu_gpt_oss(h, swiglu_limit, swiglu_alpha, gate_up_group)  # [n, I]
         if mxfp8_activations:
             a = _through_mxfp8(a)
-        y = a @ _expert_weight(w2, w2_scales, expert, dtype).T  # [n, H]
+        y = a @ _expert_weight(w2, w2_scales, w2_row_scale, expert, dtype).T  # [n, H]
         if w2_bias is not None:
             y = y + w2_bias[expert].to(dtype)
         out.index_add_(0, tokens, (y * weight_of[rows, None].to(dtype)).to(dtype))
@@ -127,6 +141,8 @@ def fused_moe(
     swiglu_alpha: float = 1.702,
     mxfp8_activations: bool = False,
     activation: str = "swiglu_gpt_oss",
+    w1_row_scale: torch.Tensor | None = None,
+    w2_row_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
     grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine. With
@@ -139,6 +155,9 @@ def fused_moe(
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
 
     _check_activation(activation)
+    if w1_row_scale is not None or (w1_scales is not None and w1_scales.dtype != torch.uint8):
+        raise NotImplementedError("fused_moe: the Triton kernels run dense and MXFP4 experts; FP8 and NVFP4 experts "
+                                  "run in fused_moe_ref")
     if gate_up_group < 16 or gate_up_group & (gate_up_group - 1):
         raise ValueError(f"fused_moe: gate_up_group = {gate_up_group}; the kernel needs a power of two >= 16 "
                          "(convert the experts to the grouped kernel layout first)")

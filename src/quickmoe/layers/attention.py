@@ -1,4 +1,5 @@
-"""gpt-oss attention: GQA, RoPE, per-head sink logits, optional sliding window, over a KV cache."""
+"""Attention over a paged KV cache: GQA, RoPE, optional per-head sink logits (gpt-oss), optional per-head
+q/k RMSNorm (Qwen3), optional sliding window."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from torch import nn
 from quickmoe.config import ModelConfig
 from quickmoe.forward import custom_ops
 from quickmoe.forward.forward_batch import AttentionMetadata, KVGroupMetadata
+from quickmoe.layers.fp8_linear import linear_method
 from quickmoe.layers.linear import Linear
+from quickmoe.layers.norm import RMSNorm
 from quickmoe.layers.rotary import RotaryEmbedding
 from quickmoe.layers.weights import declare_weight
 
@@ -37,11 +40,19 @@ def sink_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks:
     return torch.einsum("hnl,lhd->nhd", probs, v).to(q.dtype)
 
 
-class GptOssAttention(nn.Module):
-    """q/k/v/o projections with bias, NeoX YaRN RoPE, sinks, and a sliding window on some layers."""
+# The sink logit of a model without sinks: exp(NO_SINK - m) is exactly 0 next to any real logit m, and the
+# online softmax of the kernels starts from it without producing inf - inf.
+NO_SINK = -1e30
+
+
+class Attention(nn.Module):
+    """q/k/v/o projections (biases when config.attention_bias), NeoX RoPE (YaRN or plain, from the config), and a
+    sliding window on the layers `config.layer_types` says. `sinks`: a learned per-head sink logit in the
+    softmax denominator (gpt-oss; checkpoint tensor `sinks`), else none. `qk_norm`: RMSNorm over each head of q
+    and k before RoPE (Qwen3; `q_norm` / `k_norm`). Quantized projections as the config says (fp8_linear)."""
 
     def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype, device: torch.device | str,
-                 rotary: RotaryEmbedding) -> None:
+                 rotary: RotaryEmbedding, sinks: bool = False, qk_norm: bool = False) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         self.num_heads, self.num_kv_heads = config.num_attention_heads, config.num_key_value_heads
@@ -53,11 +64,20 @@ class GptOssAttention(nn.Module):
         hidden, bias = config.hidden_size, config.attention_bias
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         kw = dict(bias=bias, dtype=dtype, device=device)
-        self.q_proj = Linear(hidden, q_size, **kw)
-        self.k_proj = Linear(hidden, kv_size, **kw)
-        self.v_proj = Linear(hidden, kv_size, **kw)
-        self.o_proj = Linear(q_size, hidden, **kw)
-        declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
+
+        def quant(proj: str):  # noqa: ANN202
+            return linear_method(config, f"model.layers.{layer_idx}.self_attn.{proj}")
+
+        self.q_proj = Linear(hidden, q_size, quant_method=quant("q_proj"), **kw)
+        self.k_proj = Linear(hidden, kv_size, quant_method=quant("k_proj"), **kw)
+        self.v_proj = Linear(hidden, kv_size, quant_method=quant("v_proj"), **kw)
+        self.o_proj = Linear(q_size, hidden, quant_method=quant("o_proj"), **kw)
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, device=device) if qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, device=device) if qk_norm else None
+        if sinks:
+            declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
+        else:
+            self.register_buffer("sinks", torch.full((self.num_heads,), NO_SINK, device=device), persistent=False)
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata) -> torch.Tensor:
@@ -68,6 +88,8 @@ class GptOssAttention(nn.Module):
         q = self.q_proj(hidden).view(num_tokens, self.num_heads, self.head_dim)
         k = self.k_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
         v = self.v_proj(hidden).view(num_tokens, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:  # per head, before RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
         use_kernels = self.kernels == "triton"
         custom_ops.write_kv(k, v, k_cache, v_cache, kv.slot_mapping, use_kernels)

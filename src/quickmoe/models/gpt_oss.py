@@ -11,7 +11,7 @@ from torch import nn
 
 from quickmoe.config import ModelConfig
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
-from quickmoe.layers.attention import GptOssAttention
+from quickmoe.layers.attention import Attention
 from quickmoe.layers.embedding import LMHead, VocabEmbedding
 from quickmoe.layers.moe import GptOssMLP
 from quickmoe.layers.norm import RMSNorm
@@ -25,7 +25,7 @@ class GptOssDecoderLayer(nn.Module):
                  rotary: RotaryEmbedding) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
-        self.self_attn = GptOssAttention(config, layer_idx, dtype=dtype, device=device, rotary=rotary)
+        self.self_attn = Attention(config, layer_idx, dtype=dtype, device=device, rotary=rotary, sinks=True)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
         self.mlp = GptOssMLP(config, layer_idx, dtype=dtype, device=device)
 
