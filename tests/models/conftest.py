@@ -18,12 +18,13 @@ def small_overrides(**kw) -> dict:
     return base
 
 
-def write_small_checkpoint(out: Path, *, experts_dtype: str = "mxfp4", layers: int = 2, experts: int = 4,
-                           seed: int = 0, **overrides) -> Path:
+def write_small_checkpoint(out: Path, *, experts_dtype: str | None = "mxfp4", layers: int = 2, experts: int = 4,
+                           seed: int = 0, preset: str = "tiny", dequantized_twin: bool = False, **overrides) -> Path:
     from quickmoe.checkpoint.synth import write_checkpoint
 
-    return write_checkpoint(out, preset="tiny", layers=layers, experts=experts, seed=seed,
-                            experts_dtype=experts_dtype, overrides=small_overrides(**overrides), progress=False)
+    return write_checkpoint(out, preset=preset, layers=layers, experts=experts, seed=seed,
+                            experts_dtype=experts_dtype, overrides=small_overrides(**overrides), progress=False,
+                            dequantized_twin=dequantized_twin)
 
 
 def load_hf_reference(model_dir: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"):
