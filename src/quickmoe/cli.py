@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 from quickmoe import __version__
+from quickmoe.checkpoint.presets import PRESETS
 from quickmoe.errors import ConfigError, QuickMoEError
 
 logger = logging.getLogger("quickmoe")
-
-PRESETS = ("tiny", "gpt-oss-20b", "gpt-oss-120b")
 
 EPILOG_GENERATE = """examples:
   quickmoe generate --prompt "Hello"                 # embedded tiny random model on CPU (text is meaningless)
@@ -121,17 +120,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(gen)
     gen.set_defaults(func=cmd_generate)
 
-    mk = sub.add_parser("make-checkpoint", help="write a random gpt-oss checkpoint in the exact HF layout",
+    mk = sub.add_parser("make-checkpoint", help="write a random checkpoint (gpt-oss, Qwen3-MoE, Mixtral) in the exact "
+                        "HF layout",
                         description="Write a checkpoint directory with random weights that transformers and "
                         "quickmoe load: config.json, generation_config.json, safetensors shards with their index, "
                         "and the tokenizer. Streamed: large presets need little RAM. Same seed, same bytes.")
     mk.add_argument("out", metavar="OUT", help="output directory (must not exist or be empty)")
-    mk.add_argument("--preset", default="tiny", choices=PRESETS, help="model shape (default tiny)")
+    mk.add_argument("--preset", default="tiny", choices=PRESETS,
+                    help="model shape (default tiny: gpt-oss's; qwen3-moe-tiny and mixtral-tiny are the others')")
     mk.add_argument("--layers", type=int, default=None, help="override the number of layers")
     mk.add_argument("--experts", type=int, default=None, help="override the number of experts")
     mk.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    mk.add_argument("--experts-dtype", default="mxfp4", choices=("mxfp4", "bf16"),
-                    help="expert weights as MXFP4 blocks+scales (as published) or bf16 (default mxfp4)")
+    mk.add_argument("--weights", "--experts-dtype", dest="weights", default=None,
+                    choices=("mxfp4", "bf16", "fp8", "nvfp4"),
+                    help="gpt-oss: experts as MXFP4 blocks+scales (as published; the default) or bf16; Qwen3-MoE and "
+                    "Mixtral: bf16 (the default), fp8 (block-scaled 128x128 with weight_scale_inv, as Qwen's FP8 "
+                    "releases) or nvfp4 (NVIDIA ModelOpt layout, experts only, with hf_quant_config.json)")
     mk.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     _add_common(mk)
     mk.set_defaults(func=cmd_make_checkpoint)
@@ -391,7 +395,7 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
     from quickmoe.checkpoint.synth import write_checkpoint
 
     out = write_checkpoint(Path(args.out), preset=args.preset, layers=args.layers, experts=args.experts,
-                           seed=args.seed, experts_dtype=args.experts_dtype, overwrite=args.overwrite,
+                           seed=args.seed, experts_dtype=args.weights, overwrite=args.overwrite,
                            progress=not args.quiet)
     print(out)
     return 0
@@ -442,10 +446,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     model_dir = Path(args.model) if args.model else _default_dir()
     config = ModelConfig.from_dir(model_dir)
     reader = CheckpointReader(model_dir)
-    experts = "mxfp4" if config.is_quantized("model.layers.0.mlp.experts") else "bf16"
+    experts = config.quantization.scheme if config.quantization is not None else "bf16"
     kinds = {k: config.layer_types.count(k) for k in sorted(set(config.layer_types))}
-    print(f"{model_dir}\n  architecture: {config.architecture}\n  layers: {config.num_hidden_layers} {kinds}\n"
-          f"  hidden {config.hidden_size}, intermediate {config.intermediate_size}, heads "
+    moe_layers = sum(config.is_moe_layer(i) for i in range(config.num_hidden_layers))
+    print(f"{model_dir}\n  architecture: {config.architecture}\n  layers: {config.num_hidden_layers} {kinds}, "
+          f"{moe_layers} with experts\n  hidden {config.hidden_size}, intermediate {config.intermediate_size} "
+          f"(experts {config.moe_intermediate_size}), heads "
           f"{config.num_attention_heads}/{config.num_key_value_heads} x {config.head_dim}\n"
           f"  experts: {config.num_local_experts} (top-{config.num_experts_per_tok}), {experts}\n"
           f"  vocab: {config.vocab_size}\n  checkpoint: {len(reader.entries)} tensors, {reader.total_bytes:,} bytes "
