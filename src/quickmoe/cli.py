@@ -171,13 +171,19 @@ def build_parser() -> argparse.ArgumentParser:
     cold.set_defaults(func=cmd_bench_coldstart)
 
     moe = bench_sub.add_parser(
-        "moe", help="the MoE experts of gpt-oss layer shapes: quickmoe vs the reference, grouped_mm, transformers",
-        description="Time quickmoe's Triton MoE (MXFP4 weights, eager and in a CUDA graph), the torch reference, a "
-        "bf16 F.grouped_mm implementation and transformers' GptOssExperts on gpt-oss layer shapes, side by side, "
-        "with achieved HBM bandwidth and TFLOP/s against ceilings measured in the same run. On a CPU, set "
-        "TRITON_INTERPRET=1 and use --shapes tiny (a smoke test only).")
+        "moe", help="the MoE experts of gpt-oss, Qwen3-MoE and Mixtral layer shapes: quickmoe vs the reference, "
+        "grouped_mm, transformers",
+        description="Time quickmoe's Triton MoE (eager and in a CUDA graph) in each weight format a shape supports "
+        "(gpt-oss: MXFP4; Qwen3-30B-A3B and Mixtral-8x7B: bf16, FP8, NVFP4), the torch reference, a bf16 "
+        "F.grouped_mm implementation and transformers' experts, side by side, with achieved HBM bandwidth and "
+        "TFLOP/s against ceilings measured in the same run. On a CPU, set TRITON_INTERPRET=1 and use --shapes tiny "
+        "or tiny-silu (a smoke test only).")
     moe.add_argument("--shapes", default="gpt-oss-20b,gpt-oss-120b",
-                     help="comma-separated: gpt-oss-20b, gpt-oss-120b, tiny (default: the first two)")
+                     help="comma-separated: gpt-oss-20b, gpt-oss-120b, qwen3-30b-a3b (128 experts top-8, hidden 2048, "
+                     "moe_intermediate 768), mixtral-8x7b (8 experts top-2, 4096 / 14336), tiny, tiny-silu "
+                     "(default: the first two)")
+    moe.add_argument("--formats", default=None,
+                     help="comma-separated weight formats among mxfp4, bf16, fp8, nvfp4 (default: all a shape supports)")
     moe.add_argument("--tokens", default=",".join(map(str, (1, 4, 16, 64, 256, 1024, 4096, 8192))),
                      help="comma-separated token counts T (default 1,4,...,8192)")
     moe.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
@@ -422,7 +428,9 @@ def cmd_bench_moe(args: argparse.Namespace) -> int:
 
     run_moe_bench(MoEBenchOptions(shapes=tuple(s.strip() for s in args.shapes.split(",") if s.strip()),
                                   tokens=ints(args.tokens, "--tokens"), device=args.device, warmup=args.warmup,
-                                  iters=args.iters, json_out=args.json_out, baselines=not args.no_baselines))
+                                  iters=args.iters, json_out=args.json_out, baselines=not args.no_baselines,
+                                  formats=(tuple(f.strip() for f in args.formats.split(",") if f.strip())
+                                           if args.formats else None)))
     return 0
 
 
