@@ -62,5 +62,5 @@ def test_bench_moe_silu_shape_runs_every_format_on_cpu(capsys):
 
     doc = run_moe_bench(MoEBenchOptions(shapes=("tiny-silu",), tokens=(3,), device="cpu", warmup=0, iters=1))
     assert [r["format"] for r in doc["rows"]] == ["bf16", "fp8", "nvfp4"]
-    assert all(r["reference_s"] > 0 for r in doc["rows"]) and doc["rows"][0]["quickmoe_s"] > 0
+    assert all(r["reference_s"] > 0 and r["quickmoe_s"] > 0 for r in doc["rows"])
     assert "tiny-silu" in capsys.readouterr().out

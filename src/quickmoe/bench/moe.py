@@ -2,7 +2,8 @@
 
 For each shape, weight format the shape supports (gpt-oss: MXFP4; Qwen3-30B-A3B, Mixtral-8x7B: bf16, FP8
 block-scaled, NVFP4; bench/moe_experts.py) and token count T: quickmoe's Triton MoE (`fused_moe`, eager and
-replayed in a CUDA graph; formats without a kernel yet report the reference only), the torch reference
+replayed in a CUDA graph; FP8 multiplies e4m3 by e4m3 activations quantized per 128 columns, NVFP4 is decoded
+in the kernel), the torch reference
 (`fused_moe_ref`, T <= 1024), a bf16 `F.grouped_mm` implementation (when torch has it) and transformers' experts
 (GptOssExperts / Qwen3MoeExperts, when installed), each timed with CUDA events over fresh random inputs
 (rotating sets, never zeros): median of `iters` after `warmup`. The ceilings are measured in
@@ -130,14 +131,11 @@ def _bench_row(name: str, ex: ExpertSet, tokens: int, baselines, opts: MoEBenchO
     sets = [(torch.randn(tokens, shape.hidden, generator=g).to(torch.bfloat16).to(device),
              *route_ref(torch.randn(tokens, shape.experts, generator=g).to(device), shape.top_k)) for _ in range(3)]
     row = {"shape": name, "format": ex.fmt, "tokens": tokens}
-    if ex.has_kernel:
-        quick = ex.run(kernel=True)
-        row["quickmoe_s"] = _time(lambda i: quick(*sets[i]), 3, opts.warmup, opts.iters, device)
-        if device.type == "cuda":
-            row["quickmoe_graph_s"] = _graph_time(lambda i: quick(*sets[i]), opts, device)
-    else:
-        logger.info("%s %s: no Triton kernel for this format yet; reference only", name, ex.fmt)
-    if (opts.baselines or not ex.has_kernel) and tokens <= 1024:
+    quick = ex.run(kernel=True)
+    row["quickmoe_s"] = _time(lambda i: quick(*sets[i]), 3, opts.warmup, opts.iters, device)
+    if device.type == "cuda":
+        row["quickmoe_graph_s"] = _graph_time(lambda i: quick(*sets[i]), opts, device)
+    if opts.baselines and tokens <= 1024:
         ref = ex.run(kernel=False)
         row["reference_s"] = _time(lambda i: ref(*sets[i]), 3, min(opts.warmup, 2), min(opts.iters, 5), device)
     if baselines is not None:
@@ -149,10 +147,9 @@ def _bench_row(name: str, ex: ExpertSet, tokens: int, baselines, opts: MoEBenchO
             with torch.no_grad():
                 row["transformers_s"] = _time(lambda i: hf(sets[i][0], sets[i][2].long(), sets[i][1]), 3,
                                               min(opts.warmup, 2), min(opts.iters, 5), device)
-    best = row.get("quickmoe_graph_s", row.get("quickmoe_s", row.get("reference_s")))
-    if best is not None:
-        row["hbm_gb_per_s"] = ex.bytes_hit(sets[0][2], tokens) / best / 1e9
-        row["tflops"] = 2 * tokens * shape.top_k * (shape.hidden * 3 * shape.inter) / best / 1e12
+    best = row.get("quickmoe_graph_s", row["quickmoe_s"])
+    row["hbm_gb_per_s"] = ex.bytes_hit(sets[0][2], tokens) / best / 1e9
+    row["tflops"] = 2 * tokens * shape.top_k * (shape.hidden * 3 * shape.inter) / best / 1e12
     logger.info("%s %s T=%d: %s", name, ex.fmt, tokens, row)
     return row
 

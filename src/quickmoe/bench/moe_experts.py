@@ -1,6 +1,5 @@
 """Random experts for `bench moe`, one set per (shape, weight format), in quickmoe's kernel layouts, with what
-each implementation needs: quickmoe's Triton experts (`fused_moe`; None where the format has no kernel yet),
-the torch reference, the bytes of the experts hit, and (per shape) bf16 weights for the baselines.
+each implementation needs: quickmoe's Triton experts (`fused_moe`), the torch reference, the bytes of the experts hit, and (per shape) bf16 weights for the baselines.
 
 Formats: "mxfp4" for gpt-oss shapes (biases, clamped SwiGLU); "bf16", "fp8" (block-scaled, per-row scales
 [E, K/128, N]) and "nvfp4" (E4M3 scales [E, K/16, N] + per-row global scale) for the SiLU shapes of Qwen3-MoE
@@ -59,10 +58,6 @@ class ExpertSet:
     kwargs: dict
     b1: torch.Tensor | None = None
     b2: torch.Tensor | None = None
-
-    @property
-    def has_kernel(self) -> bool:
-        return self.fmt in ("mxfp4", "bf16")
 
     def run(self, kernel: bool) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
         experts = fused_moe if kernel else fused_moe_ref

@@ -162,7 +162,8 @@ class StackedFp8MoEMethod(_StackedMethod):
     def apply(self, layer: FusedMoE, hidden: torch.Tensor, topk_weights: torch.Tensor,
               topk_ids: torch.Tensor) -> torch.Tensor:
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
-                             layer.gate_up_proj_scale_inv, layer.down_proj_scale_inv)
+                             layer.gate_up_proj_scale_inv, layer.down_proj_scale_inv,
+                             kernels=_use_kernels(layer, hidden))  # FP8 x FP8 on the GPU (activations per 128)
 
 
 class StackedNvfp4MoEMethod(_StackedMethod):
@@ -204,7 +205,7 @@ class StackedNvfp4MoEMethod(_StackedMethod):
               topk_ids: torch.Tensor) -> torch.Tensor:
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
                              layer.gate_up_proj_scale, layer.down_proj_scale, layer.gate_up_proj_row_scale,
-                             layer.down_proj_row_scale)
+                             layer.down_proj_row_scale, kernels=_use_kernels(layer, hidden))
 
 
 def stacked_moe_method(scheme: str | None, names: ExpertNames, block: tuple[int, int] | None) -> _StackedMethod:
