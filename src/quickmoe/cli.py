@@ -183,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "moe_intermediate 768), mixtral-8x7b (8 experts top-2, 4096 / 14336), tiny, tiny-silu "
                      "(default: the first two)")
     moe.add_argument("--formats", default=None,
-                     help="comma-separated weight formats among mxfp4, bf16, fp8, nvfp4 (default: all a shape supports)")
+                     help="comma-separated weight formats among mxfp4, bf16, fp8, nvfp4 (default: all a shape "
+                     "supports)")
     moe.add_argument("--tokens", default=",".join(map(str, (1, 4, 16, 64, 256, 1024, 4096, 8192))),
                      help="comma-separated token counts T (default 1,4,...,8192)")
     moe.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")

@@ -176,8 +176,8 @@ class ModelConfig:
             return
         supported = ARCHITECTURES[self.architecture].quant_schemes
         if q.scheme not in supported:
-            raise ConfigError(f"{src}: quantization {q.scheme!r} (quant_method {q.quant_method!r}) is not supported for "
-                              f"{self.architecture}: expected one of {list(supported)}, or no quantization_config")
+            raise ConfigError(f"{src}: quantization {q.scheme!r} (quant_method {q.quant_method!r}) is not supported "
+                              f"for {self.architecture}: expected one of {list(supported)}, or no quantization_config")
         multiple = {"mxfp4": 32, "nvfp4": q.group_size or 16}.get(q.scheme)
         if q.scheme == "fp8" and q.weight_block_size is not None:
             multiple = None  # partial blocks at the edges are fine, except between the stacked gate and up rows

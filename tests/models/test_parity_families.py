@@ -13,7 +13,10 @@ from quickmoe.config import EngineConfig
 from quickmoe.errors import CheckpointError
 from quickmoe.executor.model_runner import ModelRunner
 
-from .conftest import PagedSteps
+from .conftest import assert_greedy_matches, assert_logits_match
+from .conftest import cpu_runner as _runner
+from .conftest import packed_logits as _packed_logits
+from .conftest import random_prompts as _prompts
 
 SMALL_QWEN = dict(hidden_size=64, head_dim=16, intermediate_size=96, moe_intermediate_size=32)
 # name -> (preset, weights, layers, experts, overrides): sliding and full attention, dense layers mixed in (Qwen3:
@@ -38,20 +41,6 @@ QUANTIZED = {
 }
 
 
-def _prompts(vocab: int, lengths: list[int], seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(0, vocab - 2, (n,), generator=g).tolist() for n in lengths]
-
-
-def _runner(model_dir) -> ModelRunner:
-    return ModelRunner(model_dir, EngineConfig(model=str(model_dir), device="cpu", dtype="float32"))
-
-
-def _packed_logits(runner: ModelRunner, prompts: list[list[int]]) -> list[torch.Tensor]:
-    batch = PagedSteps(runner).batch(prompts, list(range(len(prompts))))
-    return list(runner.forward(batch, all_logits=True).split([len(p) for p in prompts]))  # [T, V] per prompt
-
-
 def load_family_reference(model_dir: Path):
     """transformers' own model class for the checkpoint (Qwen3MoeForCausalLM / MixtralForCausalLM), float32,
     eager attention and experts."""
@@ -71,47 +60,31 @@ def case(request, ckpt_factory):
     return request.param, _make(ckpt_factory, CASES[request.param])
 
 
-def _assert_logits_match(name: str, ours: list[torch.Tensor], hf, prompts: list[list[int]]) -> None:
-    for prompt, got in zip(prompts, ours):
-        with torch.no_grad():
-            want = hf(torch.tensor([prompt])).logits[0].float()  # [L, V]
-        assert torch.isfinite(want).all() and want.std() > 1e-2  # a meaningful reference
-        diff = (got - want).abs().max().item()
-        assert diff <= 1e-4, f"{name}: prompt of {len(prompt)} tokens, max abs diff {diff:.3g}"
-
-
 def test_prefill_logits_match_transformers(case):
     name, model_dir = case
     runner = _runner(model_dir)
     assert type(runner.model).__name__ == json.loads((model_dir / "config.json").read_text())["architectures"][0]
     prompts = _prompts(runner.config.vocab_size, [1, 7, 23, 40], seed=len(name))  # past the 8-token windows
-    _assert_logits_match(name, _packed_logits(runner, prompts), load_family_reference(model_dir), prompts)
+    assert_logits_match(name, _packed_logits(runner, prompts), load_family_reference(model_dir), prompts)
 
 
 def test_greedy_generation_matches_transformers(case):
-    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
 
     name, model_dir = case
     llm = LLM(model_dir, device="cpu", dtype="float32")
-    hf = load_family_reference(model_dir)
     prompts = _prompts(llm.config.vocab_size, [3, 11, 30], seed=7)
-    outs = llm.generate(prompts, SamplingParams(max_tokens=32, temperature=0, ignore_eos=True))
-    for prompt, out in zip(prompts, outs):
-        with torch.no_grad():
-            ref = hf.generate(torch.tensor([prompt]), max_new_tokens=32, min_new_tokens=32, do_sample=False,
-                              eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
-        assert out.token_ids == ref, f"{name}: prompt of {len(prompt)} tokens"
+    assert_greedy_matches(name, llm, load_family_reference(model_dir), prompts)
 
 
 @pytest.mark.parametrize("name", sorted(QUANTIZED))
 def test_quantized_model_equals_transformers_on_the_dequantized_twin(name, ckpt_factory):
     quantized, twin = _make(ckpt_factory, QUANTIZED[name]), _make(ckpt_factory, QUANTIZED[name], dequantized_twin=True)
-    config = json.loads((quantized / "config.json").read_text())
-    assert "quantization_config" in config and "quantization_config" not in json.loads((twin / "config.json").read_text())
+    config, twin_config = (json.loads((d / "config.json").read_text()) for d in (quantized, twin))
+    assert "quantization_config" in config and "quantization_config" not in twin_config
     runner = _runner(quantized)
     prompts = _prompts(runner.config.vocab_size, [1, 9, 30], seed=5)
-    _assert_logits_match(name, _packed_logits(runner, prompts), load_family_reference(twin), prompts)
+    assert_logits_match(name, _packed_logits(runner, prompts), load_family_reference(twin), prompts)
 
 
 def test_checkpoint_not_matching_its_config_fails_before_loading(ckpt_factory, tmp_path):

@@ -88,7 +88,11 @@ def test_modules_to_not_convert_can_exclude_experts():
     (lambda r: r.update(rms_norm_eps="tiny"), ["rms_norm_eps", "'tiny'", "number"]),
 ])
 def test_invalid_config_names_field_value_and_expectation(mutate, culprits):
-    raw = gpt_oss_20b_config()
+    assert_config_error(gpt_oss_20b_config(), mutate, culprits)
+
+
+def assert_config_error(raw: dict, mutate, culprits: list[str]) -> None:
+    """`mutate(raw)` makes a config that ModelConfig refuses with a message naming the file and every culprit."""
     mutate(raw)
     with pytest.raises(ConfigError) as err:
         ModelConfig.from_dict(raw, source="dir/config.json")
@@ -205,11 +209,4 @@ def test_quantization_configs_of_qwen_fp8_and_modelopt_nvfp4(tmp_path):
     (lambda r: r.pop("moe_intermediate_size"), ["moe_intermediate_size", "missing"]),
 ])
 def test_invalid_qwen3_config_names_field_value_and_expectation(mutate, culprits):
-    raw = qwen3_30b_config()
-    mutate(raw)
-    with pytest.raises(ConfigError) as err:
-        ModelConfig.from_dict(raw, source="dir/config.json")
-    msg = str(err.value)
-    assert "dir/config.json" in msg
-    for word in culprits:
-        assert word in msg, f"{word!r} not in {msg!r}"
+    assert_config_error(qwen3_30b_config(), mutate, culprits)

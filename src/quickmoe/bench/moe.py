@@ -57,7 +57,8 @@ class MoEBenchOptions:
         if bad or not self.shapes:
             raise ConfigError(f"bench moe option 'shapes' = {list(self.shapes)}: expected names among {list(SHAPES)}")
         if self.formats is not None and (not self.formats or any(f not in FORMATS for f in self.formats)):
-            raise ConfigError(f"bench moe option 'formats' = {list(self.formats)}: expected names among {list(FORMATS)}")
+            raise ConfigError(f"bench moe option 'formats' = {list(self.formats)}: expected names among "
+                              f"{list(FORMATS)}")
         if not self.tokens or any(t < 1 for t in self.tokens):
             raise ConfigError(f"bench moe option 'tokens' = {list(self.tokens)}: expected positive integers")
         if self.warmup < 0 or self.iters < 1:
@@ -186,7 +187,8 @@ def format_moe_table(doc: dict) -> str:
         hf = f"{r['transformers_s'] / best:.2f}x" if "transformers_s" in r and best else "-"
         hbm = f"{100 * r['hbm_gb_per_s'] / ceil['hbm_gb_per_s']:.0f}" if ceil and "hbm_gb_per_s" in r else "-"
         mm = f"{100 * r['tflops'] / ceil['bf16_tflops']:.0f}" if ceil and "tflops" in r else "-"
-        lines.append(f"{r['shape']:<14}{r.get('format', 'mxfp4'):>7}{r['tokens']:>6}{us(r, 'quickmoe_s'):>13}{us(r, 'quickmoe_graph_s'):>10}"
+        lines.append(f"{r['shape']:<14}{r.get('format', 'mxfp4'):>7}{r['tokens']:>6}{us(r, 'quickmoe_s'):>13}"
+                     f"{us(r, 'quickmoe_graph_s'):>10}"
                      f"{us(r, 'reference_s'):>11}{us(r, 'grouped_mm_s'):>12}{us(r, 'transformers_s'):>14}"
                      f"{r.get('hbm_gb_per_s', 0):>8.0f}{hbm:>6}{r.get('tflops', 0):>9.1f}{mm:>6}{gmm:>8}{hf:>7}")
     return "\n".join(lines)

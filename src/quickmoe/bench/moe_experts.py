@@ -1,5 +1,6 @@
 """Random experts for `bench moe`, one set per (shape, weight format), in quickmoe's kernel layouts, with what
-each implementation needs: quickmoe's Triton experts (`fused_moe`), the torch reference, the bytes of the experts hit, and (per shape) bf16 weights for the baselines.
+each implementation needs: quickmoe's Triton experts (`fused_moe`), the torch reference, the bytes of the
+experts hit, and (per shape) bf16 weights for the baselines.
 
 Formats: "mxfp4" for gpt-oss shapes (biases, clamped SwiGLU); "bf16", "fp8" (block-scaled, per-row scales
 [E, K/128, N]) and "nvfp4" (E4M3 scales [E, K/16, N] + per-row global scale) for the SiLU shapes of Qwen3-MoE

@@ -33,7 +33,8 @@ _SPAN_ALIGN = 16  # spans start at a multiple of this, so a piece's alignment wi
 @dataclass(frozen=True)
 class ChunkRoute:
     """For one chunk: `direct` (destination byte view, host start, host end) copies, the parameters they
-    `completed` (checkpoint tensors whose last piece is in this chunk), the `delivered` pieces, and the chunk-relative byte
+    `completed` (checkpoint tensors whose last piece is in this chunk), the `delivered` pieces, and the
+    chunk-relative byte
     `span` [start, end) that must be staged for those (None if none)."""
 
     direct: list[tuple[torch.Tensor, int, int]]

@@ -67,36 +67,21 @@ def preset_config(preset: str, *, layers: int | None = None, experts: int | None
     if family != "gpt-oss":
         return _family_config(preset, family, weights, layers, experts, overrides)
     cfg = base_config(preset)
-    unknown = sorted(set(overrides) - set(cfg))
-    if unknown:
-        raise ConfigError(f"override {unknown[0]!r} = {overrides[unknown[0]]!r}: not a field of the {preset!r} "
-                          f"config.json; expected one of {sorted(cfg)}")
-    if layers is not None:
-        cfg["num_hidden_layers"] = layers
-    if experts is not None:
-        cfg["num_local_experts"] = experts
-    cfg.update(overrides)
+    _override(cfg, preset, set(cfg), "num_local_experts", layers, experts, overrides)
     if "layer_types" not in overrides:
         cfg["layer_types"] = alternating_layer_types(cfg["num_hidden_layers"])
     top_k = overrides.get("num_experts_per_tok", overrides.get("experts_per_token", cfg["num_experts_per_tok"]))
     cfg["num_experts_per_tok"] = cfg["experts_per_token"] = top_k
-    vocab = cfg["vocab_size"]
-    if isinstance(vocab, int) and vocab > 0:
-        if "pad_token_id" not in overrides and isinstance(cfg["pad_token_id"], int) and cfg["pad_token_id"] >= vocab:
-            cfg["pad_token_id"] = vocab - 1
-        if "eos_token_id" not in overrides and isinstance(cfg["eos_token_id"], int) and cfg["eos_token_id"] >= vocab:
-            cfg["eos_token_id"] = max(vocab - 2, 0)
     if weights == "bf16":
         del cfg["quantization_config"]
     ModelConfig.from_dict(cfg, source=f"preset {preset!r}")
     return cfg
 
 
-def _family_config(preset: str, family: str, weights: str, layers: int | None, experts: int | None,
-                   overrides: dict[str, Any]) -> dict[str, Any]:
-    """preset_config for Qwen3-MoE and Mixtral presets."""
-    cfg = base_config(preset)
-    allowed = set(cfg) | {"pad_token_id", "rope_scaling"}
+def _override(cfg: dict[str, Any], preset: str, allowed: set[str], experts_field: str, layers: int | None,
+              experts: int | None, overrides: dict[str, Any]) -> None:
+    """Apply the layer and expert counts and the field overrides (only `allowed` fields) to `cfg`; special token
+    ids a smaller vocabulary leaves out of range (and not overridden) become vocab_size-1 (pad) or -2 (eos, bos)."""
     unknown = sorted(set(overrides) - allowed)
     if unknown:
         raise ConfigError(f"override {unknown[0]!r} = {overrides[unknown[0]]!r}: not a field of the {preset!r} "
@@ -104,15 +89,23 @@ def _family_config(preset: str, family: str, weights: str, layers: int | None, e
     if layers is not None:
         cfg["num_hidden_layers"] = layers
     if experts is not None:
-        cfg[FAMILIES[family][2]] = experts
+        cfg[experts_field] = experts
     cfg.update(overrides)
-    if "mlp_only_layers" in cfg and "mlp_only_layers" not in overrides:
-        cfg["mlp_only_layers"] = [i for i in cfg["mlp_only_layers"] if i < cfg["num_hidden_layers"]]
     vocab = cfg["vocab_size"]
     if isinstance(vocab, int) and vocab > 0:
-        for key, fallback in (("eos_token_id", vocab - 2), ("bos_token_id", vocab - 2)):
+        for key, fallback in (("pad_token_id", vocab - 1), ("eos_token_id", vocab - 2), ("bos_token_id", vocab - 2)):
             if key not in overrides and isinstance(cfg.get(key), int) and cfg[key] >= vocab:
                 cfg[key] = max(fallback, 0)
+
+
+def _family_config(preset: str, family: str, weights: str, layers: int | None, experts: int | None,
+                   overrides: dict[str, Any]) -> dict[str, Any]:
+    """preset_config for Qwen3-MoE and Mixtral presets."""
+    cfg = base_config(preset)
+    _override(cfg, preset, set(cfg) | {"pad_token_id", "rope_scaling"}, FAMILIES[family][2], layers, experts,
+              overrides)
+    if "mlp_only_layers" in cfg and "mlp_only_layers" not in overrides:
+        cfg["mlp_only_layers"] = [i for i in cfg["mlp_only_layers"] if i < cfg["num_hidden_layers"]]
     quant = quantization_config(weights, ModelConfig.from_dict(cfg, source=f"preset {preset!r}"))
     if quant is not None:
         cfg["quantization_config"] = quant
@@ -186,7 +179,8 @@ def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int |
     extra_files: dict[str, dict[str, Any]] = {}
     if family == "gpt-oss":
         if dequantized_twin:
-            raise ConfigError("option 'dequantized_twin': only for FP8 / NVFP4 Qwen3-MoE and Mixtral presets (gpt-oss's "
+            raise ConfigError("option 'dequantized_twin': only for FP8 / NVFP4 Qwen3-MoE and Mixtral presets "
+                              "(gpt-oss's "
                               "bf16 experts are already the MXFP4 model's twin)")
         specs = tensor_specs(cfg)
     else:
@@ -214,8 +208,11 @@ def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int |
             _write_tokenizer(tmp)
         else:
             _write_family_tokenizer(tmp, family)
+        def fill_rule(spec: TensorSpec) -> random_weights.Fill:
+            return fills.get(spec.name) or random_weights.fill_for(spec)
+
         chunks = random_weights.tensor_chunks(specs, seed, workers=min(_MAX_WORKERS, os.cpu_count() or 1),
-                                              fill_rule=lambda spec: fills.get(spec.name) or random_weights.fill_for(spec))
+                                              fill_rule=fill_rule)
         try:
             for shard in plan:
                 write_shard(tmp / shard.file_name, shard, chunks, on_bytes=bar.update if bar else None)

@@ -93,7 +93,8 @@ def convert_nvfp4_experts_(weight: torch.Tensor, weight_scale: torch.Tensor, wei
     if (weight.dtype != torch.uint8 or weight_scale.dtype != FP8_DTYPE or weight_scale.shape != (experts, n, groups)
             or weight_scale_2.dim() != 2 or weight_scale_2.shape[0] != experts or n % weight_scale_2.shape[1]):
         raise ValueError(f"NVFP4 experts do not match: weight {weight.dtype} {tuple(weight.shape)}, weight_scale "
-                         f"{weight_scale.dtype} {tuple(weight_scale.shape)}, weight_scale_2 {tuple(weight_scale_2.shape)}; "
+                         f"{weight_scale.dtype} {tuple(weight_scale.shape)}, weight_scale_2 "
+                         f"{tuple(weight_scale_2.shape)}; "
                          f"expected uint8 [E, N, K/2], float8_e4m3fn [E, N, K/16], float32 [E, shards]")
     if gate_up:
         cache.permute_experts_(weight, gate_up_rows_transform(n // 2, half_k, layout, concatenated=True))

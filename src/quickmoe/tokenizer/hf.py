@@ -86,8 +86,8 @@ class HFTokenizer(Tokenizer):
         if self.uses_harmony:
             return super().render_chat(messages, reasoning_effort)
         if self.chat_template is None:
-            raise TokenizerError(f"{self.name}: cannot render a chat: the vocabulary is not harmony's and the directory "
-                                 "has no chat template (expected chat_template in tokenizer_config.json, or "
+            raise TokenizerError(f"{self.name}: cannot render a chat: the vocabulary is not harmony's and the "
+                                 "directory has no chat template (expected chat_template in tokenizer_config.json, or "
                                  "chat_template.jinja)")
         text = self.chat_template.render(messages, add_generation_prompt=True, reasoning_effort=reasoning_effort)
         return self._template_tokenizer.encode(text, add_special_tokens=False).ids
