@@ -34,6 +34,8 @@ def test_llm_chat_renders_the_template(qwen_llm):
 
 
 def test_chat_completion_over_http(qwen_llm):
+    want = qwen_llm.chat([{"role": "user", "content": "Hi"}], _greedy(8))  # before the server owns the engine
+    prompt = qwen_llm.tokenizer.render_chat([{"role": "user", "content": "Hi"}])
     server = ServerThread(qwen_llm, ServerConfig(port=0, served_model_name="qwen"))
     try:
         with httpx.Client(base_url=server.url, timeout=60, trust_env=False) as client:
@@ -43,8 +45,6 @@ def test_chat_completion_over_http(qwen_llm):
             assert reply.status_code == 200, reply.text
             data = reply.json()
             message = data["choices"][0]["message"]
-            want = qwen_llm.chat([{"role": "user", "content": "Hi"}], _greedy(8))
-            prompt = qwen_llm.tokenizer.render_chat([{"role": "user", "content": "Hi"}])
             assert message["content"] == want.text and data["usage"]["prompt_tokens"] == len(prompt)
             streamed = client.post("/v1/chat/completions", json={**body, "max_tokens": 12, "stream": True})
             assert streamed.status_code == 200 and "[DONE]" in streamed.text
