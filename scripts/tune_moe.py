@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import triton
 
-from quickmoe.bench.moe import GROUP, SHAPES, _Experts
+from quickmoe.bench.moe_experts import GROUP, SHAPES, ExpertSet, make_experts
 from quickmoe.kernels import moe_configs
 from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name
@@ -48,24 +48,24 @@ def gemm1_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
     plain orientation (the transposed one never won there on the H100), 4 or 8 warps, launch order in groups of
     1 or 8 M tiles. `quick`: the column tile only, at the decode settings that won before."""
     if quick:
-        grid = itertools.product((16, 32, GROUP), (256,), (4,), (3,), (False,), (1,), (False, True))
+        grid = itertools.product((16, 32, GROUP), (256,), (4,), (3,), (False,), (1,))
     elif block_m <= 32:
-        grid = itertools.product((16, 32, GROUP), (128, 256), (4,), (3, 4), (False, True), (1,), (False, True))
+        grid = itertools.product((16, 32, GROUP), (128, 256), (4,), (3, 4), (False, True), (1,))
     else:
-        grid = itertools.product((GROUP,), (64, 128), (4, 8), (3,), (False,), (1, 8), (False, True))
+        grid = itertools.product((GROUP,), (64, 128), (4, 8), (3,), (False,), (1, 8))
     return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
-                            group_m=group, mx_dot=mx) for n, k, w, s, swap, group, mx in grid]
+                            group_m=group) for n, k, w, s, swap, group in grid]
 
 
 def gemm2_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
     if quick:
-        grid = itertools.product((16, 32, 64), (256,), (4,), (3,), (False,), (1,), (False, True))
+        grid = itertools.product((16, 32, 64), (256,), (4,), (3,), (False,), (1,))
     elif block_m <= 32:
-        grid = itertools.product((16, 32, 64, 128), (128, 256), (4,), (3, 4), (False, True), (1,), (False, True))
+        grid = itertools.product((16, 32, 64, 128), (128, 256), (4,), (3, 4), (False, True), (1,))
     else:
-        grid = itertools.product((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8), (False, True))
+        grid = itertools.product((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8))
     return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
-                            group_m=group, mx_dot=mx) for n, k, w, s, swap, group, mx in grid]
+                            group_m=group) for n, k, w, s, swap, group in grid]
 
 
 def graph_seconds(fn, sets: int) -> float:
@@ -103,37 +103,38 @@ def best_of(candidates, run) -> tuple[float, MoEKernelConfig]:
     return min(timed, key=lambda tc: tc[0])
 
 
-def tune_tokens(ex: _Experts, top_k: int, tokens: int, quick: bool, g: torch.Generator):
+def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, quick: bool, g: torch.Generator):
     device = ex.w1.device
-    inputs = [(torch.randn(tokens, ex.hidden, generator=g).to(torch.bfloat16).to(device),
-               *route_ref(torch.randn(tokens, ex.experts, generator=g).to(device), top_k)) for _ in range(SETS)]
-    inter = [torch.randn(tokens * top_k, ex.inter, generator=g).to(torch.bfloat16).to(device) for _ in range(SETS)]
+    shape, s1, s2 = ex.shape, ex.kwargs.get("w1_scales"), ex.kwargs.get("w2_scales")
+    inputs = [(torch.randn(tokens, shape.hidden, generator=g).to(torch.bfloat16).to(device),
+               *route_ref(torch.randn(tokens, shape.experts, generator=g).to(device), top_k)) for _ in range(SETS)]
+    inter = [torch.randn(tokens * top_k, shape.inter, generator=g).to(torch.bfloat16).to(device) for _ in range(SETS)]
     results = []
-    for block_m in block_m_candidates(tokens, top_k, ex.experts):
-        aligns = [moe_align(ids, ex.experts, block_m) for _, _, ids in inputs]
+    for block_m in block_m_candidates(tokens, top_k, shape.experts):
+        aligns = [moe_align(ids, shape.experts, block_m) for _, _, ids in inputs]
 
         def gemm1(i, config):
-            return moe_gemm1_swiglu(inputs[i][0], aligns[i], top_k, ex.w1, ex.b1, ex.s1, GROUP, 7.0, 1.702,
-                                    config=config)
+            return moe_gemm1_swiglu(inputs[i][0], aligns[i], top_k, ex.w1, ex.b1, s1, GROUP, 7.0, 1.702,
+                                    config=config, activation=shape.activation)
 
         def gemm2(i, config):
-            return moe_gemm2(inter[i], aligns[i], inputs[i][1], ex.w2, ex.b2, ex.s2, config=config)
+            return moe_gemm2(inter[i], aligns[i], inputs[i][1], ex.w2, ex.b2, s2, config=config)
 
         t1, c1 = best_of(gemm1_candidates(block_m, quick), gemm1)
         t2, c2 = best_of(gemm2_candidates(block_m, quick), gemm2)
         results.append((t1 + t2, t1, t2, c1, c2))
     fallback = moe_configs._fallback(tokens)
-    aligns = [moe_align(ids, ex.experts, fallback.block_m) for _, _, ids in inputs]
-    f1 = graph_seconds(lambda i: moe_gemm1_swiglu(inputs[i][0], aligns[i], top_k, ex.w1, ex.b1, ex.s1, GROUP, 7.0,
-                                                  1.702, config=fallback), SETS)
-    f2 = graph_seconds(lambda i: moe_gemm2(inter[i], aligns[i], inputs[i][1], ex.w2, ex.b2, ex.s2,
+    aligns = [moe_align(ids, shape.experts, fallback.block_m) for _, _, ids in inputs]
+    f1 = graph_seconds(lambda i: moe_gemm1_swiglu(inputs[i][0], aligns[i], top_k, ex.w1, ex.b1, s1, GROUP, 7.0,
+                                                  1.702, config=fallback, activation=shape.activation), SETS)
+    f2 = graph_seconds(lambda i: moe_gemm2(inter[i], aligns[i], inputs[i][1], ex.w2, ex.b2, s2,
                                            config=fallback), SETS)
     return min(results, key=lambda r: r[0]), (f1, f2)
 
 
 def _as_dict(config: MoEKernelConfig) -> dict:
     return {k: getattr(config, k)
-            for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "mx_dot")}
+            for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")}
 
 
 def main() -> None:
@@ -147,9 +148,11 @@ def main() -> None:
     device = torch.device("cuda")
     name = torch.cuda.get_device_name(device)
     for shape in args.shapes.split(","):
-        hidden, inter, experts, top_k = SHAPES[shape]
+        spec = SHAPES[shape]
+        hidden, inter, experts, top_k = spec.hidden, spec.inter, spec.experts, spec.top_k
+        fmt = "mxfp4" if "mxfp4" in spec.formats else "bf16"  # the formats the Triton kernels run
         g = torch.Generator().manual_seed(0)
-        ex = _Experts(hidden, inter, experts, device, g)
+        ex = make_experts(spec, fmt, device, g)
         table1: dict[str, dict] = {}
         table2: dict[str, dict] = {}
         for tokens in (int(t) for t in args.tokens.split(",")):
@@ -158,7 +161,7 @@ def main() -> None:
             print(f"{shape} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
                   f"{_as_dict(c2)} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)
             for (n, k), table in (((2 * inter, hidden), table1), ((hidden, inter), table2)):  # after every T
-                path = Path(args.out) / config_file_name(experts, n, k, "mxfp4", name)
+                path = Path(args.out) / config_file_name(experts, n, k, "mxfp4" if fmt == "mxfp4" else "dense", name)
                 merged = json.loads(path.read_text()) if path.is_file() else {}
                 merged.update(table)
                 path.write_text(json.dumps(dict(sorted(merged.items(), key=lambda kv: int(kv[0]))), indent=1) + "\n")

@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 from quickmoe import __version__
+from quickmoe.checkpoint.presets import PRESETS
 from quickmoe.errors import ConfigError, QuickMoEError
 
 logger = logging.getLogger("quickmoe")
-
-PRESETS = ("tiny", "gpt-oss-20b", "gpt-oss-120b")
 
 EPILOG_GENERATE = """examples:
   quickmoe generate --prompt "Hello"                 # embedded tiny random model on CPU (text is meaningless)
@@ -153,17 +152,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(gen)
     gen.set_defaults(func=cmd_generate)
 
-    mk = sub.add_parser("make-checkpoint", help="write a random gpt-oss checkpoint in the exact HF layout",
+    mk = sub.add_parser("make-checkpoint", help="write a random checkpoint (gpt-oss, Qwen3-MoE, Mixtral) in the exact "
+                        "HF layout",
                         description="Write a checkpoint directory with random weights that transformers and "
                         "quickmoe load: config.json, generation_config.json, safetensors shards with their index, "
                         "and the tokenizer. Streamed: large presets need little RAM. Same seed, same bytes.")
     mk.add_argument("out", metavar="OUT", help="output directory (must not exist or be empty)")
-    mk.add_argument("--preset", default="tiny", choices=PRESETS, help="model shape (default tiny)")
+    mk.add_argument("--preset", default="tiny", choices=PRESETS,
+                    help="model shape (default tiny: gpt-oss's; qwen3-moe-tiny and mixtral-tiny are the others')")
     mk.add_argument("--layers", type=int, default=None, help="override the number of layers")
     mk.add_argument("--experts", type=int, default=None, help="override the number of experts")
     mk.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    mk.add_argument("--experts-dtype", default="mxfp4", choices=("mxfp4", "bf16"),
-                    help="expert weights as MXFP4 blocks+scales (as published) or bf16 (default mxfp4)")
+    mk.add_argument("--weights", "--experts-dtype", dest="weights", default=None,
+                    choices=("mxfp4", "bf16", "fp8", "nvfp4"),
+                    help="gpt-oss: experts as MXFP4 blocks+scales (as published; the default) or bf16; Qwen3-MoE and "
+                    "Mixtral: bf16 (the default), fp8 (block-scaled 128x128 with weight_scale_inv, as Qwen's FP8 "
+                    "releases) or nvfp4 (NVIDIA ModelOpt layout, experts only, with hf_quant_config.json)")
     mk.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     _add_common(mk)
     mk.set_defaults(func=cmd_make_checkpoint)
@@ -199,13 +203,20 @@ def build_parser() -> argparse.ArgumentParser:
     cold.set_defaults(func=cmd_bench_coldstart)
 
     moe = bench_sub.add_parser(
-        "moe", help="the MoE experts of gpt-oss layer shapes: quickmoe vs the reference, grouped_mm, transformers",
-        description="Time quickmoe's Triton MoE (MXFP4 weights, eager and in a CUDA graph), the torch reference, a "
-        "bf16 F.grouped_mm implementation and transformers' GptOssExperts on gpt-oss layer shapes, side by side, "
-        "with achieved HBM bandwidth and TFLOP/s against ceilings measured in the same run. On a CPU, set "
-        "TRITON_INTERPRET=1 and use --shapes tiny (a smoke test only).")
+        "moe", help="the MoE experts of gpt-oss, Qwen3-MoE and Mixtral layer shapes: quickmoe vs the reference, "
+        "grouped_mm, transformers",
+        description="Time quickmoe's Triton MoE (eager and in a CUDA graph) in each weight format a shape supports "
+        "(gpt-oss: MXFP4; Qwen3-30B-A3B and Mixtral-8x7B: bf16, FP8, NVFP4), the torch reference, a bf16 "
+        "F.grouped_mm implementation and transformers' experts, side by side, with achieved HBM bandwidth and "
+        "TFLOP/s against ceilings measured in the same run. On a CPU, set TRITON_INTERPRET=1 and use --shapes tiny "
+        "or tiny-silu (a smoke test only).")
     moe.add_argument("--shapes", default="gpt-oss-20b,gpt-oss-120b",
-                     help="comma-separated: gpt-oss-20b, gpt-oss-120b, tiny (default: the first two)")
+                     help="comma-separated: gpt-oss-20b, gpt-oss-120b, qwen3-30b-a3b (128 experts top-8, hidden 2048, "
+                     "moe_intermediate 768), mixtral-8x7b (8 experts top-2, 4096 / 14336), tiny, tiny-silu "
+                     "(default: the first two)")
+    moe.add_argument("--formats", default=None,
+                     help="comma-separated weight formats among mxfp4, bf16, fp8, nvfp4 (default: all a shape "
+                     "supports)")
     moe.add_argument("--tokens", default=",".join(map(str, (1, 4, 16, 64, 256, 1024, 4096, 8192))),
                      help="comma-separated token counts T (default 1,4,...,8192)")
     moe.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
@@ -454,7 +465,7 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
     from quickmoe.checkpoint.synth import write_checkpoint
 
     out = write_checkpoint(Path(args.out), preset=args.preset, layers=args.layers, experts=args.experts,
-                           seed=args.seed, experts_dtype=args.experts_dtype, overwrite=args.overwrite,
+                           seed=args.seed, experts_dtype=args.weights, overwrite=args.overwrite,
                            progress=not args.quiet)
     print(out)
     return 0
@@ -483,7 +494,9 @@ def cmd_bench_moe(args: argparse.Namespace) -> int:
 
     run_moe_bench(MoEBenchOptions(shapes=tuple(s.strip() for s in args.shapes.split(",") if s.strip()),
                                   tokens=_int_list(args.tokens, "--tokens"), device=args.device, warmup=args.warmup,
-                                  iters=args.iters, json_out=args.json_out, baselines=not args.no_baselines))
+                                  iters=args.iters, json_out=args.json_out, baselines=not args.no_baselines,
+                                  formats=(tuple(f.strip() for f in args.formats.split(",") if f.strip())
+                                           if args.formats else None)))
     return 0
 
 
@@ -521,10 +534,12 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     model_dir = Path(args.model) if args.model else _default_dir()
     config, reader = check_checkpoint(model_dir)  # what generate validates before it loads a weight
-    experts = "mxfp4" if config.is_quantized("model.layers.0.mlp.experts") else "bf16"
+    experts = config.quantization.scheme if config.quantization is not None else "bf16"
     kinds = {k: config.layer_types.count(k) for k in sorted(set(config.layer_types))}
-    print(f"{model_dir}\n  architecture: {config.architecture}\n  layers: {config.num_hidden_layers} {kinds}\n"
-          f"  hidden {config.hidden_size}, intermediate {config.intermediate_size}, heads "
+    moe_layers = sum(config.is_moe_layer(i) for i in range(config.num_hidden_layers))
+    print(f"{model_dir}\n  architecture: {config.architecture}\n  layers: {config.num_hidden_layers} {kinds}, "
+          f"{moe_layers} with experts\n  hidden {config.hidden_size}, intermediate {config.intermediate_size} "
+          f"(experts {config.moe_intermediate_size}), heads "
           f"{config.num_attention_heads}/{config.num_key_value_heads} x {config.head_dim}\n"
           f"  experts: {config.num_local_experts} (top-{config.num_experts_per_tok}), {experts}\n"
           f"  vocab: {config.vocab_size}\n  checkpoint: {len(reader.entries)} tensors, {reader.total_bytes:,} bytes "

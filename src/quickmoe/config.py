@@ -2,29 +2,53 @@
 
 `ModelConfig` is frozen: everything derived at run time (dtypes, devices, buffer sizes) lives in the
 runtime, not here. Every invalid or missing field raises `ConfigError` naming the field, the value
-and what was expected.
+and what was expected. Three architectures are read, each with the defaults of its transformers
+configuration class: gpt-oss, Qwen3-MoE and Mixtral (`ARCHITECTURES`). `EngineConfig` (how to run a
+model) lives in engine_config.py and is re-exported here.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from quickmoe.engine_config import EngineConfig
 from quickmoe.errors import ConfigError
 from quickmoe.paths import read_regular
+from quickmoe.quant_config import QuantizationConfig, parse_quantization
 
-if TYPE_CHECKING:
-    import torch
+__all__ = ["ARCHITECTURES", "EngineConfig", "LAYER_TYPES", "ModelConfig", "QuantizationConfig", "RopeScaling",
+           "SUPPORTED_ARCHITECTURES"]
 
-SUPPORTED_ARCHITECTURES = ("GptOssForCausalLM",)
 LAYER_TYPES = ("sliding_attention", "full_attention")
-QUANT_METHODS = ("mxfp4",)
 ROPE_TYPES = ("yarn", "default")
+HIDDEN_ACTS = ("silu",)
+
+
+@dataclass(frozen=True)
+class ArchitectureDefaults:
+    """What differs between the architectures' config.json files: their transformers defaults, the field
+    naming the experts, and the quantization schemes quickmoe runs for them."""
+
+    rope_theta: float
+    rms_norm_eps: float
+    max_position_embeddings: int
+    attention_bias: bool | None  # None: not configurable (the model has no attention biases)
+    experts_field: str
+    quant_schemes: tuple[str, ...]
+    default_top_k: int | None = None
+
+
+ARCHITECTURES: dict[str, ArchitectureDefaults] = {
+    "GptOssForCausalLM": ArchitectureDefaults(150000.0, 1e-5, 131072, True, "num_local_experts", ("mxfp4",)),
+    "Qwen3MoeForCausalLM": ArchitectureDefaults(10000.0, 1e-6, 32768, False, "num_experts", ("fp8", "nvfp4"), 8),
+    "MixtralForCausalLM": ArchitectureDefaults(1e6, 1e-5, 131072, None, "num_local_experts", ("fp8", "nvfp4"), 2),
+}
+SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 
 
 def _fail(field_name: str, value: Any, expected: str, source: str) -> ConfigError:
@@ -57,8 +81,8 @@ def _kind_name(kind: type | tuple) -> str:
 
 @dataclass(frozen=True)
 class RopeScaling:
-    """RoPE parameters. gpt-oss uses YaRN: NeoX half-split rotation, frequencies blended between
-    interpolation and extrapolation over a ramp, and cos/sin scaled by `attention_factor`."""
+    """RoPE parameters: NeoX half-split rotation with `rope_theta`; `rope_type` "yarn" (gpt-oss, long-context
+    Qwen) blends interpolated and extrapolated frequencies over a ramp and scales cos/sin by `attention_factor`."""
 
     rope_theta: float
     rope_type: str = "yarn"
@@ -80,16 +104,15 @@ class RopeScaling:
 
 
 @dataclass(frozen=True)
-class QuantizationConfig:
-    """`quantization_config` of the checkpoint. Only MXFP4 experts are quantized in gpt-oss."""
-
-    quant_method: str
-    modules_to_not_convert: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class ModelConfig:
-    """A validated gpt-oss `config.json`. `quantization` is None for bf16 experts."""
+    """A validated config.json. `quantization` is None for an unquantized checkpoint.
+
+    Experts: `num_local_experts` of `moe_intermediate_size` each (Qwen3's `num_experts` /
+    `moe_intermediate_size`; gpt-oss and Mixtral: `intermediate_size`), `num_experts_per_tok` per token.
+    `intermediate_size` is the dense MLP's width (Qwen3's `mlp_only_layers`, and layers off the
+    `decoder_sparse_step`). `norm_topk_prob`: the top-k routing weights are renormalised to sum to 1
+    (Mixtral always; gpt-oss's top-k-then-softmax weights sum to 1 by construction).
+    """
 
     architecture: str
     vocab_size: int
@@ -101,11 +124,16 @@ class ModelConfig:
     head_dim: int
     num_local_experts: int
     num_experts_per_tok: int
-    sliding_window: int
+    sliding_window: int | None
     layer_types: tuple[str, ...]
     rms_norm_eps: float
     rope: RopeScaling
     max_position_embeddings: int
+    moe_intermediate_size: int = 0  # 0: intermediate_size
+    norm_topk_prob: bool = False
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple[int, ...] = ()
+    hidden_act: str = "silu"
     swiglu_limit: float = 7.0
     swiglu_alpha: float = 1.702
     attention_bias: bool = True
@@ -117,12 +145,14 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         src = self.source
+        if self.moe_intermediate_size == 0:
+            object.__setattr__(self, "moe_intermediate_size", self.intermediate_size)
         if self.num_attention_heads % self.num_key_value_heads:
             raise _fail("num_key_value_heads", self.num_key_value_heads,
                         f"a divisor of num_attention_heads={self.num_attention_heads}", src)
         if self.num_experts_per_tok > self.num_local_experts:
             raise _fail("num_experts_per_tok", self.num_experts_per_tok,
-                        f"at most num_local_experts={self.num_local_experts}", src)
+                        f"at most the number of experts ({self.num_local_experts})", src)
         if self.head_dim % 2:
             raise _fail("head_dim", self.head_dim, "an even number (RoPE rotates halves)", src)
         if len(self.layer_types) != self.num_hidden_layers:
@@ -131,23 +161,49 @@ class ModelConfig:
         for i, kind in enumerate(self.layer_types):
             if kind not in LAYER_TYPES:
                 raise _fail(f"layer_types[{i}]", kind, f"one of {list(LAYER_TYPES)}", src)
-        if self.quantization is not None and self.hidden_size % 32:
-            raise _fail("hidden_size", self.hidden_size, "a multiple of 32 (MXFP4 block size)", src)
-        if self.quantization is not None and self.intermediate_size % 32:
-            raise _fail("intermediate_size", self.intermediate_size, "a multiple of 32 (MXFP4 block size)", src)
+        if "sliding_attention" in self.layer_types and self.sliding_window is None:
+            raise _fail("sliding_window", None, "a positive integer (layer_types has sliding layers)", src)
+        for i in self.mlp_only_layers:
+            if not 0 <= i < self.num_hidden_layers:
+                raise _fail("mlp_only_layers", list(self.mlp_only_layers),
+                            f"layer indices in [0, {self.num_hidden_layers})", src)
         for i, tok in enumerate(self.eos_token_ids):
             if not 0 <= tok < self.vocab_size:
                 raise _fail(f"eos_token_id[{i}]", tok, f"a token id in [0, {self.vocab_size})", src)
+        self._check_quantization()
+
+    def _check_quantization(self) -> None:
+        q, src = self.quantization, self.source
+        if q is None:
+            return
+        supported = ARCHITECTURES[self.architecture].quant_schemes
+        if q.scheme not in supported:
+            raise ConfigError(f"{src}: quantization {q.scheme!r} (quant_method {q.quant_method!r}) is not supported "
+                              f"for {self.architecture}: expected one of {list(supported)}, or no quantization_config")
+        multiple = {"mxfp4": 32, "nvfp4": q.group_size or 16}.get(q.scheme)
+        if q.scheme == "fp8" and q.weight_block_size is not None:
+            multiple = None  # partial blocks at the edges are fine, except between the stacked gate and up rows
+            if self.moe_intermediate_size % q.weight_block_size[0]:
+                raise _fail("moe_intermediate_size" if self.architecture == "Qwen3MoeForCausalLM" else
+                            "intermediate_size", self.moe_intermediate_size, f"a multiple of the FP8 block's "
+                            f"{q.weight_block_size[0]} rows (gate and up stack into whole blocks)", src)
+        for name, value in (("hidden_size", self.hidden_size), ("moe_intermediate_size", self.moe_intermediate_size)):
+            if multiple is not None and value % multiple:
+                raise _fail(name, value, f"a multiple of {multiple} ({q.scheme} block size)", src)
 
     def is_quantized(self, module_name: str) -> bool:
         """Whether checkpoint module `module_name` is quantized: a quantization config is present and no
         `modules_to_not_convert` pattern (fnmatch-style, or a dotted prefix) names the module."""
-        if self.quantization is None:
-            return False
-        for pattern in self.quantization.modules_to_not_convert:
-            if fnmatch.fnmatchcase(module_name, pattern) or module_name.startswith(pattern + "."):
-                return False
-        return True
+        return self.quantization is not None and not self.quantization.excludes(module_name)
+
+    def quant_scheme(self, module_name: str) -> str | None:
+        """The scheme quantizing checkpoint module `module_name` ("mxfp4", "fp8", "nvfp4"), or None."""
+        return self.quantization.scheme if self.is_quantized(module_name) else None
+
+    def is_moe_layer(self, layer_idx: int) -> bool:
+        """Whether decoder layer `layer_idx` has experts (else a dense MLP of `intermediate_size`): not in
+        `mlp_only_layers`, and (layer_idx + 1) a multiple of `decoder_sparse_step` (transformers' rule)."""
+        return layer_idx not in self.mlp_only_layers and (layer_idx + 1) % self.decoder_sparse_step == 0
 
     @property
     def num_kv_groups(self) -> int:
@@ -174,16 +230,19 @@ class ModelConfig:
             raise ConfigError(f"{cfg_path}: not valid UTF-8 ({exc})") from None
         except (json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"{cfg_path}: not valid JSON ({exc})") from None
-        return cls.from_dict(raw, source=str(cfg_path))
+        return cls.from_dict(raw, source=str(cfg_path), model_dir=path)
 
     @classmethod
-    def from_dict(cls, raw: Any, source: str = "config.json") -> "ModelConfig":
+    def from_dict(cls, raw: Any, source: str = "config.json", model_dir: Path | None = None) -> "ModelConfig":
+        """Parse a config.json dict (`model_dir`: where to look for hf_quant_config.json)."""
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: expected a JSON object, got {type(raw).__name__}")
         archs = _get(raw, "architectures", list, source)
-        supported = [a for a in archs if a in SUPPORTED_ARCHITECTURES]
+        supported = [a for a in archs if a in ARCHITECTURES]
         if not supported:
-            raise _fail("architectures", archs, f"one of {list(SUPPORTED_ARCHITECTURES)}", source)
+            raise _fail("architectures", archs, f"one of {list(ARCHITECTURES)}", source)
+        arch = supported[0]
+        d = ARCHITECTURES[arch]
 
         def pos_int(name: str, default: Any = ...) -> int:
             return _get(raw, name, int, source, default=default, positive=True)
@@ -194,42 +253,74 @@ class ModelConfig:
         experts_per_tok = raw.get("num_experts_per_tok", raw.get("experts_per_token"))
         topk_raw = {"num_experts_per_tok": experts_per_tok} if experts_per_tok is not None else {}
         head_dim = pos_int("head_dim", default=hidden // heads if hidden % heads == 0 else ...)
-        layer_types = _get(raw, "layer_types", list, source, default=None)
-        if layer_types is None:  # HF default: even layers slide, odd layers see everything
-            layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+        experts_field = d.experts_field if d.experts_field in raw else "num_local_experts"
         eos = raw.get("eos_token_id")
         eos_ids = [] if eos is None else (eos if isinstance(eos, list) else [eos])
         if any(not isinstance(t, int) or isinstance(t, bool) for t in eos_ids):
             raise _fail("eos_token_id", eos, "an integer or a list of integers", source)
-        pad = _get(raw, "pad_token_id", int, source, default=None)
+        window, layer_types = _parse_attention_layers(raw, arch, layers, source)
+        hidden_act = _get(raw, "hidden_act", str, source, default="silu")
+        if arch != "GptOssForCausalLM" and hidden_act not in HIDDEN_ACTS:
+            raise _fail("hidden_act", hidden_act, f"one of {list(HIDDEN_ACTS)}", source)
+        sparse = arch == "Qwen3MoeForCausalLM"
+        mlp_only = _get(raw, "mlp_only_layers", list, source, default=[]) if sparse else []
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in mlp_only):
+            raise _fail("mlp_only_layers", mlp_only, "a list of layer indices", source)
+        intermediate = pos_int("intermediate_size")
         return cls(
-            architecture=supported[0],
+            architecture=arch,
             vocab_size=pos_int("vocab_size"),
             hidden_size=hidden,
-            intermediate_size=pos_int("intermediate_size"),
+            intermediate_size=intermediate,
             num_hidden_layers=layers,
             num_attention_heads=heads,
-            num_key_value_heads=pos_int("num_key_value_heads"),
+            num_key_value_heads=pos_int("num_key_value_heads", default=heads if arch == "MixtralForCausalLM" else ...),
             head_dim=head_dim,
-            num_local_experts=pos_int("num_local_experts"),
-            num_experts_per_tok=_get(topk_raw, "num_experts_per_tok", int, source, positive=True),
-            sliding_window=pos_int("sliding_window", default=128),
-            layer_types=tuple(layer_types),
-            rms_norm_eps=_get(raw, "rms_norm_eps", float, source, default=1e-5, positive=True),
-            rope=_parse_rope(raw, source),
-            max_position_embeddings=pos_int("max_position_embeddings", default=131072),
+            num_local_experts=pos_int(experts_field),
+            num_experts_per_tok=_get(topk_raw, "num_experts_per_tok", int, source, positive=True,
+                                     default=d.default_top_k if d.default_top_k is not None else ...),
+            sliding_window=window,
+            layer_types=layer_types,
+            rms_norm_eps=_get(raw, "rms_norm_eps", float, source, default=d.rms_norm_eps, positive=True),
+            rope=_parse_rope(raw, source, d.rope_theta),
+            max_position_embeddings=pos_int("max_position_embeddings", default=d.max_position_embeddings),
+            moe_intermediate_size=pos_int("moe_intermediate_size") if sparse else intermediate,
+            norm_topk_prob=(_get(raw, "norm_topk_prob", bool, source, default=False) if sparse
+                            else arch == "MixtralForCausalLM"),
+            decoder_sparse_step=pos_int("decoder_sparse_step", default=1) if sparse else 1,
+            mlp_only_layers=tuple(mlp_only),
+            hidden_act=hidden_act,
             swiglu_limit=_get(raw, "swiglu_limit", float, source, default=7.0, positive=True),
             swiglu_alpha=_get(raw, "swiglu_alpha", float, source, default=1.702, positive=True),
-            attention_bias=_get(raw, "attention_bias", bool, source, default=True),
+            attention_bias=(False if d.attention_bias is None else
+                            _get(raw, "attention_bias", bool, source, default=d.attention_bias)),
             tie_word_embeddings=_get(raw, "tie_word_embeddings", bool, source, default=False),
             eos_token_ids=tuple(eos_ids),
-            pad_token_id=pad,
-            quantization=_parse_quantization(raw, source),
+            pad_token_id=_get(raw, "pad_token_id", int, source, default=None),
+            quantization=parse_quantization(raw, source, model_dir),
             source=source,
         )
 
 
-def _parse_rope(raw: dict, source: str) -> RopeScaling:
+def _parse_attention_layers(raw: dict, arch: str, layers: int, source: str) -> tuple[int | None, tuple[str, ...]]:
+    """(sliding window, layer types). gpt-oss: `layer_types`, by default even layers slide (window 128).
+    Qwen3-MoE: every layer slides when `use_sliding_window` (window `sliding_window`, 4096 by default), none
+    otherwise. Mixtral: every layer slides when `sliding_window` is set."""
+    if arch == "GptOssForCausalLM":
+        window = _get(raw, "sliding_window", int, source, default=128, positive=True)
+        layer_types = _get(raw, "layer_types", list, source, default=None)
+        if layer_types is None:  # HF default: even layers slide, odd layers see everything
+            layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+        return window, tuple(layer_types)
+    if arch == "Qwen3MoeForCausalLM":
+        on = _get(raw, "use_sliding_window", bool, source, default=False)
+        window = _get(raw, "sliding_window", int, source, default=4096, positive=True) if on else None
+    else:
+        window = _get(raw, "sliding_window", int, source, default=None, positive=True)
+    return window, ("sliding_attention" if window is not None else "full_attention",) * layers
+
+
+def _parse_rope(raw: dict, source: str, default_theta: float) -> RopeScaling:
     """Accept both spellings: `rope_scaling` + top-level `rope_theta` (published gpt-oss), or
     `rope_parameters` holding `rope_theta` (transformers 5)."""
     if raw.get("rope_parameters") is not None:
@@ -241,7 +332,7 @@ def _parse_rope(raw: dict, source: str) -> RopeScaling:
         prefix = "rope_scaling"
         theta_src, theta_name = raw, "rope_theta"
     sub = f"{source} ({prefix})" if theta_src is params else source
-    theta = _get(theta_src, theta_name, float, sub, default=150000.0, positive=True)
+    theta = _get(theta_src, theta_name, float, sub, default=default_theta, positive=True)
     psrc = f"{source} ({prefix})"
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type not in ROPE_TYPES:
@@ -259,148 +350,3 @@ def _parse_rope(raw: dict, source: str) -> RopeScaling:
         truncate=_get(params, "truncate", bool, psrc, default=True),
         attention_factor=_get(params, "attention_factor", float, psrc, default=None),
     )
-
-
-def _parse_quantization(raw: dict, source: str) -> QuantizationConfig | None:
-    q = _get(raw, "quantization_config", dict, source, default=None)
-    if q is None:
-        return None
-    method = q.get("quant_method")
-    if method not in QUANT_METHODS:
-        raise _fail("quantization_config.quant_method", method, f"one of {list(QUANT_METHODS)}", source)
-    skip = _get(q, "modules_to_not_convert", list, f"{source} (quantization_config)", default=[])
-    if any(not isinstance(m, str) for m in skip):
-        raise _fail("quantization_config.modules_to_not_convert", skip, "a list of strings", source)
-    return QuantizationConfig(quant_method=method, modules_to_not_convert=tuple(skip))
-
-
-DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("auto", "float32", "bfloat16")
-MOE_KERNELS = ("auto", "torch", "triton")
-COMPILE_MODES = ("off", "on")
-CUDA_GRAPH_MODES = ("auto", "off", "on")
-
-
-KV_BLOCK_SIZES = (16, 32, 64, 128)
-SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
-CPU_LONG_PREFILL_TOKENS = 128  # the default prefill chunk cap on a CPU (EngineConfig.long_prefill_token_threshold)
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """How to run a model: where, in which precision, and how much context, batch and cache to allow.
-
-    `model` None means the embedded default (a tiny random checkpoint built once into the cache).
-    `device` auto picks CUDA when available; `dtype` auto is bfloat16 on CUDA and float32 on CPU.
-    `moe_kernels` / `attention_kernels`: "triton" runs the MoE experts / the paged attention with the Triton
-    kernels, "torch" with their torch references; "auto" (the default) is "triton" on CUDA when triton is
-    installed, else "torch" (`resolved_kernels`).
-    `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
-    cached on disk: executor/compile.py); "off" (the default until the compiled path has been validated on
-    the GPU; `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
-    step in CUDA graphs for batch-size buckets at start-up (executor/cuda_graphs.py; CUDA only); "auto" (the
-    default) does so on CUDA; "off" decodes eagerly.
-    Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
-    `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `long_prefill_token_threshold`: the
-    most prompt tokens one sequence prefills in one step, so that running decodes and new requests are never held
-    up by more than one such chunk (None: CPU_LONG_PREFILL_TOKENS on a CPU, a quarter of max_num_batched_tokens
-    on CUDA; `resolved_long_prefill_token_threshold`). `max_model_len` (prompt + output
-    tokens; default: the model's max_position_embeddings, capped to what the KV cache holds) bounds a request.
-    KV cache: blocks of `block_size` positions; its size is `kv_cache_memory` bytes when given, else on CUDA
-    what `gpu_memory_utilization` of the GPU leaves after the weights and the activations of a full step, else
-    (CPU) 1 GiB; `num_kv_blocks` sets the full-attention group's block count directly (tests, tuning).
-    """
-
-    model: str | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    max_model_len: int | None = None
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    seed: int = 0
-    moe_kernels: str = "auto"
-    attention_kernels: str = "auto"
-    compile: str = "off"
-    cuda_graphs: str = "auto"
-    block_size: int = 16
-    kv_cache_memory: int | None = None
-    gpu_memory_utilization: float = 0.9
-    num_kv_blocks: int | None = None
-    long_prefill_token_threshold: int | None = None
-
-    def resolved_long_prefill_token_threshold(self, device_type: str) -> int:
-        """The prefill chunk cap on a device of `device_type` ("cpu", "cuda"): the option when set, else
-        CPU_LONG_PREFILL_TOKENS on a CPU (a token costs ~1 ms there on the tiny model) and a quarter of the step's
-        budget on CUDA; never more than max_num_batched_tokens."""
-        if self.long_prefill_token_threshold is not None:
-            chosen = self.long_prefill_token_threshold
-        elif device_type == "cuda":
-            chosen = max(self.max_num_batched_tokens // 4, 1)
-        else:
-            chosen = CPU_LONG_PREFILL_TOKENS
-        return min(chosen, self.max_num_batched_tokens)
-
-    def resolved_cuda_graphs(self, device: torch.device) -> bool:
-        """Whether decode steps run in CUDA graphs on `device` ("auto": on CUDA)."""
-        return self.cuda_graphs == "on" or (self.cuda_graphs == "auto" and device.type == "cuda")
-
-    def resolved_kernels(self, which: str, device: torch.device) -> str:
-        """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`. An explicit
-        "triton" needs triton installed and a CUDA device (or TRITON_INTERPRET=1: Triton's CPU interpreter, for
-        tests); else ConfigError, rather than a silent fallback or a traceback from Triton's driver."""
-        import importlib.util
-
-        choice = getattr(self, which)
-        has_triton = importlib.util.find_spec("triton") is not None
-        if choice == "triton":
-            if not has_triton:
-                raise ConfigError(f"engine option '{which}' = 'triton': triton is not installed (expected 'auto' or "
-                                  "'torch', or `pip install triton`)")
-            if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-                raise ConfigError(f"engine option '{which}' = 'triton' needs a CUDA device; the model runs on "
-                                  f"{device.type} (expected 'auto' or 'torch' there, or TRITON_INTERPRET=1 for "
-                                  "Triton's CPU interpreter)")
-        if choice != "auto":
-            return choice
-        return "triton" if device.type == "cuda" and has_triton else "torch"
-
-    def __post_init__(self) -> None:
-        def fail(name: str, expected: str) -> ConfigError:
-            return ConfigError(f"engine option '{name}' = {getattr(self, name)!r}: expected {expected}")
-
-        def is_int(value: object) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        if not isinstance(self.device, str) or (self.device not in DEVICES and not self.device.startswith("cuda:")):
-            raise fail("device", f"one of {list(DEVICES)} or 'cuda:N'")
-        if self.dtype not in DTYPES:
-            raise fail("dtype", f"one of {list(DTYPES)}")
-        if self.max_model_len is not None and (not is_int(self.max_model_len) or self.max_model_len < 2):
-            raise fail("max_model_len", "an integer >= 2")
-        for name in ("moe_kernels", "attention_kernels"):
-            if getattr(self, name) not in MOE_KERNELS:
-                raise fail(name, f"one of {list(MOE_KERNELS)}")
-        if self.compile not in COMPILE_MODES:
-            raise fail("compile", f"one of {list(COMPILE_MODES)}")
-        if self.cuda_graphs not in CUDA_GRAPH_MODES:
-            raise fail("cuda_graphs", f"one of {list(CUDA_GRAPH_MODES)}")
-        if not is_int(self.max_num_seqs) or self.max_num_seqs < 1:
-            raise fail("max_num_seqs", "an integer >= 1")
-        if not is_int(self.max_num_batched_tokens) or self.max_num_batched_tokens < 1:
-            raise fail("max_num_batched_tokens", "an integer >= 1")
-        if self.block_size not in KV_BLOCK_SIZES:
-            raise fail("block_size", f"one of {list(KV_BLOCK_SIZES)}")
-        if self.kv_cache_memory is not None and (not is_int(self.kv_cache_memory) or self.kv_cache_memory < 1):
-            raise fail("kv_cache_memory", "a number of bytes >= 1")
-        if isinstance(self.gpu_memory_utilization, bool) or not isinstance(self.gpu_memory_utilization, (int, float)) \
-                or not 0 < self.gpu_memory_utilization <= 1:
-            raise fail("gpu_memory_utilization", "a fraction in (0, 1]")
-        if self.num_kv_blocks is not None and (not is_int(self.num_kv_blocks) or self.num_kv_blocks < 1):
-            raise fail("num_kv_blocks", "an integer >= 1")
-        if self.long_prefill_token_threshold is not None and (not is_int(self.long_prefill_token_threshold)
-                                                              or self.long_prefill_token_threshold < 1):
-            raise fail("long_prefill_token_threshold", "None or an integer >= 1")
-        if not is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
-            raise fail("seed", f"an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
-        if self.model is not None and not isinstance(self.model, str):
-            raise fail("model", "None or a checkpoint directory")

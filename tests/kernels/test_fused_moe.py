@@ -84,18 +84,18 @@ def test_fused_moe_needs_the_grouped_layout():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mx_dot", [None, False, True])
+@pytest.mark.parametrize("forced", [None, (16, False), (32, True)])
 @pytest.mark.parametrize("num_tokens", [1, 16, 256])
-def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(monkeypatch, num_tokens, mx_dot):
+def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(monkeypatch, num_tokens, forced):
     """gpt-oss-20b layer shapes (H = I = 2880, 32 experts, top-4), MXFP4 weights, bf16 activations: within
-    1e-2 (relative, Frobenius) of float64 on the same dequantized weights, with the tuned configs (mx_dot None)
-    and with each MXFP4 path forced: the inline-PTX decode and Triton's dot_scaled, in both orientations."""
-    if mx_dot is not None:
+    1e-2 (relative, Frobenius) of float64 on the same dequantized weights, with the tuned configs and with
+    forced (column tile, orientation) choices."""
+    if forced is not None:
         from quickmoe.kernels import moe_configs
 
         tuned = moe_configs.moe_kernel_config
         monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: dataclasses.replace(
-            tuned(*args, **kwargs), mx_dot=mx_dot, swap_ab=bool(num_tokens % 2)))
+            tuned(*args, **kwargs), block_n=forced[0], swap_ab=forced[1]))
     g = torch.Generator().manual_seed(num_tokens)
     w1, b1, w2, b2, s1, s2 = _experts(32, 2880, 2880, True, torch.bfloat16, g)
     x = torch.randn(num_tokens, 2880, generator=g).to(torch.bfloat16).to(DEVICE)

@@ -18,12 +18,13 @@ def small_overrides(**kw) -> dict:
     return base
 
 
-def write_small_checkpoint(out: Path, *, experts_dtype: str = "mxfp4", layers: int = 2, experts: int = 4,
-                           seed: int = 0, **overrides) -> Path:
+def write_small_checkpoint(out: Path, *, experts_dtype: str | None = "mxfp4", layers: int = 2, experts: int = 4,
+                           seed: int = 0, preset: str = "tiny", dequantized_twin: bool = False, **overrides) -> Path:
     from quickmoe.checkpoint.synth import write_checkpoint
 
-    return write_checkpoint(out, preset="tiny", layers=layers, experts=experts, seed=seed,
-                            experts_dtype=experts_dtype, overrides=small_overrides(**overrides), progress=False)
+    return write_checkpoint(out, preset=preset, layers=layers, experts=experts, seed=seed,
+                            experts_dtype=experts_dtype, overrides=small_overrides(**overrides), progress=False,
+                            dequantized_twin=dequantized_twin)
 
 
 def load_hf_reference(model_dir: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"):
@@ -41,6 +42,48 @@ def load_hf_reference(model_dir: Path, dtype: torch.dtype = torch.float32, devic
     # transformers 5.17 (the GPU machine's) keeps dequantized MXFP4 experts in bf16 whatever `dtype`; the values
     # are exact in bf16 (E2M1 x 2^k), so casting them is exact too
     return model.to(dtype).eval()
+
+
+def random_prompts(vocab: int, lengths: list[int], seed: int) -> list[list[int]]:
+    """Fresh random token ids (below the two highest ids) of the given lengths."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, vocab - 2, (n,), generator=g).tolist() for n in lengths]
+
+
+def cpu_runner(model_dir):  # -> ModelRunner in float32 on the CPU
+    from quickmoe.config import EngineConfig
+    from quickmoe.executor.model_runner import ModelRunner
+
+    return ModelRunner(model_dir, EngineConfig(model=str(model_dir), device="cpu", dtype="float32"))
+
+
+def packed_logits(runner, prompts: list[list[int]]) -> list[torch.Tensor]:
+    """One step over all prompts packed together (a fresh cache): every token's logits, [L, V] per prompt."""
+    batch = PagedSteps(runner).batch(prompts, list(range(len(prompts))))
+    logits = runner.forward(batch, all_logits=True)  # [T, V]
+    return list(logits.split([len(p) for p in prompts]))
+
+
+def assert_logits_match(name: str, ours: list[torch.Tensor], hf, prompts: list[list[int]]) -> None:
+    """quickmoe's logits of each prompt (packed together) within 1e-4 of the reference model's, run alone."""
+    for prompt, got in zip(prompts, ours):
+        with torch.no_grad():
+            want = hf(torch.tensor([prompt])).logits[0].float()  # [L, V]
+        assert torch.isfinite(want).all() and want.std() > 1e-2  # a meaningful reference
+        diff = (got - want).abs().max().item()
+        assert diff <= 1e-4, f"{name}: prompt of {len(prompt)} tokens, max abs diff {diff:.3g}"
+
+
+def assert_greedy_matches(name: str, llm, hf, prompts: list[list[int]], max_tokens: int = 32) -> None:
+    """quickmoe's greedy tokens (all prompts batched through the engine) equal the reference's generate."""
+    from quickmoe.engine.sampling_params import SamplingParams
+
+    outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
+    for prompt, out in zip(prompts, outs):
+        with torch.no_grad():
+            ref = hf.generate(torch.tensor([prompt]), max_new_tokens=max_tokens, min_new_tokens=max_tokens,
+                              do_sample=False, eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+        assert out.token_ids == ref, f"{name}: prompt of {len(prompt)} tokens"
 
 
 class PagedSteps:

@@ -151,3 +151,24 @@ def test_compiled_graphs_hold_the_custom_ops_as_single_nodes(ckpt_factory):
     _run(runner, _steps(runner, seed=5, num_steps=2), [None, None])
     assert {f"quickmoe.{op}.default" for op in ("moe_experts", "route_experts", "rotary_write_kv", "paged_attention",
                                                 "fused_add_rms_norm")} <= targets, targets
+
+
+@pytest.mark.parametrize("preset, overrides, kinds", [
+    # Qwen3: every layer slides; layer 1 is dense, the others have experts: two kinds
+    ("qwen3-moe-tiny", dict(hidden_size=64, head_dim=16, moe_intermediate_size=32, intermediate_size=64,
+                            mlp_only_layers=[1], use_sliding_window=True, sliding_window=8), 2),
+    ("mixtral-tiny", dict(hidden_size=64, intermediate_size=64), 1),  # every layer alike: one kind
+])
+def test_family_models_compile_one_graph_per_layer_kind(ckpt_factory, preset, overrides, kinds):
+    """Qwen3-MoE and Mixtral through the same regional compilation: one graph per layer kind (attention window
+    x MLP kind) whatever the depth, and Inductor's compiled layers give the eager outputs."""
+    torch._dynamo.reset()
+    runner = _runner(ckpt_factory(preset=preset, experts_dtype=None, layers=4, experts=4, seed=34, **overrides))
+    steps = _steps(runner, seed=9, num_steps=3)
+    eager = _run(runner, steps, [None] * len(steps))
+    before = compile_stats().graphs
+    compile_decoder_layers(runner.model.model.layers)
+    compiled = _run(runner, steps, [None] * len(steps))
+    assert compile_stats().graphs - before == kinds
+    for step, (want, got) in enumerate(zip(eager, compiled)):
+        assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), f"step {step}: {(got - want).abs().max()}"

@@ -10,7 +10,10 @@ import torch
 from quickmoe.config import EngineConfig
 from quickmoe.executor.model_runner import ModelRunner
 
-from .conftest import PagedSteps, load_hf_reference
+from .conftest import PagedSteps, assert_greedy_matches, assert_logits_match, load_hf_reference
+from .conftest import cpu_runner as _runner
+from .conftest import packed_logits as _packed_logits
+from .conftest import random_prompts as _prompts
 
 # (experts_dtype, layers, experts, overrides): 2-4 layers, 4-8 experts, hidden 64-256, both layer kinds
 CASES = {
@@ -22,21 +25,6 @@ CASES = {
     "mxfp4-h256-4L-8E-w128": ("mxfp4", 4, 8, dict(hidden_size=256, intermediate_size=96, num_attention_heads=4,
                                                   num_key_value_heads=1, head_dim=64, num_experts_per_tok=4)),
 }
-
-
-def _prompts(vocab: int, lengths: list[int], seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(0, vocab - 2, (n,), generator=g).tolist() for n in lengths]
-
-
-def _runner(model_dir) -> ModelRunner:
-    return ModelRunner(model_dir, EngineConfig(model=str(model_dir), device="cpu", dtype="float32"))
-
-
-def _packed_logits(runner: ModelRunner, prompts: list[list[int]]) -> list[torch.Tensor]:
-    batch = PagedSteps(runner).batch(prompts, list(range(len(prompts))))
-    logits = runner.forward(batch, all_logits=True)  # [T, V]
-    return list(logits.split([len(p) for p in prompts]))
 
 
 @pytest.fixture(params=sorted(CASES))
@@ -52,30 +40,16 @@ def test_prefill_logits_match_transformers(case):
     hf = load_hf_reference(model_dir)
     lengths = [1, 7, 23, 40] if "w128" not in name else [5, 150, 200]  # past the 128-token window too
     prompts = _prompts(runner.config.vocab_size, lengths, seed=len(name))
-    ours = _packed_logits(runner, prompts)  # one packed batch of different lengths
-    for prompt, got in zip(prompts, ours):
-        with torch.no_grad():
-            want = hf(torch.tensor([prompt])).logits[0].float()  # [L, V]
-        assert torch.isfinite(want).all() and want.std() > 1e-2  # a meaningful reference
-        diff = (got - want).abs().max().item()
-        assert diff <= 1e-4, f"{name}: prompt of {len(prompt)} tokens, max abs diff {diff:.3g}"
+    assert_logits_match(name, _packed_logits(runner, prompts), hf, prompts)  # one packed batch of different lengths
 
 
 def test_greedy_generation_matches_transformers(case):
-    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
 
     name, model_dir = case
     llm = LLM(model_dir, device="cpu", dtype="float32")
-    hf = load_hf_reference(model_dir)
     lengths = [3, 11, 30] if "w128" not in name else [120, 9]  # decoding crosses the window edge
-    prompts = _prompts(llm.config.vocab_size, lengths, seed=7)
-    outs = llm.generate(prompts, SamplingParams(max_tokens=32, temperature=0, ignore_eos=True))
-    for prompt, out in zip(prompts, outs):
-        with torch.no_grad():
-            ref = hf.generate(torch.tensor([prompt]), max_new_tokens=32, min_new_tokens=32, do_sample=False,
-                              eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
-        assert out.token_ids == ref, f"{name}: prompt of {len(prompt)} tokens"
+    assert_greedy_matches(name, llm, load_hf_reference(model_dir), _prompts(llm.config.vocab_size, lengths, seed=7))
 
 
 def test_kv_cache_decode_equals_full_recomputation(ckpt_factory):

@@ -88,7 +88,11 @@ def test_modules_to_not_convert_can_exclude_experts():
     (lambda r: r.update(rms_norm_eps="tiny"), ["rms_norm_eps", "'tiny'", "number"]),
 ])
 def test_invalid_config_names_field_value_and_expectation(mutate, culprits):
-    raw = gpt_oss_20b_config()
+    assert_config_error(gpt_oss_20b_config(), mutate, culprits)
+
+
+def assert_config_error(raw: dict, mutate, culprits: list[str]) -> None:
+    """`mutate(raw)` makes a config that ModelConfig refuses with a message naming the file and every culprit."""
     mutate(raw)
     with pytest.raises(ConfigError) as err:
         ModelConfig.from_dict(raw, source="dir/config.json")
@@ -130,3 +134,79 @@ def test_engine_config_rejects_invalid_options(kwargs, culprit):
 def test_sampling_params_reject_invalid_values(kwargs, culprit):
     with pytest.raises(RequestError, match=culprit):
         SamplingParams(**kwargs)
+
+
+def qwen3_30b_config() -> dict:
+    from quickmoe.checkpoint.presets import base_config
+
+    return base_config("qwen3-30b-a3b")
+
+
+def test_parses_published_qwen3_and_mixtral_configs():
+    from quickmoe.checkpoint.presets import base_config
+
+    qwen = ModelConfig.from_dict(qwen3_30b_config())
+    assert (qwen.architecture, qwen.num_local_experts, qwen.num_experts_per_tok) == ("Qwen3MoeForCausalLM", 128, 8)
+    assert (qwen.hidden_size, qwen.moe_intermediate_size, qwen.intermediate_size, qwen.head_dim) == (2048, 768, 6144,
+                                                                                                     128)
+    assert qwen.norm_topk_prob and not qwen.attention_bias and qwen.rms_norm_eps == 1e-6
+    assert qwen.sliding_window is None and set(qwen.layer_types) == {"full_attention"}
+    assert qwen.rope.rope_type == "default" and qwen.rope.rope_theta == 1e6 and qwen.rope.cos_sin_scale == 1.0
+    assert all(qwen.is_moe_layer(i) for i in range(48)) and qwen.quantization is None
+    mixtral = ModelConfig.from_dict(base_config("mixtral-8x7b"))
+    assert (mixtral.num_local_experts, mixtral.num_experts_per_tok, mixtral.moe_intermediate_size) == (8, 2, 14336)
+    assert mixtral.head_dim == 128 and mixtral.norm_topk_prob and not mixtral.attention_bias
+    assert mixtral.sliding_window is None and mixtral.eos_token_ids == (2,)
+
+
+def test_qwen3_sliding_window_dense_layers_and_sparse_step():
+    raw = {**qwen3_30b_config(), "num_hidden_layers": 4, "use_sliding_window": True, "sliding_window": 64,
+           "mlp_only_layers": [0], "decoder_sparse_step": 2}
+    cfg = ModelConfig.from_dict(raw)
+    assert cfg.layer_types == ("sliding_attention",) * 4 and cfg.layer_window(3) == 64
+    assert [cfg.is_moe_layer(i) for i in range(4)] == [False, True, False, True]
+    assert ModelConfig.from_dict({**raw, "use_sliding_window": False}).layer_window(0) is None
+    mixtral = {**raw, "architectures": ["MixtralForCausalLM"], "num_local_experts": 8, "sliding_window": 32}
+    assert ModelConfig.from_dict(mixtral).layer_types == ("sliding_attention",) * 4
+
+
+def test_quantization_configs_of_qwen_fp8_and_modelopt_nvfp4(tmp_path):
+    raw = {**qwen3_30b_config(), "quantization_config": {
+        "activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128],
+        "modules_to_not_convert": ["lm_head", "model.layers.*.mlp.gate"]}}
+    fp8 = ModelConfig.from_dict(raw)
+    assert fp8.quantization.scheme == "fp8" and fp8.quantization.weight_block_size == (128, 128)
+    assert fp8.quant_scheme("model.layers.3.mlp.experts") == "fp8"
+    assert fp8.quant_scheme("model.layers.3.mlp.gate") is None and fp8.quant_scheme("lm_head") is None
+    assert fp8.quant_scheme("model.layers.3.mlp.gate_proj") == "fp8"  # a pattern is not a prefix of another name
+    (tmp_path / "config.json").write_text(json.dumps(qwen3_30b_config()))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"}, "quantization": {
+        "quant_algo": "NVFP4", "kv_cache_quant_algo": None, "group_size": 16,
+        "exclude_modules": ["lm_head", "model.layers.*.self_attn*", "model.layers.*.mlp.gate"]}}))
+    nvfp4 = ModelConfig.from_dir(tmp_path)
+    assert nvfp4.quantization.scheme == "nvfp4" and nvfp4.quantization.group_size == 16
+    assert nvfp4.quant_scheme("model.layers.0.mlp.experts") == "nvfp4"
+    assert nvfp4.quant_scheme("model.layers.0.self_attn.q_proj") is None
+
+
+@pytest.mark.parametrize("mutate, culprits", [
+    (lambda r: r.update(architectures=["DeepseekV3ForCausalLM"]),
+     ["architectures", "DeepseekV3ForCausalLM", "GptOssForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"]),
+    (lambda r: r.update(quantization_config={"quant_method": "mxfp4"}),
+     ["'mxfp4'", "Qwen3MoeForCausalLM", "['fp8', 'nvfp4']"]),
+    (lambda r: r.update(quantization_config={"quant_method": "awq"}), ["quant_method", "'awq'", "'modelopt'"]),
+    (lambda r: r.update(quantization_config={"quant_method": "modelopt", "quant_algo": "FP8"}),
+     ["quant_algo", "'FP8'", "NVFP4"]),
+    (lambda r: r.update(quantization_config={"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 32}),
+     ["group_size", "32", "16"]),
+    (lambda r: r.update(quantization_config={"quant_method": "fp8", "activation_scheme": "static",
+                                             "weight_block_size": [128, 128]}), ["activation_scheme", "'static'"]),
+    (lambda r: r.update(quantization_config={"quant_method": "fp8"}), ["weight_block_size", "None"]),
+    (lambda r: r.update(moe_intermediate_size=100, quantization_config={
+        "quant_method": "fp8", "weight_block_size": [128, 128]}), ["moe_intermediate_size", "100", "128"]),
+    (lambda r: r.update(hidden_act="gelu"), ["hidden_act", "'gelu'", "silu"]),
+    (lambda r: r.update(mlp_only_layers=[48]), ["mlp_only_layers", "[48]"]),
+    (lambda r: r.pop("moe_intermediate_size"), ["moe_intermediate_size", "missing"]),
+])
+def test_invalid_qwen3_config_names_field_value_and_expectation(mutate, culprits):
+    assert_config_error(qwen3_30b_config(), mutate, culprits)

@@ -137,7 +137,7 @@ def test_command_lines_parse_and_validate_or_fail_in_one_line(argv, capsys, monk
 
 @pytest.fixture(scope="module")
 def llm() -> LLM:
-    return LLM(None, device="cpu", max_model_len=64, kv_cache_memory=32 << 20, max_num_batched_tokens=48)
+    return LLM(None, device="cpu", max_model_len=64, kv_cache_memory=32 << 20, max_num_batched_tokens=48, max_num_seqs=8)
 
 
 WORDS = st.text(alphabet="ab ,.", min_size=1, max_size=3)

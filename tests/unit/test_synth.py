@@ -125,7 +125,8 @@ def test_preset_configs_are_the_published_ones():
             tiny.num_experts_per_tok, tiny.sliding_window) == (201088, 128, 128, 4, 2, 32, 4, 8, 4, 128)
     assert tiny.layer_types == ("sliding_attention", "full_attention") * 2
     assert tiny.rope.rope_type == "yarn" and tiny.rope.factor == 32.0
-    assert set(PRESETS) == {"tiny", "gpt-oss-20b", "gpt-oss-120b"}
+    assert set(PRESETS) == {"tiny", "gpt-oss-20b", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-moe-tiny", "mixtral-8x7b",
+                            "mixtral-tiny"}
 
 
 def test_bf16_experts_use_the_unquantized_hf_layout():

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from quickmoe.checkpoint.bindings import Binding, checkpoint_bindings
 from quickmoe.checkpoint.chunk_plan import plan_chunks
 from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.reader import CheckpointReader, TensorSpec
@@ -78,12 +79,7 @@ class LoadStats:
 
 def expected_tensors(model: nn.Module) -> dict[str, TensorSpec]:
     """The checkpoint tensors a model expects, from the formats its parameters declared."""
-    specs = {}
-    for name, param in model.named_parameters():
-        if not hasattr(param, "weight_loader"):
-            raise AssertionError(f"parameter {name} was not declared with declare_weight")
-        specs[name] = TensorSpec(name=name, shape=tuple(param.checkpoint_shape), dtype=param.checkpoint_dtype)
-    return specs
+    return {name: b.spec for name, b in checkpoint_bindings(model).items()}
 
 
 def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool = False,
@@ -103,14 +99,14 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"load_weights option {option!r} = {value!r}: expected a positive integer")
     t_start = time.perf_counter()
-    params = dict(model.named_parameters())
-    reader.validate(expected_tensors(model))  # names, shapes, dtypes: all problems reported at once
+    bindings = checkpoint_bindings(model)
+    reader.validate({name: b.spec for name, b in bindings.items()})  # names, shapes, dtypes: all problems at once
     validate_seconds = time.perf_counter() - t_start
     start = time.perf_counter()
-    device = _staging_device(params.values())
-    names = [n for n in reader.entries if n in params]
+    device = _staging_device(p for _, p in model.named_parameters())
+    names = [n for n in reader.entries if n in bindings]
     chunks = plan_chunks(reader.entries_by_file, chunk_bytes, names)
-    sink = ParameterSink(params, device, chunks)
+    sink = ParameterSink(bindings, device, chunks)
     for name in names:  # empty tensors have no bytes to read
         entry = reader.entries[name]
         if entry.nbytes == 0:
@@ -152,7 +148,7 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - start
-    _check_complete(reader, params, sink.filled)
+    _check_complete(reader, bindings, sink.filled)
     on_cpu = device.type != "cuda"
     stats = LoadStats(
         num_tensors=len(sink.filled), num_bytes=total, seconds=seconds, validate_seconds=validate_seconds,
@@ -180,13 +176,13 @@ def _staging_device(params: Iterable[nn.Parameter]) -> torch.device:
     return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
 
 
-def _check_complete(reader: CheckpointReader, params: dict[str, nn.Parameter], filled: set[str]) -> None:
+def _check_complete(reader: CheckpointReader, bindings: dict[str, Binding], filled: set[str]) -> None:
     unused = sorted(set(reader.entries) - filled)
     if unused:
         files = {str(reader.entries[n].file.name) for n in unused}
         raise CheckpointError(f"{len(unused)} checkpoint tensor(s) were not used by the model: "
                               f"{', '.join(unused[:10])} (in {', '.join(sorted(files))})")
-    unfilled = sorted(set(params) - filled)
+    unfilled = sorted({b.param_name for name, b in bindings.items() if name not in filled})
     if unfilled:
         raise CheckpointError(f"{len(unfilled)} parameter(s) were never filled from {reader.model_dir}: "
                               f"{', '.join(unfilled[:10])}")

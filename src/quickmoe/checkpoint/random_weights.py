@@ -1,4 +1,4 @@
-"""Random contents of synthetic gpt-oss checkpoints, generated chunk by chunk.
+"""Random contents of synthetic checkpoints, generated chunk by chunk.
 
 Every chunk's generator is seeded from (seed, tensor name, chunk index), so the bytes depend on
 nothing else (not on thread timing, process or machine). Chunks are at most `CHUNK_ELEMENTS` elements
@@ -20,9 +20,9 @@ import functools
 import hashlib
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,16 +39,18 @@ _SCALE_SPREAD_RMS = math.sqrt((1 + 0.25) / 2)
 
 
 @dataclass(frozen=True)
-class _Fill:
+class Fill:
     """How a tensor is filled. kind: normal (bf16 N(mean, std)), fp4 (uniform random codes), e8m0
     (scales for an effective weight std of 1/sqrt(k)), dequant (bf16 experts made from the MXFP4 blocks
-    and scales named `source`_blocks / `source`_scales, transposed to in x out)."""
+    and scales named `source`_blocks / `source`_scales, transposed to in x out), custom (`make(seed)` returns
+    the whole tensor's bytes: the quantized formats of checkpoint/random_quantized.py)."""
 
     kind: str
     mean: float = 0.0
     std: float = 0.0
     k: int = 0
     source: str = ""
+    make: Callable[[int], np.ndarray] | None = field(default=None, compare=False)
 
     @property
     def per_expert(self) -> bool:
@@ -56,27 +58,33 @@ class _Fill:
         return self.kind in ("fp4", "e8m0", "dequant")
 
 
-def _fill_for(spec: TensorSpec) -> _Fill:
-    """The fill rule of a gpt-oss checkpoint tensor, from its name (and its shape for the scaling)."""
+def linear_weight_std(in_features: int) -> float:
+    """The std of a linear weight [out, in]: each output ~ N(0, |x|^2 / in)."""
+    return in_features ** -0.5
+
+
+def fill_for(spec: TensorSpec) -> Fill:
+    """The fill rule of a checkpoint tensor, from its name (and its shape for the scaling)."""
     name, shape = spec.name, spec.shape
-    if name.endswith("norm.weight"):  # input/post-attention layernorms and the final norm
-        return _Fill("normal", mean=1.0, std=0.05)
-    if name.endswith(("_proj.weight", "router.weight", "lm_head.weight")):  # [out, in]
-        return _Fill("normal", std=shape[1] ** -0.5)  # each output ~ N(0, |x|^2 / in)
+    if name.endswith("norm.weight"):  # layernorms, the final norm, Qwen3's per-head q_norm / k_norm
+        return Fill("normal", mean=1.0, std=0.05)
+    if name.endswith(("_proj.weight", "router.weight", "lm_head.weight", ".gate.weight", ".w1.weight", ".w2.weight",
+                      ".w3.weight")):  # [out, in]: projections, routers (gpt-oss router, Qwen/Mixtral gate), experts
+        return Fill("normal", std=linear_weight_std(shape[1]))
     if name.endswith(("_proj.bias", "_proj_bias")):  # attention and expert biases
-        return _Fill("normal", std=0.02)
+        return Fill("normal", std=0.02)
     if name.endswith("router.bias"):
-        return _Fill("normal", std=0.1)
+        return Fill("normal", std=0.1)
     if name.endswith(("embed_tokens.weight", "sinks")):
-        return _Fill("normal", std=1.0)
+        return Fill("normal", std=1.0)
     if name.endswith("_proj_blocks"):
-        return _Fill("fp4")
+        return Fill("fp4")
     if name.endswith("_proj_scales"):  # [E, N, K/32]
-        return _Fill("e8m0", k=shape[-1] * BLOCK_SIZE)
+        return Fill("e8m0", k=shape[-1] * BLOCK_SIZE)
     if name.endswith((".gate_up_proj", ".down_proj")):  # bf16 experts [E, K, N]
         if shape[1] % BLOCK_SIZE == 0:
-            return _Fill("dequant", k=shape[1], source=name)
-        return _Fill("normal", std=shape[1] ** -0.5)  # K not a multiple of 32: no MXFP4 twin
+            return Fill("dequant", k=shape[1], source=name)
+        return Fill("normal", std=shape[1] ** -0.5)  # K not a multiple of 32: no MXFP4 twin
     raise ValueError(f"no fill rule for tensor {name!r}")
 
 
@@ -113,7 +121,7 @@ def _e8m0_chunk(seed: int, name: str, unit: int, n: int, k: int) -> np.ndarray:
     return np.uint8(_e8m0_base(k)) - (_random_bytes(seed, name, unit, n) & np.uint8(1))
 
 
-def _chunk(fill: _Fill, spec: TensorSpec, seed: int, unit: int, n: int) -> np.ndarray:
+def _chunk(fill: Fill, spec: TensorSpec, seed: int, unit: int, n: int) -> np.ndarray:
     """The bytes of chunk `unit` (n elements) of tensor `spec`."""
     if fill.kind == "normal":
         index = _random_bytes(seed, spec.name, unit, 2 * n).view("<u2")  # [n] uniform 16-bit
@@ -132,17 +140,35 @@ def _chunk(fill: _Fill, spec: TensorSpec, seed: int, unit: int, n: int) -> np.nd
     raise ValueError(f"unknown fill kind {fill.kind!r}")
 
 
-def tensor_chunks(specs: Iterable[TensorSpec], seed: int, workers: int) -> Iterator[tuple[str, Any]]:
+def normal_bf16_values(seed: int, name: str, shape: Sequence[int], std: float) -> torch.Tensor:
+    """The values a `normal` fill gives tensor `name` (bf16 [shape]), chunk streams included: a quantized
+    checkpoint quantizes exactly the weights of the bf16 one of the same seed."""
+    total = math.prod(shape)
+    table = _normal_bf16_table(0.0, std)
+    parts = [table[_random_bytes(seed, name, i, 2 * min(CHUNK_ELEMENTS, total - start)).view("<u2")]
+             for i, start in enumerate(range(0, total, CHUNK_ELEMENTS))]
+    flat = np.concatenate(parts) if parts else np.zeros(0, dtype="<u2")
+    return torch.from_numpy(flat.view(np.int16).copy()).view(torch.bfloat16).reshape(tuple(shape))
+
+
+def tensor_chunks(specs: Iterable[TensorSpec], seed: int, workers: int,
+                  fill_rule: Callable[[TensorSpec], Fill] | None = None) -> Iterator[tuple[str, Any]]:
     """`(tensor name, bytes-like)` for every chunk of every tensor of `specs`, in order, generated on
-    `workers` threads (1: in the calling thread). The bytes depend only on `seed` and the specs."""
-    return _in_order(_jobs(specs, seed), workers)
+    `workers` threads (1: in the calling thread). The bytes depend only on `seed` and the specs (and the
+    `fill_rule`: by default `fill_for`, from the tensor names)."""
+    return _in_order(_jobs(specs, seed, fill_rule or fill_for), workers)
 
 
-def _jobs(specs: Iterable[TensorSpec], seed: int) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
+def _jobs(specs: Iterable[TensorSpec], seed: int,
+          fill_rule: Callable[[TensorSpec], Fill]) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
     """(tensor name, chunk maker) for every chunk of every tensor, in file order."""
     for spec in specs:
-        fill = _fill_for(spec)
+        fill = fill_rule(spec)
         total = math.prod(spec.shape)
+        if fill.kind == "custom":
+            assert fill.make is not None
+            yield spec.name, functools.partial(fill.make, seed)
+            continue
         if fill.per_expert:
             per = math.prod(spec.shape[1:])
             bounds = [(e, per) for e in range(spec.shape[0])] if per else []

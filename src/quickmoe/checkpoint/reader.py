@@ -38,11 +38,12 @@ MAX_REPORTED = 20
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A tensor a model expects: name, shape, dtype."""
+    """A tensor a model expects: name, shape, dtype (or one of `alt_dtypes`: e.g. FP8 scales in bf16 or float32)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: torch.dtype
+    alt_dtypes: tuple[torch.dtype, ...] = ()
 
 
 class CheckpointReader:
@@ -154,7 +155,8 @@ class CheckpointReader:
                             f"{_fmt(e.shape, e.dtype)}")
         for name in sorted(set(specs) & set(self.entries)):
             s, e = specs[name], self.entries[name]
-            what = [w for w, bad in (("shape", tuple(s.shape) != e.shape), ("dtype", s.dtype != e.dtype)) if bad]
+            bad_dtype = s.dtype != e.dtype and e.dtype not in s.alt_dtypes
+            what = [w for w, bad in (("shape", tuple(s.shape) != e.shape), ("dtype", bad_dtype)) if bad]
             if what:
                 problems.append(f"wrong {' and '.join(what)} for tensor {name} in {e.file.name}: expected "
                                 f"{_fmt(s.shape, s.dtype)}, found {_fmt(e.shape, e.dtype)}")

@@ -1,8 +1,9 @@
 """Where the bytes of each chunk go: straight into a parameter, or through its weight loader.
 
-A parameter whose weight loader is the plain `copy_weight_loader`, with the checkpoint's dtype and shape,
-contiguous, is byte-for-byte the checkpoint tensor: its pieces *land directly*, each copied from the
-chunk's host buffer into the matching byte range of the parameter (on CUDA an asynchronous host->device
+A checkpoint tensor that is byte-for-byte a contiguous run of its parameter (the parameter itself, with the
+plain `copy_weight_loader`, the checkpoint's dtype and shape; or a same-dtype slice of it, e.g. one expert's
+rows: `bindings.py`) has its pieces *land directly*, each copied from the chunk's host buffer into the
+matching byte range of the parameter (on CUDA an asynchronous host->device
 copy straight into the parameter: no staging buffer, no assembly of tensors that straddle chunks, no
 weight-loader call). With bf16 weights on CUDA that is every gpt-oss tensor but the float32 norms and
 sinks. Every other piece is *delivered*: the chunk's bytes [span) that hold such pieces are staged next
@@ -20,26 +21,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
+from quickmoe.checkpoint.bindings import Binding, bytes_view
 from quickmoe.checkpoint.chunk_plan import Chunk, Piece
-from quickmoe.checkpoint.weight_loaders import copy_weight_loader
 
-__all__ = ["ChunkRoute", "ParameterSink", "lands_directly"]
+__all__ = ["ChunkRoute", "ParameterSink"]
 
 _SPAN_ALIGN = 16  # spans start at a multiple of this, so a piece's alignment within the span is its own
-
-
-def lands_directly(param: nn.Parameter) -> bool:
-    """Whether the checkpoint's bytes are the parameter's bytes (a plain copy, same dtype and shape)."""
-    return (param.weight_loader is copy_weight_loader and param.dtype == param.checkpoint_dtype
-            and tuple(param.shape) == tuple(param.checkpoint_shape) and param.is_contiguous())
 
 
 @dataclass(frozen=True)
 class ChunkRoute:
     """For one chunk: `direct` (destination byte view, host start, host end) copies, the parameters they
-    `completed` (their last piece is in this chunk), the `delivered` pieces, and the chunk-relative byte
+    `completed` (checkpoint tensors whose last piece is in this chunk), the `delivered` pieces, and the
+    chunk-relative byte
     `span` [start, end) that must be staged for those (None if none)."""
 
     direct: list[tuple[torch.Tensor, int, int]]
@@ -50,20 +45,22 @@ class ChunkRoute:
 
 
 class ParameterSink:
-    """Routes each chunk's pieces to the parameters; records which parameters were filled."""
+    """Routes each chunk's pieces to the parameters; records which checkpoint tensors were loaded."""
 
-    def __init__(self, params: dict[str, nn.Parameter], device: torch.device, chunks: Sequence[Chunk]) -> None:
-        self.params = params
+    def __init__(self, bindings: dict[str, Binding], device: torch.device, chunks: Sequence[Chunk]) -> None:
+        self.bindings = bindings
         self.device = device
         self.filled: set[str] = set()
-        flat: dict[str, torch.Tensor] = {}  # parameter -> its bytes, flat (for the ones that land directly)
+        flat: dict[str, torch.Tensor] = {}  # tensor -> its bytes in the parameter (for the ones that land directly)
         self.routes: list[ChunkRoute] = []
         for chunk in chunks:
             direct, completed, delivered = [], [], []
             for piece in chunk.pieces:
                 name = piece.entry.name
-                if name not in flat and lands_directly(params[name]):
-                    flat[name] = params[name].data.view(-1).view(torch.uint8)
+                binding = bindings[name]
+                if name not in flat and binding.direct_offset is not None and piece.entry.dtype == binding.param.dtype:
+                    start = binding.direct_offset * binding.param.element_size()
+                    flat[name] = bytes_view(binding.param)[start:start + piece.entry.nbytes]
                 if name in flat:
                     direct.append((flat[name][piece.dst:piece.dst + piece.nbytes], piece.src, piece.src + piece.nbytes))
                     if piece.is_last:
@@ -117,8 +114,9 @@ class ParameterSink:
             self.load(entry.name, tensor, self._scratch)
 
     def load(self, name: str, tensor: torch.Tensor, staging: torch.Tensor | None) -> None:
-        param = self.params[name]
-        param.weight_loader(param, tensor)
+        binding = self.bindings[name]
+        param = binding.param
+        binding.weight_loader(param, tensor)
         if staging is not None and param.untyped_storage().data_ptr() == staging.untyped_storage().data_ptr():
             raise AssertionError(f"the weight_loader of {name} kept a view of the loader's staging buffer "
                                  "(it must copy: the buffer is reused for later chunks)")

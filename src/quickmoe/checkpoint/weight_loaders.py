@@ -2,16 +2,22 @@
 
 They live below both the layers that declare them and the loader that calls them (the loader lands a tensor
 straight in its parameter when the loader is the plain `copy_weight_loader` and the dtypes agree).
+
+Most parameters are one checkpoint tensor of the same name. A parameter may instead gather several
+(`CheckpointPart`s, e.g. Mixtral's per-expert `experts.3.w1.weight` stacked into the experts' parameter):
+each part names its tensor relative to the parameter's module, with its shape, dtype and loader, and,
+when it is a contiguous run of the parameter's elements (`offset`), its bytes land directly too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-__all__ = ["WeightLoader", "copy_weight_loader", "transpose_last2_weight_loader"]
+__all__ = ["CheckpointPart", "SliceLoader", "WeightLoader", "copy_weight_loader", "transpose_last2_weight_loader"]
 
 WeightLoader = Callable[[nn.Parameter, torch.Tensor], None]
 
@@ -25,3 +31,40 @@ def copy_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
 def transpose_last2_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
     """Checkpoint [..., in, out] -> parameter [..., out, in] (HF's unquantized experts are stored in x out)."""
     param.data.copy_(loaded.transpose(-1, -2))
+
+
+@dataclass(frozen=True)
+class SliceLoader:
+    """Copies a checkpoint tensor into `param[index][rows]` (rows None: the whole sub-tensor), converting dtype:
+    e.g. expert 3's gate weight [I, H] into rows [0, I) of the stacked gate_up parameter [E, 2I, H]."""
+
+    index: int
+    rows: tuple[int, int] | None = None
+
+    def __call__(self, param: nn.Parameter, loaded: torch.Tensor) -> None:
+        dst = param.data[self.index]
+        if self.rows is not None:
+            dst = dst[self.rows[0]:self.rows[1]]
+        assert dst.numel() == loaded.numel(), (tuple(dst.shape), tuple(loaded.shape))
+        dst.copy_(loaded.reshape(dst.shape))  # a scalar (ModelOpt's per-tensor scales) fills a [1] slice
+
+    def offset(self, param: nn.Parameter) -> int | None:
+        """Element offset of the destination when it is one contiguous run of the parameter, else None."""
+        if not param.is_contiguous():
+            return None
+        per_index = param[0].numel() if param.dim() else 1
+        row = param[0][0].numel() if param.dim() > 1 else 1
+        return self.index * per_index + (self.rows[0] * row if self.rows is not None else 0)
+
+
+@dataclass(frozen=True)
+class CheckpointPart:
+    """One checkpoint tensor filling part of a parameter: `name` relative to the parameter's module (the
+    full name is `<module prefix>.<name>`), its checkpoint `shape` and `dtype` (or one of `alt_dtypes`), and its
+    `weight_loader`."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    weight_loader: WeightLoader
+    alt_dtypes: tuple[torch.dtype, ...] = ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from quickmoe.config import SEED_RANGE
+from quickmoe.engine_config import SEED_RANGE
 from quickmoe.errors import RequestError
 
 __all__ = ["GREEDY_BELOW", "MAX_LOGPROBS", "SEED_RANGE", "SamplingParams"]

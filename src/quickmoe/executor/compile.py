@@ -1,6 +1,6 @@
 """Regional compilation: each decoder layer compiled with torch.compile, one graph per layer *kind*.
 
-All decoder layers share one forward (`GptOssDecoderLayer.forward`); torch.compile treats a module's
+All decoder layers share one forward (`models/decoder.py` `DecoderLayer.forward`); torch.compile treats a module's
 parameters as graph inputs, and the layer takes its KV caches and the step's metadata as arguments
 (`AttentionMetadata`: tensors only), with MoE, KV writes and attention as custom ops
 (`forward/custom_ops.py`: tensors and plain numbers). So the graphs differ only where the layers do:

@@ -118,12 +118,14 @@ def activation_bytes_estimate(config: ModelConfig, dtype: torch.dtype, max_num_b
                               max_num_seqs: int) -> int:
     """An upper estimate of the transient memory of one full step, kept free of the KV cache: per token the
     residual stream and norms (~8 H), q/k/v and the attention output, the MoE's k routed rows (gate_up
-    activations 2I and down outputs H, twice for the kernels' intermediates); the sampler's tensors over every
+    activations 2I and down outputs H, twice for the kernels' intermediates; or a dense MLP's, if larger); the sampler's tensors over every
     sequence's vocabulary row (float32 logits, probabilities and sorted probabilities, int64 sort order, and
     about four float64 scans); doubled for allocator slack."""
     element = torch.empty((), dtype=dtype).element_size()
     attn = (2 * config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim
-    moe = config.num_experts_per_tok * 2 * (2 * config.intermediate_size + config.hidden_size)
+    moe = config.num_experts_per_tok * 2 * (2 * config.moe_intermediate_size + config.hidden_size)
+    if not all(config.is_moe_layer(i) for i in range(config.num_hidden_layers)):  # dense MLP layers (Qwen3)
+        moe = max(moe, 2 * (2 * config.intermediate_size + config.hidden_size))
     per_token = element * (8 * config.hidden_size + attn + moe) + 4 * (config.num_local_experts + 64)
     logits = (3 * 4 + 8 + 4 * 8) * config.vocab_size * max_num_seqs
     return 2 * (per_token * max_num_batched_tokens + logits)

@@ -21,10 +21,11 @@ from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_ca
 from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
 from quickmoe.executor.step_timer import StepTimer
 from quickmoe.forward.forward_batch import ForwardBatch
-from quickmoe.layers.attention import GptOssAttention
+from quickmoe.layers.attention import Attention
 from quickmoe.layers.moe import FusedMoE, GptOssMLP
 from quickmoe.layers.norm import RMSNorm
 from quickmoe.layers.sampler import DeviceSample, Sampler
+from quickmoe.layers.sparse_moe import SparseMoeBlock
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
 from quickmoe.startup.early_start import EarlyStart
@@ -90,9 +91,9 @@ class ModelRunner:
         self.model = build_model(self.config, dtype=self.dtype, device=self.device)
         moe_kernels, attention_kernels = self.moe_kernels, self.attention_kernels
         for module in self.model.modules():  # the backends are chosen once, here
-            if isinstance(module, (FusedMoE, GptOssMLP)):  # the experts and their routing
+            if isinstance(module, (FusedMoE, GptOssMLP, SparseMoeBlock)):  # the experts and their routing
                 module.kernels = moe_kernels
-            elif isinstance(module, (GptOssAttention, RMSNorm)):  # attention, RoPE + KV write, the norms
+            elif isinstance(module, (Attention, RMSNorm)):  # attention, RoPE + KV write, the norms
                 module.kernels = attention_kernels
         self.report.mark("build")
         options = early_start.options if early_start is not None else LoaderOptions.from_env()

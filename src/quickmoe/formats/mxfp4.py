@@ -118,7 +118,6 @@ def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     flat = x.reshape(-1, BLOCK_SIZE)  # [B, 32]
     blocks = torch.empty(flat.shape[0], BYTES_PER_BLOCK, dtype=torch.uint8, device=x.device)  # [B, 16]
     scales = torch.empty(flat.shape[0], dtype=torch.uint8, device=x.device)  # [B]
-    code_of_doubled = torch.tensor(_CODE_OF_DOUBLED, dtype=torch.uint8, device=x.device)
     for start in range(0, flat.shape[0], _CHUNK_BLOCKS):
         rows = slice(start, start + _CHUNK_BLOCKS)
         v = flat[rows].to(work)  # [b, 32]
@@ -131,7 +130,7 @@ def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         shared = shared.clamp(-E8M0_BIAS, E8M0_BIAS)  # [b]
         # [b, 32]; a power-of-two factor: exact, except results below 2**-126 (which round to 0 anyway)
         scaled = v * _exp2(-shared).to(work)[:, None]
-        blocks[rows] = pack_fp4(_round_to_e2m1(scaled, code_of_doubled))
+        blocks[rows] = pack_fp4(round_to_e2m1(scaled))
         scales[rows] = (shared + E8M0_BIAS).to(torch.uint8)
     lead = x.shape[:-1]
     return blocks.reshape(*lead, groups, BYTES_PER_BLOCK), scales.reshape(*lead, groups)
@@ -163,9 +162,10 @@ def mxfp4_nbytes(n: int, k: int) -> tuple[int, int]:
     return n * groups * BYTES_PER_BLOCK, n * groups
 
 
-def _round_to_e2m1(scaled: torch.Tensor, code_of_doubled: torch.Tensor) -> torch.Tensor:
+def round_to_e2m1(scaled: torch.Tensor) -> torch.Tensor:
     """float values (already divided by the block scale) -> uint8 E2M1 codes: nearest value, ties to the
-    even code (mantissa bit 0), saturating at ±6."""
+    even code (mantissa bit 0), saturating at ±6; the sign is kept (-0 is code 8). NaN must be removed first."""
+    code_of_doubled = torch.tensor(_CODE_OF_DOUBLED, dtype=torch.uint8, device=scaled.device)
     mag = scaled.abs().clamp(max=E2M1_MAX)
     # The E2M1 grid has spacing 0.5 on [0, 2), 1 on [2, 4) and 2 on [4, 6]; dividing by a power of two is
     # exact and torch.round rounds half to even, which on each segment is the even E2M1 code.
@@ -189,4 +189,4 @@ def _check_uint8(name: str, t: torch.Tensor) -> None:
 
 
 __all__ = ["BLOCK_SIZE", "E2M1_LUT", "E2M1_MAX", "E8M0_BIAS", "dequantize_mxfp4", "e8m0_to_float", "mxfp4_nbytes",
-           "pack_fp4", "quantize_mxfp4", "unpack_fp4"]
+           "pack_fp4", "quantize_mxfp4", "round_to_e2m1", "unpack_fp4"]

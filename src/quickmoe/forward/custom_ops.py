@@ -8,9 +8,11 @@ decoder layer serves every layer of its kind, in any order and with any layer sk
   cache in place); returns the rotated q.
 - `quickmoe::paged_attention`: gpt-oss attention (sinks, window, GQA) of every sequence of the step over one
   layer's paged cache: the decode kernel for one token per sequence, else the prefill kernel.
-- `quickmoe::route_experts`: the router (linear with bias), top-k, softmax over the k (weights float32, ids int32
-  with the kernel; the torch reference keeps the logits' dtype and int64 ids).
-- `quickmoe::moe_experts`: the MoE experts (`fused_moe` with the Triton kernels, else `fused_moe_ref`).
+- `quickmoe::route_experts`: the router (linear, bias optional), then top-k and softmax in either order (gpt-oss:
+  top-k then softmax; Mixtral, Qwen: softmax then top-k); weights float32, ids int32 with the kernel (gpt-oss's
+  torch reference keeps the logits' dtype and int64 ids).
+- `quickmoe::moe_experts`: the MoE experts (`fused_moe` with the Triton kernels, else `fused_moe_ref`): MXFP4,
+  NVFP4, FP8 block-scaled or dense weights, gpt-oss's SwiGLU or SiLU * up.
 Each op has a fake (meta) implementation giving the output's shape, so compilation never runs it. Outside
 torch.compile the model calls the implementations directly (`_dispatch`).
 """
@@ -27,7 +29,7 @@ from quickmoe.kernels.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from quickmoe.kernels.rms_norm import rms_norm as rms_norm_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv as rotary_write_kv_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
-from quickmoe.kernels.routing import route, topk_softmax_ref
+from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
 __all__ = ["fused_add_rms_norm", "moe_experts", "paged_attention", "rms_norm", "rotary_write_kv", "route_experts"]
 
@@ -103,12 +105,16 @@ def _paged_attention_fake(q, k_cache, v_cache, block_tables, cu_query_lens, cont
 
 
 def _route_experts(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
-                   use_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                   softmax_first: bool, renormalize: bool, use_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden [T, H] -> (topk_weights [T, k], topk_ids [T, k]): the router's logits hidden W^T + b (one GEMM),
-    their k largest, softmax over those (`route`, one launch, with the kernels)."""
+    then gpt-oss's scoring (the k largest logits, a softmax over them) or, with softmax_first, Mixtral's and
+    Qwen's (a softmax over all experts, the k largest, divided by their sum when renormalize)."""
     router_logits = torch.nn.functional.linear(hidden, weight, bias)  # [T, E]
+    scoring = "softmax_topk" if softmax_first else "topk_softmax"
     if use_kernels:
-        return route(router_logits, top_k, scoring="topk_softmax")
+        return route(router_logits, top_k, scoring=scoring, renormalize=renormalize)
+    if softmax_first:
+        return route_ref(router_logits, top_k, scoring=scoring, renormalize=renormalize)
     return topk_softmax_ref(router_logits, top_k)
 
 
@@ -116,9 +122,9 @@ route_experts_op = torch.library.custom_op("quickmoe::route_experts", _route_exp
 
 
 @route_experts_op.register_fake
-def _route_experts_fake(hidden, weight, bias, top_k, use_kernels):
+def _route_experts_fake(hidden, weight, bias, top_k, softmax_first, renormalize, use_kernels):
     shape = (hidden.shape[0], top_k)
-    if use_kernels:
+    if use_kernels or softmax_first:
         return hidden.new_empty(shape, dtype=torch.float32), hidden.new_empty(shape, dtype=torch.int32)
     return hidden.new_empty(shape), hidden.new_empty(shape, dtype=torch.int64)
 
@@ -126,12 +132,14 @@ def _route_experts_fake(hidden, weight, bias, top_k, use_kernels):
 def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor,
                  w1_bias: torch.Tensor | None, w2: torch.Tensor, w2_bias: torch.Tensor | None,
                  w1_scales: torch.Tensor | None, w2_scales: torch.Tensor | None, gate_up_group: int,
-                 swiglu_limit: float, swiglu_alpha: float, use_kernels: bool) -> torch.Tensor:
+                 swiglu_limit: float, swiglu_alpha: float, use_kernels: bool, activation: str = "swiglu_gpt_oss",
+                 w1_row_scale: torch.Tensor | None = None, w2_row_scale: torch.Tensor | None = None) -> torch.Tensor:
     """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton)."""
     experts = fused_moe if use_kernels else fused_moe_ref
     return experts(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
                    w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
-                   swiglu_alpha=swiglu_alpha)
+                   swiglu_alpha=swiglu_alpha, activation=activation, w1_row_scale=w1_row_scale,
+                   w2_row_scale=w2_row_scale)
 
 
 moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, mutates_args=())
@@ -139,7 +147,8 @@ moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, 
 
 @moe_experts_op.register_fake
 def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales, w2_scales, gate_up_group,
-                      swiglu_limit, swiglu_alpha, use_kernels):
+                      swiglu_limit, swiglu_alpha, use_kernels, activation="swiglu_gpt_oss", w1_row_scale=None,
+                      w2_row_scale=None):
     return torch.empty_like(hidden)
 
 

@@ -5,9 +5,15 @@
 same arguments.
 Expert weights are out x in: w1 [E, 2I, H], w2 [E, H, I], with w1's rows (and w1_bias) in the gate/up
 order of `quickmoe.layouts.mxfp4_moe` with group `gate_up_group` (1: the checkpoint interleave, even
-rows gate, odd rows up). When scales are given, w1/w2 are MXFP4 in that module's kernel layout: packed
-blocks [E, N, K/2] uint8 and transposed E8M0 scales [E, K/32, N], dequantized here per expert hit, so
-the stored experts stay MXFP4.
+rows gate, odd rows up). When scales are given, the weights are quantized in a kernel layout, told apart by
+dtypes, and dequantized here per expert hit (the stored experts stay quantized):
+- MXFP4 (`layouts.mxfp4_moe`): packed blocks [E, N, K/2] uint8, transposed E8M0 scales [E, K/32, N] uint8;
+- FP8 block-scaled (`layouts.quantized_moe`): float8_e4m3fn [E, N, K], per-row scales float32 [E, K/bk, N];
+- NVFP4 (`layouts.quantized_moe`): packed [E, N, K/2] uint8, E4M3 scales [E, K/16, N] and the per-row global
+  scale `row_scale` float32 [E, N].
+The Triton `fused_moe` runs all four; with FP8 weights it quantizes both GEMMs' activations per token and 128
+columns (kernels/fp8_quant.py) and multiplies e4m3 by e4m3: `fused_moe_ref(..., fp8_activations=True)` is its
+reference (the model's torch path keeps the activations in their dtype).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import functools
 import torch
 
 from quickmoe.layouts.mxfp4_moe import dequantize_expert, split_gate_up
+from quickmoe.layouts.quantized_moe import dequantize_fp8_expert, dequantize_nvfp4_expert
 
 
 def swiglu_gpt_oss(gate_up: torch.Tensor, limit: float, alpha: float, gate_up_group: int = 1) -> torch.Tensor:
@@ -36,6 +43,14 @@ def _check_activation(activation: str) -> None:
         raise ValueError(f"fused_moe: activation = {activation!r}: expected one of {list(ACTIVATIONS)}")
 
 
+def _through_fp8_groups(x: torch.Tensor) -> torch.Tensor:
+    """x rounded to FP8 per token and 128 columns and back, in float32 products as the kernels form them."""
+    from quickmoe.formats.fp8 import quantize_fp8_per_token_group
+
+    q, scales = quantize_fp8_per_token_group(x)
+    return (q.float() * scales.repeat_interleave(128, dim=1)[:, : x.shape[1]]).to(x.dtype)
+
+
 def _through_mxfp8(x: torch.Tensor) -> torch.Tensor:
     """x rounded to MXFP8 and back, in x's dtype (exact: e4m3 x 2^k fits bf16 and float32)."""
     from quickmoe.kernels.mxfp8_quant import dequantize_mxfp8_ref, quantize_mxfp8_ref
@@ -48,9 +63,16 @@ def _device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
-def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, expert: int, dtype: torch.dtype) -> torch.Tensor:
+def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, row_scale: torch.Tensor | None, expert: int,
+                   dtype: torch.dtype) -> torch.Tensor:
+    """Expert `expert`'s weight [N, K] in `dtype`, dequantized from the kernel layout its dtypes name."""
     if scales is None:
         return w[expert].to(dtype)  # [N, K]
+    if w.dtype == torch.float8_e4m3fn:
+        return dequantize_fp8_expert(w[expert], scales[expert], dtype)  # [N, K] + [K/bk, N]
+    if scales.dtype == torch.float8_e4m3fn:
+        assert row_scale is not None, "NVFP4 experts need their per-row global scale"
+        return dequantize_nvfp4_expert(w[expert], scales[expert], row_scale[expert], dtype)  # [N, K/2] + [K/16, N]
     return dequantize_expert(w[expert], scales[expert], dtype)  # [N, K/2] + [K/32, N] -> [N, K]
 
 
@@ -70,14 +92,20 @@ def fused_moe_ref(
     swiglu_alpha: float = 1.702,
     mxfp8_activations: bool = False,
     activation: str = "swiglu_gpt_oss",
+    w1_row_scale: torch.Tensor | None = None,  # [E, 2I] float32 (NVFP4)
+    w2_row_scale: torch.Tensor | None = None,  # [E, H] float32 (NVFP4)
+    fp8_activations: bool = False,
 ) -> torch.Tensor:
     """Returns [T, H] in hidden's dtype. Loops over the experts hit (a reference, not a kernel).
+    `fp8_activations`: both GEMMs' activations are first rounded through FP8 per token and 128 columns (the
+    Triton FP8 path, emulated in the activations' dtype).
     `mxfp8_activations`: both GEMMs' activations are first rounded through MXFP8 (`quantize_mxfp8_ref`):
     the MXFP4 x MXFP8 path, emulated in the activations' dtype. `activation`: "swiglu_gpt_oss" (clamped,
     with swiglu_limit / swiglu_alpha) or "silu" (SiLU(gate) * up: Mixtral, Qwen-MoE)."""
     _check_activation(activation)
-    if mxfp8_activations:
-        hidden = _through_mxfp8(hidden)
+    through = _through_mxfp8 if mxfp8_activations else _through_fp8_groups if fp8_activations else None
+    if through is not None:
+        hidden = through(hidden)
     num_tokens, top_k = topk_ids.shape
     dtype = hidden.dtype
     out = torch.zeros_like(hidden)
@@ -94,7 +122,7 @@ def fused_moe_ref(
         start += count
         tokens = token_of[rows]
         x = hidden[tokens]  # [n, H]
-        h = x @ _expert_weight(w1, w1_scales, expert, dtype).T  # [n, 2I]
+        h = x @ _expert_weight(w1, w1_scales, w1_row_scale, expert, dtype).T  # [n, 2I]
         if w1_bias is not None:
             h = h + w1_bias[expert].to(dtype)
         if activation == "silu":
@@ -102,9 +130,9 @@ def fused_moe_ref(
             a = torch.nn.functional.silu(gate) * up
         else:
             a = swiglu_gpt_oss(h, swiglu_limit, swiglu_alpha, gate_up_group)  # [n, I]
-        if mxfp8_activations:
-            a = _through_mxfp8(a)
-        y = a @ _expert_weight(w2, w2_scales, expert, dtype).T  # [n, H]
+        if through is not None:
+            a = through(a)
+        y = a @ _expert_weight(w2, w2_scales, w2_row_scale, expert, dtype).T  # [n, H]
         if w2_bias is not None:
             y = y + w2_bias[expert].to(dtype)
         out.index_add_(0, tokens, (y * weight_of[rows, None].to(dtype)).to(dtype))
@@ -127,33 +155,50 @@ def fused_moe(
     swiglu_alpha: float = 1.702,
     mxfp8_activations: bool = False,
     activation: str = "swiglu_gpt_oss",
+    w1_row_scale: torch.Tensor | None = None,
+    w2_row_scale: torch.Tensor | None = None,
+    fp8_activations: bool = False,
 ) -> torch.Tensor:
     """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
     grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine. With
     `mxfp8_activations`, the activations of both GEMMs are quantized (`quantize_mxfp8`, once per row) and
     decoded inside the GEMMs; on Hopper the MXFP4 x MXFP8 product is emulated in bf16.
-    `gate_up_group` must be a power of two >= 16 (the layout's groups are the kernel's column tiles)."""
+    `gate_up_group` must be a power of two >= 16 (the layout's groups are the kernel's column tiles). FP8
+    weights always take FP8 activations (per token and 128 columns: the reference with fp8_activations=True);
+    `mxfp8_activations` applies to the others."""
+    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
 
     _check_activation(activation)
+    if fp8_activations and w1.dtype != torch.float8_e4m3fn:
+        raise NotImplementedError("fused_moe: FP8 activations (per token and 128 columns) go with FP8 weights only; "
+                                  "use mxfp8_activations for MXFP4 and dense weights")
     if gate_up_group < 16 or gate_up_group & (gate_up_group - 1):
         raise ValueError(f"fused_moe: gate_up_group = {gate_up_group}; the kernel needs a power of two >= 16 "
                          "(convert the experts to the grouped kernel layout first)")
     num_tokens, top_k = topk_ids.shape
-    weights = "mxfp4" if w1_scales is not None else "dense"
+    fp8 = w1.dtype == torch.float8_e4m3fn
+    weights = ("fp8" if fp8 else "dense" if w1_scales is None
+               else "nvfp4" if w1_scales.dtype == torch.float8_e4m3fn else "mxfp4")
     device_name = _device_name(hidden.device)
-    k1 = w1.shape[2] * (2 if w1_scales is not None else 1)
-    k2 = w2.shape[2] * (2 if w2_scales is not None else 1)
+    packed = w1.dtype == torch.uint8
+    k1 = w1.shape[2] * (2 if packed else 1)
+    k2 = w2.shape[2] * (2 if packed else 1)
+    if fp8 and (k1 % 128 or k2 % 128):
+        raise ValueError(f"fused_moe: FP8 experts need K (hidden {k1}, intermediate {k2}) in whole 128-column "
+                         "scale groups")
     config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens)
     config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens)
     align = moe_align(topk_ids, w1.shape[0], config1.block_m)  # both GEMMs tile by this BLOCK_M
-    acts, act_scales = quantize_mxfp8(hidden) if mxfp8_activations else (hidden, None)  # once per token
+    quantize = quantize_fp8_per_token_group if fp8 else quantize_mxfp8 if mxfp8_activations else None
+    acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
     inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,
-                             act_scales=act_scales, out_dtype=hidden.dtype, config=config1, activation=activation)
-    acts, act_scales = quantize_mxfp8(inter) if mxfp8_activations else (inter, None)
+                             act_scales=act_scales, out_dtype=hidden.dtype, config=config1, activation=activation,
+                             w1_row_scale=w1_row_scale)
+    acts, act_scales = quantize(inter) if quantize else (inter, None)
     per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
-                               out_dtype=hidden.dtype, config=config2)
+                               out_dtype=hidden.dtype, config=config2, w2_row_scale=w2_row_scale)
     return moe_combine(per_assignment, top_k)

@@ -40,14 +40,12 @@ class MoEKernelConfig:
     num_stages: int = 2
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
     group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
-    mx_dot: bool = False  # MXFP4 through Triton's tl.dot_scaled instead of the inline-PTX decode; a tuned choice
 
     def __post_init__(self) -> None:
-        for name in ("swap_ab", "mx_dot"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"MoE kernel config {name!r} = {getattr(self, name)!r}: expected true or false")
+        if not isinstance(self.swap_ab, bool):
+            raise ConfigError(f"MoE kernel config 'swap_ab' = {self.swap_ab!r}: expected true or false")
         for f in fields(self):
-            if f.name in ("swap_ab", "mx_dot"):
+            if f.name == "swap_ab":
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

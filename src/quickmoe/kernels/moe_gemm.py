@@ -1,10 +1,15 @@
-"""Triton grouped GEMMs of the MoE experts, MXFP4 (dequantized inside the kernel) or dense weights.
+"""Triton grouped GEMMs of the MoE experts: dense, MXFP4 or NVFP4 (decoded inside the kernel) or FP8 block-scaled
+weights (FP8 x FP8 dots with per-token-group activation scales).
 
 Tiles follow `moe_align`: the program of tile (m, n) (`_tile_of` maps the 1-D grid) takes rows [m*BLOCK_M, (m+1)*BLOCK_M) of `sorted_ids`, one
 expert's assignments (sentinels masked), and gathers their activation rows through the index; nothing
-is padded or copied. Weights are in the kernel layout of `quickmoe.layouts.mxfp4_moe`: out x in, MXFP4
-blocks [E, N, K/2] (K-contiguous packed nibbles, element 2j the low nibble of byte j) with transposed
-E8M0 scales [E, K/32, N], or dense [E, N, K].
+is padded or copied. Weights are in the kernel layouts of `quickmoe.layouts.mxfp4_moe` / `quantized_moe`: out x
+in, MXFP4 blocks [E, N, K/2] (K-contiguous packed nibbles, element 2j the low nibble of byte j) with transposed
+E8M0 scales [E, K/32, N]; NVFP4 the same packing with E4M3 scales [E, K/16, N] and a per-row global scale
+[E, N] applied after the K loop (weight-only: the activations stay in their dtype); FP8 e4m3 [E, N, K] with
+per-row scales [E, K/128, N], multiplied with FP8 activations quantized per token and 128 columns
+(`kernels/fp8_quant.py`): each 128-column step's dot is scaled by (activation scale x weight scale) and added
+in float32 (BLOCK_K = 128); or dense [E, N, K].
 
 - `moe_gemm1_swiglu`: gate_up (+ bias, optional) with gpt-oss's clamped SwiGLU in the epilogue, or plain
   SiLU(gate) * up (Mixtral, Qwen-MoE). With the layout's gate/up groups of GROUP columns, group g's slab is
@@ -22,6 +27,8 @@ compile-time constants: one compilation per model shape, K loops with constant b
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
@@ -50,62 +57,95 @@ def _dot_dtype(dtype: torch.dtype, device: torch.device):  # -> tl.dtype
     return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[dtype]
 
 
-def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, out_dtype: torch.dtype,
-                 config: MoEKernelConfig, mxfp4: bool) -> dict:
-    """The activation operand's kernel arguments: plain rows, or MXFP8 rows (e4m3 + per-32 E8M0 scales)
-    decoded in the kernel into the dot's dtype (exact: e4m3 x 2^k fits bf16)."""
+FP8_GROUP = 128  # columns per activation / weight scale of the FP8 path (BLOCK_K of its GEMMs)
+
+
+def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.Tensor,
+                 w_scales: torch.Tensor | None, out_dtype: torch.dtype, config: MoEKernelConfig) -> dict:
+    """The operands' kernel arguments: the weight format (dense, MXFP4, NVFP4 by the scales' dtype; FP8 by the
+    weight's) and the activations: plain rows, MXFP8 rows (e4m3 + per-32 E8M0 scales, decoded in the kernel
+    into the dot's dtype: exact, e4m3 x 2^k fits bf16), or FP8 rows with float32 per-128 scales (FP8 weights:
+    e4m3 x e4m3 dots on the GPU, in float32 in the interpreter)."""
     # float32 operands multiply exactly (never tf32); 16-bit operands ignore the setting
     precision = "ieee" if out_dtype == torch.float32 or acts.device.type == "cpu" else "tf32"
-    on_gpu = acts.device.type == "cuda"
-    mx_dot = config.mx_dot and mxfp4 and on_gpu and act_scales is None and out_dtype == torch.bfloat16
-    return dict(A_MXFP8=act_scales is not None, PRECISION=precision, DOT_DTYPE=_dot_dtype(out_dtype, acts.device),
-                PTX=on_gpu, MX_DOT=mx_dot, SWAP_AB=config.swap_ab, num_warps=config.num_warps,
+    w_fp8 = w.dtype == torch.float8_e4m3fn
+    if w_fp8 and (act_scales is None or act_scales.dtype != torch.float32):
+        raise ValueError("FP8 weights need FP8 activations with float32 per-128 scales (quantize_fp8_per_token_group)")
+    dot_dtype = _dot_dtype(out_dtype, acts.device)
+    if w_fp8 and acts.device.type != "cpu":
+        dot_dtype, precision = tl.float8e4nv, "tf32"
+    nvfp4 = w_scales is not None and w_scales.dtype == torch.float8_e4m3fn
+    return dict(A_MXFP8=act_scales is not None and not w_fp8, W_FP8=w_fp8, NVFP4=nvfp4,
+                MXFP4=w_scales is not None and not nvfp4 and not w_fp8, PRECISION=precision, DOT_DTYPE=dot_dtype,
+                PTX=acts.device.type == "cuda", SWAP_AB=config.swap_ab, num_warps=config.num_warps,
                 num_stages=config.num_stages)
+
+
+def _packed(w_scales: torch.Tensor | None, w: torch.Tensor) -> bool:
+    """Whether w holds two 4-bit values per byte (MXFP4, NVFP4)."""
+    return w_scales is not None and w.dtype == torch.uint8
+
+
+def _fp8_config(w: torch.Tensor, config: MoEKernelConfig) -> MoEKernelConfig:
+    """FP8 weights step K by one scale group (128 columns)."""
+    return dataclasses.replace(config, block_k=FP8_GROUP) if w.dtype == torch.float8_e4m3fn else config
 
 
 def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                      w1_bias: torch.Tensor | None, w1_scales: torch.Tensor | None, group: int, limit: float,
                      alpha: float, *, act_scales: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
-                     config: MoEKernelConfig | None = None, activation: str = "swiglu_gpt_oss") -> torch.Tensor:
-    """acts [T, H] (or MXFP8 [T, Hp] e4m3 with act_scales [T, Hp/32]) -> inter [A, I] in out_dtype (default:
-    the activations' dtype); row a = SwiGLU of token a // k through expert topk_ids[a]."""
+                     config: MoEKernelConfig | None = None, activation: str = "swiglu_gpt_oss",
+                     w1_row_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """acts [T, H] (or MXFP8 [T, Hp] e4m3 with act_scales [T, Hp/32] uint8, or FP8 [T, H] with act_scales
+    [T, H/128] float32 for FP8 weights) -> inter [A, I] in out_dtype (default: the activations' dtype); row a =
+    SwiGLU of token a // k through expert topk_ids[a]. w1_row_scale [E, 2I]: NVFP4's per-row global scale."""
     _require_triton()
-    config = config if config is not None else MoEKernelConfig()
+    config = _fp8_config(w1, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     intermediate = w1.shape[1] // 2
-    hidden_size = w1.shape[2] * (2 if w1_scales is not None else 1)  # K of the weights (packed nibbles: x2)
+    hidden_size = w1.shape[2] * (2 if _packed(w1_scales, w1) else 1)  # K of the weights (packed nibbles: x2)
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
     block_n = min(config.block_n, group)  # columns per program: the group, or a part of it (more programs)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group) * (group // block_n)
     _gemm1_swiglu_kernel[(num_m * num_n,)](
-        acts, act_scales if act_scales is not None else acts, w1, w1_scales if w1_scales is not None else w1,
-        w1_bias if w1_bias is not None else w1, inter, align.sorted_ids, align.block_expert, align.num_padded,
+        acts, act_scales if act_scales is not None else acts, w1, _scales_arg(w1_scales, w1),
+        w1_bias if w1_bias is not None else w1, w1_row_scale if w1_row_scale is not None else w1, inter,
+        align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
-        float(limit), float(alpha), H=hidden_size, I=intermediate, MXFP4=w1_scales is not None, GROUP=group,
+        float(limit), float(alpha), H=hidden_size, I=intermediate, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_N=block_n, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
-        **_launch_args(acts, act_scales, out_dtype, config, w1_scales is not None))
+        ROW_SCALE=w1_row_scale is not None, **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config))
     return inter
+
+
+def _scales_arg(w_scales: torch.Tensor | None, w: torch.Tensor) -> torch.Tensor:
+    """The scales as the kernel reads them (E4M3 scale bytes as uint8: decoded in the kernel; the weight when
+    there are none)."""
+    if w_scales is None:
+        return w
+    return w_scales.view(torch.uint8) if w_scales.dtype == torch.float8_e4m3fn else w_scales
 
 
 def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
               w2_bias: torch.Tensor | None, w2_scales: torch.Tensor | None, *, act_scales: torch.Tensor | None = None,
-              out_dtype: torch.dtype | None = None, config: MoEKernelConfig | None = None) -> torch.Tensor:
-    """inter [A, I] (or MXFP8 with act_scales) -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
+              out_dtype: torch.dtype | None = None, config: MoEKernelConfig | None = None,
+              w2_row_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """inter [A, I] (or MXFP8 / FP8 with act_scales) -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
     _require_triton()
-    config = config if config is not None else MoEKernelConfig()
+    config = _fp8_config(w2, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     hidden_size = w2.shape[1]
-    intermediate = w2.shape[2] * (2 if w2_scales is not None else 1)
+    intermediate = w2.shape[2] * (2 if _packed(w2_scales, w2) else 1)
     out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n)
     _gemm2_kernel[(num_m * num_n,)](
-        acts, act_scales if act_scales is not None else acts, w2, w2_scales if w2_scales is not None else w2,
-        w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert,
-        align.num_padded,
+        acts, act_scales if act_scales is not None else acts, w2, _scales_arg(w2_scales, w2),
+        w2_bias if w2_bias is not None else w2, w2_row_scale if w2_row_scale is not None else w2,
+        topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert, align.num_padded,
         align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
-        H=hidden_size, I=intermediate, MXFP4=w2_scales is not None, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None,
-        **_launch_args(acts, act_scales, out_dtype, config, w2_scales is not None))
+        H=hidden_size, I=intermediate, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, ROW_SCALE=w2_row_scale is not None,
+        **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config))
     return out
 
 
@@ -169,28 +209,60 @@ if triton is not None:
     _MXFP4_TO_BF16_PTX = tl.constexpr(_MXFP4_TO_BF16_PTX_TEXT)  # jit functions read constexpr globals only
 
     @triton.jit
-    def _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, MXFP4: tl.constexpr, ROWS: tl.constexpr,
-                     BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr):
+    def _e4m3_to_float(raw):
+        """E4M3 bytes (uint8) -> float32, exact: the 7 bits below the sign placed at float16 bits 13..7 read as
+        the E4M3 value times 2^-8 (exponent biases 15 and 7; subnormals alike)."""
+        bits = ((raw & 0x7F).to(tl.uint16) << 7) | ((raw & 0x80).to(tl.uint16) << 8)
+        return bits.to(tl.float16, bitcast=True).to(tl.float32) * 256.0
+
+    @triton.jit
+    def _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4: tl.constexpr, BLOCK_K: tl.constexpr):
+        """The scales of rows `rows` over columns [k0, k0 + BLOCK_K) as float32 [R, BLOCK_K / SB]: E8M0 per 32
+        columns (MXFP4, 2^(s - 127)) or E4M3 per 16 (NVFP4), transposed [E, K/SB, N] in memory."""
+        if NVFP4:
+            blocks = k0 // 16 + tl.arange(0, BLOCK_K // 16)  # [BK/16]
+            raw = tl.load(s_ptr + expert * (K // 16) * N + blocks[None, :] * N + rows[:, None],
+                          mask=row_ok[:, None] & (blocks[None, :] < K // 16), other=0x38)  # 0x38: 1.0
+            factor = _e4m3_to_float(raw)
+        else:
+            blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
+            scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
+                            mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=127)
+            factor = tl.exp2(scale.to(tl.float32) - 127.0)
+        return factor
+
+    @triton.jit
+    def _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+                     ROWS: tl.constexpr, BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr):
         """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> [ROWS, BLOCK_K]
-        in DOT_DTYPE, zero where masked. MXFP4 is decoded here: E2M1 code c = sign(c & 8) x magnitude
-        (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times
-        2^(scale - 127) per 32 columns. PTX: bf16 through `_MXFP4_TO_BF16_PTX` (GPU); else through float16
-        bit patterns and float32 (the interpreter). Both are exact while the product fits bf16."""
-        if MXFP4:
+        in DOT_DTYPE, zero where masked. MXFP4 and NVFP4 are decoded here: E2M1 code c = sign(c & 8) x magnitude
+        (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times the
+        block scale (2^(scale - 127) per 32 columns, or an E4M3 value per 16). PTX: bf16 through
+        `_MXFP4_TO_BF16_PTX` (GPU); else through float16 bit patterns and float32 (the interpreter). Both are
+        exact while the product fits bf16 (E2M1 x E4M3 has at most 6 significant bits). FP8 (and dense) weights
+        are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the GPU; its scales are applied per
+        K step by the kernels)."""
+        if MXFP4 or NVFP4:
             byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
             ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
             packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
                              mask=ok, other=0)  # [R, BK/2] uint8
             if PTX:
-                blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
-                scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
-                                mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=0)  # [R, BK/32]
-                # 2^(s-127) as bf16: exponent field s; s = 0 is the subnormal 2^-127 (0x0040)
-                bits = tl.where(scale == 0, 0x40, scale.to(tl.uint16) << 7).to(tl.uint16)
-                factor = bits.to(tl.bfloat16, bitcast=True)  # [R, BK/32]
-                # each byte's scale: the 16 bytes of a 32-value block share it
-                factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 32, 16)),
-                                    (ROWS, BLOCK_K // 2))
+                if NVFP4:
+                    factor = _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K).to(tl.bfloat16)
+                    # each byte's scale: the 8 bytes of a 16-value block share it
+                    factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 16, 8)),
+                                        (ROWS, BLOCK_K // 2))
+                else:
+                    blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
+                    scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
+                                    mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=0)  # [R, BK/32]
+                    # 2^(s-127) as bf16: exponent field s; s = 0 is the subnormal 2^-127 (0x0040)
+                    bits = tl.where(scale == 0, 0x40, scale.to(tl.uint16) << 7).to(tl.uint16)
+                    factor = bits.to(tl.bfloat16, bitcast=True)  # [R, BK/32]
+                    # each byte's scale: the 16 bytes of a 32-value block share it
+                    factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 32, 16)),
+                                        (ROWS, BLOCK_K // 2))
                 low, high = tl.inline_asm_elementwise(_MXFP4_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r", [packed, factor],
                                                       dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
                 value = tl.reshape(tl.join(low, high), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # low nibble first
@@ -199,13 +271,13 @@ if triton is not None:
                 # E2M1 bits s e e m placed as a float16 (exponent field e, mantissa msb m, sign on top): reads
                 # 2^(e-15) (1 + m/2), or the subnormal (m/2) 2^-14 when e == 0: the E2M1 value times 2^-14
                 half = (((codes & 7) << 9) | ((codes & 8) << 12)).to(tl.float16, bitcast=True)  # [R, BK]
-                blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
-                scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
-                                mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=127)  # [R, BK/32]
-                factor = tl.exp2(scale.to(tl.float32) - 127.0)
                 value = half.to(tl.float32) * 16384.0  # exact: back to the E2M1 value
-                value = tl.reshape(tl.reshape(value, (ROWS, BLOCK_K // 32, 32)) * factor[:, :, None],
-                                   (ROWS, BLOCK_K)).to(DOT_DTYPE)
+                factor = _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K)  # [R, BK/SB]
+                if NVFP4:
+                    value = tl.reshape(value, (ROWS, BLOCK_K // 16, 16)) * factor[:, :, None]
+                else:
+                    value = tl.reshape(value, (ROWS, BLOCK_K // 32, 32)) * factor[:, :, None]
+                value = tl.reshape(value, (ROWS, BLOCK_K)).to(DOT_DTYPE)
         else:
             cols = k0 + tl.arange(0, BLOCK_K)
             value = tl.load(w_ptr + expert * N * K + rows[:, None] * K + cols[None, :],
@@ -213,28 +285,24 @@ if triton is not None:
         return value
 
     @triton.jit
-    def _mx_dot(acc, a, w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
-                SWAP_AB: tl.constexpr):
-        """acc + the product of activations `a` ([BM, BK], or [BK, BM] with SWAP_AB) and rows `rows` of expert
-        `expert`'s MXFP4 weight, columns [k0, k0 + BLOCK_K), through Triton's tl.dot_scaled (which upcasts the
-        E2M1 values with their E8M0 scales to bf16 for the tensor cores on Hopper)."""
-        byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
-        packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
-                         mask=row_ok[:, None] & (byte_cols[None, :] < K // 2), other=0)  # [R, BK/2]
-        blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
-        scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
-                        mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=0)  # [R, BK/32]
+    def _fp8_step_scales(as_ptr, s_ptr, expert, act_rows, act_ok, rows, row_ok, k0, N, K, stride_as,
+                         SWAP_AB: tl.constexpr):
+        """The factor of one 128-column step of an FP8 GEMM: activation scale x weight scale, [BM, R] (or [R, BM]
+        with SWAP_AB), from the per-token scales [T, K/128] and the weights' per-row scales [E, K/128, N]."""
+        a_s = tl.load(as_ptr + act_rows * stride_as + k0 // 128, mask=act_ok, other=0.0)  # [BM]
+        w_s = tl.load(s_ptr + expert * (K // 128) * N + (k0 // 128) * N + rows, mask=row_ok, other=0.0)  # [R]
         if SWAP_AB:
-            acc = tl.dot_scaled(packed, scale, "e2m1", a, None, "bf16", acc, fast_math=True)  # [R, BM]
+            factor = w_s[:, None] * a_s[None, :]
         else:
-            acc = tl.dot_scaled(a, None, "bf16", tl.trans(packed), scale, "e2m1", acc, fast_math=True)  # [BM, R]
-        return acc
+            factor = a_s[:, None] * w_s[None, :]
+        return factor
 
     @triton.jit
     def _act_tile(a_ptr, as_ptr, rows, row_ok, kk, K, stride_a, stride_as, A_MXFP8: tl.constexpr,
                   DOT_DTYPE: tl.constexpr, SWAP_AB: tl.constexpr):
         """Activation rows `rows` [BM], columns kk [BK] -> [BM, BK] in DOT_DTYPE, or [BK, BM] with SWAP_AB
-        (MXFP8: e4m3 x 2^(scale - 127))."""
+        (MXFP8: e4m3 x 2^(scale - 127); FP8 with per-128 scales: the e4m3 values, scaled per step by the
+        kernels)."""
         if SWAP_AB:
             ok = (kk[:, None] < K) & row_ok[None, :]
             offsets = rows[None, :] * stride_a + kk[:, None]
@@ -289,14 +357,15 @@ if triton is not None:
     # epilogues work on [BM, R] either way.
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])  # one compilation for every T
-    def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
-                             num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
-                             limit, alpha,
-                             H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr,
+    def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+                             block_expert_ptr, num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m,
+                             stride_x, stride_xs, limit, alpha,
+                             H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+                             W_FP8: tl.constexpr, A_MXFP8: tl.constexpr,
                              GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                             PTX: tl.constexpr, MX_DOT: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                             SILU: tl.constexpr):
+                             PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
+                             ROW_SCALE: tl.constexpr):
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
@@ -314,20 +383,23 @@ if triton is not None:
             for k0 in range(0, H, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-                if MX_DOT:
-                    acc_gate = _mx_dot(acc_gate, a, w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, BLOCK_N,
-                                       BLOCK_K, SWAP_AB)
-                    acc_up = _mx_dot(acc_up, a, w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_N, BLOCK_K,
-                                     SWAP_AB)
+                w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
+                                      BLOCK_K, DOT_DTYPE, PTX)  # [BN, BK]
+                w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
+                                    BLOCK_K, DOT_DTYPE, PTX)
+                if W_FP8:  # one 128-column step: its dots in float32, scaled, then added
+                    acc_gate += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                        xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
+                    acc_up += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w_up, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                        xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
                 else:
-                    w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, BLOCK_N, BLOCK_K,
-                                          DOT_DTYPE, PTX)  # [BN, BK]
-                    w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, BLOCK_N, BLOCK_K,
-                                        DOT_DTYPE, PTX)
                     acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
                     acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
             gate = _rows_last(acc_gate, SWAP_AB)  # [BM, BN]
             up = _rows_last(acc_up, SWAP_AB)
+            if ROW_SCALE:  # NVFP4's global scale, constant along K
+                gate *= tl.load(row_scale_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0)[None, :]
+                up *= tl.load(row_scale_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0)[None, :]
             if HAS_BIAS:
                 gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
                 up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
@@ -342,12 +414,13 @@ if triton is not None:
                      mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])
-    def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
+    def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                       block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
-                      H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, A_MXFP8: tl.constexpr,
+                      H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+                      W_FP8: tl.constexpr, A_MXFP8: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr, MX_DOT: tl.constexpr,
-                      SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr):
+                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr, SWAP_AB: tl.constexpr,
+                      HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr):
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
@@ -359,13 +432,16 @@ if triton is not None:
             for k0 in range(0, I, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-                if MX_DOT:
-                    acc = _mx_dot(acc, a, w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_N, BLOCK_K, SWAP_AB)
+                w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
+                                 DOT_DTYPE, PTX)
+                if W_FP8:
+                    acc += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                        xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, k0, H, I, stride_xs, SWAP_AB)
                 else:
-                    w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                                     PTX)
                     acc = _mma(acc, w, a, PRECISION, SWAP_AB)
             acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
+            if ROW_SCALE:
+                acc *= tl.load(row_scale_ptr + expert * H + rows, mask=n_ok, other=0.0)[None, :]
             if HAS_BIAS:
                 acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
             acc *= tl.load(route_w_ptr + assign, mask=m_ok, other=0.0).to(tl.float32)[:, None]

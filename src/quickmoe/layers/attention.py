@@ -1,4 +1,5 @@
-"""gpt-oss attention: GQA, RoPE, per-head sink logits, optional sliding window, over a KV cache."""
+"""Attention over a paged KV cache: GQA, RoPE, optional per-head sink logits (gpt-oss), optional per-head
+q/k RMSNorm (Qwen3), optional sliding window."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from torch import nn
 from quickmoe.config import ModelConfig
 from quickmoe.forward import custom_ops
 from quickmoe.forward.forward_batch import AttentionMetadata, KVGroupMetadata
+from quickmoe.layers.fp8_linear import linear_method
 from quickmoe.layers.linear import FusedLinear, Linear
+from quickmoe.layers.norm import RMSNorm
 from quickmoe.layers.weights import declare_weight
 
 
@@ -36,14 +39,21 @@ def sink_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks:
     return torch.einsum("hnl,lhd->nhd", probs, v).to(q.dtype)
 
 
-class GptOssAttention(nn.Module):
-    """q/k/v/o projections with bias, NeoX YaRN RoPE, sinks, and a sliding window on some layers.
+# The sink logit of a model without sinks: exp(NO_SINK - m) is exactly 0 next to any real logit m, and the
+# online softmax of the kernels starts from it without producing inf - inf.
+NO_SINK = -1e30
 
-    q, k and v are one GEMM (`qkv_proj`, whose slices are the checkpoint's q_proj, k_proj and v_proj
-    parameters); RoPE and the KV-cache write are one op (`rotary_write_kv`)."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+class Attention(nn.Module):
+    """q/k/v/o projections (biases when config.attention_bias), NeoX RoPE (YaRN or plain: the model's table of
+    cos/sin), and a sliding window on the layers `config.layer_types` says. `sinks`: a learned per-head sink
+    logit in the softmax denominator (gpt-oss; checkpoint tensor `sinks`), else none. `qk_norm`: RMSNorm over
+    each head of q and k before RoPE (Qwen3; `q_norm` / `k_norm`). Quantized projections as the config says
+    (fp8_linear). Unquantized q, k and v are one GEMM (`qkv_proj`, whose row slices are the checkpoint's q_proj,
+    k_proj and v_proj parameters); RoPE and the KV-cache write are one op (`rotary_write_kv`)."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype, device: torch.device | str,
+                 sinks: bool = False, qk_norm: bool = False) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         self.num_heads, self.num_kv_heads = config.num_attention_heads, config.num_key_value_heads
@@ -53,10 +63,41 @@ class GptOssAttention(nn.Module):
         self.kernels = "torch"  # "triton": the Triton kernels (set once at start-up by the runner)
         hidden, bias = config.hidden_size, config.attention_bias
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        self.qkv_proj = FusedLinear(hidden, [q_size, kv_size, kv_size], bias=bias, dtype=dtype, device=device)
-        self.q_proj, self.k_proj, self.v_proj = (self.qkv_proj.part(i) for i in range(3))
-        self.o_proj = Linear(q_size, hidden, bias=bias, dtype=dtype, device=device)
-        declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
+        kw = dict(bias=bias, dtype=dtype, device=device)
+
+        def quant(proj: str):  # noqa: ANN202
+            return linear_method(config, f"model.layers.{layer_idx}.self_attn.{proj}")
+
+        if all(quant(p) is None for p in ("q_proj", "k_proj", "v_proj")):
+            self.qkv_proj = FusedLinear(hidden, [q_size, kv_size, kv_size], **kw)
+            self.q_proj, self.k_proj, self.v_proj = (self.qkv_proj.part(i) for i in range(3))
+        else:  # quantized projections: three GEMMs, their outputs side by side
+            self.qkv_proj = None
+            self.q_proj, self.k_proj, self.v_proj = (Linear(hidden, size, quant_method=quant(name), **kw)
+                                                     for name, size in (("q_proj", q_size), ("k_proj", kv_size),
+                                                                        ("v_proj", kv_size)))
+        self.o_proj = Linear(q_size, hidden, quant_method=quant("o_proj"), **kw)
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, device=device) if qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, device=device) if qk_norm else None
+        if sinks:
+            declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
+        else:
+            self.register_buffer("sinks", torch.full((self.num_heads,), NO_SINK, device=device), persistent=False)
+
+    def _qkv(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[T, hidden] -> [T, (H + 2 KV) D]: the projections side by side, q and k normalised per head (qk_norm)."""
+        if self.qkv_proj is not None:
+            qkv = self.qkv_proj(hidden)
+        else:
+            qkv = torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
+        if self.q_norm is None:
+            return qkv
+        num_tokens, d = hidden.shape[0], self.head_dim
+        q_size, kv_size = self.num_heads * d, self.num_kv_heads * d
+        q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
+        q = self.q_norm(q.reshape(num_tokens * self.num_heads, d)).view(num_tokens, q_size)  # per head
+        k = self.k_norm(k.reshape(num_tokens * self.num_kv_heads, d)).view(num_tokens, kv_size)
+        return torch.cat([q, k, v], dim=-1)
 
     def forward(self, hidden: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata) -> torch.Tensor:
@@ -65,7 +106,7 @@ class GptOssAttention(nn.Module):
         compiled graph serves every layer of the same kind."""
         num_tokens = hidden.shape[0]
         use_kernels = self.kernels == "triton"
-        q = custom_ops.rotary_write_kv(self.qkv_proj(hidden), attn.positions, cos_sin_cache, k_cache, v_cache,
+        q = custom_ops.rotary_write_kv(self._qkv(hidden), attn.positions, cos_sin_cache, k_cache, v_cache,
                                        kv.slot_mapping, self.num_heads, self.head_dim,
                                        use_kernels)  # [T, H, D]; K, V into the cache
         out = custom_ops.paged_attention(q, k_cache, v_cache, kv.block_tables, attn.cu_query_lens,

@@ -136,14 +136,16 @@ class Mxfp4MoEMethod:
 class FusedMoE(nn.Module):
     """The experts of one MoE layer (checkpoint prefix `...mlp.experts`). `kernels` ("torch" or "triton",
     set by the model runner from the engine option `moe_kernels`) picks how a quant method that has Triton
-    kernels runs them."""
+    kernels runs them. `activation`: "swiglu_gpt_oss" (clamped, config.swiglu_limit / swiglu_alpha) or "silu"
+    (SiLU(gate) * up)."""
 
-    def __init__(self, config: ModelConfig, quant_method: MoEQuantMethod, *, dtype: torch.dtype,
+    def __init__(self, config: ModelConfig, quant_method: MoEQuantMethod, *, activation: str, dtype: torch.dtype,
                  device: torch.device | str) -> None:
         super().__init__()
         self.num_experts, self.top_k = config.num_local_experts, config.num_experts_per_tok
-        self.hidden_size, self.intermediate_size = config.hidden_size, config.intermediate_size
+        self.hidden_size, self.intermediate_size = config.hidden_size, config.moe_intermediate_size
         self.swiglu_limit, self.swiglu_alpha = config.swiglu_limit, config.swiglu_alpha
+        self.activation = activation
         self.quant_method = quant_method
         self.kernels = "torch"
         quant_method.create_weights(self, dtype=dtype, device=device)
@@ -164,9 +166,9 @@ class GptOssMLP(nn.Module):
         self.router = Linear(config.hidden_size, config.num_local_experts, bias=True, dtype=dtype, device=device)
         quantized = config.is_quantized(f"model.layers.{layer_idx}.mlp.experts")
         method: MoEQuantMethod = Mxfp4MoEMethod() if quantized else UnquantizedMoEMethod()
-        self.experts = FusedMoE(config, method, dtype=dtype, device=device)
+        self.experts = FusedMoE(config, method, activation="swiglu_gpt_oss", dtype=dtype, device=device)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.router.weight, self.router.bias, self.top_k,
-                                                          _use_kernels(self, hidden))  # [T, k], [T, k]
+                                                          False, False, _use_kernels(self, hidden))  # [T, k] each
         return self.experts(hidden, topk_weights, topk_ids)

@@ -4,7 +4,8 @@ Every parameter a checkpoint fills is created with `declare_weight`, which recor
 and dtype *in the checkpoint* (validated before anything is read) and a `weight_loader(param, tensor)`
 that copies a checkpoint tensor into the parameter, converting dtype and layout as needed (the loaders
 themselves are in checkpoint/weight_loaders.py). Parameters
-are allocated once, directly on their device, in the layout the forward pass uses.
+are allocated once, directly on their device, in the layout the forward pass uses. A parameter stacked from
+several checkpoint tensors (per-expert weights) lists them as `checkpoint_parts` instead.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from quickmoe.checkpoint.weight_loaders import WeightLoader, copy_weight_loader
+from quickmoe.checkpoint.weight_loaders import CheckpointPart, WeightLoader, copy_weight_loader
 
 
 def declare_weight(
@@ -27,9 +28,13 @@ def declare_weight(
     checkpoint_dtype: torch.dtype,
     checkpoint_shape: Sequence[int] | None = None,
     weight_loader: WeightLoader = copy_weight_loader,
+    checkpoint_parts: Sequence[CheckpointPart] | None = None,
+    checkpoint_alt_dtypes: Sequence[torch.dtype] = (),
     storage: torch.Tensor | None = None,
 ) -> nn.Parameter:
-    """Register `module.<name>` as an uninitialised, frozen parameter filled by the checkpoint. `storage`, if
+    """Register `module.<name>` as an uninitialised, frozen parameter filled by the checkpoint: by the tensor of
+    its own name (`checkpoint_shape`, `checkpoint_dtype`, `weight_loader`), or by `checkpoint_parts`, tensors
+    named relative to `module` (e.g. "3.w1.weight" for parameter `...experts.gate_up_proj`). `storage`, if
     given, is the tensor the parameter is (a view of a larger buffer: fused projections are loaded in place
     through their parts' parameters, with no copy afterwards)."""
     if storage is not None:
@@ -39,5 +44,8 @@ def declare_weight(
     param.checkpoint_shape = tuple(checkpoint_shape if checkpoint_shape is not None else shape)
     param.checkpoint_dtype = checkpoint_dtype
     param.weight_loader = weight_loader
+    param.checkpoint_alt_dtypes = tuple(checkpoint_alt_dtypes)
+    if checkpoint_parts is not None:
+        param.checkpoint_parts = tuple(checkpoint_parts)
     module.register_parameter(name, param)
     return param

@@ -27,6 +27,9 @@ Kernel layout (`Mxfp4MoELayout(gate_up_group=g)`):
         w >= s_j: up of column j*g + w - s_j   -> checkpoint row 2*(j*g + w - s_j) + 1
     g = 1 is exactly the checkpoint interleave. Only the last group can be partial (I % g != 0), so
     no padding is needed and the kernel masks the ragged tile (s_j is a scalar it computes).
+    Checkpoints with separate gate and up tensors per expert (Qwen3-MoE, Mixtral) are stacked at load
+    *concatenated*: rows [0, I) gate, [I, 2I) up, which is the grouped layout with g = I; the same
+    formula maps them to any g with `concatenated=True` (gate of column c -> source row c, up -> I + c).
     down is not permuted (its K axis is the SwiGLU output, in natural column order).
 
 Why: a grouped-GEMM tile that produces SwiGLU outputs [j*g, j*g + g) loads one contiguous slab of
@@ -66,33 +69,38 @@ class Mxfp4MoELayout:
         return (("gate_up_group", self.gate_up_group),)
 
 
-def gate_up_row_order(intermediate: int, group: int) -> torch.Tensor:
-    """int64 [2I]: the checkpoint row of each kernel row of gate_up (the formula of the module doc)."""
+def gate_up_row_order(intermediate: int, group: int, concatenated: bool = False) -> torch.Tensor:
+    """int64 [2I]: the source row of each kernel row of gate_up (the formula of the module doc), from the
+    interleaved checkpoint rows, or from concatenated gate-then-up rows."""
     r = torch.arange(2 * intermediate, dtype=torch.int64)  # kernel rows
     j = r // (2 * group)  # group of each row
     w = r - 2 * group * j  # offset inside the group's slab
     size = torch.clamp(intermediate - j * group, max=group)  # s_j
     is_up = (w >= size).to(torch.int64)
     column = j * group + w - is_up * size
-    return 2 * column + is_up
+    return is_up * intermediate + column if concatenated else 2 * column + is_up
 
 
-def gate_up_rows_transform(intermediate: int, row: int, layout: Mxfp4MoELayout) -> Transform:
+def gate_up_rows_transform(intermediate: int, row: int, layout: Mxfp4MoELayout, *,
+                           concatenated: bool = False) -> Transform:
     """gate_up rows of `row` contiguous elements (K/2 bytes of blocks, or 1 bias value) -> kernel order."""
-    return Transform("gate_up_rows", 2 * intermediate, row, layout.params,
-                     lambda: gate_up_row_order(intermediate, layout.gate_up_group))
+    return Transform("gate_up_rows_concat" if concatenated else "gate_up_rows", 2 * intermediate, row, layout.params,
+                     lambda: gate_up_row_order(intermediate, layout.gate_up_group, concatenated))
 
 
-def scales_transform(n: int, groups: int, layout: Mxfp4MoELayout, *, gate_up: bool) -> Transform:
-    """scales [N, G] -> [G, N], the N axis in gate_up kernel order when `gate_up`: one index per byte,
+def scales_transform(n: int, groups: int, layout: Mxfp4MoELayout, *, gate_up: bool,
+                     concatenated: bool = False) -> Transform:
+    """scales [N, G] -> [G, N], the N axis in gate_up kernel order when `gate_up`: one index per scale,
     dst[b * N + r] = src[order[r] * G + b]."""
 
     def build() -> torch.Tensor:
-        order = gate_up_row_order(n // 2, layout.gate_up_group) if gate_up else torch.arange(n, dtype=torch.int64)
+        order = (gate_up_row_order(n // 2, layout.gate_up_group, concatenated) if gate_up
+                 else torch.arange(n, dtype=torch.int64))
         return (order[None, :] * groups + torch.arange(groups, dtype=torch.int64)[:, None]).reshape(-1)  # [G*N]
 
     if gate_up:
-        return Transform("scales_t_gate_up_rows", n * groups, 1, layout.params, build)
+        name = "scales_t_gate_up_rows_concat" if concatenated else "scales_t_gate_up_rows"
+        return Transform(name, n * groups, 1, layout.params, build)
     return Transform("scales_t", n * groups, 1, (), build)
 
 

@@ -149,6 +149,36 @@ class PermutationCache:
                 self._count_gather()
         return tensor.view(experts, transform.numel)
 
+    def gather_experts(self, src: torch.Tensor, transform: Transform, out: torch.Tensor) -> torch.Tensor:
+        """out[e] (as [units, unit]) = src[e] (as [src units, unit])[index] for every expert e: a gather into a
+        layout of another size (e.g. one scale per block of rows -> one per row). `transform.params` must name
+        whatever of src's shape the index depends on (it is the key). Chunked along the experts like
+        `permute_experts_` (one batched gather per chunk; per expert, index rebuilt, when disabled)."""
+        experts = src.shape[0]
+        if out.shape[0] != experts or out.numel() != experts * transform.numel or not out.is_contiguous():
+            raise ValueError(f"transform {transform.name} writes {transform.units} x {transform.unit} elements per "
+                             f"expert into a contiguous [E, ...] tensor, got {tuple(out.shape)}")
+        if src.numel() % (experts * transform.unit):
+            raise ValueError(f"transform {transform.name}: source {tuple(src.shape)} is not whole units of "
+                             f"{transform.unit}")
+        src_units = src.reshape(experts, -1, transform.unit)  # [E, S, unit]
+        dst_units = out.view(experts, transform.units, transform.unit)  # [E, units, unit]
+        if self.enabled:
+            index = self.index(transform, src.device)
+            chunk = max(1, self.budget_bytes // max(1, transform.numel * out.element_size()))
+            for start in range(0, experts, chunk):
+                part = slice(start, start + chunk)
+                dst_units[part].copy_(torch.index_select(src_units[part], 1, index))
+                self._count_gather()
+        else:
+            for expert in range(experts):
+                index = self._build(transform, src.device)
+                with self._lock:
+                    self._misses += 1
+                dst_units[expert:expert + 1].copy_(torch.index_select(src_units[expert:expert + 1], 1, index))
+                self._count_gather()
+        return out
+
     def stats(self) -> PermutationCacheStats:
         with self._lock:
             index_bytes = sum(t.numel() * t.element_size() for t in self._indices.values())

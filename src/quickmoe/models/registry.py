@@ -12,8 +12,12 @@ from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import SUPPORTED_ARCHITECTURES, ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.models.gpt_oss import GptOssForCausalLM
+from quickmoe.models.mixtral import MixtralForCausalLM
+from quickmoe.models.qwen3_moe import Qwen3MoeForCausalLM
 
-MODEL_REGISTRY: dict[str, type[nn.Module]] = {"GptOssForCausalLM": GptOssForCausalLM}
+MODEL_REGISTRY: dict[str, type[nn.Module]] = {"GptOssForCausalLM": GptOssForCausalLM,
+                                              "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
+                                              "MixtralForCausalLM": MixtralForCausalLM}
 assert set(MODEL_REGISTRY) == set(SUPPORTED_ARCHITECTURES)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from quickmoe.config import SEED_RANGE
+from quickmoe.engine_config import SEED_RANGE
 from quickmoe.engine.sampling_params import MAX_LOGPROBS
 
 __all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions", "FieldProblem"]

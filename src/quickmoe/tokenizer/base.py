@@ -73,8 +73,7 @@ class Tokenizer(ABC):
     def _require_harmony(self, action: str) -> None:
         if not self.uses_harmony:
             raise TokenizerError(f"{self.name}: cannot {action}: the vocabulary lacks harmony's special tokens "
-                                 "(<|start|>=200006, <|message|>=200008, ...) and other chat templates are "
-                                 "not supported yet")
+                                 "(<|start|>=200006, <|message|>=200008, ...) and there is no chat template")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} vocab_size={self.vocab_size}>"

@@ -3,7 +3,8 @@
 eos ids come from generation_config.json (`eos_token_id`), tokenizer_config.json and
 special_tokens_map.json (`eos_token`), whichever exist. When the vocabulary is o200k_harmony (the
 harmony special tokens at their gpt-oss ids, and o200k's ids for plain text) chats are rendered and
-parsed by openai-harmony, exactly as for the built-in tokenizer.
+parsed by openai-harmony, exactly as for the built-in tokenizer; otherwise by the directory's chat template
+(tokenizer/chat_template.py), as transformers' apply_chat_template renders them.
 """
 
 from __future__ import annotations
@@ -20,9 +21,19 @@ from quickmoe.errors import TokenizerError
 from quickmoe.paths import read_regular
 from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.byte_level import text_to_bytes
+from quickmoe.tokenizer.chat_template import ChatTemplate, load_chat_template
 from quickmoe.tokenizer.text import replace_lone_surrogates
-from quickmoe.tokenizer.vocab import (CALL, CHANNEL, CONSTRAIN, END, GPT_OSS_EOS_TOKEN_IDS, MESSAGE, RETURN, START,
-                                      special_token_names)
+from quickmoe.tokenizer.vocab import (
+    CALL,
+    CHANNEL,
+    CONSTRAIN,
+    END,
+    GPT_OSS_EOS_TOKEN_IDS,
+    MESSAGE,
+    RETURN,
+    START,
+    special_token_names,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +94,33 @@ class HFTokenizer(Tokenizer):
             return self._tokenizer.encode(text, add_special_tokens=False).ids
         except TypeError:  # lone surrogates: not UTF-8
             return self._tokenizer.encode(replace_lone_surrogates(text), add_special_tokens=False).ids
+
+    def render_chat(self, messages: Sequence[Any], reasoning_effort: str | None = None) -> list[int]:
+        """The conversation's prompt ids: harmony for an o200k_harmony vocabulary, else the chat template
+        (rendered with add_generation_prompt; the special tokens it writes are tokens, nothing is added)."""
+        if self.uses_harmony:
+            return super().render_chat(messages, reasoning_effort)
+        if self.chat_template is None:
+            raise TokenizerError(f"{self.name}: cannot render a chat: the vocabulary is not harmony's and the "
+                                 "directory has no chat template (expected chat_template in tokenizer_config.json, or "
+                                 "chat_template.jinja)")
+        text = self.chat_template.render(messages, add_generation_prompt=True, reasoning_effort=reasoning_effort)
+        return self._template_tokenizer.encode(text, add_special_tokens=False).ids
+
+    @cached_property
+    def chat_template(self) -> ChatTemplate | None:
+        """The directory's chat template, or None."""
+        return load_chat_template(self.model_dir, read_json_object(self.model_dir / "tokenizer_config.json"),
+                                  read_json_object(self.model_dir / "special_tokens_map.json"))
+
+    @cached_property
+    def _template_tokenizer(self):  # -> tokenizers.Tokenizer
+        """A second instance that tokenizes the special tokens in rendered templates (`encode` keeps them text)."""
+        import tokenizers
+
+        tok = tokenizers.Tokenizer.from_file(str(self.path))
+        tok.encode_special_tokens = False
+        return tok
 
     @cached_property
     def special_token_ids(self) -> frozenset[int]:

@@ -1,0 +1,73 @@
+"""Which checkpoint tensor fills which parameter: the `Binding`s a built model declares.
+
+A parameter declared with `declare_weight` is bound to the checkpoint tensor of its own name, unless it
+lists `checkpoint_parts` (several tensors, each filling a part of it: per-expert tensors stacked into one
+parameter), whose names are relative to the parameter's module. A binding's bytes may *land directly* in
+the parameter (no weight-loader call, no staging) when they are a contiguous run of it with the same dtype:
+a plain copy of the whole parameter, or a `SliceLoader` part of a contiguous parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from quickmoe.checkpoint.reader import TensorSpec
+from quickmoe.checkpoint.weight_loaders import SliceLoader, WeightLoader, copy_weight_loader
+
+__all__ = ["Binding", "checkpoint_bindings"]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Checkpoint tensor `spec.name` goes into parameter `param_name` through `weight_loader`;
+    `direct_offset` is the element offset of its bytes in the parameter when they may land directly."""
+
+    param_name: str
+    param: nn.Parameter
+    spec: TensorSpec
+    weight_loader: WeightLoader
+    direct_offset: int | None
+
+
+def _whole_copy_offset(param: nn.Parameter) -> int | None:
+    same = (param.weight_loader is copy_weight_loader and param.dtype == param.checkpoint_dtype
+            and tuple(param.shape) == tuple(param.checkpoint_shape) and param.is_contiguous())
+    return 0 if same else None
+
+
+def checkpoint_bindings(model: nn.Module) -> dict[str, Binding]:
+    """Checkpoint tensor name -> its binding, for every parameter of `model` (in parameter order)."""
+    bindings: dict[str, Binding] = {}
+    for name, param in model.named_parameters():
+        if not hasattr(param, "checkpoint_dtype"):
+            raise AssertionError(f"parameter {name} was not declared with declare_weight")
+        parts = getattr(param, "checkpoint_parts", None)
+        if parts is None:
+            spec = TensorSpec(name, tuple(param.checkpoint_shape), param.checkpoint_dtype,
+                              getattr(param, "checkpoint_alt_dtypes", ()))
+            found = [Binding(name, param, spec, param.weight_loader, _whole_copy_offset(param))]
+        else:
+            prefix = name.rpartition(".")[0]
+            found = []
+            for part in parts:
+                full = f"{prefix}.{part.name}" if prefix else part.name
+                loader = part.weight_loader
+                offset = (loader.offset(param) if isinstance(loader, SliceLoader) and param.dtype == part.dtype
+                          else None)
+                spec = TensorSpec(full, tuple(part.shape), part.dtype, part.alt_dtypes)
+                found.append(Binding(name, param, spec, loader, offset))
+        for binding in found:
+            other = bindings.get(binding.spec.name)
+            if other is not None:
+                raise AssertionError(f"checkpoint tensor {binding.spec.name} is claimed by parameters "
+                                     f"{other.param_name} and {binding.param_name}")
+            bindings[binding.spec.name] = binding
+    return bindings
+
+
+def bytes_view(param: nn.Parameter) -> torch.Tensor:
+    """The parameter's storage as flat bytes (for direct landing)."""
+    return param.data.view(-1).view(torch.uint8)

@@ -1,0 +1,144 @@
+"""How to run a model (`EngineConfig`): device, precision, kernels, compile, CUDA graphs, scheduling and KV
+cache sizes, validated at construction (every bad option raises ConfigError naming it and the valid choices)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from quickmoe.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16")
+MOE_KERNELS = ("auto", "torch", "triton")
+COMPILE_MODES = ("off", "on")
+CUDA_GRAPH_MODES = ("auto", "off", "on")
+
+
+KV_BLOCK_SIZES = (16, 32, 64, 128)
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+CPU_LONG_PREFILL_TOKENS = 128  # the default prefill chunk cap on a CPU (EngineConfig.long_prefill_token_threshold)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How to run a model: where, in which precision, and how much context, batch and cache to allow.
+
+    `model` None means the embedded default (a tiny random checkpoint built once into the cache).
+    `device` auto picks CUDA when available; `dtype` auto is bfloat16 on CUDA and float32 on CPU.
+    `moe_kernels` / `attention_kernels`: "triton" runs the MoE experts / the paged attention with the Triton
+    kernels, "torch" with their torch references; "auto" (the default) is "triton" on CUDA when triton is
+    installed, else "torch" (`resolved_kernels`).
+    `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
+    cached on disk: executor/compile.py); "off" (the default until the compiled path has been validated on
+    the GPU; `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
+    step in CUDA graphs for batch-size buckets at start-up (executor/cuda_graphs.py; CUDA only); "auto" (the
+    default) does so on CUDA; "off" decodes eagerly.
+    Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
+    `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `long_prefill_token_threshold`: the
+    most prompt tokens one sequence prefills in one step, so that running decodes and new requests are never held
+    up by more than one such chunk (None: CPU_LONG_PREFILL_TOKENS on a CPU, a quarter of max_num_batched_tokens
+    on CUDA; `resolved_long_prefill_token_threshold`). `max_model_len` (prompt + output
+    tokens; default: the model's max_position_embeddings, capped to what the KV cache holds) bounds a request.
+    KV cache: blocks of `block_size` positions; its size is `kv_cache_memory` bytes when given, else on CUDA
+    what `gpu_memory_utilization` of the GPU leaves after the weights and the activations of a full step, else
+    (CPU) 1 GiB; `num_kv_blocks` sets the full-attention group's block count directly (tests, tuning).
+    """
+
+    model: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    max_model_len: int | None = None
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    seed: int = 0
+    moe_kernels: str = "auto"
+    attention_kernels: str = "auto"
+    compile: str = "off"
+    cuda_graphs: str = "auto"
+    block_size: int = 16
+    kv_cache_memory: int | None = None
+    gpu_memory_utilization: float = 0.9
+    num_kv_blocks: int | None = None
+    long_prefill_token_threshold: int | None = None
+
+    def resolved_long_prefill_token_threshold(self, device_type: str) -> int:
+        """The prefill chunk cap on a device of `device_type` ("cpu", "cuda"): the option when set, else
+        CPU_LONG_PREFILL_TOKENS on a CPU (a token costs ~1 ms there on the tiny model) and a quarter of the step's
+        budget on CUDA; never more than max_num_batched_tokens."""
+        if self.long_prefill_token_threshold is not None:
+            chosen = self.long_prefill_token_threshold
+        elif device_type == "cuda":
+            chosen = max(self.max_num_batched_tokens // 4, 1)
+        else:
+            chosen = CPU_LONG_PREFILL_TOKENS
+        return min(chosen, self.max_num_batched_tokens)
+
+    def resolved_cuda_graphs(self, device: torch.device) -> bool:
+        """Whether decode steps run in CUDA graphs on `device` ("auto": on CUDA)."""
+        return self.cuda_graphs == "on" or (self.cuda_graphs == "auto" and device.type == "cuda")
+
+    def resolved_kernels(self, which: str, device: torch.device) -> str:
+        """"triton" or "torch" for `which` ("moe_kernels" or "attention_kernels") on `device`. An explicit
+        "triton" needs triton installed and a CUDA device (or TRITON_INTERPRET=1: Triton's CPU interpreter, for
+        tests); else ConfigError, rather than a silent fallback or a traceback from Triton's driver."""
+        import importlib.util
+
+        choice = getattr(self, which)
+        has_triton = importlib.util.find_spec("triton") is not None
+        if choice == "triton":
+            if not has_triton:
+                raise ConfigError(f"engine option '{which}' = 'triton': triton is not installed (expected 'auto' or "
+                                  "'torch', or `pip install triton`)")
+            if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+                raise ConfigError(f"engine option '{which}' = 'triton' needs a CUDA device; the model runs on "
+                                  f"{device.type} (expected 'auto' or 'torch' there, or TRITON_INTERPRET=1 for "
+                                  "Triton's CPU interpreter)")
+        if choice != "auto":
+            return choice
+        return "triton" if device.type == "cuda" and has_triton else "torch"
+
+    def __post_init__(self) -> None:
+        def fail(name: str, expected: str) -> ConfigError:
+            return ConfigError(f"engine option '{name}' = {getattr(self, name)!r}: expected {expected}")
+
+        def is_int(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        if not isinstance(self.device, str) or (self.device not in DEVICES and not self.device.startswith("cuda:")):
+            raise fail("device", f"one of {list(DEVICES)} or 'cuda:N'")
+        if self.dtype not in DTYPES:
+            raise fail("dtype", f"one of {list(DTYPES)}")
+        if self.max_model_len is not None and (not is_int(self.max_model_len) or self.max_model_len < 2):
+            raise fail("max_model_len", "an integer >= 2")
+        for name in ("moe_kernels", "attention_kernels"):
+            if getattr(self, name) not in MOE_KERNELS:
+                raise fail(name, f"one of {list(MOE_KERNELS)}")
+        if self.compile not in COMPILE_MODES:
+            raise fail("compile", f"one of {list(COMPILE_MODES)}")
+        if self.cuda_graphs not in CUDA_GRAPH_MODES:
+            raise fail("cuda_graphs", f"one of {list(CUDA_GRAPH_MODES)}")
+        if not is_int(self.max_num_seqs) or self.max_num_seqs < 1:
+            raise fail("max_num_seqs", "an integer >= 1")
+        if not is_int(self.max_num_batched_tokens) or self.max_num_batched_tokens < 1:
+            raise fail("max_num_batched_tokens", "an integer >= 1")
+        if self.block_size not in KV_BLOCK_SIZES:
+            raise fail("block_size", f"one of {list(KV_BLOCK_SIZES)}")
+        if self.kv_cache_memory is not None and (not is_int(self.kv_cache_memory) or self.kv_cache_memory < 1):
+            raise fail("kv_cache_memory", "a number of bytes >= 1")
+        if isinstance(self.gpu_memory_utilization, bool) or not isinstance(self.gpu_memory_utilization, (int, float)) \
+                or not 0 < self.gpu_memory_utilization <= 1:
+            raise fail("gpu_memory_utilization", "a fraction in (0, 1]")
+        if self.num_kv_blocks is not None and (not is_int(self.num_kv_blocks) or self.num_kv_blocks < 1):
+            raise fail("num_kv_blocks", "an integer >= 1")
+        if self.long_prefill_token_threshold is not None and (not is_int(self.long_prefill_token_threshold)
+                                                              or self.long_prefill_token_threshold < 1):
+            raise fail("long_prefill_token_threshold", "None or an integer >= 1")
+        if not is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
+            raise fail("seed", f"an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
+        if self.model is not None and not isinstance(self.model, str):
+            raise fail("model", "None or a checkpoint directory")

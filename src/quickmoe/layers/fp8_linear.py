@@ -1,0 +1,56 @@
+"""FP8 block-scaled dense layers (`quant_method: "fp8"`, `weight_block_size` [bn, bk]), and the choice of a
+dense layer's `LinearMethod` from the checkpoint's quantization config.
+
+The weight stays float8_e4m3fn [out, in] with `weight_scale_inv` [ceil(out/bn), ceil(in/bk)] (float32 here;
+bf16 or float32 in the checkpoint). On the CPU and in the torch path the product dequantizes the weight to
+the activations' dtype, then runs the plain linear (formats.fp8); the FP8 tensor-core GEMM is GPU work.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from quickmoe.config import ModelConfig
+from quickmoe.errors import ConfigError
+from quickmoe.formats.fp8 import FP8_DTYPE, block_scale_shape, dequantize_fp8_block
+from quickmoe.layers.linear import Linear, LinearMethod
+from quickmoe.layers.weights import declare_weight
+
+__all__ = ["Fp8BlockLinearMethod", "SCALE_DTYPES", "linear_method"]
+
+SCALE_DTYPES = (torch.bfloat16, torch.float32, torch.float16)  # weight_scale_inv as the checkpoints store it
+
+
+class Fp8BlockLinearMethod:
+    """weight float8_e4m3fn [out, in] + weight_scale_inv [ceil(out/bn), ceil(in/bk)], dequantized per call."""
+
+    def __init__(self, block: tuple[int, int]) -> None:
+        self.block = block
+
+    def create_weights(self, layer: Linear, *, dtype: torch.dtype, device: torch.device | str) -> None:
+        shape = (layer.out_features, layer.in_features)
+        declare_weight(layer, "weight", shape, FP8_DTYPE, device, checkpoint_dtype=FP8_DTYPE)
+        declare_weight(layer, "weight_scale_inv", block_scale_shape(shape, self.block), torch.float32, device,
+                       checkpoint_dtype=SCALE_DTYPES[0], checkpoint_alt_dtypes=SCALE_DTYPES[1:])
+
+    def process_weights_after_loading(self, layer: Linear) -> None:
+        pass
+
+    def apply(self, layer: Linear, x: torch.Tensor) -> torch.Tensor:
+        weight = dequantize_fp8_block(layer.weight, layer.weight_scale_inv, self.block, x.dtype)  # [out, in]
+        return F.linear(x, weight, layer.bias)
+
+
+def linear_method(config: ModelConfig, module_name: str) -> LinearMethod | None:
+    """The LinearMethod of dense layer `module_name` (e.g. "model.layers.3.self_attn.q_proj"): None when it is
+    not quantized; an error naming the module for a scheme quickmoe runs on experts only."""
+    scheme = config.quant_scheme(module_name)
+    if scheme is None:
+        return None
+    if scheme == "fp8":
+        assert config.quantization is not None and config.quantization.weight_block_size is not None
+        return Fp8BlockLinearMethod(config.quantization.weight_block_size)
+    raise ConfigError(f"{config.source}: module {module_name} is quantized with {scheme!r}, which quickmoe runs for "
+                      f"MoE experts only (expected it in the quantization config's modules_to_not_convert / "
+                      f"exclude_modules; dense layers support ['fp8'])")

@@ -1,0 +1,36 @@
+"""The MoE block of Qwen3-MoE (`mlp`) and Mixtral (`block_sparse_moe`): a router without bias (`gate`),
+softmax over all experts then the top-k (renormalised to sum to 1 when config.norm_topk_prob), and the
+experts (`experts`, per-expert checkpoint tensors stacked by the quant method of layers/moe_stacked.py)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from quickmoe.config import ModelConfig
+from quickmoe.forward import custom_ops
+from quickmoe.layers.linear import Linear
+from quickmoe.layers.moe import FusedMoE, _use_kernels
+from quickmoe.layers.moe_stacked import ExpertNames, stacked_moe_method
+
+
+class SparseMoeBlock(nn.Module):
+    """Router + experts. `prefix` is the block's checkpoint module (e.g. "model.layers.3.mlp"): its experts are
+    quantized as the config says for `<prefix>.experts`; the router never is. `kernels` ("torch" or "triton",
+    set by the runner with the experts') picks the routing kernel or its reference."""
+
+    def __init__(self, config: ModelConfig, prefix: str, names: ExpertNames, *, dtype: torch.dtype,
+                 device: torch.device | str) -> None:
+        super().__init__()
+        self.top_k, self.renormalize = config.num_experts_per_tok, config.norm_topk_prob
+        self.kernels = "torch"
+        self.gate = Linear(config.hidden_size, config.num_local_experts, bias=False, dtype=dtype, device=device)
+        q = config.quantization
+        method = stacked_moe_method(config.quant_scheme(f"{prefix}.experts"), names,
+                                    q.weight_block_size if q is not None else None)
+        self.experts = FusedMoE(config, method, activation="silu", dtype=dtype, device=device)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        topk_weights, topk_ids = custom_ops.route_experts(hidden, self.gate.weight, None, self.top_k, True,
+                                                          self.renormalize, _use_kernels(self, hidden))  # [T, k]
+        return self.experts(hidden, topk_weights, topk_ids)

@@ -1,0 +1,110 @@
+"""`fused_moe` (Triton; Triton's interpreter on CPU) with NVFP4 and FP8 block-scaled experts against
+`fused_moe_ref`, and the FP8 per-token-group activation quantizer against its reference (bit-exact).
+
+NVFP4 is weight-only (decoded in the kernel, the per-row global scale after the K loop): the reference on the
+same kernel layout. FP8 multiplies e4m3 weights by e4m3 activations quantized per token and 128 columns: the
+reference rounds the activations through the same quantizer (fp8_activations=True). In the interpreter the
+dots run on float32 operands (exact products); the GPU path (e4m3 tensor-core dots, PTX decode) is marked gpu."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group, quantize_fp8_per_token_group_ref
+from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
+from quickmoe.kernels.routing import route_ref
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _nvfp4_experts(e: int, hidden: int, inter: int, g: torch.Generator):
+    def nv(n, k):  # kernel layout: packed [E, n, k/2], E4M3 scales [E, k/16, n] (varied, subnormals too), rows
+        packed = torch.randint(0, 256, (e, n, k // 2), dtype=torch.uint8, generator=g)
+        scale_bytes = torch.randint(0, 0x50, (e, k // 16, n), dtype=torch.uint8, generator=g)  # 0 .. 2^3
+        row = torch.rand(e, n, generator=g) * k ** -0.5
+        return packed.to(DEVICE), scale_bytes.view(torch.float8_e4m3fn).to(DEVICE), row.to(DEVICE)
+
+    (w1, s1, r1), (w2, s2, r2) = nv(2 * inter, hidden), nv(hidden, inter)
+    return w1, w2, dict(w1_scales=s1, w2_scales=s2, w1_row_scale=r1, w2_row_scale=r2)
+
+
+def _fp8_experts(e: int, hidden: int, inter: int, g: torch.Generator):
+    def fp8(n, k):  # e4m3 [E, n, k] and per-row scales [E, k/128, n]
+        q = (torch.randn(e, n, k, generator=g) * 32).clamp(-448, 448).to(torch.float8_e4m3fn)
+        scales = (torch.rand(e, k // 128, n, generator=g) + 0.5) * k ** -0.5 / 32
+        return q.to(DEVICE), scales.to(DEVICE)
+
+    (w1, s1), (w2, s2) = fp8(2 * inter, hidden), fp8(hidden, inter)
+    return w1, w2, dict(w1_scales=s1, w2_scales=s2)
+
+
+@pytest.mark.parametrize("num_tokens,top_k,num_experts,hidden,inter", [
+    (1, 2, 8, 96, 96),  # T = 1; H = 96: six NVFP4 blocks per row
+    (13, 3, 8, 64, 160),  # a ragged last gate/up group
+    (40, 2, 16, 128, 64),  # experts without tokens
+])
+def test_nvfp4_experts_match_the_reference(num_tokens, top_k, num_experts, hidden, inter):
+    g = torch.Generator().manual_seed(num_tokens + hidden)
+    w1, w2, kw = _nvfp4_experts(num_experts, hidden, inter, g)
+    x = torch.randn(num_tokens, hidden, generator=g).to(DEVICE)
+    logits = torch.randn(num_tokens, num_experts, generator=g).to(DEVICE)
+    logits[:, num_experts // 2:] -= 100.0  # half of the experts never chosen
+    weights, ids = route_ref(logits, top_k, scoring="softmax_topk", renormalize=True)
+    kw.update(gate_up_group=64, activation="silu")
+    got = fused_moe(x, weights, ids, w1, None, w2, None, **kw)
+    want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1, None, w2, None, **kw)
+    assert torch.isfinite(want).all() and want.std() > 0
+    assert (got.double() - want).norm() / want.norm() < 1e-5
+
+
+@pytest.mark.parametrize("num_tokens,top_k,swap_ab", [(1, 2, False), (9, 2, True), (33, 1, False)])
+def test_fp8_experts_match_the_reference_with_fp8_activations(monkeypatch, num_tokens, top_k, swap_ab):
+    from quickmoe.kernels import moe_configs
+
+    config = moe_configs.MoEKernelConfig(block_m=16, block_n=32, block_k=64, swap_ab=swap_ab)
+    monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
+    g = torch.Generator().manual_seed(num_tokens * 3 + top_k)
+    w1, w2, kw = _fp8_experts(8, 256, 384, g)  # whole 128-column scale groups (the model requires them)
+    x = torch.randn(num_tokens, 256, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(num_tokens, 8, generator=g).to(DEVICE), top_k, scoring="softmax_topk",
+                             renormalize=True)
+    kw.update(gate_up_group=64, activation="silu")
+    got = fused_moe(x, weights, ids, w1, None, w2, None, **kw)
+    want = fused_moe_ref(x, weights, ids.long(), w1, None, w2, None, fp8_activations=True, **kw)
+    plain = fused_moe_ref(x, weights, ids.long(), w1, None, w2, None, **kw)
+    assert (got - want).norm() / want.norm() < 1e-5
+    assert (want - plain).norm() / plain.norm() > 1e-3  # the activations really went through FP8
+    with pytest.raises(NotImplementedError, match="FP8 activations"):
+        fused_moe(x, weights, ids, w1.float(), None, w2.float(), None, gate_up_group=64, fp8_activations=True)
+
+
+@pytest.mark.parametrize("shape", [(5, 256), (3, 200), (1, 128)])
+def test_fp8_activation_quantizer_is_bit_exact(shape):
+    g = torch.Generator().manual_seed(shape[1])
+    x = torch.randn(shape, generator=g) * torch.exp(torch.randn(shape[0], 1, generator=g) * 3)
+    x[0, :5] = 0.0
+    x = x.to(DEVICE)
+    q, scales = quantize_fp8_per_token_group(x)
+    q_ref, scales_ref = quantize_fp8_per_token_group_ref(x)
+    assert torch.equal(scales, scales_ref) and torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["fp8", "nvfp4"])
+def test_quantized_experts_bf16_on_the_gpu(fmt):
+    """Qwen3-30B-A3B-shaped experts (128 experts top-8, H 2048, I 768) in bf16 activations on the GPU (e4m3
+    tensor-core dots for FP8, PTX decode for NVFP4): within 1e-2 of the float64 reference."""
+    g = torch.Generator().manual_seed(7)
+    make = _fp8_experts if fmt == "fp8" else _nvfp4_experts
+    w1, w2, kw = make(128, 2048, 768, g)
+    x = torch.randn(64, 2048, generator=g).to(torch.bfloat16).to(DEVICE)
+    weights, ids = route_ref(torch.randn(64, 128, generator=g).to(DEVICE), 8, scoring="softmax_topk",
+                             renormalize=True)
+    kw.update(gate_up_group=64, activation="silu")
+    got = fused_moe(x, weights, ids, w1, None, w2, None, **kw)
+    want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1, None, w2, None,
+                         fp8_activations=fmt == "fp8", **kw)
+    assert (got.double() - want).norm() / want.norm() < 1e-2

@@ -1,0 +1,128 @@
+"""Qwen3-MoE and Mixtral against transformers' Qwen3MoeForCausalLM / MixtralForCausalLM on the same random
+checkpoints (CPU, float32); FP8 and NVFP4 checkpoints against transformers on their dequantized twins."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from quickmoe.config import EngineConfig
+from quickmoe.errors import CheckpointError
+from quickmoe.executor.model_runner import ModelRunner
+
+from .conftest import assert_greedy_matches, assert_logits_match
+from .conftest import cpu_runner as _runner
+from .conftest import packed_logits as _packed_logits
+from .conftest import random_prompts as _prompts
+
+SMALL_QWEN = dict(hidden_size=64, head_dim=16, intermediate_size=96, moe_intermediate_size=32)
+# name -> (preset, weights, layers, experts, overrides): sliding and full attention, dense layers mixed in (Qwen3:
+# mlp_only_layers, decoder_sparse_step), tied embeddings and attention biases, 8 experts with top-2 (so short
+# prompts leave most experts without tokens)
+CASES = {
+    "qwen3-full-dense-mid": ("qwen3-moe-tiny", "bf16", 3, 8, dict(**SMALL_QWEN, mlp_only_layers=[1],
+                                                                   norm_topk_prob=True)),
+    "qwen3-sliding-step2": ("qwen3-moe-tiny", "bf16", 4, 8, dict(**SMALL_QWEN, decoder_sparse_step=2,
+                                                                  use_sliding_window=True, sliding_window=8,
+                                                                  norm_topk_prob=False, tie_word_embeddings=True,
+                                                                  attention_bias=True, num_experts_per_tok=3)),
+    "mixtral-full": ("mixtral-tiny", "bf16", 2, 8, dict(hidden_size=64, intermediate_size=96)),
+    "mixtral-sliding": ("mixtral-tiny", "bf16", 2, 4, dict(hidden_size=64, intermediate_size=96, sliding_window=8,
+                                                           num_attention_heads=8, num_key_value_heads=2)),
+}
+QUANTIZED = {
+    "qwen3-fp8": ("qwen3-moe-tiny", "fp8", 2, 4, dict(hidden_size=128, head_dim=32, intermediate_size=256,
+                                                      moe_intermediate_size=128, mlp_only_layers=[1])),
+    "qwen3-nvfp4": ("qwen3-moe-tiny", "nvfp4", 2, 8, dict(SMALL_QWEN, mlp_only_layers=[0])),
+    "mixtral-nvfp4": ("mixtral-tiny", "nvfp4", 2, 4, dict(hidden_size=64, intermediate_size=96)),
+}
+
+
+def load_family_reference(model_dir: Path):
+    """transformers' own model class for the checkpoint (Qwen3MoeForCausalLM / MixtralForCausalLM), float32,
+    eager attention and experts."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager",
+                                                experts_implementation="eager").eval()
+
+
+def _make(ckpt_factory, spec, **extra):
+    preset, weights, layers, experts, overrides = spec
+    return ckpt_factory(preset=preset, experts_dtype=weights, layers=layers, experts=experts, **overrides, **extra)
+
+
+@pytest.fixture(params=sorted(CASES))
+def case(request, ckpt_factory):
+    return request.param, _make(ckpt_factory, CASES[request.param])
+
+
+def test_prefill_logits_match_transformers(case):
+    name, model_dir = case
+    runner = _runner(model_dir)
+    assert type(runner.model).__name__ == json.loads((model_dir / "config.json").read_text())["architectures"][0]
+    prompts = _prompts(runner.config.vocab_size, [1, 7, 23, 40], seed=len(name))  # past the 8-token windows
+    assert_logits_match(name, _packed_logits(runner, prompts), load_family_reference(model_dir), prompts)
+
+
+def test_greedy_generation_matches_transformers(case):
+    from quickmoe.llm import LLM
+
+    name, model_dir = case
+    llm = LLM(model_dir, device="cpu", dtype="float32")
+    prompts = _prompts(llm.config.vocab_size, [3, 11, 30], seed=7)
+    assert_greedy_matches(name, llm, load_family_reference(model_dir), prompts)
+
+
+@pytest.mark.parametrize("name", sorted(QUANTIZED))
+def test_quantized_model_equals_transformers_on_the_dequantized_twin(name, ckpt_factory):
+    quantized, twin = _make(ckpt_factory, QUANTIZED[name]), _make(ckpt_factory, QUANTIZED[name], dequantized_twin=True)
+    config, twin_config = (json.loads((d / "config.json").read_text()) for d in (quantized, twin))
+    assert "quantization_config" in config and "quantization_config" not in twin_config
+    runner = _runner(quantized)
+    prompts = _prompts(runner.config.vocab_size, [1, 9, 30], seed=5)
+    assert_logits_match(name, _packed_logits(runner, prompts), load_family_reference(twin), prompts)
+
+
+def test_checkpoint_not_matching_its_config_fails_before_loading(ckpt_factory, tmp_path):
+    src = _make(ckpt_factory, CASES["mixtral-full"])
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in src.iterdir():
+        (bad / f.name).symlink_to(f)
+    config = json.loads((src / "config.json").read_text())
+    (bad / "config.json").unlink()
+    (bad / "config.json").write_text(json.dumps({**config, "intermediate_size": 112}))
+    with pytest.raises(CheckpointError) as err:
+        _runner(bad)
+    message = str(err.value)
+    assert "model.layers.0.block_sparse_moe.experts.0.w1.weight" in message and ".safetensors" in message
+    assert "[112, 64]" in message and "[96, 64]" in message
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["qwen3-full-dense-mid", "mixtral-sliding"])
+def test_prefill_logits_match_transformers_cuda_bf16(name, ckpt_factory):
+    """bf16 on the GPU (Triton MoE and attention kernels) against transformers float32; transformers' own bf16 run
+    gives the scale: quickmoe's relative error must be of its order."""
+    model_dir = _make(ckpt_factory, CASES[name])
+    runner = ModelRunner(model_dir, EngineConfig(model=str(model_dir), device="cuda", dtype="bfloat16",
+                                                 kv_cache_memory=1 << 30))
+    prompts = _prompts(runner.config.vocab_size, [9, 64, 200], seed=11)
+    ours = _packed_logits(runner, prompts)
+    ref32 = load_family_reference(model_dir).cuda()
+    from transformers import AutoModelForCausalLM
+
+    hf16 = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, attn_implementation="eager",
+                                                experts_implementation="eager").cuda().eval()
+    for prompt, got in zip(prompts, ours):
+        ids = torch.tensor([prompt], device="cuda")
+        with torch.no_grad():
+            want, hf_bf16 = ref32(ids).logits[0].float(), hf16(ids).logits[0].float()
+        ours_rel = ((got - want).norm() / want.norm()).item()
+        hf_rel = ((hf_bf16 - want).norm() / want.norm()).item()
+        print(f"\n{name} cuda L={len(prompt)}: quickmoe bf16 rel={ours_rel:.4f}; transformers bf16 rel={hf_rel:.4f}")
+        assert ours_rel < max(2 * hf_rel, 1e-2), f"prompt of {len(prompt)} tokens: relative diff {ours_rel:.3g}"
