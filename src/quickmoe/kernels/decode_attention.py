@@ -30,6 +30,8 @@ try:  # CPU installs without triton keep the torch reference
     import triton.language as tl
 except ImportError:  # pragma: no cover
     triton = None
+else:
+    from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
 
 __all__ = ["decode_num_splits", "paged_decode_attention", "paged_decode_attention_ref"]
 
@@ -137,26 +139,15 @@ if triton is not None:
         for start in range(lo, hi, BLOCK_N):
             pos = start + keys  # [N]
             key_ok = pos < hi
-            block = tl.load(block_tables_ptr + seq * stride_bt + pos // BLOCK_SIZE, mask=key_ok, other=0)
-            slot = block.to(tl.int64) * BLOCK_SIZE + pos % BLOCK_SIZE  # [N]
-            offsets = (slot[:, None] * KV + kv_head) * D + dims[None, :]  # [N, D]
-            kv_mask = key_ok[:, None] & dim_ok[None, :]
-            k = tl.load(k_cache_ptr + offsets, mask=kv_mask, other=0.0)
-            v = tl.load(v_cache_ptr + offsets, mask=kv_mask, other=0.0)
-            if FP32_DOT:
-                s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
-            else:
-                s = tl.dot(q, tl.trans(k))  # [G, N] float32
+            k, v = load_kv_tile(k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt, pos, key_ok, kv_head,
+                                dims, dim_ok, BLOCK_SIZE, KV, D)  # [N, D] each
+            s = qk_dot(q, k, FP32_DOT)  # [G, N] float32
             s = tl.where(key_ok[None, :], s * qk_scale, float("-inf"))
             m_new = tl.maximum(m, tl.max(s, axis=1))  # finite: every iteration has a visible key
             p = tl.exp2(s - m_new[:, None])
             alpha = tl.exp2(m - m_new)
             l_sum = l_sum * alpha + tl.sum(p, axis=1)
-            if FP32_DOT:
-                pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
-            else:
-                pv = tl.dot(p.to(v.dtype), v)
-            acc = acc * alpha[:, None] + pv  # [G, D]
+            acc = acc * alpha[:, None] + pv_dot(p, v, FP32_DOT)  # [G, D]
             m = m_new
         out_mask = row_ok[:, None] & dim_ok[None, :]
         if SPLITS == 1:

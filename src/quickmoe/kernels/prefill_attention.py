@@ -21,6 +21,8 @@ try:  # CPU installs without triton keep the torch reference
     import triton.language as tl
 except ImportError:  # pragma: no cover
     triton = None
+else:
+    from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
 
 __all__ = ["paged_prefill_attention", "paged_prefill_attention_ref"]
 
@@ -119,16 +121,9 @@ if triton is not None:
             for start in range(first_pos, last_pos + 1, BLOCK_N):
                 k_pos = start + keys  # [N]
                 key_ok = k_pos <= last_pos
-                block = tl.load(block_tables_ptr + seq * stride_bt + k_pos // BLOCK_SIZE, mask=key_ok, other=0)
-                slot = block.to(tl.int64) * BLOCK_SIZE + k_pos % BLOCK_SIZE
-                offsets = (slot[:, None] * KV + kv_head) * D + dims[None, :]  # [N, D]
-                kv_mask = key_ok[:, None] & dim_ok[None, :]
-                k = tl.load(k_cache_ptr + offsets, mask=kv_mask, other=0.0)
-                v = tl.load(v_cache_ptr + offsets, mask=kv_mask, other=0.0)
-                if FP32_DOT:
-                    s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
-                else:
-                    s = tl.dot(q, tl.trans(k))  # [R, N] float32
+                k, v = load_kv_tile(k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt, k_pos, key_ok,
+                                    kv_head, dims, dim_ok, BLOCK_SIZE, KV, D)  # [N, D] each
+                s = qk_dot(q, k, FP32_DOT)  # [R, N] float32
                 visible = (k_pos[None, :] <= q_pos[:, None]) & key_ok[None, :]
                 visible &= (window <= 0) | (k_pos[None, :] > q_pos[:, None] - window)
                 s = tl.where(visible, s * qk_scale, float("-inf"))
@@ -136,11 +131,7 @@ if triton is not None:
                 p = tl.exp2(s - m_new[:, None])
                 alpha = tl.exp2(m - m_new)
                 l_sum = l_sum * alpha + tl.sum(p, axis=1)
-                if FP32_DOT:
-                    pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
-                else:
-                    pv = tl.dot(p.to(v.dtype), v)
-                acc = acc * alpha[:, None] + pv
+                acc = acc * alpha[:, None] + pv_dot(p, v, FP32_DOT)
                 m = m_new
             result = acc / l_sum[:, None]
             out_offsets = (q_start + i)[:, None].to(tl.int64) * stride_ot + head[:, None] * stride_oh + dims[None, :]
