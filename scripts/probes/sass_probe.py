@@ -1,0 +1,89 @@
+"""The MoE GEMM 1 kernel compiled for Hopper (sm_90) on a machine without a GPU: registers, spills, shared memory,
+and the SASS instruction mix of its K loop per MXFP4 weight element (what bounds the decode-sized MoE).
+
+PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-n 32] [--block-k 256] [--warps 4] [--stages 3]
+
+Triton compiles the kernel with the same specialization its JIT gives the real launch (pointers and the activation
+stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16, bf16 activations), ptxas (shipped in
+Triton's wheel) assembles it, nvdisasm lists the SASS; the loop is the code between the K loop's label and its
+backward branch. Instructions per weight element = loop instructions x threads / (2 x BLOCK_N x BLOCK_K). Nothing
+runs: it reads what the compiler made (METHOD.md: "read what costs no device time").
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # compile for real, not for the interpreter
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+from quickmoe.kernels import moe_gemm  # noqa: E402
+
+SIGNATURE = {"x_ptr": "*bf16", "xs_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8", "bias_ptr": "*bf16",
+             "row_scale_ptr": "*u8", "out_ptr": "*bf16", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
+             "num_padded_ptr": "*i32", "top_k": "i32", "num_assignments": "i32", "num_m": "i32", "num_n": "i32",
+             "group_m": "i32", "stride_x": "i32", "stride_xs": "i32", "limit": "fp32", "alpha": "fp32"}
+ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_x"]
+
+
+def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int) -> triton.compiler.CompiledKernel:
+    kernel = moe_gemm._gemm1_swiglu_kernel
+    constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=16,
+                      BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True,
+                      SWAP_AB=False, HAS_BIAS=True, SILU=False, ROW_SCALE=False)
+    names = list(kernel.arg_names)
+    signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
+    attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
+    source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+
+
+def loop_mix(sass: str) -> collections.Counter:
+    """Opcode counts between the first loop label and the branch back to it."""
+    lines = sass.splitlines()
+    label = next(i for i, line in enumerate(lines) if re.match(r"^\.L_x_\d+:", line))
+    name = lines[label].rstrip(":")
+    end = next(i for i in range(label, len(lines)) if f"`({name})" in lines[i])
+    mix: collections.Counter = collections.Counter()
+    for line in lines[label:end + 1]:
+        match = re.match(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*)", line)
+        if match:
+            mix[match.group(2)] += 1
+    return mix
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--block-n", type=int, default=32)
+    parser.add_argument("--block-k", type=int, default=256)
+    parser.add_argument("--warps", type=int, default=4)
+    parser.add_argument("--stages", type=int, default=3)
+    args = parser.parse_args()
+    compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages)
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "gemm1.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True)
+        sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
+    print(next((line.strip() for line in usage.stdout.splitlines() if "REG:" in line), "no resource usage"))
+    mix = loop_mix(sass)
+    total = sum(mix.values())
+    per_value = total * 32 * args.warps / (2 * args.block_n * args.block_k)
+    print(f"K loop: {total} instructions per thread per step of {args.block_k} columns x {2 * args.block_n} rows: "
+          f"{per_value:.2f} per weight element")
+    for opcode, count in mix.most_common(16):
+        print(f"  {count:5d}  {count * 32 * args.warps / (2 * args.block_n * args.block_k):5.2f}/element  {opcode}")
+
+
+if __name__ == "__main__":
+    main()
