@@ -122,6 +122,7 @@ class LLM:
                     continue
                 if out.token_ids and self.startup_report.phases["first_token"] is None:
                     self.startup_report.mark("first_token")
+                    self.runner.kernel_cache.record("first_token")
                     self.startup_report.log()
                 result.token_ids.extend(out.token_ids)
                 result.text += out.text
