@@ -78,8 +78,11 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
                    "cached under the quickmoe cache; default off until validated on the GPU)")
     g.add_argument("--cuda-graphs", default="auto", choices=("auto", "on", "off"),
-                   help="capture the decode step in CUDA graphs for batch-size buckets up to --max-num-seqs at "
-                   "start-up (auto, the default: on CUDA; on: CUDA only)")
+                   help="run decode steps in CUDA graphs, one per batch-size bucket (1, 2, 4, ... up to "
+                   "--max-num-seqs; auto, the default: on CUDA; on: CUDA only)")
+    g.add_argument("--cuda-graphs-startup-max", type=int, default=8, metavar="N",
+                   help="capture the buckets up to N at start-up, the larger ones when a step first needs them or "
+                   "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
 
@@ -118,7 +121,8 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 kv_cache_memory=args.kv_cache_memory, gpu_memory_utilization=args.gpu_memory_utilization,
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,
-                cuda_graphs="off" if args.enforce_eager else args.cuda_graphs)
+                cuda_graphs="off" if args.enforce_eager else args.cuda_graphs,
+                cuda_graphs_startup_max=args.cuda_graphs_startup_max)
 
 
 def build_parser() -> argparse.ArgumentParser:

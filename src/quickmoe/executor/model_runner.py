@@ -51,7 +51,8 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 class ModelRunner:
     """Owns the model and its paged KV cache: config -> build (parameters allocated on the device) -> load ->
-    process -> KV cache -> compile -> capture, each a phase of the StartupReport. Triton's
+    process -> KV cache -> compile -> capture (the start-up buckets' decode CUDA graphs; the others are captured
+    when first needed, or by `capture_deferred_graph` while idle), each a phase of the StartupReport. Triton's
     kernel cache is pointed at quickmoe's persistent one right after CUDA init (executor/kernel_cache.py).
 
     `early_start`, if given, is the background work the process launched before importing torch (see
@@ -137,10 +138,11 @@ class ModelRunner:
             if self.device.type != "cuda":
                 raise ConfigError(f"engine option 'cuda_graphs' = 'on' needs a CUDA device; the model is on "
                                   f"{self.device} (expected 'off')")
-            self.graphs = DecodeGraphs(self, decode_buckets(engine.max_num_seqs))
-            seconds = self.graphs.capture()
+            self.graphs = DecodeGraphs(self, decode_buckets(engine.max_num_seqs),
+                                       startup_max=engine.cuda_graphs_startup_max)
+            self.report.info["cuda_graphs"] = self.graphs.info  # later captures are added to it
+            self.graphs.capture_startup()
             self.report.mark("capture")
-            self.report.info["cuda_graphs"] = {"batch_sizes": list(self.graphs.buckets), "seconds": seconds}
         self.report.info["triton_cache"] = self.kernel_cache.info
         self.kernel_cache.record("startup")
         cache = default_permutation_cache()
@@ -157,6 +159,11 @@ class ModelRunner:
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
         logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
+
+    def capture_deferred_graph(self) -> bool:
+        """Capture the next decode CUDA graph left for later (call on the step thread while no step runs); False
+        when there is none."""
+        return self.graphs is not None and self.graphs.capture_next_deferred()
 
     def _wait_for_device(self) -> None:
         """Let every queued copy finish (the ring must not be freed under one); a broken device is logged."""
