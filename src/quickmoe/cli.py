@@ -184,8 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
         "of every start-up phase and of weights_ready (process start -> weights resident and processed), the "
         "load rate against a pinned host->device copy measured in the same run, with the page-cache state; "
         "optionally with the PermutationCache off and with transformers' from_pretrained + one forward side by "
-        "side. The runs inherit the environment, so QUICKMOE_LOADER, QUICKMOE_PREFETCH=0 and "
-        "QUICKMOE_CUDA_PREINIT=0 compare start-up settings.")
+        "side. Every start has serve's default engine options (decode CUDA graphs on CUDA) and the persistent Triton "
+        "kernel cache (filled by an untimed run first). The runs inherit the environment, so QUICKMOE_LOADER, "
+        "QUICKMOE_PREFETCH=0 and QUICKMOE_CUDA_PREINIT=0 compare start-up settings.")
     cold.add_argument("model", metavar="DIR", help="checkpoint directory")
     cold.add_argument("-n", "--runs", type=int, default=3, help="runs per configuration (default 3)")
     cold.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
@@ -197,8 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also time transformers' from_pretrained + one forward on the same checkpoint")
     cold.add_argument("--compile", action="store_true",
                       help="also time starts with --compile on: each with fresh compile caches, then with warm ones")
-    cold.add_argument("--cuda-graphs", action="store_true",
-                      help="every quickmoe start also captures its decode CUDA graphs (the capture phase; CUDA only)")
+    cold.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True,
+                      help="every quickmoe start runs with serve's default, decode CUDA graphs on CUDA (the capture "
+                      "phase; the default, so --cuda-graphs changes nothing); --no-cuda-graphs: with --cuda-graphs off, "
+                      "for comparison")
+    cold.add_argument("--compare-cold-kernels", action="store_true",
+                      help="also time starts that each begin with an empty Triton kernel cache (the default runs use "
+                      "the persistent one, filled by an untimed run first)")
     cold.add_argument("--compile-compare", metavar="DIR2",
                       help="with --compile: also time fresh-cache compiled starts of DIR2 (e.g. the same model made with "
                       "fewer layers) and print the ratio of the compile phases")
@@ -481,7 +487,8 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
     run_coldstart(ColdstartOptions(model=args.model, runs=args.runs, device=args.device,
                                    drop_caches=args.drop_caches, compare_uncached=args.compare_uncached,
                                    baseline=args.baseline, json_out=args.json_out, compile=args.compile,
-                                   cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare))
+                                   cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare,
+                                   compare_cold_kernels=args.compare_cold_kernels))
     return 0
 
 
