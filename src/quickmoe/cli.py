@@ -199,9 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     cold.add_argument("--compile", action="store_true",
                       help="also time starts with --compile on: each with fresh compile caches, then with warm ones")
     cold.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True,
-                      help="every quickmoe start runs with serve's default, decode CUDA graphs on CUDA (the capture "
-                      "phase; the default, so --cuda-graphs changes nothing); --no-cuda-graphs: with --cuda-graphs off, "
-                      "for comparison")
+                      help="every quickmoe start runs with serve's default, decode CUDA graphs on CUDA (the "
+                      "capture phase; the default, so --cuda-graphs changes nothing); --no-cuda-graphs: with "
+                      "--cuda-graphs off, for comparison")
     cold.add_argument("--compare-cold-kernels", action="store_true",
                       help="also time starts that each begin with an empty Triton kernel cache (the default runs use "
                       "the persistent one, filled by an untimed run first)")

@@ -103,7 +103,9 @@ def test_an_idle_server_captures_the_buckets_left_for_later(ckpt_factory):
                 break
             await asyncio.sleep(0.05)
         streams = [engine.add_request(f"r{i}", p, params) for i, p in enumerate(prompts)]
-        outs = [[t for timed in [x async for x in s] for t in timed.output.token_ids] for s in streams]
+        outs = []
+        for stream in streams:
+            outs.append([t async for timed in stream for t in timed.output.token_ids])
         await engine.shutdown()
         return outs
 

@@ -80,8 +80,8 @@ def test_a_warm_kernel_cache_compiles_nothing_at_start_up_on_the_gpu(ckpt_factor
     for run in range(2):
         out = tmp_path / f"report{run}.json"
         subprocess.run([sys.executable, "-m", "quickmoe", "generate", str(model_dir), "--prompt", "Hello world",
-                        "--max-tokens", "4", "--temperature", "0", "--device", "cuda", "-q", "--startup-json", str(out)],
-                       env=env, check=True, capture_output=True)
+                        "--max-tokens", "4", "--temperature", "0", "--device", "cuda", "-q",
+                        "--startup-json", str(out)], env=env, check=True, capture_output=True)
         infos.append(json.loads(out.read_text())["info"]["triton_cache"])
     cold, warm = infos
     assert cold["dir"] == warm["dir"] and cold["dir"].startswith(str(tmp_path / "cache" / "triton"))

@@ -54,8 +54,8 @@ def _kernel_cache_line(infos: list[dict]) -> str | None:
 def format_table(doc: dict) -> str:
     summary = doc["summary"]
     columns = list(summary)
-    labels = {"quickmoe": "quickmoe", "cold_kernels": "empty kernels", "quickmoe_uncached": "no-perm-cache", "compiled_cold": "compile cold",
-              "compiled_warm": "compile warm", "compiled_compare": "fewer layers", "transformers": "transformers"}
+    labels = {"quickmoe": "quickmoe", "cold_kernels": "empty kernels", "quickmoe_uncached": "no-perm-cache",
+              "compiled_cold": "compile cold", "compiled_warm": "compile warm", "compiled_compare": "fewer layers", "transformers": "transformers"}
     phases = list(dict.fromkeys(p for s in summary.values() for p in s))
     phases = [p for p in phases if p not in ("weights_ready", "total")] + ["weights_ready", "total"]
     head = f"{'phase':<16}" + "".join(f"{labels[c] + ' min':>22}{'median':>12}" for c in columns)

@@ -15,7 +15,6 @@ the value this module set is recognised as its own. `KernelCache.new_entries()` 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
@@ -34,18 +33,19 @@ TRITON_CACHE_ENV = "TRITON_CACHE_DIR"
 _set_by_us: str | None = None  # the TRITON_CACHE_DIR value use_triton_cache set in this process
 
 
-def _version(package: str) -> str:
+def _triton_version() -> str:
     try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
+        import triton  # imported already wherever quickmoe's kernels are (importlib.metadata would scan sys.path)
+    except ImportError:
         return "none"
+    return triton.__version__
 
 
 def versions() -> dict[str, str]:
     """The versions a compiled kernel depends on: quickmoe's, torch's and triton's."""
     from quickmoe import __version__
 
-    return {"quickmoe": __version__, "torch": torch.__version__, "triton": _version("triton")}
+    return {"quickmoe": __version__, "torch": torch.__version__, "triton": _triton_version()}
 
 
 def device_name(device: torch.device) -> str:
