@@ -84,6 +84,35 @@ def test_sigterm_drains_the_request_in_flight_then_exits_0():
             proc.wait()
 
 
+def test_serve_imports_nothing_it_does_not_serve_with():
+    """A fresh `quickmoe serve` under `-X importtime` answering a completion: the server's stack, but nothing from
+    bench/, transformers, hypothesis, the OpenAI client, Dynamo or Inductor."""
+    from tests.unit.test_serving_imports import NOT_FOR_SERVING, loaded
+
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "quickmoe", "serve", "--port", "0",
+                             "--max-model-len", "128", "--kv-cache-memory", "64MiB"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr] and lines.put(None), daemon=True).start()
+    seen: list[str] = []
+    try:
+        url = _wait_for(lines, READY, seen).group(1)
+        with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
+            body = {"model": "quickmoe-tiny", "prompt": "Hello", "max_tokens": 2, "temperature": 0}
+            assert http.post("/v1/completions", json=body).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    while (line := lines.get(timeout=10)) is not None:
+        seen.append(line)
+    modules = {line.rsplit("|", 1)[1].strip() for line in seen if line.startswith("import time:")}
+    assert {"fastapi", "uvicorn", "quickmoe.server.app", "torch"} <= modules
+    assert loaded(modules, NOT_FOR_SERVING) == []
+
+
 def test_a_taken_port_fails_before_the_model_loads():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
