@@ -186,7 +186,7 @@ class ModelRunner:
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         if index != preinit.ordinal:
             return None
-        return preinit.host_tensors()
+        return preinit.host_tensors() or None  # none with QUICKMOE_CUDA_PREINIT=context: the loader pins its own
 
     def _init_kv_cache(self, engine: EngineConfig) -> None:
         """Size the paged cache from the memory left after the weights (kv_cache.py) and allocate it once;
