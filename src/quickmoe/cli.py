@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="every quickmoe start runs with serve's default, decode CUDA graphs on CUDA (the "
                       "capture phase; the default, so --cuda-graphs changes nothing); --no-cuda-graphs: with "
                       "--cuda-graphs off, for comparison")
+    cold.add_argument("--generate-args", default="", metavar="ARGS",
+                      help="more options for every quickmoe start, e.g. \"--cuda-graphs-startup-max 256\" (to compare "
+                      "with serve's defaults)")
     cold.add_argument("--compare-cold-kernels", action="store_true",
                       help="also time starts that each begin with an empty Triton kernel cache (the default runs use "
                       "the persistent one, filled by an untimed run first)")
@@ -482,13 +485,16 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_coldstart(args: argparse.Namespace) -> int:
+    import shlex
+
     from quickmoe.bench.coldstart import ColdstartOptions, run_coldstart
 
     run_coldstart(ColdstartOptions(model=args.model, runs=args.runs, device=args.device,
                                    drop_caches=args.drop_caches, compare_uncached=args.compare_uncached,
                                    baseline=args.baseline, json_out=args.json_out, compile=args.compile,
                                    cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare,
-                                   compare_cold_kernels=args.compare_cold_kernels))
+                                   compare_cold_kernels=args.compare_cold_kernels,
+                                   generate_args=tuple(shlex.split(args.generate_args))))
     return 0
 
 

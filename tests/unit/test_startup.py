@@ -99,13 +99,19 @@ def test_coldstart_starts_run_with_the_engine_options_serve_has_by_default(tmp_p
         argv = quickmoe_command(opts, tmp_path)[3:]  # after `python -m quickmoe`
         assert argv[0] == "generate" and argv[argv.index("--max-tokens") + 1] == "1"
         assert _engine_options(parser.parse_args(argv)) == {**serve, "cuda_graphs": graphs}
+    bench = parser.parse_args(["bench", "coldstart", str(tmp_path), "--generate-args", "--cuda-graphs-startup-max 256"])
+    opts = ColdstartOptions(model=str(tmp_path), device="cuda", generate_args=tuple(bench.generate_args.split()))
+    assert _engine_options(parser.parse_args(quickmoe_command(opts, tmp_path)[3:])) == {
+        **serve, "cuda_graphs_startup_max": 256}
 
 
 def test_table_reports_start_up_graphs_and_the_kernel_cache():
     graphs = {"startup_batch_sizes": [1, 2, 4, 8], "deferred": [16, 32], "seconds": 0.4, "captures": [
         {"batch_size": b, "when": "startup", "warmup_s": 0.05, "capture_s": 0.05} for b in (8, 4, 2, 1)]}
     info = {"cuda_graphs": graphs, "triton_cache": {"dir": "d", "source": "quickmoe", "entries": 40,
-                                                     "new_entries_startup": 0, "new_entries_first_token": 2}}
+                                                     "new_entries_startup": 0, "new_entries_first_token": 2},
+            "gpu_bytes_after_load": 2**34, "gpu_peak_bytes_during_process": 2**34, "gpu_bytes_after_process": 2**34,
+            "peak_host_rss_bytes": 2**30, "kv_cache": {"bytes": 50 * 2**30, "max_model_len": 131072}}
     doc = {"model": "m", "runs": 1, "page_cache": "warm", "device": "cuda:0", "dtype": "bfloat16",
            "summary": {"quickmoe": {"capture": (0.4, 0.4), "total": (5.0, 5.0)}},
            "reports": {"quickmoe": [{"phases": {}, "total": 5.0, "info": info}]}}
@@ -113,6 +119,7 @@ def test_table_reports_start_up_graphs_and_the_kernel_cache():
     assert ("batch sizes [1, 2, 4, 8] captured at start-up in 0.400 s (warm-ups 0.200 s, captures 0.200 s); "
             "[16, 32] when first needed") in table
     assert "Triton kernel cache (quickmoe): 40 entries found, 0 compiled at start-up, 2 for the first token" in table
+    assert "KV cache 50.00 GiB (max_model_len 131072)" in table
 
 
 @pytest.mark.slow

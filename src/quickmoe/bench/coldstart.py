@@ -46,6 +46,7 @@ class ColdstartOptions:
     cuda_graphs: bool = True  # serve's default (graphs on CUDA); False: every start with `--cuda-graphs off`
     compile_compare: str | None = None  # also time fresh-cache compiled starts of this checkpoint (fewer layers)
     compare_cold_kernels: bool = False  # also time starts that each begin with an empty Triton kernel cache
+    generate_args: tuple[str, ...] = ()  # appended to every quickmoe start (comparisons with other engine options)
 
     def __post_init__(self) -> None:
         if not (Path(self.model) / "config.json").is_file():
@@ -155,10 +156,10 @@ def _summary(reports: list[dict]) -> dict[str, tuple[float, float]]:
 
 def quickmoe_command(opts: ColdstartOptions, directory: Path) -> list[str]:
     """One timed start: `quickmoe generate DIR --max-tokens 1` with serve's default engine options (graphs: auto),
-    or with `--cuda-graphs off` when opts.cuda_graphs is False."""
+    or with `--cuda-graphs off` when opts.cuda_graphs is False; then opts.generate_args."""
     cmd = [sys.executable, "-m", "quickmoe", "generate", str(directory), "--prompt", "Hello world",
            "--max-tokens", "1", "--temperature", "0", "--device", opts.device, "-q"]
-    return cmd + ([] if opts.cuda_graphs else ["--cuda-graphs", "off"])
+    return cmd + ([] if opts.cuda_graphs else ["--cuda-graphs", "off"]) + list(opts.generate_args)
 
 
 def run_coldstart(opts: ColdstartOptions) -> dict:

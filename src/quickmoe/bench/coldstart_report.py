@@ -72,7 +72,9 @@ def format_table(doc: dict) -> str:
         i = reports[0]["info"]
         lines.append(f"GPU memory: after load {i['gpu_bytes_after_load'] / 2**30:.2f} GiB, peak during processing "
                      f"{i['gpu_peak_bytes_during_process'] / 2**30:.2f} GiB, after {i['gpu_bytes_after_process'] / 2**30:.2f}"
-                     f" GiB; peak host RSS {i['peak_host_rss_bytes'] / 2**30:.2f} GiB")
+                     f" GiB; peak host RSS {i['peak_host_rss_bytes'] / 2**30:.2f} GiB" + (
+                         f"; KV cache {i['kv_cache']['bytes'] / 2**30:.2f} GiB (max_model_len "
+                         f"{i['kv_cache']['max_model_len']})" if "kv_cache" in i else ""))
     early = [r["info"]["early_start"] for r in reports if "early_start" in r.get("info", {})]
     if early:
         lines.append(_early_start_line(early))
