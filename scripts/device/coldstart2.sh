@@ -51,77 +51,86 @@ greedy32() {  # greedy32 NAME ARGS...: 32 greedy tokens of the 20b in float32, t
   echo "$name: exit $?, $(grep -c 'Recompiling function' "$OUT/eq_$name.log") recompiles logged; " \
     "$(grep -o 'compiled [0-9]* graphs.*' "$OUT/eq_$name.log" | head -1)"
 }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/gpu.txt"
-
-for stage in "$@"; do
-  echo "== stage $stage ($(date +%T))"
-  case "$stage" in
-    tests)
-      python3 -m pytest -q -m gpu tests --ignore=tests/server -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -4
-      QUICKMOE_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider tests/models/test_engine.py \
-        tests/models/test_cuda_graphs.py 2>&1 | tee "$OUT/engine_tests_on_gpu.log" | tail -4 ;;
-    equality)
-      make_20b
-      greedy32 eager --cuda-graphs off
-      greedy32 graphs
-      fresh=$(mktemp -d)
-      QUICKMOE_COMPILE_CACHE_DIR=$fresh TRITON_CACHE_DIR=$fresh/triton greedy32 compile_fresh --compile on -v
-      QUICKMOE_COMPILE_CACHE_DIR=$fresh TRITON_CACHE_DIR=$fresh/triton greedy32 compile_warm --compile on -v
-      python3 - "$OUT" <<'PY'
+stage_tests() {
+  python3 -m pytest -q -m gpu tests --ignore=tests/server -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -4
+  QUICKMOE_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider tests/models/test_engine.py \
+    tests/models/test_cuda_graphs.py 2>&1 | tee "$OUT/engine_tests_on_gpu.log" | tail -4
+}
+stage_equality() {
+  make_20b
+  greedy32 eager --cuda-graphs off
+  greedy32 graphs
+  local fresh
+  fresh=$(mktemp -d)
+  QUICKMOE_COMPILE_CACHE_DIR=$fresh TRITON_CACHE_DIR=$fresh/triton greedy32 compile_fresh --compile on -v
+  QUICKMOE_COMPILE_CACHE_DIR=$fresh TRITON_CACHE_DIR=$fresh/triton greedy32 compile_warm --compile on -v
+  python3 - "$OUT" <<'PY'
 import json, sys
 runs = {n: json.loads(open(f"{sys.argv[1]}/eq_{n}.json").read())["token_ids"]
         for n in ("eager", "graphs", "compile_fresh", "compile_warm")}
 same = all(ids == runs["eager"] for ids in runs.values())
 print("first 32 greedy tokens (float32):", "IDENTICAL" if same else "DIFFER", {n: ids[:8] for n, ids in runs.items()})
 PY
-      ;;
-    coldstart)
-      make_20b
-      bench cold2_20b /tmp/gpt-oss-20b -n 3 --device cuda --baseline transformers --compare-cold-kernels ;;
-    capture)
-      make_20b
-      bench cold2_20b_all_buckets /tmp/gpt-oss-20b -n 3 --device cuda --generate-args="--cuda-graphs-startup-max 256"
-      bench cold2_20b_no_graphs /tmp/gpt-oss-20b -n 3 --device cuda --no-cuda-graphs ;;
-    imports)
-      make_20b
-      python3 scripts/probes/import_probe.py -n 3 --device cuda --model "$CKPT" --json "$OUT/imports.json" 2>&1 \
-        | tee "$OUT/imports.txt"
-      QUICKMOE_CUDA_PREINIT=context bench cold2_20b_preinit_context /tmp/gpt-oss-20b -n 3 --device cuda
-      QUICKMOE_CUDA_PREINIT=0 bench cold2_20b_preinit_off /tmp/gpt-oss-20b -n 3 --device cuda ;;
-    compile)
-      make_20b
-      bench cold2_20b_compile /tmp/gpt-oss-20b -n 3 --device cuda --compile ;;
-    compile-ratio)
-      [ -f "$CKPT2/config.json" ] || python3 -m quickmoe make-checkpoint "$CKPT2" --preset gpt-oss-20b --layers 2 -q
-      bench cold2_20b_2L_compile "$CKPT2" -n 3 --device cuda --compile
-      python3 - "$OUT" <<'PY'
+}
+stage_coldstart() {
+  make_20b
+  bench cold2_20b "$CKPT" -n 3 --device cuda --baseline transformers --compare-cold-kernels
+}
+stage_capture() {
+  make_20b
+  bench cold2_20b_all_buckets "$CKPT" -n 3 --device cuda --generate-args="--cuda-graphs-startup-max 256"
+  bench cold2_20b_no_graphs "$CKPT" -n 3 --device cuda --no-cuda-graphs
+}
+stage_imports() {
+  make_20b
+  python3 scripts/probes/import_probe.py -n 3 --device cuda --model "$CKPT" --json "$OUT/imports.json" 2>&1 \
+    | tee "$OUT/imports.txt"
+  QUICKMOE_CUDA_PREINIT=context bench cold2_20b_preinit_context "$CKPT" -n 3 --device cuda
+  QUICKMOE_CUDA_PREINIT=0 bench cold2_20b_preinit_off "$CKPT" -n 3 --device cuda
+}
+stage_compile() {
+  make_20b
+  bench cold2_20b_compile "$CKPT" -n 3 --device cuda --compile
+}
+stage_compile_ratio() {
+  [ -f "$CKPT2/config.json" ] || python3 -m quickmoe make-checkpoint "$CKPT2" --preset gpt-oss-20b --layers 2 -q
+  bench cold2_20b_2L_compile "$CKPT2" -n 3 --device cuda --compile
+  python3 - "$OUT" <<'PY'
 import json, sys
 def fresh(name):
     return json.load(open(f"{sys.argv[1]}/{name}.json"))["summary"]["compiled_cold"]["compile"][1]
 deep, shallow = fresh("cold2_20b_compile"), fresh("cold2_20b_2L_compile")
 print(f"compile phase, fresh caches (medians): 24 layers {deep:.2f} s, 2 layers {shallow:.2f} s = {deep / shallow:.2f}x")
 PY
-      ;;
-    serve)
-      make_20b
-      python3 scripts/probes/serve_probe.py -n 3 --json "$OUT/serve_probe.json" -- "$CKPT" 2>&1 | tee "$OUT/serve_probe.txt" ;;
-    120b)
-      make_120b
-      bench cold2_120b "$CKPT120" -n 3 --device cuda ;;
-    120b-serve)
-      make_120b
-      python3 scripts/probes/serve_probe.py -n 1 -- "$CKPT120" 2>&1 | tee "$OUT/serve_probe_120b.txt"
-      python3 -m quickmoe serve "$CKPT120" --port 8012 > "$OUT/serve_120b.log" 2>&1 &
-      server=$!
-      for _ in $(seq 300); do curl -sf localhost:8012/health > /dev/null && break; sleep 1; done
-      grep -E "KV cache|captured" "$OUT/serve_120b.log"
-      nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee "$OUT/serve_120b_memory.txt"
-      python3 -m quickmoe bench serve --base-url http://127.0.0.1:8012 --concurrency 1,16 --input-len 1000 \
-        --output-len 1000 --result-json "$OUT/bench_serve_120b.json" 2>&1 | tee "$OUT/bench_serve_120b.log"
-      nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee -a "$OUT/serve_120b_memory.txt"
-      kill -TERM "$server"; wait "$server"; echo "server exit $?" ;;
-    *) echo "unknown stage $stage (expected tests, equality, coldstart, capture, imports, compile, compile-ratio," \
-         "serve, 120b, 120b-serve)"; exit 2 ;;
-  esac
+}
+stage_serve() {
+  make_20b
+  python3 scripts/probes/serve_probe.py -n 3 --json "$OUT/serve_probe.json" -- "$CKPT" 2>&1 | tee "$OUT/serve_probe.txt"
+}
+stage_120b() {
+  make_120b
+  bench cold2_120b "$CKPT120" -n 3 --device cuda
+}
+stage_120b_serve() {
+  make_120b
+  python3 scripts/probes/serve_probe.py -n 1 -- "$CKPT120" 2>&1 | tee "$OUT/serve_probe_120b.txt"
+  python3 -m quickmoe serve "$CKPT120" --port 8012 > "$OUT/serve_120b.log" 2>&1 &
+  local server=$!
+  for _ in $(seq 300); do curl -sf localhost:8012/health > /dev/null && break; sleep 1; done
+  grep -E "KV cache|captured" "$OUT/serve_120b.log"
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee "$OUT/serve_120b_memory.txt"
+  python3 -m quickmoe bench serve --base-url http://127.0.0.1:8012 --concurrency 1,16 --input-len 1000 \
+    --output-len 1000 --result-json "$OUT/bench_serve_120b.json" 2>&1 | tee "$OUT/bench_serve_120b.log"
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee -a "$OUT/serve_120b_memory.txt"
+  kill -TERM "$server"; wait "$server"; echo "server exit $?"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/gpu.txt"
+for stage in "$@"; do
+  run="stage_${stage//-/_}"
+  declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
+    "imports, compile, compile-ratio, serve, 120b, 120b-serve)"; exit 2; }
+  echo "== $stage ($(date +%T))"
+  "$run"
 done
 echo "== done ($(date +%T))"

@@ -132,7 +132,8 @@ WARMUP_STEPS = (([[1]], [0]), ([[1], [2]], [1, 0]), ([[1, 2, 3]], [1]))
 def compile_runner(runner) -> dict:
     """Compile `runner`'s decoder layers and run the warm-up steps through `runner.execute` (the serving path), so
     the graphs the first requests need exist before they arrive. Returns the report's `info.compile`: the stats
-    of this compilation, `imports_s` (Dynamo and Inductor imported) and `warmup_s` (the steps' own time)."""
+    of this compilation, `imports_s` (Dynamo and Inductor imported) and `warmup_s` (the steps' own time, with
+    whatever compiles at a kernel's first call, which no Dynamo timer covers)."""
     t0 = time.perf_counter()
     import torch._dynamo  # noqa: F401  (their imports are part of the compile phase: measured apart)
     import torch._inductor.compile_fx  # noqa: F401
