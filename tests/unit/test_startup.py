@@ -144,10 +144,14 @@ def test_coldstart_bench_runs_fresh_processes(tmp_path):
 
 
 @pytest.mark.slow
-def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path):
+def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path, monkeypatch):
     """--compile: compiled starts with fresh compile caches (every graph compiled) and then with shared,
     filled ones (every graph loaded from the cache), each run a fresh process."""
     from quickmoe.checkpoint.synth import write_checkpoint
+
+    # as a user's shell: no TRITON_CACHE_DIR (an LLM made earlier in this process set its own)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
 
     model = write_checkpoint(tmp_path / "model", preset="tiny", layers=2, experts=4, progress=False)
     doc = run_coldstart(ColdstartOptions(model=str(model), runs=1, device="cpu", compile=True))
