@@ -78,8 +78,11 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
                    "cached under the quickmoe cache; default off until validated on the GPU)")
     g.add_argument("--cuda-graphs", default="auto", choices=("auto", "on", "off"),
-                   help="capture the decode step in CUDA graphs for batch-size buckets up to --max-num-seqs at "
-                   "start-up (auto, the default: on CUDA; on: CUDA only)")
+                   help="run decode steps in CUDA graphs, one per batch-size bucket (1, 2, 4, ... up to "
+                   "--max-num-seqs; auto, the default: on CUDA; on: CUDA only)")
+    g.add_argument("--cuda-graphs-startup-max", type=int, default=8, metavar="N",
+                   help="capture the buckets up to N at start-up, the larger ones when a step first needs them or "
+                   "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
 
@@ -118,7 +121,8 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 kv_cache_memory=args.kv_cache_memory, gpu_memory_utilization=args.gpu_memory_utilization,
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,
-                cuda_graphs="off" if args.enforce_eager else args.cuda_graphs)
+                cuda_graphs="off" if args.enforce_eager else args.cuda_graphs,
+                cuda_graphs_startup_max=args.cuda_graphs_startup_max)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,8 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
         "of every start-up phase and of weights_ready (process start -> weights resident and processed), the "
         "load rate against a pinned host->device copy measured in the same run, with the page-cache state; "
         "optionally with the PermutationCache off and with transformers' from_pretrained + one forward side by "
-        "side. The runs inherit the environment, so QUICKMOE_LOADER, QUICKMOE_PREFETCH=0 and "
-        "QUICKMOE_CUDA_PREINIT=0 compare start-up settings.")
+        "side. Every start has serve's default engine options (decode CUDA graphs on CUDA) and the persistent Triton "
+        "kernel cache (filled by an untimed run first). The runs inherit the environment, so QUICKMOE_LOADER, "
+        "QUICKMOE_PREFETCH=0 and QUICKMOE_CUDA_PREINIT=0 compare start-up settings.")
     cold.add_argument("model", metavar="DIR", help="checkpoint directory")
     cold.add_argument("-n", "--runs", type=int, default=3, help="runs per configuration (default 3)")
     cold.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
@@ -193,8 +198,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also time transformers' from_pretrained + one forward on the same checkpoint")
     cold.add_argument("--compile", action="store_true",
                       help="also time starts with --compile on: each with fresh compile caches, then with warm ones")
-    cold.add_argument("--cuda-graphs", action="store_true",
-                      help="every quickmoe start also captures its decode CUDA graphs (the capture phase; CUDA only)")
+    cold.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True,
+                      help="every quickmoe start runs with serve's default, decode CUDA graphs on CUDA (the "
+                      "capture phase; the default, so --cuda-graphs changes nothing); --no-cuda-graphs: with "
+                      "--cuda-graphs off, for comparison")
+    cold.add_argument("--generate-args", default="", metavar="ARGS",
+                      help="more options for every quickmoe start, e.g. \"--cuda-graphs-startup-max 256\" (to compare "
+                      "with serve's defaults)")
+    cold.add_argument("--compare-cold-kernels", action="store_true",
+                      help="also time starts that each begin with an empty Triton kernel cache (the default runs use "
+                      "the persistent one, filled by an untimed run first)")
     cold.add_argument("--compile-compare", metavar="DIR2",
                       help="with --compile: also time fresh-cache compiled starts of DIR2 (e.g. the same model made with "
                       "fewer layers) and print the ratio of the compile phases")
@@ -472,12 +485,16 @@ def cmd_make_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_coldstart(args: argparse.Namespace) -> int:
+    import shlex
+
     from quickmoe.bench.coldstart import ColdstartOptions, run_coldstart
 
     run_coldstart(ColdstartOptions(model=args.model, runs=args.runs, device=args.device,
                                    drop_caches=args.drop_caches, compare_uncached=args.compare_uncached,
                                    baseline=args.baseline, json_out=args.json_out, compile=args.compile,
-                                   cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare))
+                                   cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare,
+                                   compare_cold_kernels=args.compare_cold_kernels,
+                                   generate_args=tuple(shlex.split(args.generate_args))))
     return 0
 
 

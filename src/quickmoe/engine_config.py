@@ -36,8 +36,9 @@ class EngineConfig:
     `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
     cached on disk: executor/compile.py); "off" (the default until the compiled path has been validated on
     the GPU; `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
-    step in CUDA graphs for batch-size buckets at start-up (executor/cuda_graphs.py; CUDA only); "auto" (the
-    default) does so on CUDA; "off" decodes eagerly.
+    step in CUDA graphs for batch-size buckets (executor/cuda_graphs.py; CUDA only); "auto" (the default) does so
+    on CUDA; "off" decodes eagerly. The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
+    ones when a step first needs them or while the server is idle (max_num_seqs or more: all at start-up).
     Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
     `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `long_prefill_token_threshold`: the
     most prompt tokens one sequence prefills in one step, so that running decodes and new requests are never held
@@ -60,6 +61,7 @@ class EngineConfig:
     attention_kernels: str = "auto"
     compile: str = "off"
     cuda_graphs: str = "auto"
+    cuda_graphs_startup_max: int = 8
     block_size: int = 16
     kv_cache_memory: int | None = None
     gpu_memory_utilization: float = 0.9
@@ -122,6 +124,8 @@ class EngineConfig:
             raise fail("compile", f"one of {list(COMPILE_MODES)}")
         if self.cuda_graphs not in CUDA_GRAPH_MODES:
             raise fail("cuda_graphs", f"one of {list(CUDA_GRAPH_MODES)}")
+        if not is_int(self.cuda_graphs_startup_max) or self.cuda_graphs_startup_max < 1:
+            raise fail("cuda_graphs_startup_max", "an integer >= 1")
         if not is_int(self.max_num_seqs) or self.max_num_seqs < 1:
             raise fail("max_num_seqs", "an integer >= 1")
         if not is_int(self.max_num_batched_tokens) or self.max_num_batched_tokens < 1:

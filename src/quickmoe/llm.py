@@ -50,7 +50,7 @@ class LLM:
                  progress: bool = False, early_start: EarlyStart | None = None, **engine_options) -> None:
         """`engine_options` are the fields of `EngineConfig` (device, dtype, max_model_len, max_num_seqs,
         max_num_batched_tokens, long_prefill_token_threshold, moe_kernels, attention_kernels, compile, cuda_graphs,
-        block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed)."""
+        cuda_graphs_startup_max, block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed)."""
         fields = {f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
         unknown = sorted(set(engine_options) - fields)
         if unknown:
@@ -122,6 +122,7 @@ class LLM:
                     continue
                 if out.token_ids and self.startup_report.phases["first_token"] is None:
                     self.startup_report.mark("first_token")
+                    self.runner.kernel_cache.record("first_token")
                     self.startup_report.log()
                 result.token_ids.extend(out.token_ids)
                 result.text += out.text

@@ -94,7 +94,9 @@ def test_runner_compiles_at_start_up_and_a_second_start_is_warm(ckpt_factory, tm
     for _ in range(2):
         torch._dynamo.reset()
         llm = LLM(model_dir, device="cpu", dtype="float32", compile="on")
-        assert llm.generate([prompt], params)[0].token_ids == eager
+        graphs_at_start_up = compile_stats().graphs
+        assert llm.generate([prompt, prompt[:2]], params)[0].token_ids == eager
+        assert compile_stats().graphs == graphs_at_start_up  # the warm-up covered what serving runs: no recompile
         reports.append(llm.startup_report)
     cold, warm = (r.info["compile"] for r in reports)
     assert reports[0].phases["compile"] is not None and reports[0].phases["compile"] > 0
@@ -103,6 +105,9 @@ def test_runner_compiles_at_start_up_and_a_second_start_is_warm(ckpt_factory, tm
     assert warm["warm"] and warm["cache_hits"] >= cold["cache_misses"]
     assert cold["cache_dir"].startswith(str(tmp_path / "cache" / "compile"))
     assert cold["backend_s"] > 0 and cold["dynamo_s"] > 0 and warm["cache_load_s"] > 0
+    assert cold["codegen_runs"] == 2 and warm["codegen_runs"] == 0 and warm["codegen_s"] == 0  # warm: no codegen
+    assert cold["restarts"] == warm["restarts"] == 0  # floats specialised up front: no analysis restart
+    assert cold["imports_s"] >= 0 and cold["warmup_s"] >= 0
 
 
 def test_compile_option_is_validated():

@@ -5,6 +5,7 @@ tokens identical between eager, compiled and CUDA-graph decode; the capture phas
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 import torch
@@ -50,6 +51,71 @@ def test_padded_decode_path_gives_the_eager_tokens(ckpt_factory):
     assert graphs.meta.shape[1] == 8 and graphs.block_tables.shape[1:] == (8, 128 // 16)
 
 
+def _lazy_graphs(llm: LLM, max_batch: int, startup_max: int) -> DecodeGraphs:
+    """The padded path (capture off) with the start-up buckets "captured" (warmed up) and the rest left for later."""
+    graphs = DecodeGraphs(llm.runner, decode_buckets(max_batch), capture=False, startup_max=startup_max)
+    graphs.capture_startup()
+    llm.runner.graphs = graphs
+    return graphs
+
+
+# 12 requests decoding together (bucket 16), then fewer as they end (8, 4, 2, 1)
+LAZY_MAX_TOKENS = (30, 3, 25, 8, 20, 5, 28, 12, 16, 4, 22, 10)
+
+
+def test_buckets_left_for_later_are_captured_once_when_a_step_needs_them_and_tokens_are_unchanged(ckpt_factory):
+    """Start-up captures buckets 1, 2, 4 only; the first step of 9-16 sequences captures 16 and the first of 5-8
+    captures 8 (on the previous steps' stale inputs: the capture must reset them to padding first, or its warm-up
+    overwrites cache entries of running sequences); later steps replay them; greedy tokens equal eager ones."""
+    model_dir = ckpt_factory(**CKPT)
+    prompts = _prompts(len(LAZY_MAX_TOKENS), seed=2)
+    params = [SamplingParams(max_tokens=n, temperature=0, ignore_eos=True) for n in LAZY_MAX_TOKENS]
+    want = [o.token_ids for o in LLM(model_dir, device="cpu", max_model_len=128).generate(prompts, params)]
+    llm = LLM(model_dir, device="cpu", max_model_len=128, max_num_seqs=16)
+    graphs = _lazy_graphs(llm, 16, startup_max=4)
+    assert graphs.info["startup_batch_sizes"] == [1, 2, 4] and graphs.info["deferred"] == [8, 16]
+    assert [c["batch_size"] for c in graphs.info["captures"]] == [4, 2, 1]
+    assert [o.token_ids for o in llm.generate(prompts, params)] == want
+    later = [(c["batch_size"], c["when"]) for c in graphs.info["captures"][3:]]
+    assert later == [(16, "step"), (8, "step")] and graphs.info["deferred"] == []
+    assert graphs.replays[16] > 1 and graphs.replays[8] > 1 and graphs.replays[1] > 1
+
+
+def test_an_idle_server_captures_the_buckets_left_for_later(ckpt_factory):
+    """AsyncEngine, idle for IDLE_WORK_DELAY_S, runs the engine's idle work: every deferred bucket is captured
+    (smallest first) before any request; a request afterwards replays them and gets the eager tokens."""
+    import asyncio
+
+    from quickmoe.server.async_engine import IDLE_WORK_DELAY_S, AsyncEngine
+
+    model_dir = ckpt_factory(**CKPT)
+    prompts = _prompts(6, seed=4)
+    params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
+    want = [o.token_ids for o in LLM(model_dir, device="cpu", max_model_len=128).generate(prompts, params)]
+    llm = LLM(model_dir, device="cpu", max_model_len=128, max_num_seqs=8)
+    graphs = _lazy_graphs(llm, 8, startup_max=2)
+
+    async def serve() -> list[list[int]]:
+        engine = AsyncEngine(llm.engine, max_waiting=8)
+        engine.start()
+        for _ in range(200):
+            if not graphs.info["deferred"]:
+                break
+            await asyncio.sleep(0.05)
+        streams = [engine.add_request(f"r{i}", p, params) for i, p in enumerate(prompts)]
+        outs = []
+        for stream in streams:
+            outs.append([t async for timed in stream for t in timed.output.token_ids])
+        await engine.shutdown()
+        return outs
+
+    t0 = time.monotonic()
+    assert asyncio.run(serve()) == want
+    idle = [c for c in graphs.info["captures"] if c["when"] == "idle"]
+    assert [c["batch_size"] for c in idle] == [4, 8] and time.monotonic() - t0 >= IDLE_WORK_DELAY_S
+    assert graphs.replays[8] >= 1  # 6 sequences decode in the bucket captured while idle
+
+
 def test_cuda_graphs_on_cpu_is_refused(ckpt_factory):
     with pytest.raises(ConfigError, match="'cuda_graphs' = 'on' needs a CUDA device"):
         LLM(ckpt_factory(**CKPT), device="cpu", cuda_graphs="on")
@@ -72,3 +138,26 @@ def test_graph_and_compiled_decode_equal_eager_on_the_gpu(ckpt_factory, tmp_path
     torch._dynamo.reset()
     both = LLM(model_dir, cuda_graphs="on", compile="on", max_num_seqs=8, **gpu)
     assert [o.token_ids for o in both.generate(prompts, params)] == eager
+
+
+@pytest.mark.gpu
+def test_start_up_captures_only_the_startup_buckets_and_graph_decode_equals_eager_on_the_gpu(ckpt_factory):
+    """The serving defaults on CUDA: start-up captures buckets 1, 2, 4, 8 only (the capture phase covers them); 20
+    requests decoding together capture 32, then 16 as they end, each when a step first needs it; greedy tokens
+    equal eager decode."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    model_dir = ckpt_factory(layers=4, seed=43)
+    prompts = _prompts(20, seed=5)
+    params = [SamplingParams(max_tokens=8 + 2 * i, temperature=0, ignore_eos=True) for i in range(20)]
+    gpu = dict(device="cuda", dtype="bfloat16", kv_cache_memory=1 << 30)
+    eager = [o.token_ids for o in LLM(model_dir, cuda_graphs="off", **gpu).generate(prompts, params)]
+    llm = LLM(model_dir, max_num_seqs=32, **gpu)  # cuda_graphs "auto": on CUDA
+    info = llm.startup_report.info["cuda_graphs"]
+    assert info["batch_sizes"] == [1, 2, 4, 8, 16, 32] and info["startup_batch_sizes"] == [1, 2, 4, 8]
+    assert [(c["batch_size"], c["when"]) for c in info["captures"]] == [(8, "startup"), (4, "startup"),
+                                                                        (2, "startup"), (1, "startup")]
+    assert llm.startup_report.phases["capture"] >= info["seconds"] > 0 and info["deferred"] == [16, 32]
+    assert [o.token_ids for o in llm.generate(prompts, params)] == eager
+    assert [(c["batch_size"], c["when"]) for c in info["captures"][4:]] == [(32, "step"), (16, "step")]
+    assert all(llm.runner.graphs.replays[b] >= 1 for b in (1, 2, 4, 8, 16, 32))

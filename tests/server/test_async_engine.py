@@ -49,6 +49,9 @@ class ScriptedEngine:
         with self.lock:
             return bool(self.live)
 
+    def idle_work(self):
+        return False
+
     def stats(self):
         return EngineStats(len(self.scheduler.running), len(self.scheduler.waiting), {"full": 0.0}, 0)
 

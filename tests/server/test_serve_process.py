@@ -25,9 +25,9 @@ from .conftest import API_KEY, wait_until
 READY = re.compile(r"quickmoe is serving 'quickmoe-tiny' at (http://127\.0\.0\.1:\d+)")
 
 
-def _start(*args: str) -> tuple[subprocess.Popen, queue.Queue]:
-    proc = subprocess.Popen([sys.executable, "-m", "quickmoe", "serve", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+def _start(*args: str, python_flags: tuple[str, ...] = ()) -> tuple[subprocess.Popen, queue.Queue]:
+    proc = subprocess.Popen([sys.executable, *python_flags, "-m", "quickmoe", "serve", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue = queue.Queue()
 
     def drain() -> None:
@@ -82,6 +82,29 @@ def test_sigterm_drains_the_request_in_flight_then_exits_0():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_serve_imports_nothing_it_does_not_serve_with():
+    """A fresh `quickmoe serve` under `-X importtime` answering a completion: the server's stack, but nothing from
+    bench/, transformers, hypothesis, the OpenAI client, Dynamo or Inductor."""
+    from tests.unit.test_serving_imports import NOT_FOR_SERVING, loaded
+
+    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "64MiB",
+                         python_flags=("-X", "importtime"))
+    seen: list[str] = []
+    try:
+        url = _wait_for(lines, READY, seen).group(1)
+        with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
+            body = {"model": "quickmoe-tiny", "prompt": "Hello", "max_tokens": 2, "temperature": 0}
+            assert http.post("/v1/completions", json=body).status_code == 200
+    finally:  # however the checks went, the server drains and exits
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    while (line := lines.get(timeout=10)) is not None:
+        seen.append(line)
+    modules = {line.rsplit("|", 1)[1].strip() for line in seen if line.startswith("import time:")}
+    assert {"fastapi", "uvicorn", "quickmoe.server.app", "torch"} <= modules
+    assert loaded(modules, NOT_FOR_SERVING) == []
 
 
 def test_a_taken_port_fails_before_the_model_loads():

@@ -79,6 +79,7 @@ def test_serve_refuses_an_empty_or_blank_api_key_at_start_up(flag, env):
     (["--max-num-batched-tokens", "-3"], ("'max_num_batched_tokens' = -3",)),
     (["--gpu-memory-utilization", "inf"], ("'gpu_memory_utilization' = inf",)),
     (["--device", "tpu"], ("'device' = 'tpu'",)),
+    (["--cuda-graphs-startup-max", "0"], ("'cuda_graphs_startup_max' = 0", "an integer >= 1")),
 ])
 def test_generate_rejects_bad_flags_in_one_line(capsys, argv, needles):
     one_line_error(capsys, ["generate", "--prompt", "hi", "--max-tokens", "2", "-q", *argv], *needles)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from quickmoe.checkpoint.prefetch import PageCachePrefetch, prefetch_page_cache
+from quickmoe.errors import ConfigError
 from quickmoe.startup.cuda_preinit import CudaPreinit
 from quickmoe.startup.early_start import EarlyStart, cuda_ordinal
 
@@ -124,6 +125,20 @@ def test_early_start_switches(tmp_path, monkeypatch):
     early = EarlyStart.begin(tmp_path, "cuda:0")
     assert early.prefetch is None and early.cuda is None and early.info() == {}
     assert early.tokenizer is not None  # the tokenizer loads on its thread whatever the switches
+
+
+def test_cuda_preinit_context_only_and_a_bad_switch(tmp_path, monkeypatch):
+    """QUICKMOE_CUDA_PREINIT=context: the context only, no page-locked ring (the loader pins its own after the
+    imports); a value other than 0, 1 or context is an error naming the variable."""
+    monkeypatch.setenv("QUICKMOE_CUDA_PREINIT", "context")
+    early = EarlyStart.begin(tmp_path, "cuda:0")
+    assert early.cuda is not None and early.cuda.num_buffers == 0
+    early.cuda.wait(timeout=120)
+    assert early.cuda.buffers == [] and early.info()["cuda_preinit"]["host_buffer_bytes"] == 0
+    early.finish()
+    monkeypatch.setenv("QUICKMOE_CUDA_PREINIT", "ring")
+    with pytest.raises(ConfigError, match=r"QUICKMOE_CUDA_PREINIT = 'ring': expected one of \['0', '1', 'context'\]"):
+        EarlyStart.begin(tmp_path, "cuda:0")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the path without a CUDA driver")

@@ -83,6 +83,45 @@ def test_table_reports_the_early_start():
     assert "CUDA context 0.90 s" in table and "read 3.00 GB from disk" in table
 
 
+def test_coldstart_starts_run_with_the_engine_options_serve_has_by_default(tmp_path):
+    """The bench's timed start is `generate` with exactly the engine options of a plain `quickmoe serve DIR` (graphs
+    "auto": on CUDA, so the capture phase is in the headline); --no-cuda-graphs turns graphs off; --cuda-graphs, the
+    default, is still accepted."""
+    from quickmoe.bench.coldstart import quickmoe_command
+    from quickmoe.cli import _engine_options, build_parser
+
+    (tmp_path / "config.json").write_text("{}")
+    parser = build_parser()
+    serve = _engine_options(parser.parse_args(["serve", str(tmp_path), "--device", "cuda"]))
+    for flags, graphs in (([], "auto"), (["--cuda-graphs"], "auto"), (["--no-cuda-graphs"], "off")):
+        bench = parser.parse_args(["bench", "coldstart", str(tmp_path), "--device", "cuda", *flags])
+        opts = ColdstartOptions(model=str(tmp_path), device="cuda", cuda_graphs=bench.cuda_graphs)
+        argv = quickmoe_command(opts, tmp_path)[3:]  # after `python -m quickmoe`
+        assert argv[0] == "generate" and argv[argv.index("--max-tokens") + 1] == "1"
+        assert _engine_options(parser.parse_args(argv)) == {**serve, "cuda_graphs": graphs}
+    bench = parser.parse_args(["bench", "coldstart", str(tmp_path), "--generate-args", "--cuda-graphs-startup-max 256"])
+    opts = ColdstartOptions(model=str(tmp_path), device="cuda", generate_args=tuple(bench.generate_args.split()))
+    assert _engine_options(parser.parse_args(quickmoe_command(opts, tmp_path)[3:])) == {
+        **serve, "cuda_graphs_startup_max": 256}
+
+
+def test_table_reports_start_up_graphs_and_the_kernel_cache():
+    graphs = {"startup_batch_sizes": [1, 2, 4, 8], "deferred": [16, 32], "seconds": 0.4, "captures": [
+        {"batch_size": b, "when": "startup", "warmup_s": 0.05, "capture_s": 0.05} for b in (8, 4, 2, 1)]}
+    info = {"cuda_graphs": graphs, "triton_cache": {"dir": "d", "source": "quickmoe", "entries": 40,
+                                                     "new_entries_startup": 0, "new_entries_first_token": 2},
+            "gpu_bytes_after_load": 2**34, "gpu_peak_bytes_during_process": 2**34, "gpu_bytes_after_process": 2**34,
+            "peak_host_rss_bytes": 2**30, "kv_cache": {"bytes": 50 * 2**30, "max_model_len": 131072}}
+    doc = {"model": "m", "runs": 1, "page_cache": "warm", "device": "cuda:0", "dtype": "bfloat16",
+           "summary": {"quickmoe": {"capture": (0.4, 0.4), "total": (5.0, 5.0)}},
+           "reports": {"quickmoe": [{"phases": {}, "total": 5.0, "info": info}]}}
+    table = format_table(doc)
+    assert ("batch sizes [1, 2, 4, 8] captured at start-up in 0.400 s (warm-ups 0.200 s, captures 0.200 s); "
+            "[16, 32] when first needed") in table
+    assert "Triton kernel cache (quickmoe): 40 entries found, 0 compiled at start-up, 2 for the first token" in table
+    assert "KV cache 50.00 GiB (max_model_len 131072)" in table
+
+
 @pytest.mark.slow
 def test_coldstart_bench_runs_fresh_processes(tmp_path):
     from quickmoe.checkpoint.synth import write_checkpoint
@@ -105,10 +144,14 @@ def test_coldstart_bench_runs_fresh_processes(tmp_path):
 
 
 @pytest.mark.slow
-def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path):
+def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path, monkeypatch):
     """--compile: compiled starts with fresh compile caches (every graph compiled) and then with shared,
     filled ones (every graph loaded from the cache), each run a fresh process."""
     from quickmoe.checkpoint.synth import write_checkpoint
+
+    # as a user's shell: no TRITON_CACHE_DIR (an LLM made earlier in this process set its own)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
 
     model = write_checkpoint(tmp_path / "model", preset="tiny", layers=2, experts=4, progress=False)
     doc = run_coldstart(ColdstartOptions(model=str(model), runs=1, device="cpu", compile=True))
@@ -117,6 +160,11 @@ def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path):
     assert cold["info"]["compile"]["cache_misses"] > 0 and not cold["info"]["compile"]["warm"]
     assert warm["info"]["compile"]["warm"] and warm["info"]["compile"]["cache_hits"] > 0
     assert doc["reports"]["quickmoe"][0]["phases"]["compile"] is None  # the plain series stays eager
+    # fresh caches are fresh for Triton's kernels too; the plain series uses the persistent kernel cache
+    kernels = {name: doc["reports"][name][0]["info"]["triton_cache"] for name in ("quickmoe", "compiled_cold",
+                                                                                  "compiled_warm")}
+    assert kernels["quickmoe"]["source"] == "quickmoe" and kernels["compiled_cold"]["source"] == "user"
+    assert kernels["compiled_cold"]["entries"] == 0 and len({k["dir"] for k in kernels.values()}) == 3
     assert "compile cold" in format_table(doc) and "compile warm" in format_table(doc)
 
 

@@ -165,6 +165,11 @@ class Engine:
                            kv_cache_usage=self.blocks.usage(), num_preemptions=self.scheduler.num_preemptions)
 
     # -- the engine loop (one thread) -------------------------------------------------------------
+    def idle_work(self) -> bool:
+        """One piece of work worth doing while no request runs: capturing a decode CUDA graph the runner left for
+        later, so that no step waits for it. False when there is none. Call on the step thread, between steps."""
+        return self.runner.capture_deferred_graph()
+
     def step(self) -> list[StepOutput]:
         """Run one model step; returns an output for every request that gained tokens or ended.
 

@@ -7,56 +7,54 @@ parameters as graph inputs, and the layer takes its KV caches and the step's met
 gpt-oss compiles one graph for its sliding-window layers and one for its full-attention layers, whatever
 the depth, and nothing assumes the order in which layers run or that every layer runs every step.
 
-Caches: Inductor's and Triton's on-disk caches live under `<quickmoe cache>/compile/<key>/`, the key
-hashing what invalidates them (the model's config.json, dtype, device name, quickmoe, torch and triton
-versions). A warm start reuses them; `CompileStats` says how many graphs were compiled and how many of
-Inductor's graph-cache lookups hit.
+Caches: Inductor's on-disk caches live under `<quickmoe cache>/compile/<key>/`, the key hashing what invalidates
+them (the model's config.json, dtype, device name, quickmoe, torch and triton versions); the Triton kernels Inductor
+generates go to the persistent Triton cache every start uses (executor/kernel_cache.py). A warm start reuses them:
+Dynamo still traces each kind once (about a second per kind), Inductor's codegen does not run (`CompileStats`).
+
+Where the time goes, in `CompileStats` and the report's `info.compile`: importing Dynamo and Inductor (once per
+process), Dynamo's tracing, the backend (AOTAutograd + Inductor) and within it Inductor's codegen runs and cache
+loads, the hashing of torch's and triton's sources that keys Inductor's caches, analysis restarts, and the warm-up
+steps themselves. Recompiles: the warm-up steps run through `ModelRunner.execute` under inference mode, as
+serving does (tensors made outside it fail Dynamo's dispatch-key guards and recompiled every kind at the first
+request), and float arguments are specialised up front (otherwise Dynamo restarted its analysis of the first graph
+to specialise them); `TORCH_LOGS=recompiles` lists any that remain.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
+import dataclasses
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from quickmoe.executor.kernel_cache import cache_key, device_name, versions
 from quickmoe.paths import cache_dir
 
-__all__ = ["CompileStats", "compile_cache_dir", "compile_decoder_layers", "compile_stats", "use_compile_caches"]
+__all__ = ["CompileStats", "compile_cache_dir", "compile_decoder_layers", "compile_runner", "compile_stats",
+           "use_compile_caches"]
 
 logger = logging.getLogger(__name__)
-
-
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
 
 
 def compile_cache_dir(model_config_json: dict, dtype: torch.dtype, device: torch.device) -> Path:
     """`<cache>/compile/<key>` ($QUICKMOE_COMPILE_CACHE_DIR/<key> when set): key = sha256 of the model
     config, dtype, device name and the versions."""
-    from quickmoe import __version__
-
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    what = {"config": model_config_json, "dtype": str(dtype), "device": device_name, "quickmoe": __version__,
-            "torch": torch.__version__, "triton": _version("triton")}
-    key = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    key = cache_key({"config": model_config_json, "dtype": str(dtype), "device": device_name(device), **versions()})
     root = os.environ.get("QUICKMOE_COMPILE_CACHE_DIR")
     return (Path(root) if root else cache_dir() / "compile") / key
 
 
 def use_compile_caches(path: Path) -> None:
-    """Point Inductor's and Triton's caches at `path` (before the first compilation of the process)."""
+    """Point Inductor's caches at `path` (before the first compilation of the process); its Triton kernels go to
+    TRITON_CACHE_DIR, the persistent kernel cache the runner set."""
     path.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path / "inductor")
-    os.environ["TRITON_CACHE_DIR"] = str(path / "triton")
     import torch._inductor.config as inductor_config
 
     inductor_config.fx_graph_cache = True
@@ -64,9 +62,10 @@ def use_compile_caches(path: Path) -> None:
 
 @dataclass(frozen=True)
 class CompileStats:
-    """Totals since process start: graphs Dynamo compiled, Inductor graph-cache hits and misses, and the
-    seconds torch reports for Dynamo (tracing and guards), the backend (AOTAutograd + Inductor, including
-    cache loads) and, within it, loading compiled graphs from the cache."""
+    """Totals since process start: graphs Dynamo compiled, Inductor graph-cache hits and misses, and the seconds
+    torch reports for Dynamo (tracing and guards), the backend (AOTAutograd + Inductor, including cache loads),
+    loading compiled graphs from the cache, Inductor's codegen (`codegen_runs` of them: 0 on a warm cache), the
+    source hashing that keys Inductor's caches, and Dynamo's analysis restarts."""
 
     graphs: int
     cache_hits: int
@@ -74,37 +73,91 @@ class CompileStats:
     dynamo_s: float = 0.0
     backend_s: float = 0.0
     cache_load_s: float = 0.0
+    codegen_s: float = 0.0
+    codegen_runs: int = 0
+    key_s: float = 0.0
+    restarts: int = 0
 
     @property
     def warm(self) -> bool:
         return self.cache_hits > 0 and self.cache_misses == 0
 
+    def since(self, before: CompileStats) -> CompileStats:
+        """What happened between `before` and this snapshot."""
+        return CompileStats(**{f.name: getattr(self, f.name) - getattr(before, f.name)
+                               for f in dataclasses.fields(self)})
+
 
 def compile_stats() -> CompileStats:
     from torch._dynamo.utils import compilation_time_metrics, counters
 
-    def seconds(key: str) -> float:
-        return float(sum(compilation_time_metrics.get(key, ())))
+    def seconds(*keys: str) -> float:
+        return float(sum(sum(compilation_time_metrics.get(key, ())) for key in keys))
 
     backend = seconds("OutputGraph.call_user_compiler")
     return CompileStats(graphs=int(counters["stats"]["unique_graphs"]),
                         cache_hits=int(counters["inductor"]["fxgraph_cache_hit"]),
                         cache_misses=int(counters["inductor"]["fxgraph_cache_miss"]),
                         dynamo_s=max(seconds("_compile.compile_inner") - backend, 0.0), backend_s=backend,
-                        cache_load_s=seconds("AOTAutogradCache.inductor_load"))
+                        cache_load_s=seconds("AOTAutogradCache.inductor_load"),
+                        codegen_s=seconds("fx_codegen_and_compile"),
+                        codegen_runs=len(compilation_time_metrics.get("fx_codegen_and_compile", ())),
+                        key_s=seconds("CacheBase.get_system.triton_key", "inductor_codecache_torch_key"),
+                        restarts=sum(len(v) for k, v in compilation_time_metrics.items()
+                                     if k.startswith("compile_attempt_") and k != "compile_attempt_0"))
 
 
 def compile_decoder_layers(layers: torch.nn.ModuleList, *, backend: str = "inductor") -> None:
     """Compile every layer in place (`nn.Module.compile`), with dynamic token and batch sizes. They share
     one code object, so Dynamo's cache serves all layers of a kind from the first one compiled.
 
-    Two process-wide shape settings keep one graph per kind for every step: sizes of 1 are not
-    specialized (`backed_size_oblivious`: a 1-token decode and a 1-sequence batch reuse the general graph)
-    and equal sizes are not assumed equal forever (`use_duck_shape` off: a cache with as many slots as KV
-    heads must not tie the two)."""
+    Process-wide settings keep one graph per kind for every step: sizes of 1 are not specialized
+    (`backed_size_oblivious`: a 1-token decode and a 1-sequence batch reuse the general graph), equal sizes are
+    not assumed equal forever (`use_duck_shape` off: a cache with as many slots as KV heads must not tie the two),
+    and float arguments are specialised at once (`specialize_float`: no analysis restart)."""
+    import torch._dynamo.config as dynamo_config
     import torch.fx.experimental._config as fx_config
 
     fx_config.backed_size_oblivious = True
     fx_config.use_duck_shape = False
+    dynamo_config.specialize_float = True
     for layer in layers:
         layer.compile(backend=backend, dynamic=True, fullgraph=True)
+
+
+# The warm-up steps (token lists, start positions): a 1-token decode, a 2-sequence decode, a short prefill.
+WARMUP_STEPS = (([[1]], [0]), ([[1], [2]], [1, 0]), ([[1, 2, 3]], [1]))
+
+
+def compile_runner(runner) -> dict:
+    """Compile `runner`'s decoder layers and run the warm-up steps through `runner.execute` (the serving path), so
+    the graphs the first requests need exist before they arrive. Returns the report's `info.compile`: the stats
+    of this compilation, `imports_s` (Dynamo and Inductor imported) and `warmup_s` (the steps' own time, with
+    whatever compiles at a kernel's first call, which no Dynamo timer covers)."""
+    t0 = time.perf_counter()
+    import torch._dynamo  # noqa: F401  (their imports are part of the compile phase: measured apart)
+    import torch._inductor.compile_fx  # noqa: F401
+
+    imports_s = time.perf_counter() - t0
+    raw_config = json.loads((runner.model_dir / "config.json").read_text())
+    cache_path = compile_cache_dir(raw_config, runner.dtype, runner.device)
+    use_compile_caches(cache_path)
+    before = compile_stats()
+    compile_decoder_layers(runner.model.model.layers)
+    for tokens, starts in WARMUP_STEPS:
+        lengths = [start + len(toks) for toks, start in zip(tokens, starts)]
+        runner.execute(tokens, starts, runner.scratch_block_tables(lengths))
+    if runner.device.type == "cuda":
+        torch.cuda.synchronize(runner.device)
+    seconds = time.perf_counter() - t0
+    stats = compile_stats().since(before)
+    info = {**dataclasses.asdict(stats), "warm": stats.warm, "cache_dir": str(cache_path),
+            "imports_s": round(imports_s, 4),
+            "warmup_s": round(max(seconds - imports_s - stats.dynamo_s - stats.backend_s, 0.0), 4)}
+    logger.info("compiled %d graphs for %d layers in %.2f s (imports %.2f s, Dynamo %.2f s, backend %.2f s: "
+                "%d Inductor codegen runs %.2f s, cache loads %.2f s, source hashing %.2f s; %d restarts; warm-up "
+                "steps %.2f s; %s cache: %d hits, %d misses, %s)", stats.graphs, len(runner.model.model.layers),
+                seconds, imports_s, stats.dynamo_s, stats.backend_s, stats.codegen_runs, stats.codegen_s,
+                stats.cache_load_s, stats.key_s, stats.restarts, info["warmup_s"], "warm" if stats.warm else "cold",
+                stats.cache_hits, stats.cache_misses, cache_path)
+    return info

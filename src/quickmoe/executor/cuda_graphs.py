@@ -8,18 +8,28 @@ than the largest bucket, run eagerly.
 
 Every index the decode step reads is on the device (the paged decode kernel, the MoE kernels' alignment),
 so one capture per bucket serves every later step; block tables are copied only up to the widest table of
-the step (the kernel reads no column past a sequence's context). Buckets are captured largest first into
-one memory pool, so the smaller graphs reuse the larger ones' transient memory. Host metadata reaches the
-buffers through page-locked memory without synchronising, so the host can prepare the next step while the
-GPU runs this one.
+the step (the kernel reads no column past a sequence's context). Host metadata reaches the buffers through
+page-locked memory without synchronising, so the host can prepare the next step while the GPU runs this one.
 
-`capture=False` runs the same padded static-buffer path eagerly (CPU tests of the padding logic).
+When each bucket is captured (the start-up cost): the buckets up to `startup_max` (8 by default: a fresh
+server's first requests arrive one or a few at a time, and batch 1 is every request's first decode) are captured
+at start-up, largest first into one memory pool; each larger bucket is captured the first time a decode step
+needs it (`run`), or earlier by `capture_next_deferred` when the engine is idle, always on the thread that runs
+the steps: a capture never overlaps other GPU work of the process. Every capture resets the static buffers to
+padding first, so its eager warm-up writes no cache entry, and the step then fills them and replays. Later
+captures share the same pool; that is safe because replays never overlap and each replay's logits are consumed
+(sampled, on the same stream) before the next replay. `info` records every capture (start-up or later) with its
+warm-up (first launches: Triton compiles or loads kernels) and capture seconds.
+
+`capture=False` runs the same padded static-buffer path eagerly (CPU tests): a "capture" is the warm-up, and
+its replay runs the padded step eagerly.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 
 import numpy as np
 import torch
@@ -40,8 +50,19 @@ def decode_buckets(max_num_seqs: int, largest: int = 256) -> tuple[int, ...]:
     return tuple(sorted(sizes))
 
 
+class _EagerReplay:
+    """What a "captured" bucket is with capture=False: its replay runs the padded step eagerly (CPU tests)."""
+
+    def __init__(self, graphs: DecodeGraphs, size: int) -> None:
+        self.graphs, self.size = graphs, size
+
+    def replay(self) -> None:
+        self.graphs.outputs[self.size] = self.graphs._forward(self.size)
+
+
 class DecodeGraphs:
-    """Captured decode steps of `runner.model` over `runner.kv_cache` for `buckets` batch sizes.
+    """Captured decode steps of `runner.model` over `runner.kv_cache` for `buckets` batch sizes; those up to
+    `startup_max` are captured by `capture_startup`, the others when first needed (see the module docstring).
 
     Static inputs, all on the device: `meta` [4 + G, max] int64 rows (host token ids, previous-step rows, positions,
     context lengths, one slot row per cache group) and `block_tables` [G, max, width] int32; a step fills their
@@ -51,7 +72,7 @@ class DecodeGraphs:
 
     ROW_IDS, ROW_PREV, ROW_POSITIONS, ROW_CONTEXT, ROW_SLOTS = 0, 1, 2, 3, 4
 
-    def __init__(self, runner, buckets: tuple[int, ...], *, capture: bool = True) -> None:
+    def __init__(self, runner, buckets: tuple[int, ...], *, capture: bool = True, startup_max: int = 8) -> None:
         self.runner = runner
         self.buckets = tuple(sorted(buckets))
         self.max_batch = self.buckets[-1]
@@ -59,15 +80,27 @@ class DecodeGraphs:
         cache, device, size = runner.kv_cache, runner.device, self.max_batch
         groups = len(cache.plan.groups)
         self.table_width = -(-runner.max_model_len // cache.block_size)
-        self.meta = torch.zeros(self.ROW_SLOTS + groups, size, dtype=torch.long, device=device)
-        self.meta[self.ROW_PREV].fill_(-1)
-        self.meta[self.ROW_SLOTS:].fill_(-1)
-        self.block_tables = torch.full((groups, size, self.table_width), -1, dtype=torch.int32, device=device)
+        self.meta = torch.empty(self.ROW_SLOTS + groups, size, dtype=torch.long, device=device)
+        self.block_tables = torch.empty((groups, size, self.table_width), dtype=torch.int32, device=device)
+        self._reset_to_padding()
         self.cu_query_lens = torch.arange(size + 1, dtype=torch.int32, device=device)  # decode: row b = sequence b
         self.logits_indices = torch.arange(size, dtype=torch.long, device=device)
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.graphs: dict[int, torch.cuda.CUDAGraph | _EagerReplay] = {}
         self.outputs: dict[int, torch.Tensor] = {}
-        self.capture_seconds = 0.0
+        self.replays: Counter[int] = Counter()  # bucket -> steps that ran it
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        self.startup_buckets = tuple(b for b in self.buckets if b <= startup_max)
+        self.capture_seconds = 0.0  # of the start-up captures
+        # the report's view (StartupReport.info["cuda_graphs"]), kept current as buckets are captured later
+        self.info: dict = {"batch_sizes": list(self.buckets), "startup_batch_sizes": list(self.startup_buckets),
+                           "deferred": [b for b in self.buckets if b > startup_max], "seconds": 0.0, "captures": []}
+
+    def _reset_to_padding(self) -> None:
+        """Every row of the static inputs a padding row: token 0, no previous row, position and context 0, no slot."""
+        self.meta.zero_()
+        self.meta[self.ROW_PREV].fill_(-1)
+        self.meta[self.ROW_SLOTS:].fill_(-1)
+        self.block_tables.fill_(-1)
 
     def _forward(self, size: int) -> torch.Tensor:
         """The decode step over the static buffers' first `size` columns: logits [size, V] float32."""
@@ -83,25 +116,62 @@ class DecodeGraphs:
             logits_indices=self.logits_indices[:size], kv_cache=self.runner.kv_cache, query_lens=[1] * size)
         return self.runner.model(batch)
 
-    @torch.inference_mode()
-    def capture(self) -> float:
-        """Capture every bucket (largest first, one memory pool); returns the seconds it took."""
-        t0 = time.perf_counter()
-        if not self.capture_enabled:
-            return 0.0
-        pool = torch.cuda.graph_pool_handle()
-        for size in reversed(self.buckets):
-            self._forward(size)  # warm-up outside the graph: kernels compiled, workspaces allocated
+    def _synchronize(self) -> None:
+        if self.runner.device.type == "cuda":
             torch.cuda.synchronize(self.runner.device)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
-                self.outputs[size] = self._forward(size)  # [size, V] float32, in the pool
-            self.graphs[size] = graph
-        torch.cuda.synchronize(self.runner.device)
-        self.capture_seconds = time.perf_counter() - t0
-        logger.info("captured decode CUDA graphs for batch sizes %s in %.2f s", list(self.buckets),
-                    self.capture_seconds)
+
+    @torch.inference_mode()
+    def _capture(self, size: int, when: str) -> None:
+        """Capture bucket `size` ("startup", "step": a step needs it now, "idle": the engine had nothing to run):
+        its static inputs reset to padding, an eager warm-up (kernels compiled or loaded, workspaces allocated),
+        then the capture into the shared pool. Recorded in `info`."""
+        self._reset_to_padding()  # the warm-up runs: on a previous step's inputs it would overwrite cache entries
+        t0 = t1 = time.perf_counter()
+        record = {"batch_size": size, "when": when}
+        try:
+            self._forward(size)
+            self._synchronize()
+            t1 = time.perf_counter()
+            if self.capture_enabled:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self.pool):
+                    self.outputs[size] = self._forward(size)  # [size, V] float32, in the pool
+                self._synchronize()
+            else:
+                graph = _EagerReplay(self, size)
+        except torch.OutOfMemoryError as exc:
+            if when == "startup":
+                raise
+            logger.warning("no memory to capture the decode CUDA graph of batch size %d; its steps run eagerly (%s)",
+                           size, str(exc).splitlines()[0][:200])
+            graph, record["failed"] = _EagerReplay(self, size), "out of memory"
+        self.graphs[size] = graph
+        t2 = time.perf_counter()
+        if size in self.info["deferred"]:
+            self.info["deferred"].remove(size)
+        self.info["captures"].append({**record, "warmup_s": round(t1 - t0, 4), "capture_s": round(t2 - t1, 4)})
+        if when != "startup":
+            logger.info("captured the decode CUDA graph of batch size %d (%s) in %.3f s (warm-up %.3f s)", size,
+                        "a step needed it" if when == "step" else "while idle", t2 - t0, t1 - t0)
+
+    def capture_startup(self) -> float:
+        """Capture the start-up buckets, largest first (the smaller graphs reuse the larger ones' transient memory
+        in the pool); returns the seconds it took."""
+        t0 = time.perf_counter()
+        for size in reversed(self.startup_buckets):
+            self._capture(size, "startup")
+        self.capture_seconds = self.info["seconds"] = time.perf_counter() - t0
+        logger.info("captured decode CUDA graphs for batch sizes %s in %.2f s; %s captured when first needed",
+                    list(self.startup_buckets), self.capture_seconds, self.info["deferred"] or "none")
         return self.capture_seconds
+
+    def capture_next_deferred(self) -> bool:
+        """Capture the smallest bucket not captured yet (call it on the step thread while nothing runs); False when
+        every bucket is captured."""
+        if not self.info["deferred"]:
+            return False
+        self._capture(self.info["deferred"][0], "idle")
+        return True
 
     def bucket(self, batch_size: int) -> int | None:
         """The smallest bucket holding `batch_size` sequences, or None (run eagerly)."""
@@ -110,10 +180,13 @@ class DecodeGraphs:
     @torch.inference_mode()
     def run(self, token_ids: list[int], prev_rows: list[int], host: HostMetadata) -> torch.Tensor:
         """Logits [B, V] of a decode step of B = len(token_ids) sequences (B <= the largest bucket); prev_rows[b]
-        >= 0 takes row b's token from the previous step's samples on the device (its host id is a placeholder)."""
+        >= 0 takes row b's token from the previous step's samples on the device (its host id is a placeholder).
+        A bucket not captured yet is captured first."""
         batch = len(token_ids)
         size = self.bucket(batch)
         assert size is not None and len(host.positions) == batch
+        if size not in self.graphs:
+            self._capture(size, "step")
         groups = self.block_tables.shape[0]
         meta = np.zeros((self.ROW_SLOTS + groups, size), dtype=np.int64)  # padding: token 0, position 0, context 0
         meta[self.ROW_PREV, batch:] = -1
@@ -130,7 +203,6 @@ class DecodeGraphs:
             tables[g, :batch, :table.shape[1]] = table
         self.meta[:, :size].copy_(to_device(meta, self.meta.device))
         self.block_tables[:, :size, :width].copy_(to_device(tables, self.meta.device))
-        if size in self.graphs:
-            self.graphs[size].replay()
-            return self.outputs[size][:batch]
-        return self._forward(size)[:batch]  # capture=False: the same path, eagerly
+        self.graphs[size].replay()
+        self.replays[size] += 1
+        return self.outputs[size][:batch]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import resource
 from pathlib import Path
@@ -17,6 +16,7 @@ from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
+from quickmoe.executor.kernel_cache import KernelCache, use_triton_cache
 from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
 from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
 from quickmoe.executor.step_timer import StepTimer
@@ -51,7 +51,9 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 class ModelRunner:
     """Owns the model and its paged KV cache: config -> build (parameters allocated on the device) -> load ->
-    process -> KV cache -> compile, each a phase of the StartupReport.
+    process -> KV cache -> compile -> capture (the start-up buckets' decode CUDA graphs; the others are captured
+    when first needed, or by `capture_deferred_graph` while idle), each a phase of the StartupReport. Triton's
+    kernel cache is pointed at quickmoe's persistent one right after CUDA init (executor/kernel_cache.py).
 
     `early_start`, if given, is the background work the process launched before importing torch (see
     startup/early_start.py): its CUDA context is waited for, its page-locked ring feeds the loader, and
@@ -84,6 +86,7 @@ class ModelRunner:
             torch.cuda.init()
             torch.empty(1, device=self.device)  # creates the context
             torch.cuda.synchronize(self.device)
+        self.kernel_cache: KernelCache = use_triton_cache(self.device)  # before any Triton kernel is compiled or loaded
         self.report.mark("cuda_init")
         self.config = ModelConfig.from_dir(self.model_dir)
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
@@ -125,17 +128,23 @@ class ModelRunner:
         self.prev_sampled = torch.zeros(engine.max_num_seqs, dtype=torch.long, device=self.device)  # [max_num_seqs]
         self.step_timer = StepTimer(self.device)
         self.report.mark("kv_cache")
-        if engine.compile == "on":
-            self._compile()
         self.graphs: DecodeGraphs | None = None
+        if engine.compile == "on":
+            from quickmoe.executor.compile import compile_runner
+
+            self.report.info["compile"] = compile_runner(self)
+            self.report.mark("compile")
         if engine.resolved_cuda_graphs(self.device):
             if self.device.type != "cuda":
                 raise ConfigError(f"engine option 'cuda_graphs' = 'on' needs a CUDA device; the model is on "
                                   f"{self.device} (expected 'off')")
-            self.graphs = DecodeGraphs(self, decode_buckets(engine.max_num_seqs))
-            seconds = self.graphs.capture()
+            self.graphs = DecodeGraphs(self, decode_buckets(engine.max_num_seqs),
+                                       startup_max=engine.cuda_graphs_startup_max)
+            self.report.info["cuda_graphs"] = self.graphs.info  # later captures are added to it
+            self.graphs.capture_startup()
             self.report.mark("capture")
-            self.report.info["cuda_graphs"] = {"batch_sizes": list(self.graphs.buckets), "seconds": seconds}
+        self.report.info["triton_cache"] = self.kernel_cache.info
+        self.kernel_cache.record("startup")
         cache = default_permutation_cache()
         self.report.info["permutation_cache"] = dataclasses.asdict(cache.stats())
         cache.clear()  # the indices served every layer of this model; free them
@@ -151,38 +160,10 @@ class ModelRunner:
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
         logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
 
-    def _compile(self) -> None:
-        """torch.compile the decoder layers (executor/compile.py) and run warm-up steps, a 1-token decode, a
-        2-sequence decode and a short prefill, so the graphs the first requests need exist before they
-        arrive. Timed as the start-up phase `compile`; graph and cache counts go to the report."""
-        from quickmoe.executor.compile import (
-            compile_cache_dir,
-            compile_decoder_layers,
-            compile_stats,
-            use_compile_caches,
-        )
-
-        raw_config = json.loads((self.model_dir / "config.json").read_text())
-        cache_path = compile_cache_dir(raw_config, self.dtype, self.device)
-        use_compile_caches(cache_path)
-        before = compile_stats()
-        compile_decoder_layers(self.model.model.layers)
-        for tokens, starts in (([[1]], [0]), ([[1], [2]], [1, 0]), ([[1, 2, 3]], [1])):
-            lengths = [start + len(toks) for toks, start in zip(tokens, starts)]
-            self.forward(self.build_batch(tokens, starts, self.scratch_block_tables(lengths)))
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        seconds = self.report.mark("compile")
-        after = compile_stats()
-        info = {name: getattr(after, name) - getattr(before, name)
-                for name in ("graphs", "cache_hits", "cache_misses", "dynamo_s", "backend_s", "cache_load_s")}
-        info["cache_dir"] = str(cache_path)
-        info["warm"] = info["cache_hits"] > 0 and info["cache_misses"] == 0
-        self.report.info["compile"] = info
-        logger.info("compiled %d graphs for %d layers in %.2f s (Dynamo %.2f s, Inductor %.2f s of which cache "
-                    "loads %.2f s; %s cache: %d hits, %d misses, %s)", info["graphs"], len(self.model.model.layers),
-                    seconds, info["dynamo_s"], info["backend_s"], info["cache_load_s"],
-                    "warm" if info["warm"] else "cold", info["cache_hits"], info["cache_misses"], cache_path)
+    def capture_deferred_graph(self) -> bool:
+        """Capture the next decode CUDA graph left for later (call on the step thread while no step runs); False
+        when there is none."""
+        return self.graphs is not None and self.graphs.capture_next_deferred()
 
     def _wait_for_device(self) -> None:
         """Let every queued copy finish (the ring must not be freed under one); a broken device is logged."""
@@ -205,7 +186,7 @@ class ModelRunner:
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         if index != preinit.ordinal:
             return None
-        return preinit.host_tensors()
+        return preinit.host_tensors() or None  # none with QUICKMOE_CUDA_PREINIT=context: the loader pins its own
 
     def _init_kv_cache(self, engine: EngineConfig) -> None:
         """Size the paged cache from the memory left after the weights (kv_cache.py) and allocate it once;

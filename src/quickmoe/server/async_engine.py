@@ -7,7 +7,9 @@
     engine.abort(rid)                               # the client went away: its KV blocks go at the next step
     await engine.shutdown()                         # after the HTTP server drained
 
-The thread sleeps on a condition while the engine has nothing to do, and steps while it has. Each step's outputs
+The thread sleeps on a condition while the engine has nothing to do, and steps while it has. Once it has been idle
+for IDLE_WORK_DELAY_S, it runs the engine's idle work (decode CUDA graphs left for later), one piece at a time,
+checking for requests in between: a request that arrives meanwhile waits for at most one piece. Each step's outputs
 go to the loop in one `call_soon_threadsafe`; each request has an asyncio queue. A step that raises is logged,
 and the requests it was running (or, when none ran, all queued ones) are aborted and receive EngineStepFailed;
 the loop goes on serving the others.
@@ -31,6 +33,8 @@ __all__ = ["AsyncEngine", "EngineDrained", "EngineOverloaded", "EngineStepFailed
            "RequestStream", "TimedOutput"]
 
 logger = logging.getLogger(__name__)
+
+IDLE_WORK_DELAY_S = 0.5  # idle this long (no request in the engine) before the engine's idle work starts
 
 
 class EngineOverloaded(QuickMoEError):
@@ -254,15 +258,33 @@ class AsyncEngine:
             self._snapshot()
         logger.debug("engine thread stopped")
 
+    def _wait_for_work(self) -> bool:
+        """Sleep until the engine has requests (True) or the loop is stopped with none left (False). Idle for
+        IDLE_WORK_DELAY_S, run the engine's idle work one piece at a time until it has none (or fails: logged)."""
+        engine = self.engine
+        delay: float | None = IDLE_WORK_DELAY_S
+        while True:
+            with self._wakeup:
+                deadline = None if delay is None else time.monotonic() + delay
+                while not self._stop and not engine.has_unfinished():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        break
+                    self._wakeup.wait(remaining)
+                else:
+                    return engine.has_unfinished()
+            try:
+                delay = 0.0 if engine.idle_work() else None
+            except Exception:  # e.g. a capture out of memory: the steps still run (eagerly where no graph)
+                logger.exception("the engine's idle work failed; no more of it")
+                delay = None
+
     def _serve_steps(self) -> None:
         engine = self.engine
         failures = 0
         while True:
-            with self._wakeup:
-                while not self._stop and not engine.has_unfinished():
-                    self._wakeup.wait()
-                if self._stop and not engine.has_unfinished():
-                    return
+            if not self._wait_for_work():
+                return
             try:
                 outputs = engine.step()
             except Exception as exc:  # a bug or a device error: fail the requests of this step, keep serving

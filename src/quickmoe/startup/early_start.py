@@ -11,8 +11,9 @@ init, hands the ring to the loader, stops the prefetch after loading, frees the 
 processing, and takes the tokenizer when it needs it.
 
 Environment switches (for comparisons; both default on): QUICKMOE_PREFETCH=0 disables the prefetch,
-QUICKMOE_CUDA_PREINIT=0 the CUDA pre-initialisation; QUICKMOE_LOADER sizes them (`LoaderOptions`). This
-module imports only the standard library.
+QUICKMOE_CUDA_PREINIT=0 the CUDA pre-initialisation, QUICKMOE_CUDA_PREINIT=context creates the context only (the
+loader pins its ring itself, after the imports: does page-locking 512 MiB beside the imports slow them?);
+QUICKMOE_LOADER sizes them (`LoaderOptions`). This module imports only the standard library.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.prefetch import PageCachePrefetch, checkpoint_files
+from quickmoe.errors import ConfigError
 from quickmoe.startup.cuda_preinit import CudaPreinit
 
 __all__ = ["EarlyStart", "cuda_ordinal"]
@@ -53,6 +55,16 @@ def _load_tokenizer(model_dir: Path):  # -> Tokenizer; imported here, on the thr
 
 def _enabled(variable: str) -> bool:
     return os.environ.get(variable, "1") != "0"
+
+
+CUDA_PREINIT_MODES = ("0", "1", "context")
+
+
+def _cuda_preinit_mode() -> str:
+    mode = os.environ.get("QUICKMOE_CUDA_PREINIT", "1")
+    if mode not in CUDA_PREINIT_MODES:
+        raise ConfigError(f"QUICKMOE_CUDA_PREINIT = {mode!r}: expected one of {list(CUDA_PREINIT_MODES)}")
+    return mode
 
 
 @dataclass
@@ -84,9 +96,10 @@ class EarlyStart:
                                              read_bytes=options.prefetch_read_kib << 10,
                                              readahead=bool(options.prefetch_readahead)).start()
         cuda = None
-        ordinal = cuda_ordinal(device)
-        if ordinal is not None and _enabled("QUICKMOE_CUDA_PREINIT"):
-            cuda = CudaPreinit(ordinal, num_buffers=options.buffers, buffer_bytes=options.chunk_bytes).start()
+        ordinal, mode = cuda_ordinal(device), _cuda_preinit_mode()
+        if ordinal is not None and mode != "0":
+            cuda = CudaPreinit(ordinal, num_buffers=options.buffers if mode == "1" else 0,
+                               buffer_bytes=options.chunk_bytes).start()
         return cls(prefetch=prefetch, cuda=cuda, tokenizer=tokenizer, options=options, started_at=started_at)
 
     def imports_done(self) -> None:

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Cold start II (issue 16) on the device machine, from the repository root; logs under $OUT. Needs the wheels of
+# scripts/device/fetch_wheels.sh carried in .whl/. Stages, in the order given (each fits one 10-minute call; several
+# may be given). Every figure is a median of >= 3 fresh processes, warm page cache; what each stage must show:
+#   tests         GPU tests (start-up captures only buckets 1-8 and graph decode = eager; a warm kernel cache compiles
+#                 nothing at start-up nor for the first token; compiled = eager) and the engine's equivalences on
+#                 CUDA in float32 (padded/lazy graph path included): all pass
+#   equality      20b in float32: the first 32 greedy tokens identical eager / graphs / --compile on with fresh caches
+#                 / --compile on with warm caches (TORCH_LOGS=recompiles: one recompile per extra layer kind, none
+#                 at the first request)
+#   coldstart     bench coldstart 20b with the serving defaults vs transformers, and starts with an empty Triton
+#                 cache: process start -> first token <= 6.0 s; capture <= 0.5 s; 0 kernels compiled at start-up
+#                 and for the first token; first_token <= 0.2 s
+#   capture       the capture strategy: buckets 1-8 at start-up (default) vs all 9 (--cuda-graphs-startup-max 256)
+#                 vs no graphs: the capture phase and total of each
+#   imports       import_probe (bare torch, torch + triton, the issue's import line, generate/serve imports) and
+#                 bench coldstart with QUICKMOE_CUDA_PREINIT=context (ring pinned after the imports) and =0:
+#                 does the early start slow the imports; goal weights_ready <= import torch + 1 s
+#   compile       bench coldstart 20b --compile: compile phase fresh caches <= 10 s, warm <= 2 s (info.compile says
+#                 where the time goes: imports, Dynamo, codegen runs (0 when warm), cache loads, hashing)
+#   compile-ratio the same model with 2 layers, --compile; the ratio of the fresh compile phases 24 / 2 <= 1.3
+#   serve         quickmoe serve 20b, launch -> /health 200 measured from outside (serve_probe): <= 6.5 s; the first
+#                 request's first chunk right after
+#   120b          gpt-oss-120b (36 layers, MXFP4, 65 GB) written to /dev/shm; bench coldstart: process start -> first
+#                 token <= 12 s, weights_ready, GPU memory and the KV cache left
+#   120b-serve    quickmoe serve on it: /health, then bench serve at concurrency 1 and 16 (1000 -> 1000): no failure;
+#                 the KV cache's size and nvidia-smi's memory in use
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+CKPT=/tmp/gpt-oss-20b
+CKPT2=/tmp/gpt-oss-20b-2L
+CKPT120=/dev/shm/gpt-oss-120b
+make_20b() { [ -f "$CKPT/config.json" ] || python3 -m quickmoe make-checkpoint "$CKPT" --preset gpt-oss-20b -q; }
+make_120b() {
+  [ -f "$CKPT120/config.json" ] && return
+  local free_gb
+  free_gb=$(df -BG --output=avail /dev/shm | tail -1 | tr -dc 0-9)
+  [ "$free_gb" -ge 70 ] || mount -o remount,size=100G /dev/shm || { echo "/dev/shm has ${free_gb} GB: too small"; exit 1; }
+  df -h /dev/shm | tee "$OUT/shm.txt"
+  python3 -m quickmoe make-checkpoint "$CKPT120" --preset gpt-oss-120b -q
+}
+bench() {  # bench NAME ARGS...: one `bench coldstart` run, table to stdout and $OUT/NAME.txt, JSON to $OUT/NAME.json
+  local name=$1; shift
+  echo "== $name: $*"
+  python3 -m quickmoe bench coldstart "$@" --json "$OUT/$name.json" 2>&1 | grep -v INFO | tee "$OUT/$name.txt"
+}
+greedy32() {  # greedy32 NAME ARGS...: 32 greedy tokens of the 20b in float32, token ids to $OUT/eq_NAME.json
+  local name=$1; shift
+  TORCH_LOGS=recompiles python3 -m quickmoe generate "$CKPT" --prompt "The capital of France is" --max-tokens 32 \
+    --temperature 0 --ignore-eos --device cuda --dtype float32 --json "$@" > "$OUT/eq_$name.json" 2> "$OUT/eq_$name.log"
+  echo "$name: exit $?, $(grep -c 'Recompiling function' "$OUT/eq_$name.log") recompiles logged; " \
+    "$(grep -o 'compiled [0-9]* graphs.*' "$OUT/eq_$name.log" | head -1)"
+}
+stage_tests() {
+  python3 -m pytest -q -m gpu tests --ignore=tests/server -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -4
+  QUICKMOE_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider tests/models/test_engine.py \
+    tests/models/test_cuda_graphs.py 2>&1 | tee "$OUT/engine_tests_on_gpu.log" | tail -4
+}
+stage_equality() {
+  make_20b
+  greedy32 eager --cuda-graphs off
+  greedy32 graphs
+  local fresh
+  fresh=$(mktemp -d)
+  QUICKMOE_COMPILE_CACHE_DIR=$fresh TRITON_CACHE_DIR=$fresh/triton greedy32 compile_fresh --compile on -v
+  QUICKMOE_COMPILE_CACHE_DIR=$fresh TRITON_CACHE_DIR=$fresh/triton greedy32 compile_warm --compile on -v
+  python3 - "$OUT" <<'PY'
+import json, sys
+runs = {n: json.loads(open(f"{sys.argv[1]}/eq_{n}.json").read())["token_ids"]
+        for n in ("eager", "graphs", "compile_fresh", "compile_warm")}
+same = all(ids == runs["eager"] for ids in runs.values())
+print("first 32 greedy tokens (float32):", "IDENTICAL" if same else "DIFFER", {n: ids[:8] for n, ids in runs.items()})
+PY
+}
+stage_coldstart() {
+  make_20b
+  bench cold2_20b "$CKPT" -n 3 --device cuda --baseline transformers --compare-cold-kernels
+}
+stage_capture() {
+  make_20b
+  bench cold2_20b_all_buckets "$CKPT" -n 3 --device cuda --generate-args="--cuda-graphs-startup-max 256"
+  bench cold2_20b_no_graphs "$CKPT" -n 3 --device cuda --no-cuda-graphs
+}
+stage_imports() {
+  make_20b
+  python3 scripts/probes/import_probe.py -n 3 --device cuda --model "$CKPT" --json "$OUT/imports.json" 2>&1 \
+    | tee "$OUT/imports.txt"
+  QUICKMOE_CUDA_PREINIT=context bench cold2_20b_preinit_context "$CKPT" -n 3 --device cuda
+  QUICKMOE_CUDA_PREINIT=0 bench cold2_20b_preinit_off "$CKPT" -n 3 --device cuda
+}
+stage_compile() {
+  make_20b
+  bench cold2_20b_compile "$CKPT" -n 3 --device cuda --compile
+}
+stage_compile_ratio() {
+  [ -f "$CKPT2/config.json" ] || python3 -m quickmoe make-checkpoint "$CKPT2" --preset gpt-oss-20b --layers 2 -q
+  bench cold2_20b_2L_compile "$CKPT2" -n 3 --device cuda --compile
+  python3 - "$OUT" <<'PY'
+import json, sys
+def fresh(name):
+    return json.load(open(f"{sys.argv[1]}/{name}.json"))["summary"]["compiled_cold"]["compile"][1]
+deep, shallow = fresh("cold2_20b_compile"), fresh("cold2_20b_2L_compile")
+print(f"compile phase, fresh caches (medians): 24 layers {deep:.2f} s, 2 layers {shallow:.2f} s = {deep / shallow:.2f}x")
+PY
+}
+stage_serve() {
+  make_20b
+  python3 scripts/probes/serve_probe.py -n 3 --json "$OUT/serve_probe.json" -- "$CKPT" 2>&1 | tee "$OUT/serve_probe.txt"
+}
+stage_120b() {
+  make_120b
+  bench cold2_120b "$CKPT120" -n 3 --device cuda
+}
+stage_120b_serve() {
+  make_120b
+  python3 scripts/probes/serve_probe.py -n 1 -- "$CKPT120" 2>&1 | tee "$OUT/serve_probe_120b.txt"
+  python3 -m quickmoe serve "$CKPT120" --port 8012 > "$OUT/serve_120b.log" 2>&1 &
+  local server=$!
+  for _ in $(seq 300); do curl -sf localhost:8012/health > /dev/null && break; sleep 1; done
+  grep -E "KV cache|captured" "$OUT/serve_120b.log"
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee "$OUT/serve_120b_memory.txt"
+  python3 -m quickmoe bench serve --base-url http://127.0.0.1:8012 --concurrency 1,16 --input-len 1000 \
+    --output-len 1000 --result-json "$OUT/bench_serve_120b.json" 2>&1 | tee "$OUT/bench_serve_120b.log"
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee -a "$OUT/serve_120b_memory.txt"
+  kill -TERM "$server"; wait "$server"; echo "server exit $?"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/gpu.txt"
+for stage in "$@"; do
+  run="stage_${stage//-/_}"
+  declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
+    "imports, compile, compile-ratio, serve, 120b, 120b-serve)"; exit 2; }
+  echo "== $stage ($(date +%T))"
+  "$run"
+done
+echo "== done ($(date +%T))"
