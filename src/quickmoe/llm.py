@@ -39,6 +39,7 @@ class RequestOutput:
     finish_reason: str
     stop_reason: int | str | None = None
     logprobs: list[TokenLogprob] | None = None
+    prompt_logprobs: list[TokenLogprob | None] | None = None  # with SamplingParams.prompt_logprobs
 
 
 class LLM:
@@ -100,6 +101,9 @@ class LLM:
         if len(params) != len(prompts):
             raise RequestError(f"got {len(params)} SamplingParams for {len(prompts)} prompts (expected one or "
                                "one per prompt)")
+        if any(p.n != 1 for p in params):
+            raise RequestError("sampling parameter 'n' > 1 is served by the HTTP API and Engine; LLM.generate "
+                               "returns one output per prompt (pass a prompt several times, with different seeds)")
         prompt_ids = []
         for i, prompt in enumerate(prompts):
             try:
@@ -127,6 +131,8 @@ class LLM:
                 result.text += out.text
                 if out.logprobs is not None:
                     result.logprobs = (result.logprobs or []) + out.logprobs
+                if out.prompt_logprobs is not None:
+                    result.prompt_logprobs = out.prompt_logprobs
                 if out.finished:
                     result.finish_reason, result.stop_reason = out.finish_reason, out.stop_reason
                     pending.discard(out.request_id)

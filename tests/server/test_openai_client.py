@@ -90,8 +90,8 @@ class ScriptedSampler:
     def __init__(self, real, scripts: dict[int, list[int]]) -> None:
         self.real, self.scripts, self.position = real, scripts, {}
 
-    def sample(self, logits, params, generators):
-        out = self.real.sample(logits, params, generators)
+    def sample(self, logits, params, generators, *processing):
+        out = self.real.sample(logits, params, generators, *processing)
         ids = out.token_ids.clone()  # on the device: the next step reads its input tokens there
         for row, p in enumerate(params):
             if p.seed in self.scripts:

@@ -13,6 +13,12 @@ over the scheduled chunks, sampling the sequences whose tokens are all computed 
 waited for) -> collect the previous step's tokens -> stop checks (stop token ids, stop strings on the
 incrementally decoded text, max_tokens, max_model_len) -> finished sequences free their blocks. The host
 work of one step thus runs while the device computes the next (see `step`).
+
+The pipelining rule: a request whose next token needs the previous one on the host
+(`SamplingParams.needs_host_state`: penalties over its tokens) holds the pipeline up. While such a request runs
+with a token in flight, `step` collects the previous step before it schedules and launches the next, so that
+request samples from its known tokens; other requests in the same step are unaffected but for the wait.
+A request with n > 1 runs as n sequences (its samples) whose outputs carry their `index`.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
 from quickmoe.errors import RequestError
+from quickmoe.layers.logits_processing import RowContext
+from quickmoe.layers.prompt_logprobs import PromptLogprobRequest
 from quickmoe.layers.sampler import DeviceSample, SampledTokens
 from quickmoe.tokenizer.base import Tokenizer
 
@@ -68,14 +76,19 @@ class StepOutput:
     stop_reason: int | str | None
     num_prompt_tokens: int
     num_output_tokens: int
+    index: int = 0  # which of the request's n samples moved
+    # on a sample's first output when the request asked for prompt_logprobs: one per prompt token (None first)
+    prompt_logprobs: list[TokenLogprob | None] | None = None
 
 
 @dataclass(frozen=True)
 class _InFlight:
-    """A launched step: its samples (on the device, copy to the host started) and the sequence of each row."""
+    """A launched step: its samples (on the device, copy to the host started), the sequence of each sampled row,
+    and per chunk the sequence whose prompt log-probabilities it computes (or None)."""
 
     sample: DeviceSample
     seqs: list[Sequence]
+    prompt_seqs: list[Sequence | None]
 
 
 @dataclass(frozen=True)
@@ -102,8 +115,8 @@ class Engine:
         self.eos_ids = frozenset(self.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids)
         self._lock = threading.Lock()
         self._incoming: list[Sequence] = []
-        self._aborts: list[str] = []
-        self._live: dict[str, Sequence] = {}  # request id -> sequence, from add_request until finished
+        self._aborts: list[tuple[str, int | None]] = []
+        self._live: dict[str, list[Sequence]] = {}  # request id -> its samples, from add_request until all finished
         self._seq_ids = itertools.count()
 
     # -- requests (any thread) --------------------------------------------------------------------
@@ -135,26 +148,34 @@ class Engine:
             raise RequestError(f"sampling params of {request_id!r}: expected SamplingParams, got "
                                f"{type(params).__name__}")
         ids = self.prompt_ids(prompt)
-        generator = None
-        if not params.greedy:
-            seed = params.seed if params.seed is not None else int(torch.randint(0, 2**62, ()).item())
-            generator = torch.Generator().manual_seed(seed)
+        vocab = self.config.vocab_size
+        bad_bias = [t for t, _ in params.logit_bias if t >= vocab]
+        if bad_bias:
+            raise RequestError(f"sampling parameter 'logit_bias': token id {bad_bias[0]} is outside the model's "
+                               f"vocabulary [0, {vocab})")
         stop_ids = (frozenset() if params.ignore_eos else self.eos_ids) | frozenset(params.stop_token_ids)
+        seqs = []
+        for index in range(params.n):
+            generator = None
+            if not params.greedy:
+                seed = params.seed + index if params.seed is not None else int(torch.randint(0, 2**62, ()).item())
+                generator = torch.Generator().manual_seed(seed)
+            seqs.append(Sequence(seq_id=next(self._seq_ids), request_id=request_id, prompt_ids=ids, params=params,
+                                 stop_ids=stop_ids, max_total_tokens=min(self.max_model_len, len(ids) + params.max_tokens),
+                                 detokenizer=IncrementalDetokenizer(self.tokenizer, params), generator=generator,
+                                 index=index, prompt_logprobs=[None] if params.prompt_logprobs is not None else None))
         with self._lock:
             if request_id in self._live:
                 raise RequestError(f"request id {request_id!r} is already in use")
-            seq = Sequence(seq_id=next(self._seq_ids), request_id=request_id, prompt_ids=ids, params=params,
-                           stop_ids=stop_ids, max_total_tokens=min(self.max_model_len, len(ids) + params.max_tokens),
-                           detokenizer=IncrementalDetokenizer(self.tokenizer, params), generator=generator)
-            self._live[request_id] = seq
-            self._incoming.append(seq)
+            self._live[request_id] = seqs
+            self._incoming.extend(seqs)
         return len(ids)
 
-    def abort(self, request_id: str) -> None:
-        """End a request at the next step (finish_reason "abort"), freeing its blocks; unknown or finished
-        requests are ignored."""
+    def abort(self, request_id: str, index: int | None = None) -> None:
+        """End a request (or only its sample `index`) at the next step (finish_reason "abort"), freeing its
+        blocks; unknown or finished requests are ignored."""
         with self._lock:
-            self._aborts.append(request_id)
+            self._aborts.append((request_id, index))
 
     def has_unfinished(self) -> bool:
         with self._lock:
@@ -173,12 +194,20 @@ class Engine:
         the outputs, while the device computes step N+1. So each request's outputs come one call later, and a
         request that step N finishes may compute one more token, which is dropped."""
         outputs = self._take_inbox()
+        if self._in_flight is not None and self._must_collect_first():
+            previous, self._in_flight = self._in_flight, None
+            outputs.extend(self._collect(previous))
         sched = self.scheduler.schedule()
         launched = self._launch(sched) if sched.chunks else None
         previous, self._in_flight = self._in_flight, launched
         if previous is not None:
             outputs.extend(self._collect(previous))
         return outputs
+
+    def _must_collect_first(self) -> bool:
+        """The pipelining rule (module docstring): a running request that needs its previous token on the host
+        has one in flight."""
+        return any(seq.num_pending and seq.params.needs_host_state for seq in self.scheduler.running)
 
     def _launch(self, sched) -> "_InFlight | None":
         """Queue the step on the device; its sampled outputs become PENDING tokens of their sequences."""
@@ -187,21 +216,59 @@ class Engine:
         seqs = [chunks[i].seq for i in sampling]
         for c in chunks:
             assert c.seq.num_pending <= 1 and (c.seq.num_pending == 0 or c.num_tokens == 1), "one step in flight"
+        contexts = [self._row_context(s) for s in seqs]
+        prompt = [self._prompt_request(c) for c in chunks]
         sample = self.runner.execute(
             [c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks], [c.start for c in chunks],
             [self.blocks.block_tables(c.seq.seq_id) for c in chunks],
             prev_rows=[c.seq.pending_row if c.seq.num_pending else -1 for c in chunks],
-            sample_rows=sampling, params=[s.params for s in seqs], generators=[s.generator for s in seqs])
+            sample_rows=sampling, params=[s.params for s in seqs], generators=[s.generator for s in seqs],
+            contexts=contexts if any(c is not None for c in contexts) else None,
+            prompt_logprobs=prompt if any(r is not None for r in prompt) else None)
         self.scheduler.step_done(sched)
         for row, seq in enumerate(seqs):
             seq.output_ids.append(PENDING)
             seq.num_pending += 1
             seq.pending_row = row
-        return _InFlight(sample, seqs) if seqs else None
+        prompt_seqs = [c.seq if r is not None else None for c, r in zip(chunks, prompt)]
+        return _InFlight(sample, seqs, prompt_seqs) if sample is not None else None
+
+    @staticmethod
+    def _row_context(seq: Sequence) -> RowContext | None:
+        """What the sampler's logits processing needs of `seq` (None: nothing): its stop ids while fewer than
+        min_tokens outputs exist, its tokens when a penalty applies (all known: the pipelining rule)."""
+        params = seq.params
+        blocked = tuple(sorted(seq.stop_ids)) if len(seq.output_ids) < params.min_tokens else ()
+        if not blocked and not params.penalized:
+            return None
+        if not params.penalized:
+            return RowContext(blocked_ids=blocked)
+        assert seq.num_pending == 0, "a penalized request samples from known tokens only"
+        return RowContext(prompt_ids=seq.prompt_ids, output_ids=list(seq.output_ids), blocked_ids=blocked)
+
+    @staticmethod
+    def _prompt_request(chunk) -> PromptLogprobRequest | None:
+        """The prompt positions whose log-probabilities `chunk` computes for the first time (positions
+        start + 1 .. end of the chunk that are prompt tokens), or None."""
+        seq = chunk.seq
+        if seq.params.prompt_logprobs is None:
+            return None
+        lo = max(chunk.start + 1, seq.prompt_logprobs_asked)
+        hi = min(chunk.start + chunk.num_tokens, len(seq.prompt_ids) - 1)  # inclusive
+        if lo > hi:
+            return None
+        seq.prompt_logprobs_asked = hi + 1
+        return PromptLogprobRequest(first_row=lo - 1 - chunk.start, targets=tuple(seq.prompt_ids[lo:hi + 1]),
+                                    num_top=seq.params.prompt_logprobs)
 
     def _collect(self, step: "_InFlight") -> list[StepOutput]:
         """Wait for a launched step's tokens and hand them to their sequences (finished ones drop theirs)."""
         sampled = step.sample.to_host()
+        for seq, values in zip(step.prompt_seqs, sampled.prompt or ()):
+            if seq is not None and values is not None:
+                for logprob, top in values:
+                    position = len(seq.prompt_logprobs)
+                    seq.prompt_logprobs.append(TokenLogprob(seq.prompt_ids[position], logprob, tuple(top)))
         return [self._append(seq, sampled, row) for row, seq in enumerate(step.seqs) if not seq.finished]
 
     def _take_inbox(self) -> list[StepOutput]:
@@ -211,13 +278,13 @@ class Engine:
         for seq in incoming:
             self.scheduler.add(seq)
         outputs = []
-        for request_id in aborts:
+        for request_id, index in aborts:
             with self._lock:
-                seq = self._live.get(request_id)
-            if seq is None or seq.finished:
-                continue
-            self.scheduler.finish(seq, "abort")
-            outputs.append(self._finished(seq, "abort", [], None, ""))
+                seqs = list(self._live.get(request_id, ()))
+            for seq in seqs:
+                if not seq.finished and index in (None, seq.index):
+                    self.scheduler.finish(seq, "abort")
+                    outputs.append(self._finished(seq, "abort", [], None, ""))
         return outputs
 
     def _append(self, seq: Sequence, sampled: SampledTokens, row: int) -> StepOutput:
@@ -240,14 +307,16 @@ class Engine:
                 reason, stop_reason = "stop", seq.detokenizer.stop_string
             elif len(seq.prompt_ids) + index + 1 >= seq.max_total_tokens:
                 reason = "length"
+        prompt_logprobs = seq.prompt_logprobs if index == 0 else None
         if reason is None:
             return StepOutput(seq.request_id, [token], text, logprobs, False, None, None, len(seq.prompt_ids),
-                              index + 1)
+                              index + 1, seq.index, prompt_logprobs)
         self.scheduler.finish(seq, reason)
-        return self._finished(seq, reason, [token], logprobs, text, stop_reason)
+        return self._finished(seq, reason, [token], logprobs, text, stop_reason, prompt_logprobs)
 
     def _finished(self, seq: Sequence, reason: str, tokens: list[int], logprobs: list[TokenLogprob] | None,
-                  text: str, stop_reason: int | str | None = None) -> StepOutput:
+                  text: str, stop_reason: int | str | None = None,
+                  prompt_logprobs: list[TokenLogprob | None] | None = None) -> StepOutput:
         assert seq.status is SequenceStatus.FINISHED
         del seq.output_ids[seq.num_resolved:]  # outputs computed past the end (pipelining) are dropped
         seq.num_pending = 0
@@ -255,6 +324,8 @@ class Engine:
         if reason != "abort":
             text += seq.detokenizer.finish()
         with self._lock:
-            self._live.pop(seq.request_id, None)
+            samples = self._live.get(seq.request_id, ())
+            if all(s.finished for s in samples):
+                self._live.pop(seq.request_id, None)
         return StepOutput(seq.request_id, tokens, text, logprobs, True, reason, stop_reason, len(seq.prompt_ids),
-                          len(seq.output_ids))
+                          len(seq.output_ids), seq.index, prompt_logprobs)

@@ -65,13 +65,17 @@ class TimedOutput:
 class RequestStream:
     """The outputs of one request, in order, ending with the one marked `finished` (or an EngineStepFailed)."""
 
-    def __init__(self, request_id: str, num_prompt_tokens: int, arrival: float | None = None) -> None:
+    def __init__(self, request_id: str, num_prompt_tokens: int, arrival: float | None = None,
+                 num_samples: int = 1) -> None:
         self.request_id = request_id
+        self.num_samples = num_samples  # n: the stream ends when each sample has finished
+        self._num_finished = 0
         self.num_prompt_tokens = num_prompt_tokens
         self.arrival = time.monotonic() if arrival is None else arrival  # what TTFT and E2E latency count from
         self.first_token_time: float | None = None
         self.last_token_time: float | None = None
-        self.num_output_tokens = 0
+        self.num_output_tokens = 0  # of all samples
+        self.num_finished_samples = 0  # seen by the engine thread's delivery (the consumer counts its own)
         self.finished = False
         self._queue: asyncio.Queue[TimedOutput | BaseException] = asyncio.Queue()
 
@@ -89,7 +93,8 @@ class RequestStream:
             self.finished = True
             raise item
         if item.output.finished:
-            self.finished = True
+            self._num_finished += 1
+            self.finished = self._num_finished == self.num_samples
         return item
 
 
@@ -176,7 +181,7 @@ class AsyncEngine:
         if self.num_waiting >= self.max_waiting:
             raise EngineOverloaded(f"{self.num_waiting} requests are waiting already (the queue holds "
                                    f"{self.max_waiting}); retry later")
-        stream = RequestStream(request_id, len(prompt_ids), arrival)
+        stream = RequestStream(request_id, len(prompt_ids), arrival, params.n)
         self.engine.add_request(request_id, list(prompt_ids), params)  # RequestError before anything is kept
         self._streams[request_id] = stream
         self._wake()
@@ -192,6 +197,13 @@ class AsyncEngine:
             if self.metrics is not None:
                 self.metrics.observe_finished(reason, time.monotonic() - stream.arrival, stream.num_prompt_tokens,
                                               stream.num_output_tokens)
+
+    def abort_sample(self, request_id: str, index: int) -> None:
+        """Stop one of a request's n samples (the server found its end: a chat stop string); its stream still
+        receives that sample's finished output."""
+        if request_id in self._streams:
+            self.engine.abort(request_id, index)
+            self._wake()
 
     def _wake(self) -> None:
         with self._wakeup:
@@ -211,12 +223,14 @@ class AsyncEngine:
                 elif metrics is not None:
                     metrics.observe_token_gap(now - stream.last_token_time)
                 stream.last_token_time = now
-            stream.num_output_tokens = out.num_output_tokens
+            stream.num_output_tokens += len(out.token_ids)
             if out.finished:
+                stream.num_finished_samples += 1
+            if stream.num_finished_samples == stream.num_samples:
                 del self._streams[out.request_id]
                 if metrics is not None:
                     metrics.observe_finished(out.finish_reason or "stop", now - stream.arrival,
-                                             out.num_prompt_tokens, out.num_output_tokens)
+                                             out.num_prompt_tokens, stream.num_output_tokens)
             stream._put(TimedOutput(out, now))
 
     def _fail(self, request_ids: list[str], exc: BaseException) -> None:

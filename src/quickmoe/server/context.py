@@ -18,7 +18,7 @@ from quickmoe.server.api_errors import APIError, from_validation_error
 from quickmoe.server.async_engine import AsyncEngine, EngineOverloaded, EngineUnavailable, RequestStream
 from quickmoe.server.config import ServerConfig
 from quickmoe.server.metrics import ServerMetrics
-from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
+from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest, unsupported_field
 from quickmoe.server.request_params import prompt_error
 from quickmoe.tokenizer.base import Tokenizer
 
@@ -52,6 +52,9 @@ class ServingContext:
         if not isinstance(data, dict):
             raise APIError(400, f"the request body must be a JSON object, got {type(data).__name__}",
                            code="invalid_json")
+        unsupported = unsupported_field(model.endpoint, data)
+        if unsupported is not None:
+            raise APIError(400, str(unsupported), param=unsupported.field, code="unsupported_value")
         try:
             parsed = model.model_validate(data)
         except ValidationError as exc:
