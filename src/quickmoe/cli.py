@@ -82,6 +82,9 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "start-up (auto, the default: on CUDA; on: CUDA only)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
+    g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse the KV blocks of prompt prefixes shared across requests (default on; "
+                   "--no-enable-prefix-caching computes every prompt in full)")
 
 
 def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
@@ -118,7 +121,8 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 kv_cache_memory=args.kv_cache_memory, gpu_memory_utilization=args.gpu_memory_utilization,
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,
-                cuda_graphs="off" if args.enforce_eager else args.cuda_graphs)
+                cuda_graphs="off" if args.enforce_eager else args.cuda_graphs,
+                enable_prefix_caching=args.enable_prefix_caching)
 
 
 def build_parser() -> argparse.ArgumentParser:

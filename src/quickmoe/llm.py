@@ -51,7 +51,7 @@ class LLM:
                  progress: bool = False, early_start: EarlyStart | None = None, **engine_options) -> None:
         """`engine_options` are the fields of `EngineConfig` (device, dtype, max_model_len, max_num_seqs,
         max_num_batched_tokens, long_prefill_token_threshold, moe_kernels, attention_kernels, compile, cuda_graphs,
-        block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed)."""
+        block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed, enable_prefix_caching)."""
         fields = {f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
         unknown = sorted(set(engine_options) - fields)
         if unknown:
@@ -81,7 +81,7 @@ class LLM:
         self.engine = Engine(self.runner, self.tokenizer, max_num_seqs=config.max_num_seqs,
                              max_num_batched_tokens=config.max_num_batched_tokens,
                              long_prefill_token_threshold=config.resolved_long_prefill_token_threshold(
-                                 self.runner.device.type))
+                                 self.runner.device.type), enable_prefix_caching=config.enable_prefix_caching)
         self._request_ids = itertools.count()
 
     # -- generation -------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def test_penalized_requests_mixed_with_pipelined_ones_get_their_tokens_alone(llm
 @pytest.mark.parametrize("chunked", [False, True])
 def test_prompt_logprobs_equal_transformers(model_dir, llm, hf, chunked):
     rng = random.Random()
-    prompts = _prompts(4, 2, 70, rng)
+    prompts = _prompts(4, 40, 70, rng) if chunked else _prompts(4, 2, 70, rng)
     engine = LLM(model_dir, **ON, max_model_len=128, num_kv_blocks=12, max_num_batched_tokens=16,
                  max_num_seqs=4) if chunked else llm
     outs = engine.generate(prompts, SamplingParams(max_tokens=24 if chunked else 1, prompt_logprobs=3, **GREEDY))

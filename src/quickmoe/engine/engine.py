@@ -18,7 +18,9 @@ The pipelining rule: a request whose next token needs the previous one on the ho
 (`SamplingParams.needs_host_state`: penalties over its tokens) holds the pipeline up. While such a request runs
 with a token in flight, `step` collects the previous step before it schedules and launches the next, so that
 request samples from its known tokens; other requests in the same step are unaffected but for the wait.
-A request with n > 1 runs as n sequences (its samples) whose outputs carry their `index`.
+A request with n > 1 runs as n sequences (its samples) whose outputs carry their `index`. With prefix caching,
+samples 1..n-1 are held back until sample 0 has computed the prompt, so they take its full blocks from the prefix
+cache (only the prompt's last partial block is computed again by each); without, each computes the prompt.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class StepOutput:
     num_prompt_tokens: int
     num_output_tokens: int
     index: int = 0  # which of the request's n samples moved
+    scheduled_time: float | None = None  # on a sample's first output: time.monotonic() when it was first scheduled
     # on a sample's first output when the request asked for prompt_logprobs: one per prompt token (None first)
     prompt_logprobs: list[TokenLogprob | None] | None = None
 
@@ -103,12 +106,12 @@ class Engine:
     """Continuous batching over the runner's paged KV cache (see the module docstring)."""
 
     def __init__(self, runner, tokenizer: Tokenizer, *, max_num_seqs: int, max_num_batched_tokens: int,
-                 long_prefill_token_threshold: int | None = None) -> None:
+                 long_prefill_token_threshold: int | None = None, enable_prefix_caching: bool = True) -> None:
         self.runner = runner
         self.tokenizer = tokenizer
         self.config = runner.config
         self.max_model_len: int = runner.max_model_len
-        self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
+        self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan, enable_caching=enable_prefix_caching)
         self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                    long_prefill_token_threshold=long_prefill_token_threshold)
         self._in_flight: _InFlight | None = None  # the step launched last, its tokens not yet collected
@@ -118,6 +121,7 @@ class Engine:
         self._aborts: list[tuple[str, int | None]] = []
         self._live: dict[str, list[Sequence]] = {}  # request id -> its samples, from add_request until all finished
         self._seq_ids = itertools.count()
+        self._held: list[tuple[Sequence, list[Sequence]]] = []  # (sample 0, samples waiting for its prompt)
 
     # -- requests (any thread) --------------------------------------------------------------------
     def prompt_ids(self, prompt: str | Seq[int]) -> list[int]:
@@ -168,7 +172,11 @@ class Engine:
             if request_id in self._live:
                 raise RequestError(f"request id {request_id!r} is already in use")
             self._live[request_id] = seqs
-            self._incoming.extend(seqs)
+            if self.blocks.enable_caching and len(seqs) > 1:
+                self._incoming.append(seqs[0])
+                self._held.append((seqs[0], seqs[1:]))
+            else:
+                self._incoming.extend(seqs)
         return len(ids)
 
     def abort(self, request_id: str, index: int | None = None) -> None:
@@ -277,6 +285,14 @@ class Engine:
             aborts, self._aborts = self._aborts, []
         for seq in incoming:
             self.scheduler.add(seq)
+        held, self._held = self._held, []
+        for first, rest in held:  # samples wait until sample 0's prompt blocks are in the prefix cache
+            if first.finished or first.num_computed >= len(first.prompt_ids):
+                for seq in rest:
+                    if not seq.finished:
+                        self.scheduler.add(seq)
+            else:
+                self._held.append((first, rest))
         outputs = []
         for request_id, index in aborts:
             with self._lock:
@@ -308,15 +324,17 @@ class Engine:
             elif len(seq.prompt_ids) + index + 1 >= seq.max_total_tokens:
                 reason = "length"
         prompt_logprobs = seq.prompt_logprobs if index == 0 else None
+        scheduled = seq.first_scheduled_time if index == 0 else None
         if reason is None:
             return StepOutput(seq.request_id, [token], text, logprobs, False, None, None, len(seq.prompt_ids),
-                              index + 1, seq.index, prompt_logprobs)
+                              index + 1, seq.index, scheduled, prompt_logprobs)
         self.scheduler.finish(seq, reason)
-        return self._finished(seq, reason, [token], logprobs, text, stop_reason, prompt_logprobs)
+        return self._finished(seq, reason, [token], logprobs, text, stop_reason, prompt_logprobs, scheduled)
 
     def _finished(self, seq: Sequence, reason: str, tokens: list[int], logprobs: list[TokenLogprob] | None,
                   text: str, stop_reason: int | str | None = None,
-                  prompt_logprobs: list[TokenLogprob | None] | None = None) -> StepOutput:
+                  prompt_logprobs: list[TokenLogprob | None] | None = None,
+                  scheduled: float | None = None) -> StepOutput:
         assert seq.status is SequenceStatus.FINISHED
         del seq.output_ids[seq.num_resolved:]  # outputs computed past the end (pipelining) are dropped
         seq.num_pending = 0
@@ -328,4 +346,4 @@ class Engine:
             if all(s.finished for s in samples):
                 self._live.pop(seq.request_id, None)
         return StepOutput(seq.request_id, tokens, text, logprobs, True, reason, stop_reason, len(seq.prompt_ids),
-                          len(seq.output_ids), seq.index, prompt_logprobs)
+                          len(seq.output_ids), seq.index, scheduled, prompt_logprobs)
