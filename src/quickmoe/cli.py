@@ -110,7 +110,8 @@ def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
         checked["server"] = ServerConfig(
             host=args.host, port=args.port, api_key=api_key, max_waiting=args.max_waiting,
             served_model_name=args.served_model_name or ("quickmoe-tiny" if args.model is None else args.model),
-            drain_timeout_s=args.drain_timeout, access_log=args.access_log)
+            drain_timeout_s=args.drain_timeout, access_log=args.access_log, log_requests=args.enable_log_requests,
+            stats_interval_s=None if args.disable_log_stats else 10.0)
     return checked
 
 
@@ -320,6 +321,11 @@ def _add_serve_parser(sub) -> None:
                    help="on SIGTERM, how long requests in flight may take to finish; then they end with a 503 "
                    "(or an error event and [DONE] in a stream) and their KV blocks are freed (default 60)")
     g.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    g.add_argument("--enable-log-requests", action="store_true",
+                   help="log each generation request (id, prompt tokens, sampling parameters) and its end")
+    g.add_argument("--disable-log-stats", action="store_true",
+                   help="no periodic stats line (throughput, running/waiting, KV cache and prefix cache hit rate; "
+                   "default: every 10 s while requests run)")
     _add_engine_args(serve)
     _add_common(serve)
     serve.set_defaults(func=cmd_serve)

@@ -161,12 +161,13 @@ def test_16_concurrent_requests_get_what_each_gets_alone(client, aclient, server
     assert len(set(alone)) > 8
 
 
-def test_metrics_count_the_served_tokens(client, http):
+def test_metrics_count_the_served_tokens(client, http, server):
     def read():
         text = http.get("/metrics").text
-        return {name: metric_values(text, "quickmoe_" + name) for name in
+        return {name: metric_values(text, "quickmoe:" + name) for name in
                 ("time_to_first_token_seconds_count", "inter_token_latency_seconds_count",
-                 "e2e_request_latency_seconds_count", "generation_tokens_total", "startup_phase_seconds")}
+                 "e2e_request_latency_seconds_count", "generation_tokens_total", "startup_phase_seconds",
+                 "request_queue_time_seconds_count", "prefix_cache_queries_total", "prompt_tokens_total")}
 
     before = read()
     client.completions.create(model=MODEL, prompt="metrics", max_tokens=5, **GREEDY)
@@ -176,6 +177,10 @@ def test_metrics_count_the_served_tokens(client, http):
     assert after["inter_token_latency_seconds_count"][key] == before["inter_token_latency_seconds_count"][key] + 4
     assert after["e2e_request_latency_seconds_count"][key] == before["e2e_request_latency_seconds_count"][key] + 1
     assert after["generation_tokens_total"][key] == before["generation_tokens_total"][key] + 5
+    assert after["request_queue_time_seconds_count"][key] == before["request_queue_time_seconds_count"][key] + 1
+    n_prompt = len(server.serving.tokenizer.encode("metrics"))
+    assert after["prompt_tokens_total"][key] == before["prompt_tokens_total"][key] + n_prompt
+    assert after["prefix_cache_queries_total"][key] == before["prefix_cache_queries_total"][key] + n_prompt
     assert {'{model_name="tiny",phase="load"}', '{model_name="tiny",phase="build"}'} <= set(
         after["startup_phase_seconds"])
 

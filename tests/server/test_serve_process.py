@@ -126,7 +126,7 @@ def test_the_readme_demo_serves_and_queries_the_embedded_model(tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert '"object": "text_completion"' in run.stdout and '"completion_tokens": 16' in run.stdout
-    assert "[usage {'prompt_tokens':" in run.stdout and "quickmoe_request_success_total" in run.stdout
+    assert "[usage {'prompt_tokens':" in run.stdout and "quickmoe:request_success_total" in run.stdout
 
 
 def test_bench_serve_mixed_lengths_disconnects_and_a_duration(server, tmp_path, capsys):

@@ -100,6 +100,9 @@ class EngineStats:
     num_waiting: int
     kv_cache_usage: dict[str, float]  # fraction of each cache group's blocks in use
     num_preemptions: int
+    num_prefix_queries: int = 0  # prompt tokens looked up in the prefix cache
+    num_prefix_hits: int = 0  # of which were found there
+    num_scheduled_tokens: int = 0  # tokens computed by all steps
 
 
 class Engine:
@@ -190,8 +193,11 @@ class Engine:
             return bool(self._live)
 
     def stats(self) -> EngineStats:
-        return EngineStats(num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting),
-                           kv_cache_usage=self.blocks.usage(), num_preemptions=self.scheduler.num_preemptions)
+        sched = self.scheduler
+        return EngineStats(num_running=len(sched.running), num_waiting=len(sched.waiting),
+                           kv_cache_usage=self.blocks.usage(), num_preemptions=sched.num_preemptions,
+                           num_prefix_queries=sched.num_prefix_queries, num_prefix_hits=sched.num_prefix_hits,
+                           num_scheduled_tokens=sched.num_scheduled_tokens)
 
     # -- the engine loop (one thread) -------------------------------------------------------------
     def step(self) -> list[StepOutput]:

@@ -22,7 +22,9 @@ class ServerConfig:
     /v1/* needs `Authorization: Bearer <api_key>` (401 otherwise). max_waiting: requests accepted beyond the
     running batch; more get 503. served_model_name: the `model` clients must name (None: the app derives one).
     drain_timeout_s: on SIGTERM, how long in-flight requests may take to finish before they are cancelled.
-    max_body_bytes: larger request bodies get 413. access_log: log every HTTP request.
+    max_body_bytes: larger request bodies get 413. access_log: log every HTTP request. log_requests: log each
+    generation request (its id, prompt length and parameters) and its end. stats_interval_s: how often the engine
+    thread logs its one-line stats while it runs (None: never).
     """
 
     host: str = "127.0.0.1"
@@ -33,6 +35,8 @@ class ServerConfig:
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     access_log: bool = False
+    log_requests: bool = False
+    stats_interval_s: float | None = 10.0
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -61,6 +65,11 @@ class ServerConfig:
             raise fail("max_body_bytes", "an integer >= 1024")
         if not isinstance(self.access_log, bool):
             raise fail("access_log", "true or false")
+        if not isinstance(self.log_requests, bool):
+            raise fail("log_requests", "true or false")
+        if self.stats_interval_s is not None and (isinstance(self.stats_interval_s, bool) or not isinstance(
+                self.stats_interval_s, (int, float)) or not 0 < self.stats_interval_s < float("inf")):
+            raise fail("stats_interval_s", "None or a number of seconds > 0")
 
     @property
     def url(self) -> str:

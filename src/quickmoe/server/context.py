@@ -94,17 +94,19 @@ class ServingContext:
         except (RequestError, TokenizerError) as exc:
             raise prompt_error(exc, field) from None
 
-    async def chat_prompt_ids(self, req: ChatCompletionRequest) -> list[int]:
+    async def chat_prompt_ids(self, req, *, check: bool = True) -> list[int]:
+        """The rendered chat of a request with `messages` (and `reasoning_effort` where it has one); checked as a
+        prompt (vocabulary, room in the context) unless `check` is false."""
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
 
         def render() -> list[int]:
-            return self.tokenizer.render_chat(messages, req.reasoning_effort)
+            return self.tokenizer.render_chat(messages, getattr(req, "reasoning_effort", None))
 
         try:
             ids = await asyncio.to_thread(render)
         except (RequestError, TokenizerError) as exc:
             raise APIError(400, f"messages: {exc}", param="messages", code="invalid_value") from None
-        return await self.prompt_ids(ids, "messages")
+        return await self.prompt_ids(ids, "messages") if check else ids
 
     def submit(self, request_id: str, prompt_ids: list[int], params: SamplingParams, field: str,
                arrival: float) -> RequestStream:
