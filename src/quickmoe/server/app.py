@@ -1,4 +1,5 @@
-"""The FastAPI app: OpenAI's /v1/completions, /v1/chat/completions and /v1/models, plus /health, /metrics, /version,
+"""The FastAPI app: OpenAI's /v1/completions, /v1/chat/completions, /v1/responses and /v1/models, plus /health,
+/metrics, /version,
 and vLLM's /tokenize and /detokenize (behind the API key like /v1/*).
 
     app = create_app(llm, ServerConfig(api_key="..."))      # an LLM, or a bare Engine
@@ -34,6 +35,7 @@ from quickmoe.server.config import ServerConfig
 from quickmoe.server.context import ServingContext
 from quickmoe.server.metrics import CONTENT_TYPE, ServerMetrics
 from quickmoe.server.responses import JSONBytesResponse
+from quickmoe.server.responses_api import ResponseStore, create_response
 from quickmoe.server.tokenize import detokenize, tokenize
 from quickmoe.startup.report import StartupReport
 
@@ -121,6 +123,12 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
     @v1.post("/chat/completions")
     async def chat_completions(request: Request) -> Response:
         return await create_chat_completion(ctx, request)
+
+    stored_responses = ResponseStore()
+
+    @v1.post("/responses")
+    async def responses(request: Request) -> Response:
+        return await create_response(ctx, stored_responses, request)
 
     app.include_router(v1)
     return app

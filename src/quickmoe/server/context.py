@@ -94,13 +94,16 @@ class ServingContext:
         except (RequestError, TokenizerError) as exc:
             raise prompt_error(exc, field) from None
 
-    async def chat_prompt_ids(self, req, *, check: bool = True) -> list[int]:
-        """The rendered chat of a request with `messages` (and `reasoning_effort` where it has one); checked as a
-        prompt (vocabulary, room in the context) unless `check` is false."""
-        messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+    async def chat_prompt_ids(self, req, *, check: bool = True, messages: list[dict] | None = None,
+                              tools: list[dict] | None = None, suffix: list[int] = ()) -> list[int]:
+        """The rendered chat of a request (its `messages`, `reasoning_effort` and `rendered_tools` where it has
+        them, unless given), then `suffix` (the start of a forced tool call); checked as a prompt (vocabulary,
+        room in the context) unless `check` is false."""
+        messages = messages if messages is not None else [m.as_dict() for m in req.messages]
+        tools = tools if tools is not None else getattr(req, "rendered_tools", None)
 
         def render() -> list[int]:
-            return self.tokenizer.render_chat(messages, getattr(req, "reasoning_effort", None))
+            return self.tokenizer.render_chat(messages, getattr(req, "reasoning_effort", None), tools) + list(suffix)
 
         try:
             ids = await asyncio.to_thread(render)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quickmoe.engine_config import SEED_RANGE
 from quickmoe.engine.sampling_params import MAX_LOGPROBS, MAX_N
+from quickmoe.server.tool_protocol import NamedToolChoice, ToolCall, ToolDefinition, check_tool_choice
 
 __all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions", "FieldProblem",
            "UNSUPPORTED", "unsupported_field"]
@@ -35,6 +36,10 @@ UNSUPPORTED: dict[str, dict[str, tuple]] = {
         "audio", "function_call", "functions", "metadata", "modalities", "moderation", "prediction",
         "prompt_cache_options", "prompt_cache_retention", "service_tier", "store", "verbosity",
         "web_search_options")},
+    "responses": {**{name: _NEUTRAL for name in (
+        "access_programs", "background", "context_management", "conversation", "image", "include",
+        "max_tool_calls", "moderation", "prompt", "prompt_cache_options", "prompt_cache_retention",
+        "service_tier")}, "truncation": (None, "disabled"), "top_logprobs": (None, 0)},
 }
 
 
@@ -195,9 +200,19 @@ class TextPart(_Strict):
 
 
 class ChatMessage(_Strict):
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: list[TextPart] | None = None  # a string is taken as one text part
     name: str | None = None
+    tool_calls: list[ToolCall] | None = None  # assistant
+    tool_call_id: str | None = None  # tool: the call this is the result of
+    reasoning: str | None = None  # assistant: its reasoning (harmony's analysis channel)
+    reasoning_content: str | None = None  # the same, under its older name
+
+    def as_dict(self) -> dict[str, Any]:
+        """The message as tokenizer.chat renders it."""
+        return {"role": self.role, "content": self.text(), "name": self.name,
+                "tool_calls": [c.model_dump() for c in self.tool_calls or ()], "tool_call_id": self.tool_call_id,
+                "reasoning": self.reasoning or self.reasoning_content}
 
     @field_validator("content", mode="before")
     @classmethod
@@ -221,12 +236,34 @@ class ChatCompletionRequest(_SamplingFields):
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=MAX_LOGPROBS)
-    tools: list[Any] | None = None
-    tool_choice: Any = None
-    parallel_tool_calls: bool | None = None
+    tools: list[ToolDefinition] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None  # gpt-oss calls one function per turn (<|call|> ends it) either way
     response_format: dict[str, Any] | None = None
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t.function.name for t in self.tools or ()]
+
+    @property
+    def rendered_tools(self) -> list[dict[str, Any]] | None:
+        """The tools the model is told about ({"name", "description", "parameters"}): none with tool_choice
+        "none"."""
+        if not self.tools or self.tool_choice == "none":
+            return None
+        return [t.function.model_dump() for t in self.tools]
+
+    @property
+    def forced_tool(self) -> str | None:
+        """The function the reply must call ('' when any tool must be called: tool_choice "required" with
+        several tools), else None."""
+        if isinstance(self.tool_choice, NamedToolChoice):
+            return self.tool_choice.function_name
+        if self.tool_choice == "required":
+            return self.tool_names[0] if len(self.tool_names) == 1 else ""
+        return None
 
     @property
     def completion_tokens_limit(self) -> int | None:
@@ -241,10 +278,9 @@ class ChatCompletionRequest(_SamplingFields):
                                 "expected at least 1 token")
         if self.prompt_logprobs is not None and self.stream:
             return FieldProblem("prompt_logprobs", "prompt_logprobs is not supported with stream: true")
-        if self.tools:
-            return FieldProblem("tools", "tools are not supported yet (expected null or [])")
-        if self.tool_choice not in (None, "none", "auto"):
-            return FieldProblem("tool_choice", "tool_choice is not supported (expected null, 'none' or 'auto')")
+        problem = check_tool_choice(self.tool_choice, self.tool_names)
+        if problem is not None:
+            return FieldProblem("tool_choice", f"tool_choice {problem}")
         if self.response_format is not None and self.response_format.get("type", "text") != "text":
             return FieldProblem("response_format", "only response_format {'type': 'text'} is supported")
         return super().check()

@@ -10,7 +10,7 @@ from quickmoe.errors import RequestError
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
 
-__all__ = ["prompt_error", "sampling_params"]
+__all__ = ["max_tokens_for", "prompt_error", "sampling_params"]
 
 _FIELD_IN_MESSAGE = re.compile(r"sampling parameter '(\w+)'")
 
@@ -18,8 +18,10 @@ _FIELD_IN_MESSAGE = re.compile(r"sampling parameter '(\w+)'")
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default on /v1/completions
 
 
-def _max_tokens(requested: int | None, field: str, prompt_len: int, max_model_len: int,
-                default: int | None) -> int:
+def max_tokens_for(requested: int | None, field: str, prompt_len: int, max_model_len: int,
+                   default: int | None = None) -> int:
+    """The tokens a request may generate: `requested`, else `default` or what the context leaves; 400
+    (context_length_exceeded, naming `field`) when the request asks for more than the context leaves."""
     room = max_model_len - prompt_len
     if requested is None:
         return room if default is None else min(default, room)
@@ -40,7 +42,7 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_le
         raise APIError(400, f"logit_bias: token id {outside[0]} is outside the model's vocabulary [0, {vocab_size})",
                        param="logit_bias", code="invalid_value")
     limit_field = ("max_completion_tokens" if chat and req.max_completion_tokens is not None else "max_tokens")
-    max_tokens = _max_tokens(req.completion_tokens_limit if chat else req.max_tokens, limit_field, prompt_len,
+    max_tokens = max_tokens_for(req.completion_tokens_limit if chat else req.max_tokens, limit_field, prompt_len,
                              max_model_len, None if chat else COMPLETIONS_DEFAULT_MAX_TOKENS)
     max_tokens = max(max_tokens, 1)  # echo with max_tokens 0: one token is generated and left out of the reply
     temperature = 1.0 if req.temperature is None else req.temperature

@@ -14,6 +14,7 @@ from quickmoe.server.api_errors import APIError
 from quickmoe.server.context import ServingContext
 from quickmoe.server.protocol import ChatMessage, _Strict
 from quickmoe.server.responses import JSONBytesResponse
+from quickmoe.server.tool_protocol import ToolDefinition
 
 __all__ = ["DetokenizeRequest", "TokenizeRequest", "detokenize", "tokenize"]
 
@@ -23,6 +24,7 @@ class TokenizeRequest(_Strict):
     model: str | None = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = Field(default=None, min_length=1)
+    tools: list[ToolDefinition] | None = None  # described to the model as chat completions describes them
     add_special_tokens: bool = True  # the tokenizers here add none to a plain prompt either way
     add_generation_prompt: bool = True  # a chat ends with the assistant's header, as chat completions renders it
 
@@ -36,6 +38,10 @@ class TokenizeRequest(_Strict):
 
     def check(self) -> None:
         return None
+
+    @property
+    def rendered_tools(self) -> list[dict[str, Any]] | None:
+        return [t.function.model_dump() for t in self.tools] if self.tools else None
 
 
 class DetokenizeRequest(_Strict):
