@@ -7,12 +7,13 @@ back."""
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 
 import pytest
 import torch
 
-from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.llm import LLM
 
 from .conftest import load_hf_reference
@@ -149,3 +150,22 @@ def test_min_tokens_holds_the_stop_tokens_back(llm):
     held = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, stop_token_ids=[stop],
                                                  min_tokens=8))[0]
     assert stop not in held.token_ids[:8] and len(held.token_ids) >= 8
+
+
+def test_structured_requests_mixed_with_pipelined_ones_get_their_tokens_alone(llm):
+    """Regex-constrained requests (their masks computed on the grammar thread, the pipeline held for them) beside
+    plain ones: each gets exactly its tokens alone, and the constrained text matches."""
+    rng = random.Random()
+    pattern = "[a-e]{2,4}( [0-9]{1,2}){1,3}"
+    prompts = _prompts(8, 1, 30, rng)
+    params = []
+    for i in range(8):
+        structured = StructuredOutput("regex", pattern) if i % 2 == 0 else None
+        sampled = dict(temperature=0.8, seed=rng.randrange(10**6)) if i % 4 < 2 else dict(temperature=0)
+        params.append(SamplingParams(max_tokens=24, structured=structured, **sampled))
+    together = llm.generate(prompts, params)
+    alone = [llm.generate([p], sp)[0] for p, sp in zip(prompts, params)]
+    assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+    for out, sp in zip(together, params):
+        if sp.structured is not None:
+            assert re.fullmatch(pattern, out.text) and out.finish_reason == "stop", out.text

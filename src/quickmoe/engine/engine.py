@@ -18,6 +18,8 @@ The pipelining rule: a request whose next token needs the previous one on the ho
 (`SamplingParams.needs_host_state`: penalties over its tokens) holds the pipeline up. While such a request runs
 with a token in flight, `step` collects the previous step before it schedules and launches the next, so that
 request samples from its known tokens; other requests in the same step are unaffected but for the wait.
+Structured output (engine/structured_output.py) is such a request: its token mask is computed on a worker thread
+from the collected tokens while the device runs the launched forward, and the sampler waits for it.
 A request with n > 1 runs as n sequences (its samples) whose outputs carry their `index`. With prefix caching,
 samples 1..n-1 are held back until sample 0 has computed the prompt, so they take its full blocks from the prefix
 cache (only the prompt's last partial block is computed again by each); without, each computes the prompt.
@@ -30,15 +32,17 @@ import logging
 import numbers
 import threading
 from collections.abc import Sequence as Seq
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
 
 from quickmoe.engine.block_manager import KVBlockManager
 from quickmoe.engine.detokenizer import IncrementalDetokenizer
-from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
+from quickmoe.engine.structured_output import GrammarBackend, compute_masks
 from quickmoe.errors import RequestError
 from quickmoe.layers.logits_processing import RowContext
 from quickmoe.layers.prompt_logprobs import PromptLogprobRequest
@@ -125,6 +129,8 @@ class Engine:
         self._live: dict[str, list[Sequence]] = {}  # request id -> its samples, from add_request until all finished
         self._seq_ids = itertools.count()
         self._held: list[tuple[Sequence, list[Sequence]]] = []  # (sample 0, samples waiting for its prompt)
+        self.grammars: GrammarBackend | None = None  # structured output, made at its first request
+        self._masks: ThreadPoolExecutor | None = None  # computes structured outputs' token masks
 
     # -- requests (any thread) --------------------------------------------------------------------
     def prompt_ids(self, prompt: str | Seq[int]) -> list[int]:
@@ -161,6 +167,7 @@ class Engine:
             raise RequestError(f"sampling parameter 'logit_bias': token id {bad_bias[0]} is outside the model's "
                                f"vocabulary [0, {vocab})")
         stop_ids = (frozenset() if params.ignore_eos else self.eos_ids) | frozenset(params.stop_token_ids)
+        grammar = self.check_structured(params.structured) if params.structured is not None else None
         seqs = []
         for index in range(params.n):
             generator = None
@@ -170,7 +177,8 @@ class Engine:
             seqs.append(Sequence(seq_id=next(self._seq_ids), request_id=request_id, prompt_ids=ids, params=params,
                                  stop_ids=stop_ids, max_total_tokens=min(self.max_model_len, len(ids) + params.max_tokens),
                                  detokenizer=IncrementalDetokenizer(self.tokenizer, params), generator=generator,
-                                 index=index, prompt_logprobs=[None] if params.prompt_logprobs is not None else None))
+                                 index=index, prompt_logprobs=[None] if params.prompt_logprobs is not None else None,
+                                 grammar=self.grammars.state(grammar, params.structured) if grammar else None))
         with self._lock:
             if request_id in self._live:
                 raise RequestError(f"request id {request_id!r} is already in use")
@@ -181,6 +189,12 @@ class Engine:
             else:
                 self._incoming.extend(seqs)
         return len(ids)
+
+    def check_structured(self, spec: StructuredOutput) -> str:
+        """The compiled grammar of a structured output; RequestError when it is invalid."""
+        if self.grammars is None:
+            self.grammars = GrammarBackend(self.tokenizer, self.config.vocab_size)
+        return self.grammars.compile(spec)
 
     def abort(self, request_id: str, index: int | None = None) -> None:
         """End a request (or only its sample `index`) at the next step (finish_reason "abort"), freeing its
@@ -232,12 +246,18 @@ class Engine:
             assert c.seq.num_pending <= 1 and (c.seq.num_pending == 0 or c.num_tokens == 1), "one step in flight"
         contexts = [self._row_context(s) for s in seqs]
         prompt = [self._prompt_request(c) for c in chunks]
+        bitmask = None
+        if any(s.grammar is not None for s in seqs):  # computed while the device runs the forward
+            if self._masks is None:
+                self._masks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-grammar")
+            bitmask = self._masks.submit(compute_masks, [s.grammar for s in seqs],
+                                         [tuple(s.stop_ids) for s in seqs], self.grammars.words)
         sample = self.runner.execute(
             [c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks], [c.start for c in chunks],
             [self.blocks.block_tables(c.seq.seq_id) for c in chunks],
             prev_rows=[c.seq.pending_row if c.seq.num_pending else -1 for c in chunks],
             sample_rows=sampling, params=[s.params for s in seqs], generators=[s.generator for s in seqs],
-            contexts=contexts if any(c is not None for c in contexts) else None,
+            contexts=contexts if any(c is not None for c in contexts) else None, bitmask=bitmask,
             prompt_logprobs=prompt if any(r is not None for r in prompt) else None)
         self.scheduler.step_done(sched)
         for row, seq in enumerate(seqs):
@@ -321,6 +341,8 @@ class Engine:
             top = sampled.top_logprobs[row] or []
             logprobs = [TokenLogprob(token, sampled.logprobs[row], tuple(top))]
         reason, stop_reason, text = None, None, ""
+        if seq.grammar is not None and token not in seq.stop_ids:
+            seq.grammar.advance(token)
         if token in seq.stop_ids:  # the stop token's text is not part of the output
             reason, stop_reason = "stop", token
         else:

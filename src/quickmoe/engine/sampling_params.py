@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from quickmoe.engine_config import SEED_RANGE
 from quickmoe.errors import RequestError
 
-__all__ = ["GREEDY_BELOW", "MAX_LOGPROBS", "MAX_N", "SEED_RANGE", "SamplingParams"]
+__all__ = ["GREEDY_BELOW", "MAX_LOGPROBS", "MAX_N", "SEED_RANGE", "STRUCTURED_KINDS", "SamplingParams",
+           "StructuredOutput"]
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (`logprobs`), as OpenAI's API
 MAX_N = 128  # the most parallel samples of one request (`n`)
@@ -26,6 +27,27 @@ def _is_int(value: object) -> bool:
 def _check_bool(name: str, value: object) -> None:
     if not isinstance(value, bool):
         raise RequestError(f"sampling parameter {name!r} = {value!r}: expected true or false")
+
+
+STRUCTURED_KINDS = ("json_object", "json_schema", "regex", "choice", "grammar")
+
+
+@dataclass(frozen=True)
+class StructuredOutput:
+    """What the output must match: `kind` json_object (any JSON object; spec ignored), json_schema (spec: the
+    schema as JSON text), regex, choice (spec: a JSON list of strings) or grammar (Lark or GBNF). With
+    `after_final_channel` the constraint starts after harmony's final-channel header (a chat reply's answer)."""
+
+    kind: str
+    spec: str = ""
+    after_final_channel: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in STRUCTURED_KINDS:
+            raise RequestError(f"structured output kind {self.kind!r}: expected one of {list(STRUCTURED_KINDS)}")
+        if not isinstance(self.spec, str) or (self.kind != "json_object" and not self.spec):
+            raise RequestError(f"structured output ({self.kind}): expected a non-empty specification")
+        _check_bool("after_final_channel", self.after_final_channel)
 
 
 def _check_number(name: str, value: object, lo: float, hi: float, *, lo_open: bool = False) -> None:
@@ -96,6 +118,7 @@ class SamplingParams:
     logit -= f * (times the token was generated) + p * (1 if it was generated). Then temperature, and
     `min_p` (in [0, 1]): tokens of probability below min_p x the most likely one's are dropped before
     top-k and top-p. `n` (1..128): independent samples of the prompt (seed s: sample i draws with s + i).
+    `structured` (StructuredOutput): only tokens that keep the output matching it are chosen.
     """
 
     max_tokens: int = 16
@@ -118,6 +141,7 @@ class SamplingParams:
     min_tokens: int = 0
     logit_bias: tuple[tuple[int, float], ...] = ()
     prompt_logprobs: int | None = None
+    structured: StructuredOutput | None = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_tokens) or self.max_tokens < 1:
@@ -163,6 +187,9 @@ class SamplingParams:
             raise RequestError(f"sampling parameter 'min_tokens' = {self.min_tokens!r}: expected an integer in "
                                f"[0, max_tokens = {self.max_tokens}]")
         object.__setattr__(self, "logit_bias", _normalise_logit_bias(self.logit_bias))
+        if self.structured is not None and not isinstance(self.structured, StructuredOutput):
+            raise RequestError(f"sampling parameter 'structured' = {self.structured!r:.60}: expected None or a "
+                               "StructuredOutput")
 
     @property
     def greedy(self) -> bool:
@@ -177,6 +204,7 @@ class SamplingParams:
 
     @property
     def needs_host_state(self) -> bool:
-        """Whether sampling the next token needs the previous one on the host (penalties over the tokens): the
-        engine then launches a step holding this request only after the previous step's tokens are collected."""
-        return self.penalized
+        """Whether sampling the next token needs the previous one on the host (penalties over the tokens, a
+        structured output's grammar state): the engine then launches a step holding this request only after the
+        previous step's tokens are collected."""
+        return self.penalized or self.structured is not None

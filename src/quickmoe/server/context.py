@@ -111,6 +111,16 @@ class ServingContext:
             raise APIError(400, f"messages: {exc}", param="messages", code="invalid_value") from None
         return await self.prompt_ids(ids, "messages") if check else ids
 
+    async def check_structured(self, req, params: SamplingParams) -> None:
+        """400 naming response_format / structured_outputs when the grammar asked for is invalid (compiled on a
+        worker thread: a large schema takes a while)."""
+        if params.structured is None:
+            return
+        try:
+            await asyncio.to_thread(self.engine.engine.check_structured, params.structured)
+        except RequestError as exc:
+            raise APIError(400, str(exc), param=req.structured_field, code="invalid_value") from None
+
     def submit(self, request_id: str, prompt_ids: list[int], params: SamplingParams, field: str,
                arrival: float) -> RequestStream:
         try:

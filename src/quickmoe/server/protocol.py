@@ -14,6 +14,7 @@ and only logged with --enable-log-requests.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -90,6 +91,28 @@ def _check_stop(value: Any) -> str | list[str] | None:
     return value
 
 
+class JSONSchemaFormat(_Strict):
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None  # the schema is always enforced (a token mask)
+
+
+class ResponseFormat(_Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+
+class StructuredOutputs(_Strict):
+    """vLLM's `structured_outputs`: exactly one of these."""
+
+    json_: dict[str, Any] | str | None = Field(default=None, alias="json")
+    regex: str | None = None
+    choice: list[str] | None = Field(default=None, min_length=1)
+    grammar: str | None = None
+    json_object: bool | None = None
+
+
 class _SamplingFields(_Strict):
     """The sampling fields both endpoints share."""
 
@@ -112,6 +135,8 @@ class _SamplingFields(_Strict):
     repetition_penalty: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     min_tokens: int = Field(default=0, ge=0)
     prompt_logprobs: int | None = Field(default=None, ge=0, le=MAX_LOGPROBS)
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputs | None = None
     ignore_eos: bool = False
     stop_token_ids: list[int] | None = Field(default=None, max_length=64)
     include_stop_str_in_output: bool = False
@@ -141,7 +166,42 @@ class _SamplingFields(_Strict):
 
     def check(self) -> FieldProblem | None:
         """The first field set to something quickmoe does not do (or contradicting another), or None."""
+        fmt, so = self.response_format, self.structured_outputs
+        if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is None:
+            return FieldProblem("response_format", "response_format json_schema needs 'json_schema': {'schema': ...}")
+        if so is not None:
+            given = [k for k in ("json_", "regex", "choice", "grammar") if getattr(so, k) is not None]
+            given += ["json_object"] if so.json_object else []
+            if len(given) != 1:
+                return FieldProblem("structured_outputs", "expected exactly one of json, regex, choice, grammar, "
+                                    "json_object")
+            if fmt is not None and fmt.type != "text":
+                return FieldProblem("structured_outputs", "response_format and structured_outputs both constrain "
+                                    "the output: send one")
         return None
+
+    @property
+    def structured_field(self) -> str:
+        return "structured_outputs" if self.structured_outputs is not None else "response_format"
+
+    def structured(self) -> tuple[str, str] | None:
+        """(kind, specification) of the output constraint asked for, or None."""
+        fmt, so = self.response_format, self.structured_outputs
+        if fmt is not None and fmt.type == "json_object":
+            return "json_object", ""
+        if fmt is not None and fmt.type == "json_schema":
+            return "json_schema", json.dumps(fmt.json_schema.schema_)
+        if so is None:
+            return None
+        if so.json_ is not None:
+            return "json_schema", so.json_ if isinstance(so.json_, str) else json.dumps(so.json_)
+        if so.regex is not None:
+            return "regex", so.regex
+        if so.choice is not None:
+            return "choice", json.dumps(so.choice)
+        if so.grammar is not None:
+            return "grammar", so.grammar
+        return "json_object", ""
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
@@ -239,7 +299,6 @@ class ChatCompletionRequest(_SamplingFields):
     tools: list[ToolDefinition] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None  # gpt-oss calls one function per turn (<|call|> ends it) either way
-    response_format: dict[str, Any] | None = None
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
 
@@ -281,6 +340,4 @@ class ChatCompletionRequest(_SamplingFields):
         problem = check_tool_choice(self.tool_choice, self.tool_names)
         if problem is not None:
             return FieldProblem("tool_choice", f"tool_choice {problem}")
-        if self.response_format is not None and self.response_format.get("type", "text") != "text":
-            return FieldProblem("response_format", "only response_format {'type': 'text'} is supported")
         return super().check()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.errors import RequestError
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
@@ -33,7 +33,8 @@ def max_tokens_for(requested: int | None, field: str, prompt_len: int, max_model
 
 
 def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_len: int, max_model_len: int,
-                    vocab_size: int, extra_stop_token_ids: tuple[int, ...] = ()) -> SamplingParams:
+                    vocab_size: int, extra_stop_token_ids: tuple[int, ...] = (),
+                    harmony_chat: bool = False) -> SamplingParams:
     """The engine's parameters for `req`. Chat requests match their stop strings in the server (on the final
     channel's text), so none are passed to the engine for them."""
     chat = isinstance(req, ChatCompletionRequest)
@@ -63,7 +64,7 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_le
                   presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
                   repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
                   min_p=req.min_p or 0.0, min_tokens=req.min_tokens, logit_bias=req.logit_bias or (),
-                  prompt_logprobs=prompt_logprobs)
+                  prompt_logprobs=prompt_logprobs, structured=_structured(req, harmony_chat))
     try:
         return SamplingParams(**fields)
     except RequestError as exc:
@@ -71,6 +72,17 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_le
         name = match.group(1) if match else None
         param = {"max_tokens": limit_field, "logprobs": "top_logprobs" if chat else "logprobs"}.get(name, name)
         raise APIError(400, str(exc), param=param, code="invalid_value") from None
+
+
+def _structured(req: CompletionRequest | ChatCompletionRequest, harmony_chat: bool) -> StructuredOutput | None:
+    """The output constraint asked for (a harmony chat constrains the final channel's answer only)."""
+    asked = req.structured()
+    if asked is None:
+        return None
+    try:
+        return StructuredOutput(asked[0], asked[1], after_final_channel=harmony_chat)
+    except RequestError as exc:
+        raise APIError(400, str(exc), param=req.structured_field, code="invalid_value") from None
 
 
 def prompt_error(exc: RequestError | Exception, field: str) -> APIError:
