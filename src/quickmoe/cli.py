@@ -7,6 +7,7 @@ raises a `QuickMoEError`, printed as one line without a traceback (exit status 2
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -64,7 +65,7 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "--max-num-batched-tokens on CUDA)")
     g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
                    help="KV cache positions per block (default 16)")
-    g.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="SIZE",
+    g.add_argument("--kv-cache-memory", "--kv-cache-memory-bytes", type=parse_bytes, default=None, metavar="SIZE",
                    help="KV cache size, e.g. 20GiB (default: on CUDA what --gpu-memory-utilization leaves after the "
                    "weights and one step's activations; on CPU 1GiB)")
     g.add_argument("--gpu-memory-utilization", type=float, default=0.9,
@@ -105,6 +106,8 @@ def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
     elif args.command == "serve":
         from quickmoe.server.config import ServerConfig
 
+        _refuse_vllm_flags(args)
+        checked["engine"] = EngineConfig(model=args.model, **_engine_options(args), seed=args.seed)
         # an empty or blank key (e.g. --api-key "$UNSET") is refused by ServerConfig, never taken as "no key"
         api_key = args.api_key if args.api_key is not None else os.environ.get("QUICKMOE_API_KEY")
         checked["server"] = ServerConfig(
@@ -113,6 +116,29 @@ def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
             drain_timeout_s=args.drain_timeout, access_log=args.access_log, log_requests=args.enable_log_requests,
             stats_interval_s=None if args.disable_log_stats else 10.0)
     return checked
+
+
+def _refuse_vllm_flags(args: argparse.Namespace) -> None:
+    """vLLM flags quickmoe cannot honour: one ConfigError line each."""
+    for flag, value in (("--tensor-parallel-size", args.tensor_parallel_size),
+                        ("--pipeline-parallel-size", args.pipeline_parallel_size),
+                        ("--data-parallel-size", args.data_parallel_size)):
+        if value != 1:
+            raise ConfigError(f"{flag} {value}: quickmoe serves on one GPU for now (multi-GPU serving is a later "
+                              "issue); expected 1")
+    if args.chat_template is not None:
+        raise ConfigError("--chat-template: not supported; gpt-oss chats are rendered in harmony by openai-harmony, "
+                          "other models with the chat template in their checkpoint directory")
+    if args.trust_remote_code:
+        raise ConfigError("--trust-remote-code: not supported; quickmoe runs no code from a checkpoint")
+    for flag, value, allowed in (("--tool-call-parser", args.tool_call_parser, ("openai",)),
+                                 ("--reasoning-parser", args.reasoning_parser, ("openai_gptoss", "gpt_oss"))):
+        if value is not None and value not in allowed:
+            raise ConfigError(f"{flag} {value!r}: quickmoe parses gpt-oss's harmony format only (expected one of "
+                              f"{list(allowed)}, or leave it out)")
+    if args.generation_config not in ("auto", "vllm") and not Path(args.generation_config).is_dir():
+        raise ConfigError(f"--generation-config {args.generation_config!r}: expected auto, vllm or a directory "
+                          "holding generation_config.json")
 
 
 def _engine_options(args: argparse.Namespace) -> dict:
@@ -321,6 +347,23 @@ def _add_serve_parser(sub) -> None:
                    help="on SIGTERM, how long requests in flight may take to finish; then they end with a 503 "
                    "(or an error event and [DONE] in a stream) and their KV blocks are freed (default 60)")
     g.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the randomness given to requests that bring no seed of their own (default 0)")
+    g.add_argument("--generation-config", default="auto", metavar="auto|vllm|DIR",
+                   help="sampling defaults for fields a request leaves out: auto (the default) reads the model's "
+                   "generation_config.json (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens), DIR "
+                   "another directory's, vllm none (temperature 1, no top-k/top-p limit)")
+    vllm = serve.add_argument_group("vLLM flags (accepted as vLLM takes them where quickmoe does the same; refused "
+                                    "with one line otherwise)")
+    vllm.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, help="only 1 (one GPU) for now")
+    vllm.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1, help="only 1")
+    vllm.add_argument("--data-parallel-size", "-dp", type=int, default=1, help="only 1")
+    vllm.add_argument("--chat-template", default=None, help="refused: harmony (gpt-oss) and the checkpoint's own "
+                      "template are used")
+    vllm.add_argument("--enable-auto-tool-choice", action="store_true", help="accepted: tools are always on")
+    vllm.add_argument("--tool-call-parser", default=None, help="accepted: openai (harmony's tool calls)")
+    vllm.add_argument("--reasoning-parser", default=None, help="accepted: openai_gptoss (harmony's analysis channel)")
+    vllm.add_argument("--trust-remote-code", action="store_true", help="refused: no remote code is ever run")
     g.add_argument("--enable-log-requests", action="store_true",
                    help="log each generation request (id, prompt tokens, sampling parameters) and its end")
     g.add_argument("--disable-log-stats", action="store_true",
@@ -397,10 +440,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     report.mark("imports")
     options = _engine_options(args)
     options["device"] = device
-    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, **options)
+    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, seed=args.seed,
+              **options)
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                        llm.model_dir)
+    if args.generation_config != "vllm":
+        from quickmoe.server.config import load_sampling_defaults
+
+        source = llm.model_dir if args.generation_config == "auto" else Path(args.generation_config)
+        config = dataclasses.replace(config, sampling_defaults=load_sampling_defaults(source))
     report.log()
     run_server(create_app(llm, config), config, sock)
     return 0

@@ -81,7 +81,8 @@ class LLM:
         self.engine = Engine(self.runner, self.tokenizer, max_num_seqs=config.max_num_seqs,
                              max_num_batched_tokens=config.max_num_batched_tokens,
                              long_prefill_token_threshold=config.resolved_long_prefill_token_threshold(
-                                 self.runner.device.type), enable_prefix_caching=config.enable_prefix_caching)
+                                 self.runner.device.type), enable_prefix_caching=config.enable_prefix_caching,
+                             seed=config.seed)
         self._request_ids = itertools.count()
 
     # -- generation -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import random
 import numbers
 import threading
 from collections.abc import Sequence as Seq
@@ -113,7 +114,8 @@ class Engine:
     """Continuous batching over the runner's paged KV cache (see the module docstring)."""
 
     def __init__(self, runner, tokenizer: Tokenizer, *, max_num_seqs: int, max_num_batched_tokens: int,
-                 long_prefill_token_threshold: int | None = None, enable_prefix_caching: bool = True) -> None:
+                 long_prefill_token_threshold: int | None = None, enable_prefix_caching: bool = True,
+                 seed: int = 0) -> None:
         self.runner = runner
         self.tokenizer = tokenizer
         self.config = runner.config
@@ -128,6 +130,7 @@ class Engine:
         self._aborts: list[tuple[str, int | None]] = []
         self._live: dict[str, list[Sequence]] = {}  # request id -> its samples, from add_request until all finished
         self._seq_ids = itertools.count()
+        self._seeds = random.Random(seed)  # the seeds of sampled requests that bring none
         self._held: list[tuple[Sequence, list[Sequence]]] = []  # (sample 0, samples waiting for its prompt)
         self.grammars: GrammarBackend | None = None  # structured output, made at its first request
         self._masks: ThreadPoolExecutor | None = None  # computes structured outputs' token masks
@@ -172,7 +175,7 @@ class Engine:
         for index in range(params.n):
             generator = None
             if not params.greedy:
-                seed = params.seed + index if params.seed is not None else int(torch.randint(0, 2**62, ()).item())
+                seed = params.seed + index if params.seed is not None else self._seeds.randrange(2**62)
                 generator = torch.Generator().manual_seed(seed)
             seqs.append(Sequence(seq_id=next(self._seq_ids), request_id=request_id, prompt_ids=ids, params=params,
                                  stop_ids=stop_ids, max_total_tokens=min(self.max_model_len, len(ids) + params.max_tokens),

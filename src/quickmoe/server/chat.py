@@ -62,7 +62,8 @@ async def create_chat_completion(ctx: ServingContext, request: Request) -> Respo
     prompt_ids = await ctx.chat_prompt_ids(req, suffix=prefix)
     params = sampling_params(req, prompt_len=len(prompt_ids), max_model_len=ctx.max_model_len,
                              vocab_size=ctx.vocab_size, extra_stop_token_ids=ctx.tokenizer.chat_stop_token_ids,
-                             harmony_chat=ctx.tokenizer.uses_harmony and req.forced_tool is None)
+                             harmony_chat=ctx.tokenizer.uses_harmony and req.forced_tool is None,
+                             defaults=ctx.config.sampling_defaults)
     await ctx.check_structured(req, params)
     request_id, created = completion_id("chatcmpl")
     stream = ctx.submit(request_id, prompt_ids, params, "messages", arrival)

@@ -69,7 +69,7 @@ async def create_completion(ctx: ServingContext, request: Request) -> Response:
         ids = await ctx.prompt_ids(prompt, f"prompt[{i}]" if many else "prompt")
         prompts.append(_Prompt(ids, prompt if isinstance(prompt, str) else ctx.tokenizer.decode(ids)))
     params = [sampling_params(req, prompt_len=len(p.ids), max_model_len=ctx.max_model_len,
-                              vocab_size=ctx.vocab_size) for p in prompts]
+                              vocab_size=ctx.vocab_size, defaults=ctx.config.sampling_defaults) for p in prompts]
     await ctx.check_structured(req, params[0])
     request_id, created = completion_id("cmpl")
     ids = [f"{request_id}-{i}" if many else request_id for i in range(len(prompts))]

@@ -8,6 +8,7 @@ import re
 from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.errors import RequestError
 from quickmoe.server.api_errors import APIError
+from quickmoe.server.config import SamplingDefaults
 from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
 
 __all__ = ["max_tokens_for", "prompt_error", "sampling_params"]
@@ -34,7 +35,7 @@ def max_tokens_for(requested: int | None, field: str, prompt_len: int, max_model
 
 def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_len: int, max_model_len: int,
                     vocab_size: int, extra_stop_token_ids: tuple[int, ...] = (),
-                    harmony_chat: bool = False) -> SamplingParams:
+                    harmony_chat: bool = False, defaults: SamplingDefaults | None = None) -> SamplingParams:
     """The engine's parameters for `req`. Chat requests match their stop strings in the server (on the final
     channel's text), so none are passed to the engine for them."""
     chat = isinstance(req, ChatCompletionRequest)
@@ -43,11 +44,14 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_le
         raise APIError(400, f"logit_bias: token id {outside[0]} is outside the model's vocabulary [0, {vocab_size})",
                        param="logit_bias", code="invalid_value")
     limit_field = ("max_completion_tokens" if chat and req.max_completion_tokens is not None else "max_tokens")
+    d = defaults if defaults is not None else SamplingDefaults()
+    default_max = d.max_tokens if d.max_tokens else None if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
     max_tokens = max_tokens_for(req.completion_tokens_limit if chat else req.max_tokens, limit_field, prompt_len,
-                             max_model_len, None if chat else COMPLETIONS_DEFAULT_MAX_TOKENS)
+                                max_model_len, default_max)
     max_tokens = max(max_tokens, 1)  # echo with max_tokens 0: one token is generated and left out of the reply
-    temperature = 1.0 if req.temperature is None else req.temperature
-    top_k = 0 if req.top_k is None or req.top_k >= vocab_size else req.top_k
+    temperature = req.temperature if req.temperature is not None else 1.0 if d.temperature is None else d.temperature
+    top_k = req.top_k if req.top_k is not None else d.top_k or 0
+    top_k = 0 if top_k >= vocab_size else top_k
     prompt_logprobs = req.prompt_logprobs
     if chat:
         logprobs = (req.top_logprobs or 0) if req.logprobs else None
@@ -56,14 +60,14 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_le
         if req.echo and logprobs is not None:  # the echoed prompt's tokens carry logprobs too
             prompt_logprobs = max(logprobs, prompt_logprobs or 0)
     fields = dict(max_tokens=max_tokens, temperature=temperature,
-                  top_p=1.0 if req.top_p is None else req.top_p, top_k=top_k, seed=req.seed,
+                  top_p=req.top_p if req.top_p is not None else d.top_p or 1.0, top_k=top_k, seed=req.seed,
                   stop=() if chat else req.stop_strings,
                   stop_token_ids=tuple(req.stop_token_ids or ()) + tuple(extra_stop_token_ids),
                   ignore_eos=req.ignore_eos, include_stop_str_in_output=req.include_stop_str_in_output,
                   skip_special_tokens=False if chat else req.skip_special_tokens, logprobs=logprobs, n=req.n,
                   presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-                  repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
-                  min_p=req.min_p or 0.0, min_tokens=req.min_tokens, logit_bias=req.logit_bias or (),
+                  repetition_penalty=req.repetition_penalty if req.repetition_penalty is not None
+                  else d.repetition_penalty or 1.0, min_p=req.min_p if req.min_p is not None else d.min_p or 0.0, min_tokens=req.min_tokens, logit_bias=req.logit_bias or (),
                   prompt_logprobs=prompt_logprobs, structured=_structured(req, harmony_chat))
     try:
         return SamplingParams(**fields)
