@@ -407,6 +407,9 @@ def _add_bench_serve_parser(bench_sub) -> None:
     bs.add_argument("--disconnect-fraction", type=float, default=0.0, metavar="F",
                     help="this fraction of the requests is cut by the client after a random number of tokens "
                     "(counted apart, not as failures; default 0)")
+    bs.add_argument("--shared-prefix-len", type=int, default=0, metavar="N",
+                    help="every prompt starts with the same N random token ids before its own --input-len (a shared "
+                    "system prompt: what prefix caching serves from its cache; default 0)")
     bs.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                     help="run each level for this long (each of the C clients sends request after request) instead "
                     "of --num-prompts requests")
@@ -477,7 +480,8 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         timeout_s=args.timeout, warmup=not args.no_warmup,
         input_len_range=span(args.input_len_range, "--input-len-range"),
         output_len_range=span(args.output_len_range, "--output-len-range"),
-        disconnect_fraction=args.disconnect_fraction, duration_s=args.duration))
+        disconnect_fraction=args.disconnect_fraction, duration_s=args.duration,
+        shared_prefix_len=args.shared_prefix_len))
     return 0
 
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-import random
 import numbers
+import random
 import threading
 from collections.abc import Sequence as Seq
 from concurrent.futures import ThreadPoolExecutor
@@ -40,13 +40,13 @@ import torch
 
 from quickmoe.engine.block_manager import KVBlockManager
 from quickmoe.engine.detokenizer import IncrementalDetokenizer
+from quickmoe.engine.outputs import EngineStats, StepOutput, TokenLogprob
 from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
+from quickmoe.engine.step_inputs import prompt_request, row_context
 from quickmoe.engine.structured_output import GrammarBackend, compute_masks
 from quickmoe.errors import RequestError
-from quickmoe.layers.logits_processing import RowContext
-from quickmoe.layers.prompt_logprobs import PromptLogprobRequest
 from quickmoe.layers.sampler import DeviceSample, SampledTokens
 from quickmoe.tokenizer.base import Tokenizer
 
@@ -61,35 +61,6 @@ def _short(value: object, limit: int = 60) -> str:
 
 
 @dataclass(frozen=True)
-class TokenLogprob:
-    """A generated token's log-probability under the model (raw logits), and the `top` most likely ones."""
-
-    token_id: int
-    logprob: float
-    top: tuple[tuple[int, float], ...] = ()
-
-
-@dataclass(frozen=True)
-class StepOutput:
-    """What one request gained in one step: new token ids and the text that is now safe to show.
-    `finished` is set on its last output; finish_reason is "stop", "length" or "abort"."""
-
-    request_id: str
-    token_ids: list[int]
-    text: str
-    logprobs: list[TokenLogprob] | None
-    finished: bool
-    finish_reason: str | None
-    stop_reason: int | str | None
-    num_prompt_tokens: int
-    num_output_tokens: int
-    index: int = 0  # which of the request's n samples moved
-    scheduled_time: float | None = None  # on a sample's first output: time.monotonic() when it was first scheduled
-    # on a sample's first output when the request asked for prompt_logprobs: one per prompt token (None first)
-    prompt_logprobs: list[TokenLogprob | None] | None = None
-
-
-@dataclass(frozen=True)
 class _InFlight:
     """A launched step: its samples (on the device, copy to the host started), the sequence of each sampled row,
     and per chunk the sequence whose prompt log-probabilities it computes (or None)."""
@@ -97,17 +68,6 @@ class _InFlight:
     sample: DeviceSample
     seqs: list[Sequence]
     prompt_seqs: list[Sequence | None]
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    num_running: int
-    num_waiting: int
-    kv_cache_usage: dict[str, float]  # fraction of each cache group's blocks in use
-    num_preemptions: int
-    num_prefix_queries: int = 0  # prompt tokens looked up in the prefix cache
-    num_prefix_hits: int = 0  # of which were found there
-    num_scheduled_tokens: int = 0  # tokens computed by all steps
 
 
 class Engine:
@@ -247,8 +207,8 @@ class Engine:
         seqs = [chunks[i].seq for i in sampling]
         for c in chunks:
             assert c.seq.num_pending <= 1 and (c.seq.num_pending == 0 or c.num_tokens == 1), "one step in flight"
-        contexts = [self._row_context(s) for s in seqs]
-        prompt = [self._prompt_request(c) for c in chunks]
+        contexts = [row_context(s) for s in seqs]
+        prompt = [prompt_request(c) for c in chunks]
         bitmask = None
         if any(s.grammar is not None for s in seqs):  # computed while the device runs the forward
             if self._masks is None:
@@ -269,34 +229,6 @@ class Engine:
             seq.pending_row = row
         prompt_seqs = [c.seq if r is not None else None for c, r in zip(chunks, prompt)]
         return _InFlight(sample, seqs, prompt_seqs) if sample is not None else None
-
-    @staticmethod
-    def _row_context(seq: Sequence) -> RowContext | None:
-        """What the sampler's logits processing needs of `seq` (None: nothing): its stop ids while fewer than
-        min_tokens outputs exist, its tokens when a penalty applies (all known: the pipelining rule)."""
-        params = seq.params
-        blocked = tuple(sorted(seq.stop_ids)) if len(seq.output_ids) < params.min_tokens else ()
-        if not blocked and not params.penalized:
-            return None
-        if not params.penalized:
-            return RowContext(blocked_ids=blocked)
-        assert seq.num_pending == 0, "a penalized request samples from known tokens only"
-        return RowContext(prompt_ids=seq.prompt_ids, output_ids=list(seq.output_ids), blocked_ids=blocked)
-
-    @staticmethod
-    def _prompt_request(chunk) -> PromptLogprobRequest | None:
-        """The prompt positions whose log-probabilities `chunk` computes for the first time (positions
-        start + 1 .. end of the chunk that are prompt tokens), or None."""
-        seq = chunk.seq
-        if seq.params.prompt_logprobs is None:
-            return None
-        lo = max(chunk.start + 1, seq.prompt_logprobs_asked)
-        hi = min(chunk.start + chunk.num_tokens, len(seq.prompt_ids) - 1)  # inclusive
-        if lo > hi:
-            return None
-        seq.prompt_logprobs_asked = hi + 1
-        return PromptLogprobRequest(first_row=lo - 1 - chunk.start, targets=tuple(seq.prompt_ids[lo:hi + 1]),
-                                    num_top=seq.params.prompt_logprobs)
 
     def _collect(self, step: "_InFlight") -> list[StepOutput]:
         """Wait for a launched step's tokens and hand them to their sequences (finished ones drop theirs)."""

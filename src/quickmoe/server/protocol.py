@@ -19,8 +19,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from quickmoe.engine_config import SEED_RANGE
 from quickmoe.engine.sampling_params import MAX_LOGPROBS, MAX_N
+from quickmoe.engine_config import SEED_RANGE
+from quickmoe.server.structured_protocol import ResponseFormat, StructuredOutputs
 from quickmoe.server.tool_protocol import NamedToolChoice, ToolCall, ToolDefinition, check_tool_choice
 
 __all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions", "FieldProblem",
@@ -89,28 +90,6 @@ def _check_stop(value: Any) -> str | list[str] | None:
         if not s or len(s) > MAX_STOP_LENGTH:
             raise ValueError(f"expected stop strings of 1 to {MAX_STOP_LENGTH} characters, got {s!r:.60}")
     return value
-
-
-class JSONSchemaFormat(_Strict):
-    name: str | None = None
-    description: str | None = None
-    schema_: dict[str, Any] = Field(alias="schema")
-    strict: bool | None = None  # the schema is always enforced (a token mask)
-
-
-class ResponseFormat(_Strict):
-    type: Literal["text", "json_object", "json_schema"]
-    json_schema: JSONSchemaFormat | None = None
-
-
-class StructuredOutputs(_Strict):
-    """vLLM's `structured_outputs`: exactly one of these."""
-
-    json_: dict[str, Any] | str | None = Field(default=None, alias="json")
-    regex: str | None = None
-    choice: list[str] | None = Field(default=None, min_length=1)
-    grammar: str | None = None
-    json_object: bool | None = None
 
 
 class _SamplingFields(_Strict):
