@@ -13,27 +13,22 @@ import pytest
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.llm import LLM
 
-CKPT = dict(layers=2, experts=4, hidden_size=64, intermediate_size=64, num_experts_per_tok=2, sliding_window=16,
-            seed=23)
-ON = dict(device="cpu", dtype="float32", kv_cache_memory=1 << 30)
-GREEDY = dict(temperature=0, ignore_eos=True)
+from .conftest import CPU_FLOAT32, GREEDY
 
-
-@pytest.fixture(scope="module")
-def model_dir(ckpt_factory):
-    return ckpt_factory(**CKPT)
+CKPT_SEED = 23
+ON = CPU_FLOAT32
 
 
 def _ids(rng: random.Random, n: int) -> list[int]:
     return [rng.randrange(1000) for _ in range(n)]
 
 
-def test_a_shared_1000_token_prefix_is_computed_once(model_dir):
+def test_a_shared_1000_token_prefix_is_computed_once(engine_model_dir):
     rng = random.Random()
     prefix = _ids(rng, 1000)
     first, second = prefix + _ids(rng, 30), prefix + _ids(rng, 41)
     params = SamplingParams(max_tokens=6, **GREEDY)
-    cached = LLM(model_dir, **ON, max_model_len=1100)
+    cached = LLM(engine_model_dir, **ON, max_model_len=1100)
     sched = cached.engine.scheduler
     a = cached.generate([first], params)[0]
     before = (sched.num_scheduled_tokens, sched.num_prefix_hits, sched.num_prefix_queries)
@@ -42,7 +37,7 @@ def test_a_shared_1000_token_prefix_is_computed_once(model_dir):
     assert sched.num_prefix_hits - before[1] == hit
     assert sched.num_prefix_queries - before[2] == len(second)
     assert sched.num_scheduled_tokens - before[0] == len(second) - hit + params.max_tokens - 1
-    plain = LLM(model_dir, **ON, max_model_len=1100, enable_prefix_caching=False)
+    plain = LLM(engine_model_dir, **ON, max_model_len=1100, enable_prefix_caching=False)
     assert [o.token_ids for o in plain.generate([first, second], params)] == [a.token_ids, b.token_ids]
     assert plain.engine.scheduler.num_prefix_hits == 0
     # the same prompt again: all of it but its last token comes from the cache
@@ -50,10 +45,10 @@ def test_a_shared_1000_token_prefix_is_computed_once(model_dir):
     assert again.token_ids == b.token_ids and sched.num_prefix_hits - before[1] == hit + (len(second) - 1) // 16 * 16
 
 
-def test_n_samples_share_the_prompt_blocks(model_dir):
+def test_n_samples_share_the_prompt_blocks(engine_model_dir):
     rng = random.Random()
     prompt = _ids(rng, 200)
-    llm = LLM(model_dir, **ON, max_model_len=300)
+    llm = LLM(engine_model_dir, **ON, max_model_len=300)
     engine = llm.engine
     engine.add_request("n", prompt, SamplingParams(n=4, max_tokens=3, temperature=1.0, seed=5, ignore_eos=True))
     while engine.has_unfinished():
@@ -65,7 +60,7 @@ def test_n_samples_share_the_prompt_blocks(model_dir):
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_random_traffic_with_shared_prefixes_gives_the_uncached_tokens_and_frees_every_block(model_dir, seed):
+def test_random_traffic_with_shared_prefixes_gives_the_uncached_tokens_and_frees_every_block(engine_model_dir, seed):
     rng = random.Random(seed * 7919 + random.randrange(10**6))
     prefixes = [_ids(rng, rng.randint(16, 90)) for _ in range(3)]
     requests = []
@@ -74,11 +69,11 @@ def test_random_traffic_with_shared_prefixes_gives_the_uncached_tokens_and_frees
         n = rng.choice([1, 1, 1, 2])
         requests.append((f"r{i}", prompt, SamplingParams(max_tokens=rng.randint(1, 24), n=n, **GREEDY)))
     common = dict(max_model_len=160, num_kv_blocks=24, max_num_batched_tokens=48, max_num_seqs=6)
-    reference = LLM(model_dir, **ON, **common, enable_prefix_caching=False)
+    reference = LLM(engine_model_dir, **ON, **common, enable_prefix_caching=False)
     want = {rid: out.token_ids for (rid, _, _), out in zip(requests, reference.generate(
         [p for _, p, _ in requests], [sp if sp.n == 1 else SamplingParams(max_tokens=sp.max_tokens, **GREEDY)
                                        for _, _, sp in requests]))}
-    cached = LLM(model_dir, **ON, **common)
+    cached = LLM(engine_model_dir, **ON, **common)
     engine = cached.engine
     got: dict[tuple[str, int], list[int]] = {}
     aborted = set()

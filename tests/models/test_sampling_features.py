@@ -16,27 +16,20 @@ import torch
 from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.llm import LLM
 
-from .conftest import load_hf_reference
+from .conftest import CPU_FLOAT32, GREEDY, load_hf_reference
 
-CKPT = dict(layers=2, experts=4, hidden_size=64, intermediate_size=64, num_experts_per_tok=2, sliding_window=16,
-            seed=17)
-ON = dict(device="cpu", dtype="float32", kv_cache_memory=1 << 30)
-GREEDY = dict(temperature=0, ignore_eos=True)
+CKPT_SEED = 17
+ON = CPU_FLOAT32
 
 
 @pytest.fixture(scope="module")
-def model_dir(ckpt_factory):
-    return ckpt_factory(**CKPT)
+def llm(engine_model_dir):
+    return LLM(engine_model_dir, **ON, max_model_len=256)
 
 
 @pytest.fixture(scope="module")
-def llm(model_dir):
-    return LLM(model_dir, **ON, max_model_len=256)
-
-
-@pytest.fixture(scope="module")
-def hf(model_dir):
-    return load_hf_reference(model_dir)
+def hf(engine_model_dir):
+    return load_hf_reference(engine_model_dir)
 
 
 def _prompts(n: int, lo: int, hi: int, rng: random.Random) -> list[list[int]]:
@@ -98,10 +91,10 @@ def test_penalized_requests_mixed_with_pipelined_ones_get_their_tokens_alone(llm
 
 
 @pytest.mark.parametrize("chunked", [False, True])
-def test_prompt_logprobs_equal_transformers(model_dir, llm, hf, chunked):
+def test_prompt_logprobs_equal_transformers(engine_model_dir, llm, hf, chunked):
     rng = random.Random()
     prompts = _prompts(4, 40, 70, rng) if chunked else _prompts(4, 2, 70, rng)
-    engine = LLM(model_dir, **ON, max_model_len=128, num_kv_blocks=12, max_num_batched_tokens=16,
+    engine = LLM(engine_model_dir, **ON, max_model_len=128, num_kv_blocks=12, max_num_batched_tokens=16,
                  max_num_seqs=4) if chunked else llm
     outs = engine.generate(prompts, SamplingParams(max_tokens=24 if chunked else 1, prompt_logprobs=3, **GREEDY))
     if chunked:

@@ -9,24 +9,11 @@ import dataclasses
 import json
 import random
 
-import openai
-import pytest
-
 from quickmoe.tokenizer.vocab import CHANNEL, END, MESSAGE, RETURN, START
 
-from .conftest import API_KEY, MODEL, metric_values
+from .conftest import MODEL, metric_values
 
 GREEDY = dict(temperature=0, extra_body={"ignore_eos": True})
-
-
-@pytest.fixture()
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
-
-
-@pytest.fixture()
-def aclient(server):
-    return openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
 
 
 def _random_text(rng: random.Random) -> str:
@@ -85,10 +72,11 @@ def test_chat_whole_and_streamed_agree(client):
 
 
 class ScriptedSampler:
-    """The runner's sampler, except that requests whose seed is in `scripts` get the scripted tokens."""
+    """The runner's sampler, except that requests whose seed is in `scripts` get the scripted tokens (then the last
+    one again, or with `then_real` what the real sampler picks)."""
 
-    def __init__(self, real, scripts: dict[int, list[int]]) -> None:
-        self.real, self.scripts, self.position = real, scripts, {}
+    def __init__(self, real, scripts: dict[int, list[int]], then_real: bool = False) -> None:
+        self.real, self.scripts, self.position, self.then_real = real, scripts, {}, then_real
 
     def sample(self, logits, params, generators, *processing):
         out = self.real.sample(logits, params, generators, *processing)
@@ -96,7 +84,8 @@ class ScriptedSampler:
         for row, p in enumerate(params):
             if p.seed in self.scripts:
                 i = self.position.get(p.seed, 0)
-                ids[row] = self.scripts[p.seed][min(i, len(self.scripts[p.seed]) - 1)]
+                if i < len(self.scripts[p.seed]) or not self.then_real:
+                    ids[row] = self.scripts[p.seed][min(i, len(self.scripts[p.seed]) - 1)]
                 self.position[p.seed] = i + 1
         return dataclasses.replace(out, token_ids=ids)
 

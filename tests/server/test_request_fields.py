@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import random
 
-import openai
 import pytest
 from openai.types import completion_create_params
 from openai.types.chat import completion_create_params as chat_create_params
 
 from quickmoe.server.protocol import UNSUPPORTED
 
-from .conftest import API_KEY, MODEL
+from .conftest import MODEL
 
 OK = {"completions": {"model": MODEL, "prompt": "Hello", "max_tokens": 2, "temperature": 0},
       "chat/completions": {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
@@ -38,11 +37,6 @@ MEANINGFUL = {"store": True, "modalities": ["text", "audio"], "service_tier": "p
 
 def _refused(endpoint: str) -> list[str]:
     return sorted(set(SCHEMAS[endpoint].__annotations__) - IMPLEMENTED[endpoint])
-
-
-@pytest.fixture()
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
 
 
 @pytest.mark.parametrize("endpoint", ["completions", "chat/completions"])

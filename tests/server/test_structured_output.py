@@ -6,7 +6,6 @@ constrained and the reasoning before it is not; an invalid schema is a 400 namin
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import random
 import re
@@ -17,7 +16,8 @@ import pytest
 
 from quickmoe.tokenizer.vocab import CHANNEL, END, MESSAGE, START
 
-from .conftest import API_KEY, MODEL
+from .conftest import MODEL
+from .test_openai_client import ScriptedSampler
 
 
 def _schema(rng: random.Random, depth: int = 0) -> dict:
@@ -38,16 +38,6 @@ def _schema(rng: random.Random, depth: int = 0) -> dict:
     names = rng.sample(["id", "name", "ok", "tags", "n", "kind"], rng.randint(1, 3))
     return {"type": "object", "properties": {n: _schema(rng, depth + 1) for n in names}, "required": names,
             "additionalProperties": False}
-
-
-@pytest.fixture()
-def aclient(server):
-    return openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
-
-
-@pytest.fixture()
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
 
 
 def test_50_random_json_schemas_parse_and_validate(aclient):
@@ -93,24 +83,6 @@ def test_json_object_regex_choice_and_grammar(client):
         assert error.value.body["param"] == param
 
 
-class ScriptedPrefix:
-    """Requests whose seed is in `scripts` take the scripted tokens first, then what the real sampler picks."""
-
-    def __init__(self, real, scripts: dict[int, list[int]]) -> None:
-        self.real, self.scripts, self.position = real, scripts, {}
-
-    def sample(self, logits, params, generators, *processing):
-        out = self.real.sample(logits, params, generators, *processing)
-        ids = out.token_ids.clone()
-        for row, p in enumerate(params):
-            script = self.scripts.get(p.seed)
-            i = self.position.get(p.seed, 0)
-            if script is not None and i < len(script):
-                ids[row] = script[i]
-            self.position[p.seed] = i + 1
-        return dataclasses.replace(out, token_ids=ids)
-
-
 def test_a_harmony_chat_constrains_the_answer_not_the_reasoning(client, server, monkeypatch):
     tok = server.serving.tokenizer
     seed = random.randrange(1, 10**9)
@@ -118,7 +90,7 @@ def test_a_harmony_chat_constrains_the_answer_not_the_reasoning(client, server, 
     script = ([CHANNEL] + tok.encode("analysis") + [MESSAGE] + tok.encode(reasoning) + [END, START]
               + tok.encode("assistant") + [CHANNEL] + tok.encode("final") + [MESSAGE])
     runner = server.llm.runner
-    monkeypatch.setattr(runner, "sampler", ScriptedPrefix(runner.sampler, {seed: script}))
+    monkeypatch.setattr(runner, "sampler", ScriptedSampler(runner.sampler, {seed: script}, then_real=True))
     schema = {"type": "object", "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 9}},
               "required": ["answer"], "additionalProperties": False}
     reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "2+2?"}], seed=seed,

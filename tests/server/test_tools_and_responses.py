@@ -18,7 +18,7 @@ import pytest
 from quickmoe.tokenizer.chat import harmony_encoding
 from quickmoe.tokenizer.vocab import END, RETURN
 
-from .conftest import API_KEY, MODEL
+from .conftest import MODEL
 from .test_openai_client import ScriptedSampler
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
@@ -59,11 +59,6 @@ class ScriptAll:
             ids[row] = entry[0][min(entry[1], len(entry[0]) - 1)]
             entry[1] += 1
         return dataclasses.replace(out, token_ids=ids)
-
-
-@pytest.fixture()
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
 
 
 @pytest.fixture()
