@@ -105,9 +105,11 @@ def process_logits(logits: torch.Tensor, params: Sequence[ProcessedRowParams],
 def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
     """logits [B, V] with -inf where bitmask [B, ceil(V / 32)] int32 (bit j of word w allows token 32 w + j;
     llguidance's and xgrammar's layout) has a 0 bit."""
-    vocab = logits.shape[1]
-    bits = torch.arange(32, device=logits.device, dtype=torch.int32)
-    allowed = ((bitmask.to(logits.device)[:, :, None] >> bits) & 1).bool().flatten(1)[:, :vocab]  # [B, V]
+    vocab, device = logits.shape[1], logits.device
+    if device.type == "cuda" and not bitmask.is_cuda:  # through page-locked memory: no wait for the device
+        bitmask = bitmask.pin_memory().to(device, non_blocking=True)
+    bits = torch.arange(32, device=device, dtype=torch.int32)
+    allowed = ((bitmask.to(device)[:, :, None] >> bits) & 1).bool().flatten(1)[:, :vocab]  # [B, V]
     return logits.masked_fill(~allowed, float("-inf"))
 
 
