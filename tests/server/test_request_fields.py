@@ -8,11 +8,13 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 from openai.types import completion_create_params
 from openai.types.chat import completion_create_params as chat_create_params
 
 from quickmoe.server.protocol import UNSUPPORTED
 
+from ..models.conftest import load_hf_reference
 from .conftest import MODEL
 
 OK = {"completions": {"model": MODEL, "prompt": "Hello", "max_tokens": 2, "temperature": 0},
@@ -105,8 +107,14 @@ def test_logit_bias_and_penalties_change_the_answer_as_defined(client, server):
 
 
 def test_echo_with_logprobs_returns_the_prompt_and_its_logprobs(client, server):
-    prompt = "The mixture of experts routes each token"
-    n_prompt = len(server.serving.tokenizer.encode(prompt))
+    """lm-eval-harness's loglikelihood request: echo + logprobs with max_tokens 0 or 1 gives every prompt token's
+    log-probability, equal to transformers' on the same checkpoint within 1e-4 (CPU, float32)."""
+    prompt = "The mixture of experts routes each token " + random.choice(["east", "west", "home", "twice"])
+    ids = server.serving.tokenizer.encode(prompt)
+    n_prompt = len(ids)
+    hf = load_hf_reference(server.llm.model_dir)
+    with torch.no_grad():
+        want = torch.log_softmax(hf(torch.tensor([ids])).logits[0].double(), dim=-1)  # [L, V]
     for max_tokens in (0, 1):
         out = client.completions.create(model=MODEL, prompt=prompt, max_tokens=max_tokens, echo=True, logprobs=1,
                                         temperature=0)
@@ -114,7 +122,7 @@ def test_echo_with_logprobs_returns_the_prompt_and_its_logprobs(client, server):
         assert choice.text.startswith(prompt) and (max_tokens or choice.text == prompt)
         lp = choice.logprobs
         assert len(lp.tokens) == n_prompt + max_tokens and lp.token_logprobs[0] is None
-        assert all(v is not None and v <= 0 for v in lp.token_logprobs[1:])
+        assert all(abs(lp.token_logprobs[i] - want[i - 1, ids[i]].item()) < 1e-4 for i in range(1, n_prompt))
         assert "".join(lp.tokens[:n_prompt]) == prompt and lp.text_offset[:2] == [0, len(lp.tokens[0])]
         assert out.usage.completion_tokens == max_tokens
     plain = client.completions.create(model=MODEL, prompt=prompt, max_tokens=2, temperature=0,
