@@ -67,8 +67,8 @@ def test_random_traffic_with_shared_prefixes_gives_the_uncached_tokens_and_frees
     for i in range(40):
         prompt = rng.choice(prefixes)[:rng.randint(10, 90)] + _ids(rng, rng.randint(0, 20))
         n = rng.choice([1, 1, 1, 2])
-        requests.append((f"r{i}", prompt, SamplingParams(max_tokens=rng.randint(1, 24), n=n, **GREEDY)))
-    common = dict(max_model_len=160, num_kv_blocks=24, max_num_batched_tokens=48, max_num_seqs=6)
+        requests.append((f"r{i}", prompt, SamplingParams(max_tokens=rng.randint(8, 40), n=n, **GREEDY)))
+    common = dict(max_model_len=160, num_kv_blocks=14, max_num_batched_tokens=48, max_num_seqs=6)
     reference = LLM(engine_model_dir, **ON, **common, enable_prefix_caching=False)
     want = {rid: out.token_ids for (rid, _, _), out in zip(requests, reference.generate(
         [p for _, p, _ in requests], [sp if sp.n == 1 else SamplingParams(max_tokens=sp.max_tokens, **GREEDY)
