@@ -53,8 +53,8 @@ def main() -> int:
                     if chunk.get("usage"):
                         print(f"\n[usage {chunk['usage']}]")
         metrics = httpx.get(f"{base}/metrics").text.splitlines()
-        wanted = ("quickmoe_request_success_total", "quickmoe_generation_tokens_total", "quickmoe_kv_cache_usage_ratio",
-                  "quickmoe_time_to_first_token_seconds_count")
+        wanted = ("quickmoe:request_success_total", "quickmoe:generation_tokens_total", "quickmoe:kv_cache_usage_perc",
+                  "quickmoe:time_to_first_token_seconds_count")
         print("\n$ GET /metrics (excerpt)\n" + "\n".join(m for m in metrics if m.startswith(wanted)))
     finally:
         server.send_signal(signal.SIGTERM)

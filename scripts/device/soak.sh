@@ -8,7 +8,7 @@
 #             memory again; /metrics at the end (every KV block free: kv_cache_sequences 0, usage 0); SIGTERM.
 #   long      one request with a 128k-token context (130000 prompt tokens + 64 generated; full-attention layers
 #             read it all) on the defaults, then a KV-cache exhaustion under load: --kv-cache-memory 4GiB and 64
-#             clients with 3000-4000-token prompts, which must preempt (quickmoe_num_preemptions_total > 0) and
+#             clients with 3000-4000-token prompts, which must preempt (quickmoe:num_preemptions_total > 0) and
 #             recover without a failed request.
 # Pass: every "FAILED"/"PASS" line in $OUT/soak_verdict.txt.
 set -uo pipefail
@@ -73,7 +73,7 @@ for stage in "$@"; do
       check_level "$OUT/soak_burst.json" "burst of 400 beyond --max-waiting (503s expected, no failure)"
       sleep 2
       curl -s $URL/metrics > "$OUT/soak_metrics_end.txt"
-      sequences=$(metric quickmoe_kv_cache_sequences); usage=$(metric quickmoe_kv_cache_usage_ratio)
+      sequences=$(metric quickmoe:kv_cache_sequences); usage=$(metric quickmoe:kv_cache_usage_perc)
       [ "$sequences" = 0 ] && [ "$usage" = 0 ] && verdict "PASS every KV block free at the end" \
         || verdict "FAILED KV blocks left at the end: sequences=$sequences usage=$usage"
       kill -TERM "$server"; wait "$server"; echo "serve exit status $?" | tee -a "$VERDICT" ;;
@@ -98,7 +98,7 @@ PY
       bench "$OUT/soak_exhaustion.json" --concurrency 64 --num-prompts 192 --input-len-range 3000,4000 \
         --output-len-range 200,1000 --timeout 600
       check_level "$OUT/soak_exhaustion.json" "KV-cache exhaustion under load (4 GiB cache, 64 x 3-4k prompts)"
-      preemptions=$(metric quickmoe_num_preemptions_total)
+      preemptions=$(metric quickmoe:num_preemptions_total)
       [ "${preemptions%.*}" -gt 0 ] && verdict "PASS preempted $preemptions time(s) and recovered" \
         || verdict "FAILED no preemption happened (raise the load or lower --kv-cache-memory)"
       kill -TERM "$server"; wait "$server" ;;

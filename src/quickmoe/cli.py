@@ -7,6 +7,7 @@ raises a `QuickMoEError`, printed as one line without a traceback (exit status 2
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -64,7 +65,7 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "--max-num-batched-tokens on CUDA)")
     g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
                    help="KV cache positions per block (default 16)")
-    g.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="SIZE",
+    g.add_argument("--kv-cache-memory", "--kv-cache-memory-bytes", type=parse_bytes, default=None, metavar="SIZE",
                    help="KV cache size, e.g. 20GiB (default: on CUDA what --gpu-memory-utilization leaves after the "
                    "weights and one step's activations; on CPU 1GiB)")
     g.add_argument("--gpu-memory-utilization", type=float, default=0.9,
@@ -85,6 +86,9 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
+    g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse the KV blocks of prompt prefixes shared across requests (default on; "
+                   "--no-enable-prefix-caching computes every prompt in full)")
 
 
 def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
@@ -105,13 +109,39 @@ def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
     elif args.command == "serve":
         from quickmoe.server.config import ServerConfig
 
+        _refuse_vllm_flags(args)
+        checked["engine"] = EngineConfig(model=args.model, **_engine_options(args), seed=args.seed)
         # an empty or blank key (e.g. --api-key "$UNSET") is refused by ServerConfig, never taken as "no key"
         api_key = args.api_key if args.api_key is not None else os.environ.get("QUICKMOE_API_KEY")
         checked["server"] = ServerConfig(
             host=args.host, port=args.port, api_key=api_key, max_waiting=args.max_waiting,
             served_model_name=args.served_model_name or ("quickmoe-tiny" if args.model is None else args.model),
-            drain_timeout_s=args.drain_timeout, access_log=args.access_log)
+            drain_timeout_s=args.drain_timeout, access_log=args.access_log, log_requests=args.enable_log_requests,
+            stats_interval_s=None if args.disable_log_stats else 10.0)
     return checked
+
+
+def _refuse_vllm_flags(args: argparse.Namespace) -> None:
+    """vLLM flags quickmoe cannot honour: one ConfigError line each."""
+    for flag, value in (("--tensor-parallel-size", args.tensor_parallel_size),
+                        ("--pipeline-parallel-size", args.pipeline_parallel_size),
+                        ("--data-parallel-size", args.data_parallel_size)):
+        if value != 1:
+            raise ConfigError(f"{flag} {value}: quickmoe serves on one GPU for now (multi-GPU serving is a later "
+                              "issue); expected 1")
+    if args.chat_template is not None:
+        raise ConfigError("--chat-template: not supported; gpt-oss chats are rendered in harmony by openai-harmony, "
+                          "other models with the chat template in their checkpoint directory")
+    if args.trust_remote_code:
+        raise ConfigError("--trust-remote-code: not supported; quickmoe runs no code from a checkpoint")
+    for flag, value, allowed in (("--tool-call-parser", args.tool_call_parser, ("openai",)),
+                                 ("--reasoning-parser", args.reasoning_parser, ("openai_gptoss", "gpt_oss"))):
+        if value is not None and value not in allowed:
+            raise ConfigError(f"{flag} {value!r}: quickmoe parses gpt-oss's harmony format only (expected one of "
+                              f"{list(allowed)}, or leave it out)")
+    if args.generation_config not in ("auto", "vllm") and not Path(args.generation_config).is_dir():
+        raise ConfigError(f"--generation-config {args.generation_config!r}: expected auto, vllm or a directory "
+                          "holding generation_config.json")
 
 
 def _engine_options(args: argparse.Namespace) -> dict:
@@ -122,7 +152,8 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,
                 cuda_graphs="off" if args.enforce_eager else args.cuda_graphs,
-                cuda_graphs_startup_max=args.cuda_graphs_startup_max)
+                cuda_graphs_startup_max=args.cuda_graphs_startup_max,
+                enable_prefix_caching=args.enable_prefix_caching)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -329,6 +360,28 @@ def _add_serve_parser(sub) -> None:
                    help="on SIGTERM, how long requests in flight may take to finish; then they end with a 503 "
                    "(or an error event and [DONE] in a stream) and their KV blocks are freed (default 60)")
     g.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the randomness given to requests that bring no seed of their own (default 0)")
+    g.add_argument("--generation-config", default="auto", metavar="auto|vllm|DIR",
+                   help="sampling defaults for fields a request leaves out: auto (the default) reads the model's "
+                   "generation_config.json (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens), DIR "
+                   "another directory's, vllm none (temperature 1, no top-k/top-p limit)")
+    vllm = serve.add_argument_group("vLLM flags (accepted as vLLM takes them where quickmoe does the same; refused "
+                                    "with one line otherwise)")
+    vllm.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, help="only 1 (one GPU) for now")
+    vllm.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1, help="only 1")
+    vllm.add_argument("--data-parallel-size", "-dp", type=int, default=1, help="only 1")
+    vllm.add_argument("--chat-template", default=None, help="refused: harmony (gpt-oss) and the checkpoint's own "
+                      "template are used")
+    vllm.add_argument("--enable-auto-tool-choice", action="store_true", help="accepted: tools are always on")
+    vllm.add_argument("--tool-call-parser", default=None, help="accepted: openai (harmony's tool calls)")
+    vllm.add_argument("--reasoning-parser", default=None, help="accepted: openai_gptoss (harmony's analysis channel)")
+    vllm.add_argument("--trust-remote-code", action="store_true", help="refused: no remote code is ever run")
+    g.add_argument("--enable-log-requests", action="store_true",
+                   help="log each generation request (id, prompt tokens, sampling parameters) and its end")
+    g.add_argument("--disable-log-stats", action="store_true",
+                   help="no periodic stats line (throughput, running/waiting, KV cache and prefix cache hit rate; "
+                   "default: every 10 s while requests run)")
     _add_engine_args(serve)
     _add_common(serve)
     serve.set_defaults(func=cmd_serve)
@@ -367,6 +420,9 @@ def _add_bench_serve_parser(bench_sub) -> None:
     bs.add_argument("--disconnect-fraction", type=float, default=0.0, metavar="F",
                     help="this fraction of the requests is cut by the client after a random number of tokens "
                     "(counted apart, not as failures; default 0)")
+    bs.add_argument("--shared-prefix-len", type=int, default=0, metavar="N",
+                    help="every prompt starts with the same N random token ids before its own --input-len (a shared "
+                    "system prompt: what prefix caching serves from its cache; default 0)")
     bs.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                     help="run each level for this long (each of the C clients sends request after request) instead "
                     "of --num-prompts requests")
@@ -400,10 +456,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     report.mark("imports")
     options = _engine_options(args)
     options["device"] = device
-    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, **options)
+    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, seed=args.seed,
+              **options)
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                        llm.model_dir)
+    if args.generation_config != "vllm":
+        from quickmoe.server.config import load_sampling_defaults
+
+        source = llm.model_dir if args.generation_config == "auto" else Path(args.generation_config)
+        config = dataclasses.replace(config, sampling_defaults=load_sampling_defaults(source))
     report.log()
     run_server(create_app(llm, config), config, sock)
     return 0
@@ -431,7 +493,8 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         timeout_s=args.timeout, warmup=not args.no_warmup,
         input_len_range=span(args.input_len_range, "--input-len-range"),
         output_len_range=span(args.output_len_range, "--output-len-range"),
-        disconnect_fraction=args.disconnect_fraction, duration_s=args.duration))
+        disconnect_fraction=args.disconnect_fraction, duration_s=args.duration,
+        shared_prefix_len=args.shared_prefix_len))
     return 0
 
 

@@ -48,6 +48,7 @@ class EngineConfig:
     KV cache: blocks of `block_size` positions; its size is `kv_cache_memory` bytes when given, else on CUDA
     what `gpu_memory_utilization` of the GPU leaves after the weights and the activations of a full step, else
     (CPU) 1 GiB; `num_kv_blocks` sets the full-attention group's block count directly (tests, tuning).
+    `enable_prefix_caching` (on by default): full KV blocks are reused across requests sharing a prefix.
     """
 
     model: str | None = None
@@ -67,6 +68,7 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9
     num_kv_blocks: int | None = None
     long_prefill_token_threshold: int | None = None
+    enable_prefix_caching: bool = True
 
     def resolved_long_prefill_token_threshold(self, device_type: str) -> int:
         """The prefill chunk cap on a device of `device_type` ("cpu", "cuda"): the option when set, else
@@ -142,6 +144,8 @@ class EngineConfig:
         if self.long_prefill_token_threshold is not None and (not is_int(self.long_prefill_token_threshold)
                                                               or self.long_prefill_token_threshold < 1):
             raise fail("long_prefill_token_threshold", "None or an integer >= 1")
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise fail("enable_prefix_caching", "true or false")
         if not is_int(self.seed) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
             raise fail("seed", f"an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}]")
         if self.model is not None and not isinstance(self.model, str):

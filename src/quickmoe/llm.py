@@ -39,6 +39,7 @@ class RequestOutput:
     finish_reason: str
     stop_reason: int | str | None = None
     logprobs: list[TokenLogprob] | None = None
+    prompt_logprobs: list[TokenLogprob | None] | None = None  # with SamplingParams.prompt_logprobs
 
 
 class LLM:
@@ -50,7 +51,8 @@ class LLM:
                  progress: bool = False, early_start: EarlyStart | None = None, **engine_options) -> None:
         """`engine_options` are the fields of `EngineConfig` (device, dtype, max_model_len, max_num_seqs,
         max_num_batched_tokens, long_prefill_token_threshold, moe_kernels, attention_kernels, compile, cuda_graphs,
-        cuda_graphs_startup_max, block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed)."""
+        cuda_graphs_startup_max, block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed,
+        enable_prefix_caching)."""
         fields = {f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
         unknown = sorted(set(engine_options) - fields)
         if unknown:
@@ -80,7 +82,8 @@ class LLM:
         self.engine = Engine(self.runner, self.tokenizer, max_num_seqs=config.max_num_seqs,
                              max_num_batched_tokens=config.max_num_batched_tokens,
                              long_prefill_token_threshold=config.resolved_long_prefill_token_threshold(
-                                 self.runner.device.type))
+                                 self.runner.device.type), enable_prefix_caching=config.enable_prefix_caching,
+                             seed=config.seed)
         self._request_ids = itertools.count()
 
     # -- generation -------------------------------------------------------------------------------
@@ -100,6 +103,9 @@ class LLM:
         if len(params) != len(prompts):
             raise RequestError(f"got {len(params)} SamplingParams for {len(prompts)} prompts (expected one or "
                                "one per prompt)")
+        if any(p.n != 1 for p in params):
+            raise RequestError("sampling parameter 'n' > 1 is served by the HTTP API and Engine; LLM.generate "
+                               "returns one output per prompt (pass a prompt several times, with different seeds)")
         prompt_ids = []
         for i, prompt in enumerate(prompts):
             try:
@@ -128,6 +134,8 @@ class LLM:
                 result.text += out.text
                 if out.logprobs is not None:
                     result.logprobs = (result.logprobs or []) + out.logprobs
+                if out.prompt_logprobs is not None:
+                    result.prompt_logprobs = out.prompt_logprobs
                 if out.finished:
                     result.finish_reason, result.stop_reason = out.finish_reason, out.stop_reason
                     pending.discard(out.request_id)

@@ -9,6 +9,10 @@ import pytest
 import torch
 
 SMALL_VOCAB = 1024
+# the engine tests' small gpt-oss (16-token sliding windows, so sliding groups release blocks), on CPU in float32
+ENGINE_CKPT = dict(layers=2, experts=4, hidden_size=64, intermediate_size=64, num_experts_per_tok=2, sliding_window=16)
+CPU_FLOAT32 = dict(device="cpu", dtype="float32", kv_cache_memory=1 << 30)
+GREEDY = dict(temperature=0, ignore_eos=True)
 
 
 def small_overrides(**kw) -> dict:
@@ -118,3 +122,9 @@ def ckpt_factory(tmp_path_factory):
         return made[key]
 
     return make
+
+
+@pytest.fixture(scope="module")
+def engine_model_dir(ckpt_factory, request):
+    """The module's ENGINE_CKPT checkpoint, seeded with its CKPT_SEED."""
+    return ckpt_factory(**ENGINE_CKPT, seed=request.module.CKPT_SEED)

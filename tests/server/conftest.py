@@ -9,6 +9,7 @@ import threading
 import time
 
 import httpx
+import openai
 import pytest
 
 from quickmoe.llm import LLM
@@ -86,3 +87,14 @@ def http(server):
     with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60,
                       trust_env=False) as client:
         yield client
+
+
+@pytest.fixture()
+def client(server):
+    """The official openai client against the main server."""
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+
+
+@pytest.fixture()
+def aclient(server):
+    return openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)

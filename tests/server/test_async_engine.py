@@ -118,7 +118,9 @@ def test_outputs_arrive_in_order_and_the_idle_thread_sleeps():
         assert outs[-1].output.finish_reason == "length"
         assert [o.time for o in outs] == sorted(o.time for o in outs)
     assert idle_steps == 0
-    assert (metrics.ttft.count, metrics.e2e.count, metrics.itl.count) == (3, 3, 3 + 4 + 5)
+    counts = [metrics.registry.get_sample_value(f"quickmoe:{stem}_count", {"model_name": "m"})
+              for stem in ("time_to_first_token_seconds", "e2e_request_latency_seconds", "inter_token_latency_seconds")]
+    assert counts == [3, 3, 3 + 4 + 5]
 
 
 def test_a_full_queue_is_refused_and_a_failing_step_fails_only_its_requests():

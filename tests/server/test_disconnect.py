@@ -13,9 +13,9 @@ LONG = 150  # tokens the abandoned requests ask for: ~3 s of decoding on a CPU
 
 def _kv_metrics(http) -> tuple[dict[str, float], float, float]:
     text = http.get("/metrics").text
-    usage = metric_values(text, "quickmoe_kv_cache_usage_ratio")
-    sequences = metric_values(text, "quickmoe_kv_cache_sequences")['{model_name="tiny"}']
-    aborted = metric_values(text, "quickmoe_request_success_total").get('{model_name="tiny",finished_reason="abort"}',
+    usage = metric_values(text, "quickmoe:kv_cache_group_usage_perc")
+    sequences = metric_values(text, "quickmoe:kv_cache_sequences")['{model_name="tiny"}']
+    aborted = metric_values(text, "quickmoe:request_success_total").get('{finished_reason="abort",model_name="tiny"}',
                                                                         0.0)
     return usage, sequences, aborted
 

@@ -88,14 +88,17 @@ def fuzz_server(small_llm):
     running.stop()
 
 
-def _respects(request: dict, text: str, completion_tokens: int | None, logprob_counts: list[int]) -> None:
-    """What a successful answer owes the request it was given."""
-    limit = request.get("max_completion_tokens") or request.get("max_tokens") or MAX_MODEL_LEN  # None: the context
+def _respects(request: dict, texts: list[str], completion_tokens: int | None, logprob_counts: list[int]) -> None:
+    """What a successful answer owes the request it was given (one text per choice: one per prompt)."""
+    default = 16 if "prompt" in request else MAX_MODEL_LEN  # completions: 16; chat: what the context leaves
+    limit = request.get("max_completion_tokens") or request.get("max_tokens") or default
+    prompts = request.get("prompt")
+    num_choices = len(prompts) if isinstance(prompts, list) and prompts and isinstance(prompts[0], str) else 1
     if completion_tokens is not None:
-        assert 1 <= completion_tokens <= limit
+        assert 1 <= completion_tokens <= limit * num_choices
     stops = [request["stop"]] if isinstance(request.get("stop"), str) else request.get("stop") or []
     if "prompt" in request and not request.get("include_stop_str_in_output"):
-        assert not any(s in text for s in stops), (text, stops)
+        assert not any(s in text for s in stops for text in texts), (texts, stops)
     asked = request.get("top_logprobs", 0) if request.get("logprobs") is True else request.get("logprobs")
     if isinstance(asked, int) and not isinstance(asked, bool) and "prompt" in request:
         # the legacy completions format keys top_logprobs by token text: tokens decoding to the same text (e.g. the
@@ -113,21 +116,24 @@ def _check(response: httpx.Response, streamed: bool, request: dict) -> None:
         return
     if not streamed:
         body = response.json()
-        choice = body["choices"][0]
-        assert choice["finish_reason"] in ("stop", "length") and body["usage"]["total_tokens"] > 0
-        text = choice.get("text", (choice.get("message") or {}).get("content") or "")
-        counts = [len(top) for top in (choice.get("logprobs") or {}).get("top_logprobs") or []]
-        _respects(request, text, body["usage"]["completion_tokens"], counts)
+        assert all(c["finish_reason"] in ("stop", "length") for c in body["choices"])
+        assert body["usage"]["total_tokens"] > 0
+        texts = [c.get("text", (c.get("message") or {}).get("content") or "") for c in body["choices"]]
+        counts = [len(top) for c in body["choices"] for top in (c.get("logprobs") or {}).get("top_logprobs") or []]
+        _respects(request, texts, body["usage"]["completion_tokens"], counts)
         return
     events = [line[5:].strip() for line in response.iter_lines() if line.startswith("data:")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert all("error" not in c for c in chunks), events
-    text = "".join(c["choices"][0].get("text", "") for c in chunks if c["choices"])
+    texts: dict[int, str] = {}
+    for c in chunks:
+        for choice in c["choices"]:
+            texts[choice["index"]] = texts.get(choice["index"], "") + choice.get("text", "")
     usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), None)
     counts = [len(top) for c in chunks if c["choices"] and c["choices"][0].get("logprobs")
               for top in c["choices"][0]["logprobs"].get("top_logprobs") or []]
-    _respects(request, text, usage["completion_tokens"] if usage else None, counts)
+    _respects(request, list(texts.values()), usage["completion_tokens"] if usage else None, counts)
 
 
 def test_fuzzed_requests_never_get_a_5xx(fuzz_server):

@@ -9,24 +9,11 @@ import dataclasses
 import json
 import random
 
-import openai
-import pytest
-
 from quickmoe.tokenizer.vocab import CHANNEL, END, MESSAGE, RETURN, START
 
-from .conftest import API_KEY, MODEL, metric_values
+from .conftest import MODEL, metric_values
 
 GREEDY = dict(temperature=0, extra_body={"ignore_eos": True})
-
-
-@pytest.fixture()
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
-
-
-@pytest.fixture()
-def aclient(server):
-    return openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
 
 
 def _random_text(rng: random.Random) -> str:
@@ -85,18 +72,20 @@ def test_chat_whole_and_streamed_agree(client):
 
 
 class ScriptedSampler:
-    """The runner's sampler, except that requests whose seed is in `scripts` get the scripted tokens."""
+    """The runner's sampler, except that requests whose seed is in `scripts` get the scripted tokens (then the last
+    one again, or with `then_real` what the real sampler picks)."""
 
-    def __init__(self, real, scripts: dict[int, list[int]]) -> None:
-        self.real, self.scripts, self.position = real, scripts, {}
+    def __init__(self, real, scripts: dict[int, list[int]], then_real: bool = False) -> None:
+        self.real, self.scripts, self.position, self.then_real = real, scripts, {}, then_real
 
-    def sample(self, logits, params, generators):
-        out = self.real.sample(logits, params, generators)
+    def sample(self, logits, params, generators, *processing):
+        out = self.real.sample(logits, params, generators, *processing)
         ids = out.token_ids.clone()  # on the device: the next step reads its input tokens there
         for row, p in enumerate(params):
             if p.seed in self.scripts:
                 i = self.position.get(p.seed, 0)
-                ids[row] = self.scripts[p.seed][min(i, len(self.scripts[p.seed]) - 1)]
+                if i < len(self.scripts[p.seed]) or not self.then_real:
+                    ids[row] = self.scripts[p.seed][min(i, len(self.scripts[p.seed]) - 1)]
                 self.position[p.seed] = i + 1
         return dataclasses.replace(out, token_ids=ids)
 
@@ -161,12 +150,13 @@ def test_16_concurrent_requests_get_what_each_gets_alone(client, aclient, server
     assert len(set(alone)) > 8
 
 
-def test_metrics_count_the_served_tokens(client, http):
+def test_metrics_count_the_served_tokens(client, http, server):
     def read():
         text = http.get("/metrics").text
-        return {name: metric_values(text, "quickmoe_" + name) for name in
+        return {name: metric_values(text, "quickmoe:" + name) for name in
                 ("time_to_first_token_seconds_count", "inter_token_latency_seconds_count",
-                 "e2e_request_latency_seconds_count", "generation_tokens_total", "startup_phase_seconds")}
+                 "e2e_request_latency_seconds_count", "generation_tokens_total", "startup_phase_seconds",
+                 "request_queue_time_seconds_count", "prefix_cache_queries_total", "prompt_tokens_total")}
 
     before = read()
     client.completions.create(model=MODEL, prompt="metrics", max_tokens=5, **GREEDY)
@@ -176,6 +166,10 @@ def test_metrics_count_the_served_tokens(client, http):
     assert after["inter_token_latency_seconds_count"][key] == before["inter_token_latency_seconds_count"][key] + 4
     assert after["e2e_request_latency_seconds_count"][key] == before["e2e_request_latency_seconds_count"][key] + 1
     assert after["generation_tokens_total"][key] == before["generation_tokens_total"][key] + 5
+    assert after["request_queue_time_seconds_count"][key] == before["request_queue_time_seconds_count"][key] + 1
+    n_prompt = len(server.serving.tokenizer.encode("metrics"))
+    assert after["prompt_tokens_total"][key] == before["prompt_tokens_total"][key] + n_prompt
+    assert after["prefix_cache_queries_total"][key] == before["prefix_cache_queries_total"][key] + n_prompt
     assert {'{model_name="tiny",phase="load"}', '{model_name="tiny",phase="build"}'} <= set(
         after["startup_phase_seconds"])
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import random
 import re
 import signal
 import socket
@@ -149,7 +150,7 @@ def test_the_readme_demo_serves_and_queries_the_embedded_model(tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert '"object": "text_completion"' in run.stdout and '"completion_tokens": 16' in run.stdout
-    assert "[usage {'prompt_tokens':" in run.stdout and "quickmoe_request_success_total" in run.stdout
+    assert "[usage {'prompt_tokens':" in run.stdout and "quickmoe:request_success_total" in run.stdout
 
 
 def test_bench_serve_mixed_lengths_disconnects_and_a_duration(server, tmp_path, capsys):
@@ -169,3 +170,21 @@ def test_bench_serve_mixed_lengths_disconnects_and_a_duration(server, tmp_path, 
     assert 5 * done <= level["total_input_tokens"] <= 40 * done and 2 * done <= level["total_output_tokens"] <= 12 * done
     assert 0.1 < left / (done + left) < 0.6 and 4 <= level["duration_s"] < elapsed
     assert wait_until(lambda: server.llm.engine.blocks.num_sequences == 0, timeout=10)
+
+
+def test_bench_serve_with_a_shared_prefix_hits_the_prefix_cache(server, tmp_path, http):
+    """--shared-prefix-len: every prompt starts with the same ids, so all but the first request (the warm-up) take
+    the prefix's full blocks from the cache."""
+    from .conftest import metric_values
+
+    def hits() -> float:
+        return metric_values(http.get("/metrics").text, "quickmoe:prefix_cache_hits_total")['{model_name="tiny"}']
+
+    before = hits()
+    out = tmp_path / "bench.json"
+    assert main(["bench", "serve", "--base-url", server.url, "--api-key", API_KEY, "--concurrency", "2",
+                 "--num-prompts", "4", "--input-len", "8", "--shared-prefix-len", "64", "--output-len", "2",
+                 "--seed", str(random.randrange(10**6)), "--result-json", str(out), "-q"]) == 0
+    level = json.loads(out.read_text())["results"][0]
+    assert level["total_input_tokens"] == 4 * (64 + 8)
+    assert hits() - before >= 4 * 64  # the 4 measured requests (after the warm-up) each hit the 64 shared tokens

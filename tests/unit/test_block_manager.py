@@ -106,3 +106,75 @@ def test_errors_name_the_problem():
         manager.allocate(1, 3, 3)
     with pytest.raises(ValueError, match="window = 0"):
         GroupSpec("sliding", 4, window=0)
+
+
+# -- prefix caching -------------------------------------------------------------------------------------------
+
+def _cached_manager(full_blocks=16, sliding_blocks=16):
+    return KVBlockManager([GroupSpec("full", full_blocks), GroupSpec("sliding", sliding_blocks, window=WINDOW)],
+                          block_size=BLOCK, enable_caching=True)
+
+
+def _run(manager, seq, tokens, chunk=BLOCK):
+    """Allocate and 'compute' a sequence's tokens in chunks, registering what each step completed."""
+    done = manager._seqs[seq].length if seq in manager._seqs else 0
+    while done < len(tokens):
+        end = min(done + chunk, len(tokens))
+        assert manager.try_allocate(seq, done, end)
+        done = end
+        manager.register_blocks(seq, done, lambda a, b: tokens[a:b])
+
+
+def test_a_hit_needs_the_same_tokens_before_the_block_too():
+    rng = random.Random()
+    manager = _cached_manager()
+    shared_block = [rng.randrange(100) for _ in range(BLOCK)]
+    a = [rng.randrange(100) for _ in range(BLOCK)] + shared_block + [1]
+    b = [t + 100 for t in a[:BLOCK]] + shared_block + [1]  # the same second block after a different first one
+    _run(manager, 0, a)
+    assert manager.match_prefix(b) is None
+    assert manager.match_prefix(shared_block + [1]) is None  # a's second block, but at other positions
+    hit = manager.match_prefix(a[:2 * BLOCK] + [7, 8])
+    assert hit.num_tokens == 2 * BLOCK and hit.tables[0] == tuple(manager.block_table(0, "full")[:2])
+
+
+def test_a_sliding_group_needs_only_the_blocks_its_window_sees():
+    """A prefix of 6 blocks whose sliding blocks before the window were released and evicted still hits: the
+    sliding table starts RELEASED and holds only the blocks a query at the end of the prefix can see."""
+    rng = random.Random()
+    manager = _cached_manager(full_blocks=32, sliding_blocks=8)
+    tokens = [rng.randrange(1000) for _ in range(6 * BLOCK + 5)]
+    _run(manager, 0, tokens)
+    manager.free(0)
+    filler = [rng.randrange(1000) + 1000 for _ in range(3 * BLOCK)]  # evicts the LRU sliding blocks
+    _run(manager, 1, filler, chunk=3 * BLOCK)
+    hit = manager.match_prefix(tokens)
+    assert hit is not None and hit.num_tokens == 6 * BLOCK
+    first = (6 * BLOCK - WINDOW + 1) // BLOCK
+    assert hit.tables[1][:first] == (RELEASED,) * first and RELEASED not in hit.tables[1][first:]
+    assert manager.try_allocate(2, hit.num_tokens, len(tokens), hit)
+    manager.free(1)
+    manager.free(2)
+    assert all(pool.num_free == pool.num_blocks for pool in manager.pools.values())
+
+
+def test_eviction_is_least_recently_freed_first_and_shared_blocks_are_counted():
+    rng = random.Random()
+    manager = _cached_manager(full_blocks=6, sliding_blocks=6)
+    seqs = [[rng.randrange(1000) for _ in range(2 * BLOCK)] for _ in range(3)]
+    for i, tokens in enumerate(seqs):
+        _run(manager, i, tokens)
+    for i in (1, 2, 0):  # freed in this order: sequence 1's blocks are the least recently freed
+        manager.free(i)
+    assert all(pool.num_free == 6 and pool.num_cached == 6 for pool in manager.pools.values())
+    assert manager.try_allocate(11, 0, 2 * BLOCK)  # two blocks per group: sequence 1's are evicted
+    assert manager.match_prefix(seqs[1] + [1]) is None
+    assert manager.match_prefix(seqs[2] + [1]).num_tokens == 2 * BLOCK
+    hit = manager.match_prefix(seqs[0] + [1])
+    assert hit.num_tokens == 2 * BLOCK and manager.try_allocate(10, 2 * BLOCK, 2 * BLOCK + 1, hit)
+    assert manager.pools["full"].num_free == 1  # 2 (sequence 11) + 3 (sequence 10: 2 shared, 1 new) held
+    assert manager.match_prefix(seqs[2] + [1]).num_tokens == BLOCK  # its last block was evicted for the new one
+    assert not manager.try_allocate(12, 0, 2 * BLOCK) and not manager.holds(12)
+    manager.free(10)
+    manager.free(11)
+    assert all(pool.num_free == pool.num_blocks for pool in manager.pools.values())

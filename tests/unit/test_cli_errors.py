@@ -150,3 +150,61 @@ def test_info_of_a_good_checkpoint_still_describes_it(capsys, model_copy):
     assert "architecture: GptOssForCausalLM" in capsys.readouterr().out
 
 
+
+
+# -- serve: the names a vLLM user types ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, needles", [
+    (["--tensor-parallel-size", "2"], ("--tensor-parallel-size 2", "one GPU")),
+    (["-tp", "4"], ("--tensor-parallel-size 4",)),
+    (["--pipeline-parallel-size", "2"], ("--pipeline-parallel-size 2",)),
+    (["--chat-template", "t.jinja"], ("--chat-template", "harmony")),
+    (["--trust-remote-code"], ("--trust-remote-code",)),
+    (["--tool-call-parser", "hermes"], ("--tool-call-parser 'hermes'",)),
+    (["--generation-config", "/nonexistent/dir"], ("--generation-config",)),
+    (["--seed", "-1"], ()),  # in range: the check passes, then the port is taken below
+])
+def test_serve_refuses_what_it_cannot_honour_in_one_line(capsys, argv, needles):
+    import socket
+
+    with socket.socket() as taken:  # a serve that got past the flags would fail on the port, not load a model
+        taken.bind(("127.0.0.1", 0))
+        port = str(taken.getsockname()[1])
+        needles = needles or ("cannot listen",)
+        one_line_error(capsys, ["serve", "--port", port, "-q", *argv], *needles)
+
+
+def test_serve_takes_vllm_spellings():
+    from quickmoe.cli import build_parser, checked_inputs
+
+    args = build_parser().parse_args(["serve", "--kv-cache-memory-bytes", "2GiB", "--seed", "7",
+                                      "--enable-auto-tool-choice", "--tool-call-parser", "openai",
+                                      "--reasoning-parser", "openai_gptoss", "--no-enable-prefix-caching",
+                                      "--enable-log-requests", "--disable-log-stats"])
+    checked = checked_inputs(args)
+    engine, server = checked["engine"], checked["server"]
+    assert (engine.kv_cache_memory, engine.seed, engine.enable_prefix_caching) == (2 * 2**30, 7, False)
+    assert server.log_requests and server.stats_interval_s is None
+
+
+def test_generation_config_gives_the_sampling_defaults(tmp_path):
+    from quickmoe.server.config import SamplingDefaults, load_sampling_defaults
+    from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
+    from quickmoe.server.request_params import sampling_params
+
+    (tmp_path / "generation_config.json").write_text(json.dumps(
+        {"temperature": 0.6, "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.1, "max_new_tokens": 40}))
+    defaults = load_sampling_defaults(tmp_path)
+    assert defaults == SamplingDefaults(temperature=0.6, top_p=0.9, top_k=20, repetition_penalty=1.1, max_tokens=40)
+    req = CompletionRequest.model_validate({"prompt": "x"})
+    p = sampling_params(req, prompt_len=3, max_model_len=100, vocab_size=1000, defaults=defaults)
+    assert (p.temperature, p.top_p, p.top_k, p.repetition_penalty, p.max_tokens) == (0.6, 0.9, 20, 1.1, 40)
+    mine = CompletionRequest.model_validate({"prompt": "x", "temperature": 0, "top_k": 5, "max_tokens": 3})
+    p = sampling_params(mine, prompt_len=3, max_model_len=100, vocab_size=1000, defaults=defaults)
+    assert (p.temperature, p.top_k, p.max_tokens) == (0, 5, 3)  # what the request says wins
+    chat = ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "x"}]})
+    assert sampling_params(chat, prompt_len=3, max_model_len=100, vocab_size=1000).max_tokens == 97
+    assert load_sampling_defaults(tmp_path / "missing") == SamplingDefaults()
+    (tmp_path / "generation_config.json").write_text("{bad")
+    with pytest.raises(ConfigError, match="generation_config.json"):
+        load_sampling_defaults(tmp_path)

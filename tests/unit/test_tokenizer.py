@@ -27,7 +27,10 @@ from quickmoe.tokenizer.chat import harmony_encoding
 from quickmoe.tokenizer.vocab import (O200K_BASE_NUM_RANKS, O200K_BASE_SHA256, O200K_PATTERN, o200k_base_file,
                                       load_mergeable_ranks, special_token_names)
 
-HELLO_WORLD_CHAT_IDS = [200006, 1428, 200008, 13225, 2375, 200007, 200006, 173781]
+# harmony's default system message (as the model card prescribes), then <|start|>user<|message|>Hello world<|end|>
+# <|start|>assistant
+HELLO_WORLD_CHAT_IDS = [200006, 17360, 200008, 3575, 553, 17554, 162016, 11, 261, 4410, 6439, 2359, 22203, 656, 7788, 17527, 558, 87447, 100594, 25, 220, 1323, 19, 12, 3218, 279, 30377, 289, 25, 14093, 279, 2, 13888, 18403, 25, 8450, 11, 49159, 11, 1721, 13, 21030, 2804, 413, 7360, 395, 1753, 3176, 13, 200007, 200006, 1428, 200008, 13225, 2375, 200007, 200006, 173781]
+assert HELLO_WORLD_CHAT_IDS[-8:] == [200006, 1428, 200008, 13225, 2375, 200007, 200006, 173781]
 
 SAMPLES = [
     "Hello world",

@@ -50,6 +50,7 @@ class ServeBenchOptions:
     output_len_range: tuple[int, int] | None = None
     disconnect_fraction: float = 0.0
     duration_s: float | None = None
+    shared_prefix_len: int = 0  # every prompt starts with the same this many random ids (a shared system prompt)
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -63,6 +64,8 @@ class ServeBenchOptions:
             raise fail("num_prompts", "an integer >= 1")
         if self.input_len < 1:
             raise fail("input_len", "an integer >= 1")
+        if not isinstance(self.shared_prefix_len, int) or self.shared_prefix_len < 0:
+            raise fail("shared_prefix_len", "an integer >= 0")
         if self.output_len < 1:
             raise fail("output_len", "an integer >= 1")
         lo, hi = self.token_range
@@ -178,9 +181,10 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
         url = f"{options.root}/v1/completions"
         rng = random.Random(options.seed)
         lo, hi = options.token_range
+        shared = [rng.randrange(lo, hi) for _ in range(options.shared_prefix_len)]
 
         def payload(input_len: int, output_len: int) -> dict[str, Any]:
-            return {"model": model, "prompt": [rng.randrange(lo, hi) for _ in range(input_len)],
+            return {"model": model, "prompt": shared + [rng.randrange(lo, hi) for _ in range(input_len)],
                     "max_tokens": output_len, "temperature": 0.0, "ignore_eos": True, "stream": True,
                     "stream_options": {"include_usage": True}}
 
@@ -189,7 +193,7 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
             n_in = rng.randint(*options.input_len_range) if options.input_len_range else options.input_len
             n_out = rng.randint(*options.output_len_range) if options.output_len_range else options.output_len
             leave = rng.randint(1, max(n_out - 1, 1)) if rng.random() < options.disconnect_fraction else None
-            return payload(n_in, n_out), n_in, leave
+            return payload(n_in, n_out), n_in + options.shared_prefix_len, leave
 
         if options.warmup:  # the shortest prompt asked for
             n_in = options.input_len_range[0] if options.input_len_range else options.input_len

@@ -7,52 +7,27 @@ blocks per sequence whatever its length, and blocks that fall out of the window 
 group has its own pool and its own block table per sequence (block ids index the group's KV tensors, one
 slot per layer of the group).
 
-`BlockPool` hands out and takes back block ids (LIFO, so recently freed blocks are reused while warm in
-cache) and refuses double frees. `KVBlockManager` keeps the tables: `allocate(seq, start, end)` makes room
-for positions [start, end) of a sequence (all or nothing: on `NoFreeBlocks` nothing changed), `free(seq)`
-returns everything. Invariant: a sliding group's table entry for a block out of the window is RELEASED (-1),
-and released entries are a prefix of the table.
+`BlockPool` (block_pool.py) hands out and takes back block ids with reference counts and refuses double frees.
+`KVBlockManager` keeps the tables: `allocate(seq, start, end)` makes room for positions [start, end) of a sequence
+(all or nothing: on `NoFreeBlocks` nothing changed), `free(seq)` returns everything. Invariant: a sliding group's
+table entry for a block out of the window is RELEASED (-1), and released entries are a prefix of the table.
+
+Automatic prefix caching (`enable_caching`): `register_blocks` indexes a sequence's full blocks once their K/V is
+computed (keyed by their tokens and every token before them), and `match_prefix` finds, for a new sequence, the
+longest run of leading full blocks already in the cache: every block of it in a full-attention group, and in a
+sliding group the blocks its window still needs at the end of the run (those before are RELEASED in its table),
+so a hit gives the attention exactly the K/V it would have computed. `try_allocate(..., hit=...)` shares those
+blocks (reference counts) and the sequence computes from the end of the run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["RELEASED", "BlockPool", "GroupSpec", "KVBlockManager", "NoFreeBlocks"]
+from quickmoe.engine.block_pool import BlockPool, NoFreeBlocks, block_key
 
-
-class NoFreeBlocks(RuntimeError):
-    """The pool cannot give the blocks asked for (the scheduler preempts or waits)."""
-
-
-class BlockPool:
-    """`num_blocks` block ids, 0..num_blocks-1."""
-
-    def __init__(self, num_blocks: int) -> None:
-        if num_blocks < 1:
-            raise ValueError(f"num_blocks = {num_blocks}: expected >= 1")
-        self.num_blocks = num_blocks
-        self._free = list(range(num_blocks - 1, -1, -1))  # pop() hands out 0, 1, ... first
-        self._is_free = [True] * num_blocks
-
-    @property
-    def num_free(self) -> int:
-        return len(self._free)
-
-    def take(self, count: int) -> list[int]:
-        if count > len(self._free):
-            raise NoFreeBlocks(f"{count} blocks asked, {len(self._free)} free of {self.num_blocks}")
-        blocks = [self._free.pop() for _ in range(count)]
-        for b in blocks:
-            self._is_free[b] = False
-        return blocks
-
-    def give_back(self, blocks: list[int]) -> None:
-        for b in blocks:
-            if self._is_free[b]:
-                raise ValueError(f"block {b} freed twice")
-            self._is_free[b] = True
-            self._free.append(b)
+__all__ = ["RELEASED", "BlockPool", "GroupSpec", "KVBlockManager", "NoFreeBlocks", "PrefixHit"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +56,17 @@ class _Table:
 class _Sequence:
     tables: list[_Table]  # one per group, in group order
     length: int = 0  # positions made room for
+    keys: list[int] = field(default_factory=list)  # keys of its leading full blocks registered so far
+
+
+@dataclass(frozen=True)
+class PrefixHit:
+    """The first `num_tokens` positions of a new sequence are in the cache: its table per group (RELEASED where
+    a sliding window no longer needs the block) and the keys of those blocks."""
+
+    num_tokens: int
+    tables: tuple[tuple[int, ...], ...]
+    keys: tuple[int, ...]
 
 
 class KVBlockManager:
@@ -89,7 +75,7 @@ class KVBlockManager:
     Planning an allocation is O(groups + blocks taken or released), not O(table length): a table is its
     released prefix, then held blocks up to its end."""
 
-    def __init__(self, groups: list[GroupSpec], block_size: int) -> None:
+    def __init__(self, groups: list[GroupSpec], block_size: int, *, enable_caching: bool = False) -> None:
         if block_size < 1:
             raise ValueError(f"block_size = {block_size}: expected >= 1")
         if len({g.name for g in groups}) != len(groups) or not groups:
@@ -100,13 +86,72 @@ class KVBlockManager:
         self._pools = [BlockPool(g.num_blocks) for g in groups]
         self.pools = {g.name: pool for g, pool in zip(groups, self._pools)}
         self._seqs: dict[int, _Sequence] = {}
+        self.enable_caching = enable_caching
 
     @classmethod
-    def for_plan(cls, plan) -> "KVBlockManager":
+    def for_plan(cls, plan, *, enable_caching: bool = False) -> "KVBlockManager":
         """The manager of a KV cache plan (executor/kv_cache.py `KVCachePlan`: its block size and groups, each
         with a name, a number of blocks and a window or None)."""
         return cls([GroupSpec(name=g.name, num_blocks=g.num_blocks, window=g.window) for g in plan.groups],
-                   plan.block_size)
+                   plan.block_size, enable_caching=enable_caching)
+
+    # -- prefix caching ---------------------------------------------------------------------------
+    def _first_needed(self, spec: GroupSpec, start: int) -> int:
+        """The first block index a query at position `start` (or later) can see in `spec`'s group."""
+        return 0 if spec.window is None else max(0, start - spec.window + 1) // self.block_size
+
+    def match_prefix(self, token_ids: Sequence[int]) -> PrefixHit | None:
+        """The longest cached run of leading full blocks of a new sequence of `token_ids` (at least its last
+        token is left to compute), or None (no hit, or caching off)."""
+        if not self.enable_caching:
+            return None
+        bs, keys, parent = self.block_size, [], None
+        full = [pool for spec, pool in zip(self._specs, self._pools) if spec.window is None]
+        for i in range((len(token_ids) - 1) // bs):  # extend while every full-attention group holds the block
+            parent = block_key(parent, token_ids[i * bs:(i + 1) * bs])
+            if any(pool.lookup(parent) is None for pool in full):
+                break
+            keys.append(parent)
+        length, changed = len(keys), True
+        while changed and length:  # shorten until every sliding group holds what its window needs at the end
+            changed = False
+            for spec, pool in zip(self._specs, self._pools):
+                if spec.window is None:
+                    continue
+                missing = [i for i in range(self._first_needed(spec, length * bs), length)
+                           if pool.lookup(keys[i]) is None]
+                if missing:
+                    length, changed = missing[-1], True
+        if not length:
+            return None
+        tables = []
+        for spec, pool in zip(self._specs, self._pools):
+            first = self._first_needed(spec, length * bs)
+            tables.append(tuple([RELEASED] * first + [pool.lookup(keys[i]) for i in range(first, length)]))
+        return PrefixHit(length * bs, tuple(tables), tuple(keys[:length]))
+
+    def register_blocks(self, seq_id: int, upto: int, tokens: Callable[[int, int], Sequence[int]]) -> None:
+        """Index the sequence's full blocks within its first `upto` positions (computed, their ids known);
+        `tokens(start, end)` gives its token ids. No-op with caching off."""
+        if not self.enable_caching:
+            return
+        seq, bs = self._seqs[seq_id], self.block_size
+        while (len(seq.keys) + 1) * bs <= min(upto, seq.length):
+            i = len(seq.keys)
+            seq.keys.append(block_key(seq.keys[-1] if seq.keys else None, tokens(i * bs, (i + 1) * bs)))
+            for table, pool in zip(seq.tables, self._pools):
+                if i < len(table.blocks) and table.blocks[i] != RELEASED:
+                    pool.register(table.blocks[i], seq.keys[-1])
+
+    def _attach(self, seq_id: int, hit: PrefixHit) -> _Sequence:
+        """A new sequence holding the hit's blocks (shared)."""
+        seq = self._seqs[seq_id] = _Sequence(tables=[], length=hit.num_tokens, keys=list(hit.keys))
+        for table, pool in zip(hit.tables, self._pools):
+            released = sum(1 for b in table if b == RELEASED)
+            for b in table[released:]:
+                pool.share(b)
+            seq.tables.append(_Table(blocks=list(table), released=released))
+        return seq
 
     def _plan(self, seq: _Sequence | None, start: int, end: int) -> list[tuple[int, int, int]] | None:
         """Per group (first block index needed, blocks to take, indices to release from the table's released
@@ -131,12 +176,20 @@ class KVBlockManager:
         """Whether `allocate(seq_id, start, end)` would succeed now."""
         return self._plan(self._seqs.get(seq_id), start, end) is not None
 
-    def try_allocate(self, seq_id: int, start: int, end: int) -> bool:
-        """Make room for positions [start, end) of `seq_id` (new sequences start at 0; `start` is where this
-        step's tokens begin, so a sliding group releases blocks no query from `start` on can see). All or
-        nothing: returns False and changes nothing when a pool is short."""
+    def try_allocate(self, seq_id: int, start: int, end: int, hit: PrefixHit | None = None) -> bool:
+        """Make room for positions [start, end) of `seq_id` (new sequences start at 0, or at `hit.num_tokens`
+        holding the hit's cached blocks; `start` is where this step's tokens begin, so a sliding group releases
+        blocks no query from `start` on can see). All or nothing: returns False and holds nothing new when a
+        pool is short."""
         if not 0 <= start < end:
             raise ValueError(f"positions [{start}, {end}): expected 0 <= start < end")
+        if hit is not None:
+            assert seq_id not in self._seqs and start == hit.num_tokens, "a hit starts a new sequence"
+            self._attach(seq_id, hit)
+            if not self.try_allocate(seq_id, start, end):
+                self.free(seq_id)
+                return False
+            return True
         seq = self._seqs.get(seq_id)
         if seq is not None and end < seq.length:
             raise ValueError(f"sequence {seq_id}: positions up to {end} asked, {seq.length} already held")
@@ -172,7 +225,7 @@ class KVBlockManager:
         if seq is None:
             raise KeyError(f"sequence {seq_id} holds no blocks")
         for table, pool in zip(seq.tables, self._pools):
-            pool.give_back(table.blocks[table.released:])
+            pool.give_back(reversed(table.blocks[table.released:]))  # its last blocks are evicted first
 
     def holds(self, seq_id: int) -> bool:
         return seq_id in self._seqs
@@ -185,6 +238,9 @@ class KVBlockManager:
         """The sequence's tables in every group, in the order the groups were given (the cache's order). These
         are the manager's own lists, not copies: read them, never modify them."""
         return [table.blocks for table in self._seqs[seq_id].tables]
+
+    def num_cached_blocks(self) -> int:
+        return sum(pool.num_cached for pool in self._pools)
 
     def usage(self) -> dict[str, float]:
         """Fraction of each group's blocks in use."""

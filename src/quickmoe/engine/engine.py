@@ -13,6 +13,16 @@ over the scheduled chunks, sampling the sequences whose tokens are all computed 
 waited for) -> collect the previous step's tokens -> stop checks (stop token ids, stop strings on the
 incrementally decoded text, max_tokens, max_model_len) -> finished sequences free their blocks. The host
 work of one step thus runs while the device computes the next (see `step`).
+
+The pipelining rule: a request whose next token needs the previous one on the host
+(`SamplingParams.needs_host_state`: penalties over its tokens) holds the pipeline up. While such a request runs
+with a token in flight, `step` collects the previous step before it schedules and launches the next, so that
+request samples from its known tokens; other requests in the same step are unaffected but for the wait.
+Structured output (engine/structured_output.py) is such a request: its token mask is computed on a worker thread
+from the collected tokens while the device runs the launched forward, and the sampler waits for it.
+A request with n > 1 runs as n sequences (its samples) whose outputs carry their `index`. With prefix caching,
+samples 1..n-1 are held back until sample 0 has computed the prompt, so they take its full blocks from the prefix
+cache (only the prompt's last partial block is computed again by each); without, each computes the prompt.
 """
 
 from __future__ import annotations
@@ -20,17 +30,22 @@ from __future__ import annotations
 import itertools
 import logging
 import numbers
+import random
 import threading
 from collections.abc import Sequence as Seq
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
 
 from quickmoe.engine.block_manager import KVBlockManager
 from quickmoe.engine.detokenizer import IncrementalDetokenizer
-from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.engine.outputs import EngineStats, StepOutput, TokenLogprob
+from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
+from quickmoe.engine.step_inputs import prompt_request, row_context
+from quickmoe.engine.structured_output import GrammarBackend, compute_masks
 from quickmoe.errors import RequestError
 from quickmoe.layers.sampler import DeviceSample, SampledTokens
 from quickmoe.tokenizer.base import Tokenizer
@@ -46,65 +61,39 @@ def _short(value: object, limit: int = 60) -> str:
 
 
 @dataclass(frozen=True)
-class TokenLogprob:
-    """A generated token's log-probability under the model (raw logits), and the `top` most likely ones."""
-
-    token_id: int
-    logprob: float
-    top: tuple[tuple[int, float], ...] = ()
-
-
-@dataclass(frozen=True)
-class StepOutput:
-    """What one request gained in one step: new token ids and the text that is now safe to show.
-    `finished` is set on its last output; finish_reason is "stop", "length" or "abort"."""
-
-    request_id: str
-    token_ids: list[int]
-    text: str
-    logprobs: list[TokenLogprob] | None
-    finished: bool
-    finish_reason: str | None
-    stop_reason: int | str | None
-    num_prompt_tokens: int
-    num_output_tokens: int
-
-
-@dataclass(frozen=True)
 class _InFlight:
-    """A launched step: its samples (on the device, copy to the host started) and the sequence of each row."""
+    """A launched step: its samples (on the device, copy to the host started), the sequence of each sampled row,
+    and per chunk the sequence whose prompt log-probabilities it computes (or None)."""
 
     sample: DeviceSample
     seqs: list[Sequence]
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    num_running: int
-    num_waiting: int
-    kv_cache_usage: dict[str, float]  # fraction of each cache group's blocks in use
-    num_preemptions: int
+    prompt_seqs: list[Sequence | None]
 
 
 class Engine:
     """Continuous batching over the runner's paged KV cache (see the module docstring)."""
 
     def __init__(self, runner, tokenizer: Tokenizer, *, max_num_seqs: int, max_num_batched_tokens: int,
-                 long_prefill_token_threshold: int | None = None) -> None:
+                 long_prefill_token_threshold: int | None = None, enable_prefix_caching: bool = True,
+                 seed: int = 0) -> None:
         self.runner = runner
         self.tokenizer = tokenizer
         self.config = runner.config
         self.max_model_len: int = runner.max_model_len
-        self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
+        self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan, enable_caching=enable_prefix_caching)
         self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                    long_prefill_token_threshold=long_prefill_token_threshold)
         self._in_flight: _InFlight | None = None  # the step launched last, its tokens not yet collected
         self.eos_ids = frozenset(self.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids)
         self._lock = threading.Lock()
         self._incoming: list[Sequence] = []
-        self._aborts: list[str] = []
-        self._live: dict[str, Sequence] = {}  # request id -> sequence, from add_request until finished
+        self._aborts: list[tuple[str, int | None]] = []
+        self._live: dict[str, list[Sequence]] = {}  # request id -> its samples, from add_request until all finished
         self._seq_ids = itertools.count()
+        self._seeds = random.Random(seed)  # the seeds of sampled requests that bring none
+        self._held: list[tuple[Sequence, list[Sequence]]] = []  # (sample 0, samples waiting for its prompt)
+        self.grammars: GrammarBackend | None = None  # structured output, made at its first request
+        self._masks: ThreadPoolExecutor | None = None  # computes structured outputs' token masks
 
     # -- requests (any thread) --------------------------------------------------------------------
     def prompt_ids(self, prompt: str | Seq[int]) -> list[int]:
@@ -135,34 +124,57 @@ class Engine:
             raise RequestError(f"sampling params of {request_id!r}: expected SamplingParams, got "
                                f"{type(params).__name__}")
         ids = self.prompt_ids(prompt)
-        generator = None
-        if not params.greedy:
-            seed = params.seed if params.seed is not None else int(torch.randint(0, 2**62, ()).item())
-            generator = torch.Generator().manual_seed(seed)
+        vocab = self.config.vocab_size
+        bad_bias = [t for t, _ in params.logit_bias if t >= vocab]
+        if bad_bias:
+            raise RequestError(f"sampling parameter 'logit_bias': token id {bad_bias[0]} is outside the model's "
+                               f"vocabulary [0, {vocab})")
         stop_ids = (frozenset() if params.ignore_eos else self.eos_ids) | frozenset(params.stop_token_ids)
+        grammar = self.check_structured(params.structured) if params.structured is not None else None
+        seqs = []
+        for index in range(params.n):
+            generator = None
+            if not params.greedy:
+                seed = params.seed + index if params.seed is not None else self._seeds.randrange(2**62)
+                generator = torch.Generator().manual_seed(seed)
+            seqs.append(Sequence(seq_id=next(self._seq_ids), request_id=request_id, prompt_ids=ids, params=params,
+                                 stop_ids=stop_ids, max_total_tokens=min(self.max_model_len, len(ids) + params.max_tokens),
+                                 detokenizer=IncrementalDetokenizer(self.tokenizer, params), generator=generator,
+                                 index=index, prompt_logprobs=[None] if params.prompt_logprobs is not None else None,
+                                 grammar=self.grammars.state(grammar, params.structured) if grammar else None))
         with self._lock:
             if request_id in self._live:
                 raise RequestError(f"request id {request_id!r} is already in use")
-            seq = Sequence(seq_id=next(self._seq_ids), request_id=request_id, prompt_ids=ids, params=params,
-                           stop_ids=stop_ids, max_total_tokens=min(self.max_model_len, len(ids) + params.max_tokens),
-                           detokenizer=IncrementalDetokenizer(self.tokenizer, params), generator=generator)
-            self._live[request_id] = seq
-            self._incoming.append(seq)
+            self._live[request_id] = seqs
+            if self.blocks.enable_caching and len(seqs) > 1:
+                self._incoming.append(seqs[0])
+                self._held.append((seqs[0], seqs[1:]))
+            else:
+                self._incoming.extend(seqs)
         return len(ids)
 
-    def abort(self, request_id: str) -> None:
-        """End a request at the next step (finish_reason "abort"), freeing its blocks; unknown or finished
-        requests are ignored."""
+    def check_structured(self, spec: StructuredOutput) -> str:
+        """The compiled grammar of a structured output; RequestError when it is invalid."""
+        if self.grammars is None:
+            self.grammars = GrammarBackend(self.tokenizer, self.config.vocab_size)
+        return self.grammars.compile(spec)
+
+    def abort(self, request_id: str, index: int | None = None) -> None:
+        """End a request (or only its sample `index`) at the next step (finish_reason "abort"), freeing its
+        blocks; unknown or finished requests are ignored."""
         with self._lock:
-            self._aborts.append(request_id)
+            self._aborts.append((request_id, index))
 
     def has_unfinished(self) -> bool:
         with self._lock:
             return bool(self._live)
 
     def stats(self) -> EngineStats:
-        return EngineStats(num_running=len(self.scheduler.running), num_waiting=len(self.scheduler.waiting),
-                           kv_cache_usage=self.blocks.usage(), num_preemptions=self.scheduler.num_preemptions)
+        sched = self.scheduler
+        return EngineStats(num_running=len(sched.running), num_waiting=len(sched.waiting),
+                           kv_cache_usage=self.blocks.usage(), num_preemptions=sched.num_preemptions,
+                           num_prefix_queries=sched.num_prefix_queries, num_prefix_hits=sched.num_prefix_hits,
+                           num_scheduled_tokens=sched.num_scheduled_tokens)
 
     # -- the engine loop (one thread) -------------------------------------------------------------
     def idle_work(self) -> bool:
@@ -178,12 +190,20 @@ class Engine:
         the outputs, while the device computes step N+1. So each request's outputs come one call later, and a
         request that step N finishes may compute one more token, which is dropped."""
         outputs = self._take_inbox()
+        if self._in_flight is not None and self._must_collect_first():
+            previous, self._in_flight = self._in_flight, None
+            outputs.extend(self._collect(previous))
         sched = self.scheduler.schedule()
         launched = self._launch(sched) if sched.chunks else None
         previous, self._in_flight = self._in_flight, launched
         if previous is not None:
             outputs.extend(self._collect(previous))
         return outputs
+
+    def _must_collect_first(self) -> bool:
+        """The pipelining rule (module docstring): a running request that needs its previous token on the host
+        has one in flight."""
+        return any(seq.num_pending and seq.params.needs_host_state for seq in self.scheduler.running)
 
     def _launch(self, sched) -> "_InFlight | None":
         """Queue the step on the device; its sampled outputs become PENDING tokens of their sequences."""
@@ -192,21 +212,37 @@ class Engine:
         seqs = [chunks[i].seq for i in sampling]
         for c in chunks:
             assert c.seq.num_pending <= 1 and (c.seq.num_pending == 0 or c.num_tokens == 1), "one step in flight"
+        contexts = [row_context(s) for s in seqs]
+        prompt = [prompt_request(c) for c in chunks]
+        bitmask = None
+        if any(s.grammar is not None for s in seqs):  # computed while the device runs the forward
+            if self._masks is None:
+                self._masks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-grammar")
+            bitmask = self._masks.submit(compute_masks, [s.grammar for s in seqs],
+                                         [tuple(s.stop_ids) for s in seqs], self.grammars.words)
         sample = self.runner.execute(
             [c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks], [c.start for c in chunks],
             [self.blocks.block_tables(c.seq.seq_id) for c in chunks],
             prev_rows=[c.seq.pending_row if c.seq.num_pending else -1 for c in chunks],
-            sample_rows=sampling, params=[s.params for s in seqs], generators=[s.generator for s in seqs])
+            sample_rows=sampling, params=[s.params for s in seqs], generators=[s.generator for s in seqs],
+            contexts=contexts if any(c is not None for c in contexts) else None, bitmask=bitmask,
+            prompt_logprobs=prompt if any(r is not None for r in prompt) else None)
         self.scheduler.step_done(sched)
         for row, seq in enumerate(seqs):
             seq.output_ids.append(PENDING)
             seq.num_pending += 1
             seq.pending_row = row
-        return _InFlight(sample, seqs) if seqs else None
+        prompt_seqs = [c.seq if r is not None else None for c, r in zip(chunks, prompt)]
+        return _InFlight(sample, seqs, prompt_seqs) if sample is not None else None
 
     def _collect(self, step: "_InFlight") -> list[StepOutput]:
         """Wait for a launched step's tokens and hand them to their sequences (finished ones drop theirs)."""
         sampled = step.sample.to_host()
+        for seq, values in zip(step.prompt_seqs, sampled.prompt or ()):
+            if seq is not None and values is not None:
+                for logprob, top in values:
+                    position = len(seq.prompt_logprobs)
+                    seq.prompt_logprobs.append(TokenLogprob(seq.prompt_ids[position], logprob, tuple(top)))
         return [self._append(seq, sampled, row) for row, seq in enumerate(step.seqs) if not seq.finished]
 
     def _take_inbox(self) -> list[StepOutput]:
@@ -215,14 +251,22 @@ class Engine:
             aborts, self._aborts = self._aborts, []
         for seq in incoming:
             self.scheduler.add(seq)
+        held, self._held = self._held, []
+        for first, rest in held:  # samples wait until sample 0's prompt blocks are in the prefix cache
+            if first.finished or first.num_computed >= len(first.prompt_ids):
+                for seq in rest:
+                    if not seq.finished:
+                        self.scheduler.add(seq)
+            else:
+                self._held.append((first, rest))
         outputs = []
-        for request_id in aborts:
+        for request_id, index in aborts:
             with self._lock:
-                seq = self._live.get(request_id)
-            if seq is None or seq.finished:
-                continue
-            self.scheduler.finish(seq, "abort")
-            outputs.append(self._finished(seq, "abort", [], None, ""))
+                seqs = list(self._live.get(request_id, ()))
+            for seq in seqs:
+                if not seq.finished and index in (None, seq.index):
+                    self.scheduler.finish(seq, "abort")
+                    outputs.append(self._finished(seq, "abort", [], None, ""))
         return outputs
 
     def _append(self, seq: Sequence, sampled: SampledTokens, row: int) -> StepOutput:
@@ -237,6 +281,8 @@ class Engine:
             top = sampled.top_logprobs[row] or []
             logprobs = [TokenLogprob(token, sampled.logprobs[row], tuple(top))]
         reason, stop_reason, text = None, None, ""
+        if seq.grammar is not None and token not in seq.stop_ids:
+            seq.grammar.advance(token)
         if token in seq.stop_ids:  # the stop token's text is not part of the output
             reason, stop_reason = "stop", token
         else:
@@ -245,14 +291,18 @@ class Engine:
                 reason, stop_reason = "stop", seq.detokenizer.stop_string
             elif len(seq.prompt_ids) + index + 1 >= seq.max_total_tokens:
                 reason = "length"
+        prompt_logprobs = seq.prompt_logprobs if index == 0 else None
+        scheduled = seq.first_scheduled_time if index == 0 else None
         if reason is None:
             return StepOutput(seq.request_id, [token], text, logprobs, False, None, None, len(seq.prompt_ids),
-                              index + 1)
+                              index + 1, seq.index, scheduled, prompt_logprobs)
         self.scheduler.finish(seq, reason)
-        return self._finished(seq, reason, [token], logprobs, text, stop_reason)
+        return self._finished(seq, reason, [token], logprobs, text, stop_reason, prompt_logprobs, scheduled)
 
     def _finished(self, seq: Sequence, reason: str, tokens: list[int], logprobs: list[TokenLogprob] | None,
-                  text: str, stop_reason: int | str | None = None) -> StepOutput:
+                  text: str, stop_reason: int | str | None = None,
+                  prompt_logprobs: list[TokenLogprob | None] | None = None,
+                  scheduled: float | None = None) -> StepOutput:
         assert seq.status is SequenceStatus.FINISHED
         del seq.output_ids[seq.num_resolved:]  # outputs computed past the end (pipelining) are dropped
         seq.num_pending = 0
@@ -260,6 +310,8 @@ class Engine:
         if reason != "abort":
             text += seq.detokenizer.finish()
         with self._lock:
-            self._live.pop(seq.request_id, None)
+            samples = self._live.get(seq.request_id, ())
+            if all(s.finished for s in samples):
+                self._live.pop(seq.request_id, None)
         return StepOutput(seq.request_id, tokens, text, logprobs, True, reason, stop_reason, len(seq.prompt_ids),
-                          len(seq.output_ids))
+                          len(seq.output_ids), seq.index, scheduled, prompt_logprobs)

@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 from quickmoe.engine_config import SEED_RANGE
 from quickmoe.errors import RequestError
 
-__all__ = ["GREEDY_BELOW", "MAX_LOGPROBS", "SEED_RANGE", "SamplingParams"]
+__all__ = ["GREEDY_BELOW", "MAX_LOGPROBS", "MAX_N", "SEED_RANGE", "STRUCTURED_KINDS", "SamplingParams",
+           "StructuredOutput"]
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (`logprobs`), as OpenAI's API
+MAX_N = 128  # the most parallel samples of one request (`n`)
+MAX_LOGIT_BIAS = 100.0  # |bias| allowed per token, as OpenAI's API
 # Temperatures below this are greedy: logits / T would overflow float32 (T below ~1e-38 even underflows to 0
 # in float32 and turns every row into NaN), and any T this small picks the argmax anyway.
 GREEDY_BELOW = 1e-5
@@ -24,6 +27,55 @@ def _is_int(value: object) -> bool:
 def _check_bool(name: str, value: object) -> None:
     if not isinstance(value, bool):
         raise RequestError(f"sampling parameter {name!r} = {value!r}: expected true or false")
+
+
+STRUCTURED_KINDS = ("json_object", "json_schema", "regex", "choice", "grammar")
+
+
+@dataclass(frozen=True)
+class StructuredOutput:
+    """What the output must match: `kind` json_object (any JSON object; spec ignored), json_schema (spec: the
+    schema as JSON text), regex, choice (spec: a JSON list of strings) or grammar (Lark or GBNF). With
+    `after_final_channel` the constraint starts after harmony's final-channel header (a chat reply's answer)."""
+
+    kind: str
+    spec: str = ""
+    after_final_channel: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in STRUCTURED_KINDS:
+            raise RequestError(f"structured output kind {self.kind!r}: expected one of {list(STRUCTURED_KINDS)}")
+        if not isinstance(self.spec, str) or (self.kind != "json_object" and not self.spec):
+            raise RequestError(f"structured output ({self.kind}): expected a non-empty specification")
+        _check_bool("after_final_channel", self.after_final_channel)
+
+
+def _check_number(name: str, value: object, lo: float, hi: float, *, lo_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo < value if lo_open else lo <= value) \
+            or not value <= hi:
+        raise RequestError(f"sampling parameter {name!r} = {value!r}: expected a number in "
+                           f"{'(' if lo_open else '['}{lo:g}, {hi:g}]")
+
+
+def _normalise_logit_bias(bias: object) -> tuple[tuple[int, float], ...]:
+    """{token id: bias} (or (id, bias) pairs) as sorted (id, bias) pairs; ids may be integer strings (JSON keys)."""
+    items = bias.items() if isinstance(bias, dict) else bias
+    if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, type({}.items()))):
+        raise RequestError(f"sampling parameter 'logit_bias' = {bias!r:.80}: expected {{token id: bias}}")
+    out: dict[int, float] = {}
+    for pair in items:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise RequestError(f"sampling parameter 'logit_bias' = {bias!r:.80}: expected {{token id: bias}}")
+        key, value = pair
+        if isinstance(key, str) and key.strip().isdigit():
+            key = int(key)
+        if not _is_int(key) or key < 0:
+            raise RequestError(f"sampling parameter 'logit_bias' key {key!r}: expected a token id >= 0")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -MAX_LOGIT_BIAS <= value <= MAX_LOGIT_BIAS:
+            raise RequestError(f"sampling parameter 'logit_bias' [{key}] = {value!r}: expected a number in "
+                               f"[-{MAX_LOGIT_BIAS:g}, {MAX_LOGIT_BIAS:g}]")
+        out[key] = float(value)
+    return tuple(sorted(out.items()))
 
 
 def _normalise_stop(stop: object) -> tuple[str, ...]:
@@ -55,6 +107,18 @@ class SamplingParams:
     Output: `skip_special_tokens` leaves special tokens (<|channel|>, ...) out of the text.
     `logprobs` None returns no log-probabilities; 0 the chosen token's; n in 1..20 also the n most
     likely tokens with theirs (all from the raw logits, before temperature, top-k and top-p).
+    `prompt_logprobs` (None, or 0..20 alternatives) returns the log-probability of every prompt token given
+    the tokens before it (the first one has none); such a request never reuses cached prefix blocks.
+
+    Logits processing (vLLM's order and definitions), before greedy or sampled choice:
+    `min_tokens`: the stop token ids (EOS, stop_token_ids) cannot be chosen before this many outputs (stop
+    strings still apply). `logit_bias` {token id: bias in [-100, 100]} is added to the logits.
+    `repetition_penalty` r (> 0, 1 = off): a token seen in the prompt or the outputs has its logit divided by r
+    when positive, multiplied by r otherwise. `frequency_penalty` f and `presence_penalty` p (in [-2, 2]):
+    logit -= f * (times the token was generated) + p * (1 if it was generated). Then temperature, and
+    `min_p` (in [0, 1]): tokens of probability below min_p x the most likely one's are dropped before
+    top-k and top-p. `n` (1..128): independent samples of the prompt (seed s: sample i draws with s + i).
+    `structured` (StructuredOutput): only tokens that keep the output matching it are chosen.
     """
 
     max_tokens: int = 16
@@ -69,6 +133,15 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
     logprobs: int | None = None
+    n: int = 1
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    min_p: float = 0.0
+    min_tokens: int = 0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    prompt_logprobs: int | None = None
+    structured: StructuredOutput | None = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_tokens) or self.max_tokens < 1:
@@ -97,9 +170,41 @@ class SamplingParams:
         if self.logprobs is not None and (not _is_int(self.logprobs) or not 0 <= self.logprobs <= MAX_LOGPROBS):
             raise RequestError(f"sampling parameter 'logprobs' = {self.logprobs!r}: expected None or an integer "
                                f"in [0, {MAX_LOGPROBS}]")
+        if self.prompt_logprobs is not None and (not _is_int(self.prompt_logprobs)
+                                                 or not 0 <= self.prompt_logprobs <= MAX_LOGPROBS):
+            raise RequestError(f"sampling parameter 'prompt_logprobs' = {self.prompt_logprobs!r}: expected None or "
+                               f"an integer in [0, {MAX_LOGPROBS}]")
+        if not _is_int(self.n) or not 1 <= self.n <= MAX_N:
+            raise RequestError(f"sampling parameter 'n' = {self.n!r}: expected an integer in [1, {MAX_N}]")
+        _check_number("presence_penalty", self.presence_penalty, -2.0, 2.0)
+        _check_number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
+        _check_number("repetition_penalty", self.repetition_penalty, 0.0, float("inf"), lo_open=True)
+        if self.repetition_penalty == float("inf"):
+            raise RequestError(f"sampling parameter 'repetition_penalty' = {self.repetition_penalty!r}: expected a "
+                               "finite number > 0")
+        _check_number("min_p", self.min_p, 0.0, 1.0)
+        if not _is_int(self.min_tokens) or not 0 <= self.min_tokens <= self.max_tokens:
+            raise RequestError(f"sampling parameter 'min_tokens' = {self.min_tokens!r}: expected an integer in "
+                               f"[0, max_tokens = {self.max_tokens}]")
+        object.__setattr__(self, "logit_bias", _normalise_logit_bias(self.logit_bias))
+        if self.structured is not None and not isinstance(self.structured, StructuredOutput):
+            raise RequestError(f"sampling parameter 'structured' = {self.structured!r:.60}: expected None or a "
+                               "StructuredOutput")
 
     @property
     def greedy(self) -> bool:
         """Whether the next token is the argmax of the logits (temperature below GREEDY_BELOW, 0 included): the
         sampler never divides by such a temperature."""
         return self.temperature < GREEDY_BELOW
+
+    @property
+    def penalized(self) -> bool:
+        """Whether a penalty over the request's tokens applies (they must then be known when it samples)."""
+        return self.presence_penalty != 0 or self.frequency_penalty != 0 or self.repetition_penalty != 1
+
+    @property
+    def needs_host_state(self) -> bool:
+        """Whether sampling the next token needs the previous one on the host (penalties over the tokens, a
+        structured output's grammar state): the engine then launches a step holding this request only after the
+        previous step's tokens are collected."""
+        return self.penalized or self.structured is not None

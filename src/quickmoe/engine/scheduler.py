@@ -9,6 +9,9 @@ Each step has a token budget (`max_num_batched_tokens`) shared by every sequence
    the front of the queue) until the allocation fits, possibly the sequence itself.
 2. Then, if nothing was preempted in this step, waiting sequences in arrival order while the budget, the
    `max_num_seqs` limit and the free blocks allow (a long prompt is admitted with a first chunk, capped alike).
+   With prefix caching, a sequence admitted with nothing computed first takes the cached blocks of its longest
+   cached prefix (`KVBlockManager.match_prefix`) and computes from there (a request asking for prompt
+   log-probabilities computes every position); each step then registers the full blocks it completed.
 Decodes and prefills of different requests thus share one step, and a long prompt never holds the others up:
 every running decode is in every step (the budget permitting: it must cover max_num_seqs decodes), a step
 computes at most one capped chunk per prefilling sequence, and what the chunks leave of the budget admits new
@@ -18,6 +21,7 @@ exactly while it is RUNNING.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -64,6 +68,9 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
+        self.num_scheduled_tokens = 0  # tokens computed by all steps so far
+        self.num_prefix_queries = 0  # tokens of sequences admitted with caching on (prefix cache queries)
+        self.num_prefix_hits = 0  # of which were found in the cache
 
     def add(self, seq: Sequence) -> None:
         assert seq.status is SequenceStatus.WAITING and seq.num_computed == 0
@@ -96,15 +103,25 @@ class Scheduler:
             seq = self.waiting[0]
             if seq.num_pending:  # preempted while a step computed its last output: readmitted once it is known
                 break
-            n = min(seq.num_uncomputed, budget, cap)
-            if not self.blocks.try_allocate(seq.seq_id, 0, n):
+            hit = None
+            if self.blocks.enable_caching and seq.params.prompt_logprobs is None:
+                hit = self.blocks.match_prefix(seq.token_ids(0, seq.num_tokens))
+            start = hit.num_tokens if hit is not None else 0
+            n = min(seq.num_tokens - start, budget, cap)
+            if not self.blocks.try_allocate(seq.seq_id, start, start + n, hit):
                 if not self.running:  # nothing to wait for: the cache is too small for this sequence
                     raise RuntimeError(f"sequence {seq.request_id!r}: {n} tokens do not fit an empty KV cache")
                 break
+            if self.blocks.enable_caching:
+                self.num_prefix_queries += seq.num_tokens
+                self.num_prefix_hits += start
             self.waiting.popleft()
             seq.status = SequenceStatus.RUNNING
+            seq.num_computed = start
+            if seq.first_scheduled_time is None:
+                seq.first_scheduled_time = time.monotonic()
             self.running.append(seq)
-            out.chunks.append(ScheduledChunk(seq, 0, n))
+            out.chunks.append(ScheduledChunk(seq, start, n))
             budget -= n
         return out
 
@@ -132,7 +149,11 @@ class Scheduler:
     def step_done(self, out: SchedulerOutput) -> None:
         """The step ran: its chunks' tokens are in the cache."""
         for chunk in out.chunks:
-            chunk.seq.num_computed = chunk.start + chunk.num_tokens
+            seq = chunk.seq
+            seq.num_computed = chunk.start + chunk.num_tokens
+            self.num_scheduled_tokens += chunk.num_tokens
+            self.blocks.register_blocks(seq.seq_id, min(seq.num_computed, seq.num_tokens - seq.num_pending),
+                                        seq.token_ids)
 
     def finish(self, seq: Sequence, reason: str) -> None:
         """End a sequence (finished or aborted): out of the queues, its blocks freed. Idempotent."""
@@ -141,7 +162,7 @@ class Scheduler:
         if seq.status is SequenceStatus.RUNNING:
             self.running.remove(seq)
             self.blocks.free(seq.seq_id)
-        else:
+        elif seq in self.waiting:  # (a sample the engine still holds back is in neither queue)
             self.waiting.remove(seq)
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason

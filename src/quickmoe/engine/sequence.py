@@ -46,6 +46,11 @@ class Sequence:
     stop_reason: int | str | None = None  # the stop token id or stop string that ended it
     num_pending: int = 0  # trailing outputs that are PENDING (sampled by a step whose tokens are not back yet)
     pending_row: int = -1  # the latest pending output's row among its step's sampled rows
+    index: int = 0  # which of the request's n samples this is
+    prompt_logprobs: list | None = None  # TokenLogprob (None for the first token) per prompt token collected so far
+    grammar: object = None  # structured output: its GrammarState (engine/structured_output.py), else None
+    first_scheduled_time: float | None = None  # time.monotonic() when the scheduler first admitted it
+    prompt_logprobs_asked: int = 1  # prompt positions whose log-probability a launched step computes (0 has none)
 
     @property
     def num_resolved(self) -> int:

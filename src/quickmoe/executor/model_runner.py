@@ -24,6 +24,7 @@ from quickmoe.forward.forward_batch import ForwardBatch
 from quickmoe.layers.attention import Attention
 from quickmoe.layers.moe import FusedMoE, GptOssMLP
 from quickmoe.layers.norm import RMSNorm
+from quickmoe.layers.prompt_logprobs import PromptLogprobRequest, prompt_logit_rows, prompt_logprob_table
 from quickmoe.layers.sampler import DeviceSample, Sampler
 from quickmoe.layers.sparse_moe import SparseMoeBlock
 from quickmoe.layouts import default_permutation_cache
@@ -239,17 +240,23 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, token_ids: list[list[int]], start_positions: list[int], block_tables: list[list[list[int]]], *,
                 prev_rows: list[int] | None = None, sample_rows: list[int] = (), params: list = (),
-                generators: list = ()) -> DeviceSample | None:
+                generators: list = (), contexts: list | None = None, bitmask=None,
+                prompt_logprobs: list[PromptLogprobRequest | None] | None = None) -> DeviceSample | None:
         """One model step, queued without waiting for the device: a decode step that fits a captured bucket
         replays its CUDA graph, anything else runs eagerly (`build_batch` + `forward`). Row b's last token is the
         token row prev_rows[b] of the previous step sampled (its id in `token_ids` is a placeholder) where
-        prev_rows[b] >= 0: it is taken on the device. Rows `sample_rows` are sampled (`params` and `generators`
-        per sampled row, see `Sampler.sample`); the result is kept on the device for the next step and its copy
-        to the host is started: `DeviceSample.to_host()` waits for it. None when nothing is sampled."""
+        prev_rows[b] >= 0: it is taken on the device. Rows `sample_rows` are sampled (`params`, `generators`,
+        `contexts` per sampled row and `bitmask`, see `Sampler.sample`); the result is kept on the device for the
+        next step and its copy to the host is started: `DeviceSample.to_host()` waits for it. prompt_logprobs[b]:
+        log-probabilities of prompt tokens that row b's chunk predicts (the step then runs eagerly), returned in
+        `DeviceSample.prompt`. None when nothing is sampled and no prompt log-probability asked."""
         self.step_timer.begin()
         prev = prev_rows if prev_rows is not None else [-1] * len(token_ids)
         graphs = self.graphs
-        if graphs is not None and len(token_ids) <= graphs.max_batch and all(len(t) == 1 for t in token_ids):
+        wants_prompt = prompt_logprobs is not None and any(r is not None for r in prompt_logprobs)
+        prompt_rows = None
+        if graphs is not None and not wants_prompt and len(token_ids) <= graphs.max_batch \
+                and all(len(t) == 1 for t in token_ids):
             host = build_host_metadata([1] * len(token_ids), start_positions, self._per_group(block_tables),
                                        self.kv_cache.block_size)
             logits = graphs.run([t[0] for t in token_ids], prev, host)
@@ -257,13 +264,23 @@ class ModelRunner:
             batch = self.build_batch(token_ids, start_positions, block_tables)
             if any(r >= 0 for r in prev):
                 batch.input_ids = self._resolve_previous(batch.input_ids, [len(t) for t in token_ids], prev)
-            logits = self.model(batch)
+            if wants_prompt:  # the last rows and the prompt rows asked for, in one LM-head call
+                rows, prompt_rows = prompt_logit_rows([len(t) for t in token_ids], prompt_logprobs)
+                batch.logits_indices = to_device(rows, self.device)
+                logits = self.model(batch)
+                logits, prompt_logits = logits[:len(token_ids)], logits[len(token_ids):]
+            else:
+                logits = self.model(batch)
         sample = None
         if sample_rows:
             if len(sample_rows) != len(token_ids):
                 logits = logits[to_device(np.asarray(sample_rows, dtype=np.int64), self.device)]
-            sample = self.sampler.sample(logits, params, generators)
+            sample = self.sampler.sample(logits, params, generators, contexts, bitmask)
             self.prev_sampled[:len(sample_rows)].copy_(sample.token_ids)  # the next step's inputs
+        if prompt_rows is not None:
+            sample = sample if sample is not None else DeviceSample.empty(self.device)
+            sample.prompt = prompt_logprob_table(prompt_logits, prompt_logprobs, prompt_rows)
+        if sample is not None:
             sample.to_host_async()
         self.step_timer.end(len(token_ids))
         return sample

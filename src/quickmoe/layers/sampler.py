@@ -1,7 +1,8 @@
 """Turns last-token logits into next tokens, batched on the logits' device.
 
-Greedy rows take the argmax of the raw logits. Sampled rows draw from softmax(logits / temperature),
-restricted to the top_k most likely tokens, then to the top-p nucleus of those, by inverse CDF with
+The logits are first processed (layers/logits_processing.py: min_tokens, logit_bias, penalties, an allowed-token
+bitmask) when a row asks for it. Greedy rows take the argmax. Sampled rows draw from softmax(logits / temperature),
+restricted by min_p, then to the top_k most likely tokens, then to the top-p nucleus of those, by inverse CDF with
 one uniform per row from the request's own CPU `torch.Generator`: over the probabilities sorted in
 descending order when the row filters (top-k or top-p), else over them in token-id order (no sort of the
 vocabulary: exact all the same). Every row is computed on its own (no value of one row depends on another,
@@ -13,10 +14,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+
+from quickmoe.layers.logits_processing import (
+    RowContext,
+    apply_min_p,
+    apply_token_bitmask,
+    needs_processing,
+    process_logits,
+)
+from quickmoe.layers.prompt_logprobs import PromptLogprobTable
 
 
 class RowSamplingParams(Protocol):
@@ -26,6 +37,11 @@ class RowSamplingParams(Protocol):
     top_k: int  # 0: no limit
     top_p: float
     logprobs: int | None
+    min_p: float  # and the fields of logits_processing.ProcessedRowParams
+    presence_penalty: float
+    frequency_penalty: float
+    repetition_penalty: float
+    logit_bias: tuple[tuple[int, float], ...]
 
     @property
     def greedy(self) -> bool: ...
@@ -43,6 +59,8 @@ class SampledTokens:
     token_ids: list[int]  # [B]
     logprobs: list[float | None]
     top_logprobs: list[list[tuple[int, float]] | None]
+    # per chunk of the step (None where none was asked): per predicted prompt token, (logprob, top alternatives)
+    prompt: list[list[tuple[float, list[tuple[int, float]]]] | None] | None = None
 
 
 def top_k_top_p_mask(sorted_probs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
@@ -106,14 +124,23 @@ class DeviceSample:
     table: torch.Tensor | None
     width: int
     logprobs_asked: list[int | None]  # per row: params.logprobs
+    prompt: PromptLogprobTable | None = None  # prompt tokens' log-probabilities, where a chunk asked
     _host: torch.Tensor | None = None
     _event: object = None
+
+    @classmethod
+    def empty(cls, device: torch.device) -> "DeviceSample":
+        """No sampled row (a step that only computed prompt log-probabilities)."""
+        return cls(torch.empty(0, dtype=torch.int64, device=device), None, 0, [])
 
     def to_host_async(self) -> "DeviceSample":
         source = self.table if self.table is not None else self.token_ids
         if source.is_cuda:
             self._host = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)
             self._host.copy_(source, non_blocking=True)
+            if self.prompt is not None:
+                self.prompt.host = torch.empty(self.prompt.table.shape, dtype=torch.float64, pin_memory=True)
+                self.prompt.host.copy_(self.prompt.table, non_blocking=True)
             self._event = torch.cuda.Event()
             self._event.record()
         else:
@@ -127,8 +154,9 @@ class DeviceSample:
         if self._event is not None:
             self._event.synchronize()
         num_rows = len(self.logprobs_asked)
+        prompt = self.prompt.to_host() if self.prompt is not None else None
         if self.table is None:
-            return SampledTokens(self._host.tolist(), [None] * num_rows, [None] * num_rows)
+            return SampledTokens(self._host.tolist(), [None] * num_rows, [None] * num_rows, prompt)
         host = self._host.tolist()
         token_ids = [int(row[0]) for row in host]
         out_logprobs: list[float | None] = [None] * num_rows
@@ -141,29 +169,38 @@ class DeviceSample:
             out_logprobs[i] = row[1]
             if n > 0:
                 out_top[i] = [(int(row[2 + j]), row[2 + width + j]) for j in range(n)]
-        return SampledTokens(token_ids, out_logprobs, out_top)
+        return SampledTokens(token_ids, out_logprobs, out_top, prompt)
 
 
 class Sampler:
     """Picks one token per row of last-token logits (see the module docstring)."""
 
     def __call__(self, logits: torch.Tensor, params: Sequence[RowSamplingParams],
-                 generators: Sequence[torch.Generator | None]) -> SampledTokens:
+                 generators: Sequence[torch.Generator | None], contexts: Sequence[RowContext | None] | None = None,
+                 bitmask: torch.Tensor | Future | None = None) -> SampledTokens:
         """`sample`, then the host lists (synchronises with the device)."""
-        return self.sample(logits, params, generators).to_host()
+        return self.sample(logits, params, generators, contexts, bitmask).to_host()
 
     def sample(self, logits: torch.Tensor, params: Sequence[RowSamplingParams],
-               generators: Sequence[torch.Generator | None]) -> DeviceSample:
+               generators: Sequence[torch.Generator | None], contexts: Sequence[RowContext | None] | None = None,
+               bitmask: torch.Tensor | Future | None = None) -> DeviceSample:
         """logits [B, V] (any device) -> B tokens, plus log-probabilities where asked, left on the device.
 
         generators[i] is row i's CPU generator; sampled rows (temperature > 0) must have one, and each
         draws exactly one float64 uniform from it per call, in row order. Greedy rows may pass None.
+        contexts[i]: what row i's logits processing needs (penalties, min_tokens), or None. bitmask: the
+        allowed tokens of every row ([B, ceil(V / 32)] int32, all ones for a free row), or a Future of it,
+        waited for only now (it is computed on a thread while the device runs the forward).
         """
         num_rows = logits.shape[0]
         assert logits.dim() == 2 and len(params) == num_rows == len(generators), \
             f"logits {tuple(logits.shape)}, {len(params)} params, {len(generators)} generators"
-        logits = logits.float()
+        raw = logits = logits.float()
         device = logits.device
+        if needs_processing(params, contexts):
+            logits = process_logits(logits, params, contexts)
+        if bitmask is not None:
+            logits = apply_token_bitmask(logits, bitmask.result() if isinstance(bitmask, Future) else bitmask)
         tokens = logits.argmax(dim=-1)  # [B]
         sampled_rows = [i for i, p in enumerate(params) if not p.greedy]
         if sampled_rows:
@@ -171,7 +208,7 @@ class Sampler:
             drawn = self._sample(logits if rows is None else logits[rows], [params[i] for i in sampled_rows],
                                  [generators[i] for i in sampled_rows])  # [S]
             tokens = drawn if rows is None else tokens.index_copy(0, rows, drawn)
-        return self._collect(logits, tokens, params)
+        return self._collect(raw, tokens, params)
 
     @staticmethod
     def _index(rows: list[int], num_rows: int, device: torch.device) -> torch.Tensor | None:
@@ -194,6 +231,8 @@ class Sampler:
         top_k = _to_device(torch.tensor([p.top_k for p in params], dtype=torch.int64), device)  # [S]
         top_p = _to_device(torch.tensor([float(p.top_p) for p in params], dtype=torch.float64), device)
         probs = torch.softmax(logits / temperature[:, None], dim=-1)  # [S, V]
+        if any(p.min_p > 0 for p in params):
+            probs = apply_min_p(probs, _to_device(torch.tensor([float(p.min_p) for p in params]), device))
         filters = [p.top_k > 0 or p.top_p < 1 for p in params]
         if not any(filters):
             return sample_in_id_order(probs, u)

@@ -58,6 +58,9 @@ def from_validation_error(exc: ValidationError) -> APIError:
     reason = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] == "missing":
         message = f"{param}: required field missing"
+    elif first["type"] == "extra_forbidden":
+        message = f"{param}: unknown field; this server does not implement it (leave it out)"
+        return APIError(400, message, param=param, code="unsupported_value")
     else:
         message = f"{param or 'body'}: {reason} (got {_short(first.get('input'))})"
     return APIError(400, message, param=param, code="invalid_value" if first["type"] != "missing" else "missing")

@@ -1,4 +1,6 @@
-"""The FastAPI app: OpenAI's /v1/completions, /v1/chat/completions and /v1/models, plus /health and /metrics.
+"""The FastAPI app: OpenAI's /v1/completions, /v1/chat/completions, /v1/responses and /v1/models, plus /health,
+/metrics, /version,
+and vLLM's /tokenize and /detokenize (behind the API key like /v1/*).
 
     app = create_app(llm, ServerConfig(api_key="..."))      # an LLM, or a bare Engine
     uvicorn.run(app)                                        # (quickmoe serve: server/serve.py)
@@ -21,7 +23,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 
 from quickmoe import __version__
 from quickmoe.engine.engine import Engine
@@ -31,14 +33,15 @@ from quickmoe.server.chat import create_chat_completion
 from quickmoe.server.completions import create_completion
 from quickmoe.server.config import ServerConfig
 from quickmoe.server.context import ServingContext
-from quickmoe.server.metrics import ServerMetrics
+from quickmoe.server.metrics import CONTENT_TYPE, ServerMetrics
 from quickmoe.server.responses import JSONBytesResponse
+from quickmoe.server.responses_api import ResponseStore, create_response
+from quickmoe.server.tokenize import detokenize, tokenize
 from quickmoe.startup.report import StartupReport
 
 __all__ = ["create_app"]
 
 logger = logging.getLogger(__name__)
-PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def create_app(model, config: ServerConfig | None = None, *, startup_report: StartupReport | None = None,
@@ -51,7 +54,9 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
     model_dir = model_dir if model_dir is not None else getattr(model, "model_dir", None)
     name = config.served_model_name or (Path(model_dir).name if model_dir is not None else "quickmoe")
     metrics = ServerMetrics(name, startup_report)
-    async_engine = AsyncEngine(engine, max_waiting=config.max_waiting, metrics=metrics)
+    async_engine = AsyncEngine(engine, max_waiting=config.max_waiting, metrics=metrics,
+                               stats_interval_s=config.stats_interval_s, log_requests=config.log_requests)
+    metrics.watch(lambda: async_engine.snapshot, lambda: async_engine.num_waiting)
     ctx = ServingContext(engine=async_engine, tokenizer=engine.tokenizer, model_name=name,
                          max_model_len=engine.max_model_len, vocab_size=engine.config.vocab_size, config=config,
                          metrics=metrics, created=int(time.time()))
@@ -78,10 +83,23 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
 
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:
-        return PlainTextResponse(metrics.render(async_engine.snapshot, async_engine.num_waiting),
-                                 media_type=PROMETHEUS_CONTENT_TYPE)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(_authorizer(config.api_key))])
+    @app.get("/version")
+    async def version() -> Response:
+        return JSONBytesResponse({"version": __version__})
+
+    authorized = [Depends(_authorizer(config.api_key))]
+
+    @app.post("/tokenize", dependencies=authorized)
+    async def tokenize_route(request: Request) -> Response:
+        return await tokenize(ctx, request)
+
+    @app.post("/detokenize", dependencies=authorized)
+    async def detokenize_route(request: Request) -> Response:
+        return await detokenize(ctx, request)
+
+    v1 = APIRouter(prefix="/v1", dependencies=authorized)
 
     def model_card() -> dict:
         return {"id": name, "object": "model", "created": ctx.created, "owned_by": "quickmoe",
@@ -105,6 +123,12 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
     @v1.post("/chat/completions")
     async def chat_completions(request: Request) -> Response:
         return await create_chat_completion(ctx, request)
+
+    stored_responses = ResponseStore()
+
+    @v1.post("/responses")
+    async def responses(request: Request) -> Response:
+        return await create_response(ctx, stored_responses, request)
 
     app.include_router(v1)
     return app

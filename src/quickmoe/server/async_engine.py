@@ -28,6 +28,7 @@ from quickmoe.engine.engine import Engine, StepOutput
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import QuickMoEError
 from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
+from quickmoe.server.stats_log import StatsLogger
 
 __all__ = ["AsyncEngine", "EngineDrained", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable",
            "RequestStream", "TimedOutput"]
@@ -69,13 +70,17 @@ class TimedOutput:
 class RequestStream:
     """The outputs of one request, in order, ending with the one marked `finished` (or an EngineStepFailed)."""
 
-    def __init__(self, request_id: str, num_prompt_tokens: int, arrival: float | None = None) -> None:
+    def __init__(self, request_id: str, num_prompt_tokens: int, arrival: float | None = None,
+                 num_samples: int = 1) -> None:
         self.request_id = request_id
+        self.num_samples = num_samples  # n: the stream ends when each sample has finished
+        self._num_finished = 0
         self.num_prompt_tokens = num_prompt_tokens
         self.arrival = time.monotonic() if arrival is None else arrival  # what TTFT and E2E latency count from
         self.first_token_time: float | None = None
         self.last_token_time: float | None = None
-        self.num_output_tokens = 0
+        self.num_output_tokens = 0  # of all samples
+        self.num_finished_samples = 0  # seen by the engine thread's delivery (the consumer counts its own)
         self.finished = False
         self._queue: asyncio.Queue[TimedOutput | BaseException] = asyncio.Queue()
 
@@ -93,19 +98,23 @@ class RequestStream:
             self.finished = True
             raise item
         if item.output.finished:
-            self.finished = True
+            self._num_finished += 1
+            self.finished = self._num_finished == self.num_samples
         return item
 
 
 class AsyncEngine:
     """Runs `Engine.step()` on one thread for requests made on one asyncio loop (see the module docstring)."""
 
-    def __init__(self, engine: Engine, *, max_waiting: int, metrics: ServerMetrics | None = None) -> None:
+    def __init__(self, engine: Engine, *, max_waiting: int, metrics: ServerMetrics | None = None,
+                 stats_interval_s: float | None = None, log_requests: bool = False) -> None:
         if max_waiting < 1:
             raise ValueError(f"max_waiting = {max_waiting}: expected >= 1")
         self.engine = engine
         self.max_waiting = max_waiting
         self.metrics = metrics
+        self.stats = StatsLogger(stats_interval_s) if stats_interval_s else None
+        self.log_requests = log_requests
         self.snapshot = EngineSnapshot()
         self._streams: dict[str, RequestStream] = {}  # event-loop side: requests not finished
         self._wakeup = threading.Condition()
@@ -180,8 +189,10 @@ class AsyncEngine:
         if self.num_waiting >= self.max_waiting:
             raise EngineOverloaded(f"{self.num_waiting} requests are waiting already (the queue holds "
                                    f"{self.max_waiting}); retry later")
-        stream = RequestStream(request_id, len(prompt_ids), arrival)
+        stream = RequestStream(request_id, len(prompt_ids), arrival, params.n)
         self.engine.add_request(request_id, list(prompt_ids), params)  # RequestError before anything is kept
+        if self.log_requests:
+            logger.info("request %s: %d prompt tokens, %s", request_id, len(prompt_ids), params)
         self._streams[request_id] = stream
         self._wake()
         return stream
@@ -193,9 +204,14 @@ class AsyncEngine:
         if stream is not None:
             self.engine.abort(request_id)
             self._wake()
-            if self.metrics is not None:
-                self.metrics.observe_finished(reason, time.monotonic() - stream.arrival, stream.num_prompt_tokens,
-                                              stream.num_output_tokens)
+            self._finished(stream, reason, time.monotonic())
+
+    def abort_sample(self, request_id: str, index: int) -> None:
+        """Stop one of a request's n samples (the server found its end: a chat stop string); its stream still
+        receives that sample's finished output."""
+        if request_id in self._streams:
+            self.engine.abort(request_id, index)
+            self._wake()
 
     def _wake(self) -> None:
         with self._wakeup:
@@ -208,20 +224,31 @@ class AsyncEngine:
             if stream is None:
                 continue  # aborted by the server side already
             if out.token_ids:
+                if metrics is not None:
+                    metrics.count_generated(len(out.token_ids))
                 if stream.first_token_time is None:
                     stream.first_token_time = now
                     if metrics is not None:
                         metrics.observe_first_token(now - stream.arrival)
+                        if out.scheduled_time is not None:
+                            metrics.observe_queue_time(max(out.scheduled_time - stream.arrival, 0.0))
                 elif metrics is not None:
                     metrics.observe_token_gap(now - stream.last_token_time)
                 stream.last_token_time = now
-            stream.num_output_tokens = out.num_output_tokens
+            stream.num_output_tokens += len(out.token_ids)
             if out.finished:
+                stream.num_finished_samples += 1
+            if stream.num_finished_samples == stream.num_samples:
                 del self._streams[out.request_id]
-                if metrics is not None:
-                    metrics.observe_finished(out.finish_reason or "stop", now - stream.arrival,
-                                             out.num_prompt_tokens, out.num_output_tokens)
+                self._finished(stream, out.finish_reason or "stop", now)
             stream._put(TimedOutput(out, now))
+
+    def _finished(self, stream: RequestStream, reason: str, now: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_finished(reason, now - stream.arrival, stream.num_prompt_tokens)
+        if self.log_requests:
+            logger.info("request %s finished (%s): %d prompt + %d generated tokens in %.3f s", stream.request_id,
+                        reason, stream.num_prompt_tokens, stream.num_output_tokens, now - stream.arrival)
 
     def _fail(self, request_ids: list[str], exc: BaseException) -> None:
         ids = request_ids or list(self._streams)
@@ -245,7 +272,10 @@ class AsyncEngine:
         self.snapshot = EngineSnapshot(num_running=stats.num_running, num_waiting=stats.num_waiting,
                                        kv_cache_usage=tuple(sorted(stats.kv_cache_usage.items())),
                                        num_sequences_with_blocks=self.engine.blocks.num_sequences,
-                                       num_preemptions=stats.num_preemptions)
+                                       num_preemptions=stats.num_preemptions,
+                                       num_prefix_queries=stats.num_prefix_queries,
+                                       num_prefix_hits=stats.num_prefix_hits,
+                                       num_scheduled_tokens=stats.num_scheduled_tokens)
 
     def _run(self) -> None:
         try:
@@ -300,6 +330,9 @@ class AsyncEngine:
                 continue
             failures = 0
             self._snapshot()
+            if self.stats is not None:
+                self.stats.count_generated(sum(len(out.token_ids) for out in outputs))
+                self.stats.maybe_log(self.snapshot)
             if outputs:
                 self._post(self._deliver, outputs, time.monotonic())
             elif self.snapshot.num_running == 0:

@@ -3,15 +3,59 @@ before the model loads)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from quickmoe.errors import ConfigError
 
-__all__ = ["ServerConfig"]
+__all__ = ["SamplingDefaults", "ServerConfig", "load_sampling_defaults"]
 
 DEFAULT_MAX_WAITING = 256
 DEFAULT_DRAIN_TIMEOUT_S = 60.0
 DEFAULT_MAX_BODY_BYTES = 32 * 2**20
+
+
+@dataclass(frozen=True)
+class SamplingDefaults:
+    """Sampling values for the fields a request leaves out (`--generation-config`: the model's
+    generation_config.json); None: quickmoe's own default (temperature 1, no top-k / top-p / min-p limit, no
+    repetition penalty, max_tokens 16 on completions and what the context leaves on chat)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+                raise ConfigError(f"generation config {name} = {value!r}: expected a number >= 0")
+        for name in ("top_k", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ConfigError(f"generation config {name} = {value!r}: expected an integer >= 0")
+
+
+def load_sampling_defaults(directory: Path) -> SamplingDefaults:
+    """The sampling fields of DIR/generation_config.json (none when the file is absent; ConfigError naming the file
+    when it is not valid JSON or a value is out of range)."""
+    path = Path(directory) / "generation_config.json"
+    if not path.is_file():
+        return SamplingDefaults()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read it as JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    top_k = data.get("top_k")
+    return SamplingDefaults(temperature=data.get("temperature"), top_p=data.get("top_p"),
+                            top_k=None if top_k in (None, 0) else top_k, min_p=data.get("min_p"),
+                            repetition_penalty=data.get("repetition_penalty"), max_tokens=data.get("max_new_tokens"))
 
 
 @dataclass(frozen=True)
@@ -22,7 +66,10 @@ class ServerConfig:
     /v1/* needs `Authorization: Bearer <api_key>` (401 otherwise). max_waiting: requests accepted beyond the
     running batch; more get 503. served_model_name: the `model` clients must name (None: the app derives one).
     drain_timeout_s: on SIGTERM, how long in-flight requests may take to finish before they are cancelled.
-    max_body_bytes: larger request bodies get 413. access_log: log every HTTP request.
+    max_body_bytes: larger request bodies get 413. access_log: log every HTTP request. log_requests: log each
+    generation request (its id, prompt length and parameters) and its end. stats_interval_s: how often the engine
+    thread logs its one-line stats while it runs (None: never). sampling_defaults: values for the sampling fields
+    a request leaves out.
     """
 
     host: str = "127.0.0.1"
@@ -33,6 +80,9 @@ class ServerConfig:
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     access_log: bool = False
+    log_requests: bool = False
+    stats_interval_s: float | None = 10.0
+    sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -61,6 +111,13 @@ class ServerConfig:
             raise fail("max_body_bytes", "an integer >= 1024")
         if not isinstance(self.access_log, bool):
             raise fail("access_log", "true or false")
+        if not isinstance(self.log_requests, bool):
+            raise fail("log_requests", "true or false")
+        if self.stats_interval_s is not None and (isinstance(self.stats_interval_s, bool) or not isinstance(
+                self.stats_interval_s, (int, float)) or not 0 < self.stats_interval_s < float("inf")):
+            raise fail("stats_interval_s", "None or a number of seconds > 0")
+        if not isinstance(self.sampling_defaults, SamplingDefaults):
+            raise fail("sampling_defaults", "a SamplingDefaults")
 
     @property
     def url(self) -> str:

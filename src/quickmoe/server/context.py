@@ -18,7 +18,7 @@ from quickmoe.server.api_errors import APIError, from_validation_error
 from quickmoe.server.async_engine import AsyncEngine, EngineOverloaded, EngineUnavailable, RequestStream
 from quickmoe.server.config import ServerConfig
 from quickmoe.server.metrics import ServerMetrics
-from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
+from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest, unsupported_field
 from quickmoe.server.request_params import prompt_error
 from quickmoe.tokenizer.base import Tokenizer
 
@@ -52,6 +52,9 @@ class ServingContext:
         if not isinstance(data, dict):
             raise APIError(400, f"the request body must be a JSON object, got {type(data).__name__}",
                            code="invalid_json")
+        unsupported = unsupported_field(model.endpoint, data)
+        if unsupported is not None:
+            raise APIError(400, str(unsupported), param=unsupported.field, code="unsupported_value")
         try:
             parsed = model.model_validate(data)
         except ValidationError as exc:
@@ -91,17 +94,32 @@ class ServingContext:
         except (RequestError, TokenizerError) as exc:
             raise prompt_error(exc, field) from None
 
-    async def chat_prompt_ids(self, req: ChatCompletionRequest) -> list[int]:
-        messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+    async def chat_prompt_ids(self, req, *, check: bool = True, messages: list[dict] | None = None,
+                              tools: list[dict] | None = None, suffix: list[int] = ()) -> list[int]:
+        """The rendered chat of a request (its `messages`, `reasoning_effort` and `rendered_tools` where it has
+        them, unless given), then `suffix` (the start of a forced tool call); checked as a prompt (vocabulary,
+        room in the context) unless `check` is false."""
+        messages = messages if messages is not None else [m.as_dict() for m in req.messages]
+        tools = tools if tools is not None else getattr(req, "rendered_tools", None)
 
         def render() -> list[int]:
-            return self.tokenizer.render_chat(messages, req.reasoning_effort)
+            return self.tokenizer.render_chat(messages, getattr(req, "reasoning_effort", None), tools) + list(suffix)
 
         try:
             ids = await asyncio.to_thread(render)
         except (RequestError, TokenizerError) as exc:
             raise APIError(400, f"messages: {exc}", param="messages", code="invalid_value") from None
-        return await self.prompt_ids(ids, "messages")
+        return await self.prompt_ids(ids, "messages") if check else ids
+
+    async def check_structured(self, req, params: SamplingParams) -> None:
+        """400 naming response_format / structured_outputs when the grammar asked for is invalid (compiled on a
+        worker thread: a large schema takes a while)."""
+        if params.structured is None:
+            return
+        try:
+            await asyncio.to_thread(self.engine.engine.check_structured, params.structured)
+        except RequestError as exc:
+            raise APIError(400, str(exc), param=req.structured_field, code="invalid_value") from None
 
     def submit(self, request_id: str, prompt_ids: list[int], params: SamplingParams, field: str,
                arrival: float) -> RequestStream:

@@ -1,30 +1,65 @@
 """The OpenAI request bodies the server accepts, as pydantic models with OpenAI's field names.
 
-Fields are strict (no "5" for 5, no true for 1; an integer is fine where a number is expected). Unknown fields
-are ignored, as OpenAI's API does; fields of OpenAI's that quickmoe cannot honour (n > 1, echo, tools, logit
-bias, penalties, suffix...) are rejected with 400 naming the field rather than silently dropped.
-Extensions (vLLM's names): top_k, ignore_eos, stop_token_ids, include_stop_str_in_output, skip_special_tokens.
+Every field is honoured or refused: the schemas are explicit (`extra="forbid"`), so a field quickmoe does not know
+is a 400 naming it, and the fields of OpenAI's schemas that quickmoe does not implement (`UNSUPPORTED`) are a 400
+naming them unless they hold their neutral value (e.g. `store: false`). Fields are strict (no "5" for 5, no true
+for 1; an integer is fine where a number is expected).
+Extensions (vLLM's names): top_k, min_p, repetition_penalty, min_tokens, prompt_logprobs, ignore_eos,
+stop_token_ids, include_stop_str_in_output, skip_special_tokens.
 
-A completion prompt is a string, a list of token ids, or a list holding one of those (a batch of several
-prompts is 400: send one request per prompt).
+A completion prompt is a string, a list of token ids, or a list of several of those (one choice each, n per
+prompt). Identifiers (`user`, `safety_identifier`) and `prompt_cache_key` (prefix caching is automatic) are taken
+and only logged with --enable-log-requests.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from quickmoe.engine.sampling_params import MAX_LOGPROBS, MAX_N
 from quickmoe.engine_config import SEED_RANGE
-from quickmoe.engine.sampling_params import MAX_LOGPROBS
+from quickmoe.server.structured_protocol import ResponseFormat, StructuredOutputs
+from quickmoe.server.tool_protocol import NamedToolChoice, ToolCall, ToolDefinition, check_tool_choice
 
-__all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions", "FieldProblem"]
+__all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions", "FieldProblem",
+           "UNSUPPORTED", "unsupported_field"]
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_LENGTH = 1024
+MAX_PROMPTS = 256  # prompts in one /v1/completions request
+_NEUTRAL = (None, False, "", [], {}, "auto", "default", ["text"])
+# OpenAI fields quickmoe does not implement, per endpoint, and the values that mean "not used" (allowed)
+UNSUPPORTED: dict[str, dict[str, tuple]] = {
+    "completions": {"suffix": (None, "")},
+    "chat/completions": {name: _NEUTRAL for name in (
+        "audio", "function_call", "functions", "metadata", "modalities", "moderation", "prediction",
+        "prompt_cache_options", "prompt_cache_retention", "service_tier", "store", "verbosity",
+        "web_search_options")},
+    "responses": {**{name: _NEUTRAL for name in (
+        "access_programs", "background", "context_management", "conversation", "image", "include",
+        "max_tool_calls", "moderation", "prompt", "prompt_cache_options", "prompt_cache_retention",
+        "service_tier")}, "truncation": (None, "disabled"), "top_logprobs": (None, 0)},
+}
 
 
-class FieldProblem(ValueError):
+def unsupported_field(endpoint: str, data: dict[str, Any]) -> FieldProblem | None:
+    """The first OpenAI field of `data` that quickmoe does not implement and that holds a value that would matter;
+    such fields holding their neutral value are removed from `data`."""
+    for name, neutral in UNSUPPORTED.get(endpoint, {}).items():
+        if name not in data:
+            continue
+        value = data[name]
+        if any(value == v and type(value) is type(v) for v in neutral):
+            del data[name]
+            continue
+        return FieldProblem(name, f"{name} is not supported by this server (got {str(value)[:60]!r}; leave it out)")
+    return None
+
+
+class FieldProblem(ValueError):  # noqa: N818 (a problem, not an exception users catch)
     """A field set to something quickmoe does not do (an OpenAI feature not implemented, with a value that would
     change the result), or fields that contradict each other."""
 
@@ -34,7 +69,7 @@ class FieldProblem(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class StreamOptions(_Strict):
@@ -61,20 +96,26 @@ class _SamplingFields(_Strict):
     """The sampling fields both endpoints share."""
 
     model: str | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=0)
     temperature: float | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=-1)
-    n: int = 1
+    n: int = Field(default=1, ge=1, le=MAX_N)
     stop: Any = None
     seed: int | None = Field(default=None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
     stream: bool = False
     stream_options: StreamOptions | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    logit_bias: dict[str, Any] | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
     user: str | None = None
-    # extensions
+    # extensions (vLLM's names)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    repetition_penalty: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    min_tokens: int = Field(default=0, ge=0)
+    prompt_logprobs: int | None = Field(default=None, ge=0, le=MAX_LOGPROBS)
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputs | None = None
     ignore_eos: bool = False
     stop_token_ids: list[int] | None = Field(default=None, max_length=64)
     include_stop_str_in_output: bool = False
@@ -92,16 +133,54 @@ class _SamplingFields(_Strict):
             raise ValueError("expected token ids >= 0")
         return value
 
+    @field_validator("logit_bias")
+    @classmethod
+    def _logit_bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key, bias in (value or {}).items():
+            if not key.isdigit():
+                raise ValueError(f"expected token ids (integers as strings) as keys, got {key!r:.40}")
+            if not -100 <= bias <= 100:
+                raise ValueError(f"expected biases in [-100, 100], got {bias!r} for token {key}")
+        return value
+
     def check(self) -> FieldProblem | None:
         """The first field set to something quickmoe does not do (or contradicting another), or None."""
-        if self.n != 1:
-            return FieldProblem("n", f"n = {self.n}: only n = 1 is supported (send n requests instead)")
-        for name in ("presence_penalty", "frequency_penalty"):
-            if getattr(self, name) not in (None, 0, 0.0):
-                return FieldProblem(name, f"{name} is not supported (expected 0 or null)")
-        if self.logit_bias:
-            return FieldProblem("logit_bias", "logit_bias is not supported (expected null or {})")
+        fmt, so = self.response_format, self.structured_outputs
+        if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is None:
+            return FieldProblem("response_format", "response_format json_schema needs 'json_schema': {'schema': ...}")
+        if so is not None:
+            given = [k for k in ("json_", "regex", "choice", "grammar") if getattr(so, k) is not None]
+            given += ["json_object"] if so.json_object else []
+            if len(given) != 1:
+                return FieldProblem("structured_outputs", "expected exactly one of json, regex, choice, grammar, "
+                                    "json_object")
+            if fmt is not None and fmt.type != "text":
+                return FieldProblem("structured_outputs", "response_format and structured_outputs both constrain "
+                                    "the output: send one")
         return None
+
+    @property
+    def structured_field(self) -> str:
+        return "structured_outputs" if self.structured_outputs is not None else "response_format"
+
+    def structured(self) -> tuple[str, str] | None:
+        """(kind, specification) of the output constraint asked for, or None."""
+        fmt, so = self.response_format, self.structured_outputs
+        if fmt is not None and fmt.type == "json_object":
+            return "json_object", ""
+        if fmt is not None and fmt.type == "json_schema":
+            return "json_schema", json.dumps(fmt.json_schema.schema_)
+        if so is None:
+            return None
+        if so.json_ is not None:
+            return "json_schema", so.json_ if isinstance(so.json_, str) else json.dumps(so.json_)
+        if so.regex is not None:
+            return "regex", so.regex
+        if so.choice is not None:
+            return "choice", json.dumps(so.choice)
+        if so.grammar is not None:
+            return "grammar", so.grammar
+        return "json_object", ""
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
@@ -115,33 +194,42 @@ class _SamplingFields(_Strict):
 class CompletionRequest(_SamplingFields):
     """POST /v1/completions."""
 
+    endpoint: ClassVar[str] = "completions"
     prompt: Any
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=MAX_LOGPROBS)
-    best_of: int | None = None
-    suffix: str | None = None
+    best_of: int | None = Field(default=None, ge=1)
 
     @field_validator("prompt", mode="before")
     @classmethod
-    def _prompt(cls, value: Any) -> str | list[int]:
-        """One prompt: a string or token ids (a list holding exactly one of those is unwrapped)."""
+    def _prompt(cls, value: Any) -> list[str | list[int]]:
+        """The prompts: a string or token ids, or a non-empty list of several of those."""
+        def one(p: Any) -> str | list[int] | None:
+            if isinstance(p, str):
+                return p
+            if isinstance(p, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
+                return p
+            return None
+
+        single = one(value)
+        if single is not None and not (isinstance(value, list) and not value):
+            return [single]
         if isinstance(value, list) and value and all(isinstance(p, (str, list)) for p in value):
-            if len(value) != 1:
-                raise ValueError(f"a batch of {len(value)} prompts is not supported: send one request per prompt")
-            value = value[0]
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
-            return value
-        raise ValueError("expected a string or a list of token ids (integers)")
+            if len(value) > MAX_PROMPTS:
+                raise ValueError(f"expected at most {MAX_PROMPTS} prompts, got {len(value)}")
+            prompts = [one(p) for p in value]
+            if all(p is not None for p in prompts):
+                return prompts
+        raise ValueError("expected a string, a list of token ids (integers), or a list of several of those")
 
     def check(self) -> FieldProblem | None:
-        if self.echo:
-            return FieldProblem("echo", "echo is not supported (expected false)")
-        if self.best_of not in (None, 1):
-            return FieldProblem("best_of", f"best_of = {self.best_of}: only 1 is supported")
-        if self.suffix:
-            return FieldProblem("suffix", "suffix is not supported (expected null)")
+        if self.best_of is not None and self.best_of != self.n:
+            return FieldProblem("best_of", f"best_of = {self.best_of}: only best_of = n ({self.n}) is supported "
+                                "(every sample is returned)")
+        if self.max_tokens == 0 and not self.echo:
+            return FieldProblem("max_tokens", "max_tokens = 0 needs echo: true (it returns the prompt only)")
+        if self.prompt_logprobs is not None and self.stream:
+            return FieldProblem("prompt_logprobs", "prompt_logprobs is not supported with stream: true")
         return super().check()
 
 
@@ -151,9 +239,19 @@ class TextPart(_Strict):
 
 
 class ChatMessage(_Strict):
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: list[TextPart] | None = None  # a string is taken as one text part
     name: str | None = None
+    tool_calls: list[ToolCall] | None = None  # assistant
+    tool_call_id: str | None = None  # tool: the call this is the result of
+    reasoning: str | None = None  # assistant: its reasoning (harmony's analysis channel)
+    reasoning_content: str | None = None  # the same, under its older name
+
+    def as_dict(self) -> dict[str, Any]:
+        """The message as tokenizer.chat renders it."""
+        return {"role": self.role, "content": self.text(), "name": self.name,
+                "tool_calls": [c.model_dump() for c in self.tool_calls or ()], "tool_call_id": self.tool_call_id,
+                "reasoning": self.reasoning or self.reasoning_content}
 
     @field_validator("content", mode="before")
     @classmethod
@@ -171,14 +269,39 @@ class ChatMessage(_Strict):
 class ChatCompletionRequest(_SamplingFields):
     """POST /v1/chat/completions."""
 
+    endpoint: ClassVar[str] = "chat/completions"
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=MAX_LOGPROBS)
-    tools: list[Any] | None = None
-    tool_choice: Any = None
-    response_format: dict[str, Any] | None = None
+    tools: list[ToolDefinition] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None  # gpt-oss calls one function per turn (<|call|> ends it) either way
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t.function.name for t in self.tools or ()]
+
+    @property
+    def rendered_tools(self) -> list[dict[str, Any]] | None:
+        """The tools the model is told about ({"name", "description", "parameters"}): none with tool_choice
+        "none"."""
+        if not self.tools or self.tool_choice == "none":
+            return None
+        return [t.function.model_dump() for t in self.tools]
+
+    @property
+    def forced_tool(self) -> str | None:
+        """The function the reply must call ('' when any tool must be called: tool_choice "required" with
+        several tools), else None."""
+        if isinstance(self.tool_choice, NamedToolChoice):
+            return self.tool_choice.function_name
+        if self.tool_choice == "required":
+            return self.tool_names[0] if len(self.tool_names) == 1 else ""
+        return None
 
     @property
     def completion_tokens_limit(self) -> int | None:
@@ -188,10 +311,12 @@ class ChatCompletionRequest(_SamplingFields):
     def check(self) -> FieldProblem | None:
         if self.top_logprobs and not self.logprobs:
             return FieldProblem("top_logprobs", "top_logprobs needs logprobs: true")
-        if self.tools:
-            return FieldProblem("tools", "tools are not supported yet (expected null or [])")
-        if self.tool_choice not in (None, "none", "auto"):
-            return FieldProblem("tool_choice", "tool_choice is not supported (expected null, 'none' or 'auto')")
-        if self.response_format is not None and self.response_format.get("type", "text") != "text":
-            return FieldProblem("response_format", "only response_format {'type': 'text'} is supported")
+        if self.max_tokens == 0 or self.max_completion_tokens == 0:
+            return FieldProblem("max_completion_tokens" if self.max_completion_tokens == 0 else "max_tokens",
+                                "expected at least 1 token")
+        if self.prompt_logprobs is not None and self.stream:
+            return FieldProblem("prompt_logprobs", "prompt_logprobs is not supported with stream: true")
+        problem = check_tool_choice(self.tool_choice, self.tool_names)
+        if problem is not None:
+            return FieldProblem("tool_choice", f"tool_choice {problem}")
         return super().check()

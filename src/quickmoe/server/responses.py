@@ -86,6 +86,15 @@ class CompletionLogprobs:
                 "top_logprobs": [{token_text(tok, t): finite(v) for t, v in lp.top} for lp in logprobs],
                 "text_offset": [text_offset] * len(logprobs)}
 
+    def prompt_block(self, prompt_ids: list[int], logprobs: list[TokenLogprob | None]) -> dict[str, Any]:
+        """The echoed prompt's tokens (the first has no log-probability: null), offsets from 0."""
+        tok = self.tokenizer
+        texts = [token_text(tok, t) for t in prompt_ids]
+        offsets = [sum(len(t) for t in texts[:i]) for i in range(len(texts))]
+        return {"tokens": texts, "token_logprobs": [finite(lp.logprob) if lp else None for lp in logprobs],
+                "top_logprobs": [{token_text(tok, t): finite(v) for t, v in lp.top} if lp else None
+                                 for lp in logprobs], "text_offset": offsets}
+
     @staticmethod
     def extend(total: dict[str, Any] | None, block: dict[str, Any]) -> dict[str, Any]:
         if total is None:
@@ -93,6 +102,23 @@ class CompletionLogprobs:
         for key, values in block.items():
             total[key].extend(values)
         return total
+
+
+def prompt_logprobs_entries(tokenizer: Tokenizer, logprobs: list[TokenLogprob | None]) -> list[Any]:
+    """vLLM's `prompt_logprobs`: per prompt token, null (the first) or {token id: {logprob, rank, decoded_token}}
+    for the token and its top alternatives (rank: 1 + its place among the alternatives; null when outside them)."""
+    out: list[Any] = []
+    for lp in logprobs:
+        if lp is None:
+            out.append(None)
+            continue
+        entry = {str(t): {"logprob": finite(v), "rank": rank, "decoded_token": token_text(tokenizer, t)}
+                 for rank, (t, v) in enumerate(lp.top, start=1)}
+        if str(lp.token_id) not in entry:
+            entry[str(lp.token_id)] = {"logprob": finite(lp.logprob), "rank": None,
+                                       "decoded_token": token_text(tokenizer, lp.token_id)}
+        out.append(entry)
+    return out
 
 
 class AbortingStreamingResponse(StreamingResponse):

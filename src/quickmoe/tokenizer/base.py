@@ -41,10 +41,17 @@ class Tokenizer(ABC):
         """Ids to text; bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
-    def render_chat(self, messages: Sequence[Mapping[str, Any]], reasoning_effort: str | None = None) -> list[int]:
-        """The conversation's prompt ids, ready for the assistant to complete (see tokenizer.chat)."""
+    def render_chat(self, messages: Sequence[Mapping[str, Any]], reasoning_effort: str | None = None,
+                    tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+        """The conversation's prompt ids, ready for the assistant to complete (see tokenizer.chat); `tools`:
+        function tools ({"name", "description", "parameters"})."""
         self._require_harmony("render a chat")
-        return chat.render_chat(messages, reasoning_effort)
+        return chat.render_chat(messages, reasoning_effort, tools)
+
+    def tool_call_prefix(self, name: str) -> list[int]:
+        """Tokens that force the reply to call function `name` ("": any function; see tokenizer.chat)."""
+        self._require_harmony("force a tool call")
+        return chat.tool_call_prefix(name)
 
     @property
     def chat_stop_token_ids(self) -> tuple[int, ...]:

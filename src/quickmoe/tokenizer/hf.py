@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from quickmoe.errors import TokenizerError
+from quickmoe.errors import RequestError, TokenizerError
 from quickmoe.paths import read_regular
 from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.byte_level import text_to_bytes
@@ -95,11 +95,15 @@ class HFTokenizer(Tokenizer):
         except TypeError:  # lone surrogates: not UTF-8
             return self._tokenizer.encode(replace_lone_surrogates(text), add_special_tokens=False).ids
 
-    def render_chat(self, messages: Sequence[Any], reasoning_effort: str | None = None) -> list[int]:
+    def render_chat(self, messages: Sequence[Any], reasoning_effort: str | None = None,
+                    tools: Sequence[Any] | None = None) -> list[int]:
         """The conversation's prompt ids: harmony for an o200k_harmony vocabulary, else the chat template
         (rendered with add_generation_prompt; the special tokens it writes are tokens, nothing is added)."""
         if self.uses_harmony:
-            return super().render_chat(messages, reasoning_effort)
+            return super().render_chat(messages, reasoning_effort, tools)
+        if tools:
+            raise RequestError(f"{self.name}: tools need a harmony model (gpt-oss); this model's chat template is "
+                               "rendered without them")
         if self.chat_template is None:
             raise TokenizerError(f"{self.name}: cannot render a chat: the vocabulary is not harmony's and the "
                                  "directory has no chat template (expected chat_template in tokenizer_config.json, or "

@@ -1,0 +1,177 @@
+"""Structured output (JSON object, JSON schema, regex, choice, grammar) as a token mask, through llguidance.
+
+`GrammarBackend` compiles a request's `StructuredOutput` once against the model's vocabulary (an LLTokenizer
+built on first use from the tokenizer's byte pieces, ~1 s) and makes one `GrammarState` per sample. Before a
+step samples a constrained sequence, `compute_masks` fills an int32 bitmask [S, ceil(V / 32)] (bit j of word w
+allows token 32 w + j; unconstrained rows allow everything) on a worker thread, while the device runs the
+forward; the sampler waits for it only when it needs it. The allowed tokens are the grammar's, plus the
+sequence's stop tokens once the grammar accepts (only those once it can take nothing more), so the output is
+complete and valid when the request stops on its own. After the step the sampled token advances the state.
+
+A state may wait for a trigger before it constrains anything (`after_final_channel`: harmony's
+`<|channel|>final ... <|message|>` header, so gpt-oss reasons freely and its answer follows the grammar).
+The mask needs the previous token on the host: structured requests hold the pipeline (SamplingParams
+.needs_host_state).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from quickmoe.engine.sampling_params import StructuredOutput
+from quickmoe.errors import RequestError
+from quickmoe.tokenizer.base import Tokenizer
+from quickmoe.tokenizer.vocab import CHANNEL, MESSAGE, START
+
+__all__ = ["GrammarBackend", "GrammarState", "compute_masks"]
+
+
+class _Pieces:
+    """The tokenizer as llguidance's TokenizerWrapper reads it."""
+
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int) -> None:
+        self._tokenizer = tokenizer
+        # llguidance's own end token (its bit is cleared unless it is a stop token of the request)
+        self.eos_token_id = next((t for t in tokenizer.eos_token_ids if t < vocab_size), vocab_size - 1)
+        self.bos_token_id = None
+        self.tokens = []
+        unknown = []
+        for i in range(vocab_size):
+            try:
+                self.tokens.append(tokenizer.decode_bytes([i]))
+            except Exception:  # noqa: BLE001 (ids the vocabulary leaves unassigned: any decoding failure)
+                self.tokens.append(f"<|unassigned_{i}|>".encode())
+                unknown.append(i)
+        self.special_token_ids = sorted(set(tokenizer.special_token_ids) | set(unknown))
+
+    def __call__(self, text: bytes | str) -> list[int]:
+        return self._tokenizer.encode(text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text)
+
+
+class GrammarBackend:
+    """llguidance over one tokenizer and vocabulary size (the logits' width)."""
+
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.words = (vocab_size + 31) // 32
+        self._lltokenizer = None
+        self._lock = threading.Lock()
+        self._compiled: dict[tuple[str, str], str] = {}
+
+    @property
+    def lltokenizer(self):
+        with self._lock:
+            if self._lltokenizer is None:
+                import llguidance
+
+                wrapper = llguidance.TokenizerWrapper(_Pieces(self.tokenizer, self.vocab_size))
+                self._lltokenizer = llguidance.LLTokenizer(wrapper, n_vocab=self.vocab_size)
+            return self._lltokenizer
+
+    def compile(self, spec: StructuredOutput) -> str:
+        """The llguidance grammar of `spec`, validated against the vocabulary; RequestError when it is invalid
+        (naming what llguidance found). The last 256 are kept (the server checks a request before queueing it)."""
+        key = (spec.kind, spec.spec)
+        with self._lock:
+            if key in self._compiled:
+                return self._compiled[key]
+        grammar = self._compile(spec)
+        with self._lock:
+            self._compiled[key] = grammar
+            while len(self._compiled) > 256:
+                self._compiled.pop(next(iter(self._compiled)))
+        return grammar
+
+    def _compile(self, spec: StructuredOutput) -> str:
+        import llguidance
+
+        if spec.kind == "json_schema":
+            try:
+                schema = json.loads(spec.spec)
+            except ValueError as exc:
+                raise RequestError(f"structured output (json_schema): not JSON ({exc})") from None
+        if spec.kind == "json_object":
+            fmt, text = "json_schema", json.dumps({"type": "object", "x-guidance": {"whitespace_flexible": False}})
+        elif spec.kind == "json_schema":
+            if isinstance(schema, dict):
+                schema = {**schema, "x-guidance": {"whitespace_flexible": False, **schema.get("x-guidance", {})}}
+            fmt, text = "json_schema", json.dumps(schema)
+        else:
+            fmt, text = {"regex": "regex", "choice": "choice", "grammar": "grammar"}[spec.kind], spec.spec
+        try:
+            grammar = llguidance.grammar_from(fmt, text)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise RequestError(f"structured output ({spec.kind}): {exc}") from None
+        error = llguidance.LLMatcher.validate_grammar(grammar, self.lltokenizer)
+        if error:
+            raise RequestError(f"structured output ({spec.kind}): {error[:300]}")
+        return grammar
+
+    def state(self, grammar: str, spec: StructuredOutput) -> GrammarState:
+        import llguidance
+
+        matcher = llguidance.LLMatcher(self.lltokenizer, grammar, log_level=0)
+        return GrammarState(matcher, self, active=not spec.after_final_channel)
+
+
+class GrammarState:
+    """One sample's place in its grammar."""
+
+    def __init__(self, matcher: Any, backend: GrammarBackend, *, active: bool) -> None:
+        self.matcher = matcher
+        self.backend = backend
+        self.active = active
+        self._header: list[int] = []  # tokens since the last <|start|> / <|channel|> (trigger search)
+
+    def advance(self, token: int) -> None:
+        """The sample's next token (not a stop token) was chosen."""
+        if self.active:
+            self.matcher.consume_token(token)  # a token outside the grammar puts it in its error state
+            return
+        if token in (START, CHANNEL):
+            self._header = []
+        elif token == MESSAGE:
+            self.active = "final" in self.backend.tokenizer.decode(self._header)
+            self._header = []
+        else:
+            self._header.append(token)
+
+    def fill(self, row: torch.Tensor, stop_ids: Sequence[int]) -> None:
+        """The allowed tokens into `row` (int32 [words], all ones on entry)."""
+        if not self.active:
+            return
+        matcher = self.matcher
+        if matcher.is_error() or matcher.is_stopped():
+            row.zero_()
+        else:
+            matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
+            eos = self.backend.lltokenizer.eos_token
+            if eos not in stop_ids:
+                _set_bit(row, eos, False)
+        if matcher.is_error() or matcher.is_accepting():
+            for t in stop_ids:
+                _set_bit(row, t, True)
+
+
+def _set_bit(row: torch.Tensor, token: int, value: bool) -> None:
+    word, bit = divmod(token, 32)
+    if word >= row.numel():
+        return
+    mask = (1 << bit) if bit < 31 else -(1 << 31)  # bit 31 of an int32 is its sign
+    row[word] = (int(row[word]) | mask) if value else (int(row[word]) & ~mask)
+
+
+def compute_masks(states: Sequence[GrammarState | None], stop_ids: Sequence[Sequence[int]],
+                  words: int) -> torch.Tensor:
+    """The bitmask [S, words] int32 of one step's sampled rows (see the module docstring)."""
+    bitmask = torch.full((len(states), words), -1, dtype=torch.int32)
+    for i, (state, stops) in enumerate(zip(states, stop_ids)):
+        if state is not None:
+            state.fill(bitmask[i], stops)
+    return bitmask
