@@ -107,4 +107,7 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     got = fused_moe(x, weights, ids, w1, None, w2, None, **kw)
     want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1, None, w2, None,
                          fp8_activations=fmt == "fp8", **kw)
-    assert (got.double() - want).norm() / want.norm() < 1e-2
+    # FP8: the kernel rounds its bf16 SwiGLU output to e4m3 for GEMM2, the reference its float64 one; where the two
+    # straddle an e4m3 rounding boundary (a few % of elements) they land one e4m3 step (2^-3 relative) apart, which
+    # alone measured 1.2% on the H100. A wrong scale, block or expert is off by far more than either bound.
+    assert (got.double() - want).norm() / want.norm() < (2e-2 if fmt == "fp8" else 1e-2)

@@ -79,9 +79,10 @@ def test_a_warm_kernel_cache_compiles_nothing_at_start_up_on_the_gpu(ckpt_factor
     infos = []
     for run in range(2):
         out = tmp_path / f"report{run}.json"
-        subprocess.run([sys.executable, "-m", "quickmoe", "generate", str(model_dir), "--prompt", "Hello world",
-                        "--max-tokens", "4", "--temperature", "0", "--device", "cuda", "-q",
-                        "--startup-json", str(out)], env=env, check=True, capture_output=True)
+        proc = subprocess.run([sys.executable, "-m", "quickmoe", "generate", str(model_dir), "--prompt",
+                               "Hello world", "--max-tokens", "4", "--temperature", "0", "--device", "cuda", "-q",
+                               "--startup-json", str(out)], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, f"run {run} exited {proc.returncode}: {proc.stderr[-3000:]}"
         infos.append(json.loads(out.read_text())["info"]["triton_cache"])
     cold, warm = infos
     assert cold["dir"] == warm["dir"] and cold["dir"].startswith(str(tmp_path / "cache" / "triton"))
