@@ -9,6 +9,8 @@
 #              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families
 #   serve      quickmoe serve with its defaults, then bench serve at concurrency 1, 32 and 128 (1000 -> 1000)
 #   profile    bench generate's batch-1 step and op families only (fewer prompts): a quick check of a change
+#   serve-ab   quickmoe serve with its defaults, without prefix caching, and with every graph captured at start-up:
+#              bench serve at concurrency 1 and 128 (1000 -> 256) for each, one table per variant
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 CKPT=/tmp/gpt-oss-20b
@@ -49,7 +51,20 @@ for stage in "$@"; do
       python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,32,128 \
         --input-len 1000 --output-len 1000 --result-json "$OUT/bench_serve.json" 2>&1 | tee "$OUT/bench_serve.log"
       kill -TERM "$server"; wait "$server" ;;
-    *) echo "unknown stage $stage (expected tests, attention, generate, profile, serve)"; exit 2 ;;
+    serve-ab)
+      make_20b
+      for variant in default:  no-prefix-caching:--no-enable-prefix-caching all-graphs:--cuda-graphs-startup-max=256; do
+        label=${variant%%:*}; flags=${variant#*:}
+        python3 -m quickmoe serve "$CKPT" --port 8011 -q $flags > "$OUT/serve_ab_$label.log" 2>&1 &
+        server=$!
+        for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
+        echo "-- $label ($flags)"
+        python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,128 --input-len 1000 \
+          --output-len 256 --result-json "$OUT/serve_ab_$label.json" 2>&1 | tee "$OUT/serve_ab_$label.txt" \
+          | grep -A3 "conc    ok"
+        kill -TERM "$server"; wait "$server"
+      done ;;
+    *) echo "unknown stage $stage (expected tests, attention, generate, profile, serve, serve-ab)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"
