@@ -55,15 +55,16 @@ for stage in "$@"; do
       make_20b
       for variant in default:  no-prefix-caching:--no-enable-prefix-caching all-graphs:--cuda-graphs-startup-max=256; do
         label=${variant%%:*}; flags=${variant#*:}
-        python3 -m quickmoe serve "$CKPT" --port 8011 -q $flags > "$OUT/serve_ab_$label.log" 2>&1 &
+        python3 -m quickmoe serve "$CKPT" --port 8011 $flags > "/tmp/serve_ab_$label.log" 2>&1 &
         server=$!
         for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
-        echo "-- $label ($flags)"
+        echo "-- $label ($flags)" | tee -a "$OUT/serve_ab.txt"
         python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,128 --input-len 1000 \
-          --output-len 256 --result-json "$OUT/serve_ab_$label.json" 2>&1 | tee "$OUT/serve_ab_$label.txt" \
-          | grep -A3 "conc    ok"
+          --output-len 256 --result-json "/tmp/serve_ab_$label.json" > "/tmp/serve_ab_$label.txt" 2>&1
+        grep -A3 "conc    ok" "/tmp/serve_ab_$label.txt" | tee -a "$OUT/serve_ab.txt"
         kill -TERM "$server"; wait "$server"
-      done ;;
+        grep -h "captured" "/tmp/serve_ab_$label.log" >> "$OUT/serve_ab.txt"
+      done ;;  # (few files under $OUT: the device tool brings back 8 at most)
     *) echo "unknown stage $stage (expected tests, attention, generate, profile, serve, serve-ab)"; exit 2 ;;
   esac
 done
