@@ -146,8 +146,8 @@ def test_min_tokens_holds_the_stop_tokens_back(llm):
 
 
 def test_structured_requests_mixed_with_pipelined_ones_get_their_tokens_alone(llm):
-    """Regex-constrained requests (their masks computed on the grammar thread, the pipeline held for them) beside
-    plain ones: each gets exactly its tokens alone, and the constrained text matches."""
+    """Regex-constrained requests (their masks computed on the grammar thread once the previous token arrives)
+    beside plain ones: each gets exactly its tokens alone, and the constrained text matches."""
     rng = random.Random()
     pattern = "[a-e]{2,4}( [0-9]{1,2}){1,3}"
     prompts = _prompts(8, 1, 30, rng)
@@ -162,3 +162,29 @@ def test_structured_requests_mixed_with_pipelined_ones_get_their_tokens_alone(ll
     for out, sp in zip(together, params):
         if sp.structured is not None:
             assert re.fullmatch(pattern, out.text) and out.finish_reason == "stop", out.text
+
+
+def test_structured_requests_do_not_hold_the_pipeline(llm, monkeypatch):
+    """A constrained request's next step is launched while its previous token is still in flight (the mask job
+    waits for it), and its tokens equal those of the same request with the pipeline held (collected first)."""
+    engine_type = type(llm.engine)
+    in_flight_at_launch: list[bool] = []
+    launch = engine_type._launch
+
+    def recording_launch(self, sched):
+        in_flight_at_launch.append(self._in_flight is not None)
+        return launch(self, sched)
+
+    monkeypatch.setattr(engine_type, "_launch", recording_launch)
+    rng = random.Random()
+    prompt = _prompts(1, 3, 20, rng)[0]
+    pattern = "[a-e]{3,5}( [0-9]{1,2}){2,3}"
+    params = SamplingParams(max_tokens=20, temperature=0.9, seed=rng.randrange(10**6),
+                            structured=StructuredOutput("regex", pattern))
+    pipelined = llm.generate([prompt], params)[0]
+    assert sum(in_flight_at_launch) >= len(pipelined.token_ids) - 1, in_flight_at_launch
+    monkeypatch.setattr(engine_type, "_must_collect_first", lambda self: True)
+    in_flight_at_launch.clear()
+    held = llm.generate([prompt], params)[0]
+    assert not any(in_flight_at_launch), in_flight_at_launch
+    assert pipelined.token_ids == held.token_ids and re.fullmatch(pattern, pipelined.text), pipelined.text

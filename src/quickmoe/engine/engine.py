@@ -18,8 +18,9 @@ The pipelining rule: a request whose next token needs the previous one on the ho
 (`SamplingParams.needs_host_state`: penalties over its tokens) holds the pipeline up. While such a request runs
 with a token in flight, `step` collects the previous step before it schedules and launches the next, so that
 request samples from its known tokens; other requests in the same step are unaffected but for the wait.
-Structured output (engine/structured_output.py) is such a request: its token mask is computed on a worker thread
-from the collected tokens while the device runs the launched forward, and the sampler waits for it.
+Structured output (engine/structured_output.py) is not: the next step's forward is launched at once, and its token
+mask is computed on a worker thread, once the previous step's tokens arrive, while the device runs that forward;
+only the sampler waits for the mask.
 A request with n > 1 runs as n sequences (its samples) whose outputs carry their `index`. With prefix caching,
 samples 1..n-1 are held back until sample 0 has computed the prompt, so they take its full blocks from the prefix
 cache (only the prompt's last partial block is computed again by each); without, each computes the prompt.
@@ -45,7 +46,7 @@ from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
 from quickmoe.engine.step_inputs import prompt_request, row_context
-from quickmoe.engine.structured_output import GrammarBackend, compute_masks
+from quickmoe.engine.structured_output import GrammarBackend, PendingToken, compute_masks_after
 from quickmoe.errors import RequestError
 from quickmoe.layers.sampler import DeviceSample, SampledTokens
 from quickmoe.tokenizer.base import Tokenizer
@@ -218,8 +219,14 @@ class Engine:
         if any(s.grammar is not None for s in seqs):  # computed while the device runs the forward
             if self._masks is None:
                 self._masks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-grammar")
-            bitmask = self._masks.submit(compute_masks, [s.grammar for s in seqs],
-                                         [tuple(s.stop_ids) for s in seqs], self.grammars.words)
+            # a constrained row whose previous token is still in flight (in self._in_flight, the previous step):
+            # the job waits for it and advances the grammar first
+            pending = [PendingToken(s.num_resolved, s.pending_row) if s.grammar is not None and s.num_pending
+                       else None for s in seqs]
+            previous = self._in_flight.sample if self._in_flight is not None else None
+            assert previous is not None or not any(pending), "a pending token belongs to the step in flight"
+            bitmask = self._masks.submit(compute_masks_after, previous, pending, [s.grammar for s in seqs],
+                                         [s.stop_ids for s in seqs], self.grammars.words)
         sample = self.runner.execute(
             [c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks], [c.start for c in chunks],
             [self.blocks.block_tables(c.seq.seq_id) for c in chunks],
@@ -281,8 +288,8 @@ class Engine:
             top = sampled.top_logprobs[row] or []
             logprobs = [TokenLogprob(token, sampled.logprobs[row], tuple(top))]
         reason, stop_reason, text = None, None, ""
-        if seq.grammar is not None and token not in seq.stop_ids:
-            seq.grammar.advance(token)
+        if seq.grammar is not None:  # (done already if the next step's mask job came first)
+            seq.grammar.advance_at(index, token, seq.stop_ids)
         if token in seq.stop_ids:  # the stop token's text is not part of the output
             reason, stop_reason = "stop", token
         else:

@@ -204,7 +204,8 @@ class SamplingParams:
 
     @property
     def needs_host_state(self) -> bool:
-        """Whether sampling the next token needs the previous one on the host (penalties over the tokens, a
-        structured output's grammar state): the engine then launches a step holding this request only after the
-        previous step's tokens are collected."""
-        return self.penalized or self.structured is not None
+        """Whether sampling the next token needs the previous one on the host before the step is launched
+        (penalties over the tokens): the engine then launches a step holding this request only after the
+        previous step's tokens are collected. (A structured output's mask needs it too, but only by the time the
+        sampler runs: its job waits for it on a worker thread, engine/structured_output.py.)"""
+        return self.penalized

@@ -6,12 +6,15 @@ step samples a constrained sequence, `compute_masks` fills an int32 bitmask [S, 
 allows token 32 w + j; unconstrained rows allow everything) on a worker thread, while the device runs the
 forward; the sampler waits for it only when it needs it. The allowed tokens are the grammar's, plus the
 sequence's stop tokens once the grammar accepts (only those once it can take nothing more), so the output is
-complete and valid when the request stops on its own. After the step the sampled token advances the state.
+complete and valid when the request stops on its own. Each sampled token advances the state once, by its output
+index (`advance_at`), whichever comes first: the engine collecting the step, or the next step's mask job.
 
 A state may wait for a trigger before it constrains anything (`after_final_channel`: harmony's
 `<|channel|>final ... <|message|>` header, so gpt-oss reasons freely and its answer follows the grammar).
-The mask needs the previous token on the host: structured requests hold the pipeline (SamplingParams
-.needs_host_state).
+The mask needs the previous token on the host, but the forward does not: the engine launches step N+1's forward
+before step N's tokens are known, and the mask job (`compute_masks_after`) waits for them on the worker thread,
+advances the states, then fills the mask while the device runs the forward; only the sampler waits for it. So
+structured requests do not hold the pipeline up (penalties still do: SamplingParams.needs_host_state).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,7 +32,7 @@ from quickmoe.errors import RequestError
 from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.vocab import CHANNEL, MESSAGE, START
 
-__all__ = ["GrammarBackend", "GrammarState", "compute_masks"]
+__all__ = ["GrammarBackend", "GrammarState", "PendingToken", "compute_masks", "compute_masks_after"]
 
 
 class _Pieces:
@@ -127,10 +131,20 @@ class GrammarState:
         self.matcher = matcher
         self.backend = backend
         self.active = active
+        self.position = 0  # output tokens accounted for (consumed, or stop tokens passed over)
         self._header: list[int] = []  # tokens since the last <|start|> / <|channel|> (trigger search)
 
-    def advance(self, token: int) -> None:
-        """The sample's next token (not a stop token) was chosen."""
+    def advance_at(self, index: int, token: int, stop_ids: Sequence[int] | frozenset[int]) -> None:
+        """Output `index` of the sample is `token`: consumed once (a second call for the same index does
+        nothing), stop tokens passed over. Outputs arrive in order."""
+        if index < self.position:
+            return
+        assert index == self.position, f"grammar at output {self.position}, given output {index}"
+        self.position += 1
+        if token not in stop_ids:
+            self._advance(token)
+
+    def _advance(self, token: int) -> None:
         if self.active:
             self.matcher.consume_token(token)  # a token outside the grammar puts it in its error state
             return
@@ -175,3 +189,23 @@ def compute_masks(states: Sequence[GrammarState | None], stop_ids: Sequence[Sequ
         if state is not None:
             state.fill(bitmask[i], stops)
     return bitmask
+
+
+@dataclass(frozen=True)
+class PendingToken:
+    """A sampled row's token still in flight: output `index` of its sample, row `row` of the previous step."""
+
+    index: int
+    row: int
+
+
+def compute_masks_after(previous: Any, pending: Sequence[PendingToken | None], states: Sequence[GrammarState | None],
+                        stop_ids: Sequence[Sequence[int]], words: int) -> torch.Tensor:
+    """`compute_masks` once the previous step's tokens are known: waits for `previous` (a DeviceSample, or None
+    when nothing is pending) and advances each state with its pending token first (worker thread)."""
+    if previous is not None and any(p is not None and s is not None for p, s in zip(pending, states)):
+        token_ids = previous.to_host().token_ids
+        for state, wait, stops in zip(states, pending, stop_ids):
+            if state is not None and wait is not None:
+                state.advance_at(wait.index, token_ids[wait.row], stops)
+    return compute_masks(states, stop_ids, words)
