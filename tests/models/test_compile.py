@@ -177,3 +177,24 @@ def test_family_models_compile_one_graph_per_layer_kind(ckpt_factory, preset, ov
     assert compile_stats().graphs - before == kinds
     for step, (want, got) in enumerate(zip(eager, compiled)):
         assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), f"step {step}: {(got - want).abs().max()}"
+
+
+def test_the_decode_graphs_static_inputs_cause_no_recompile(ckpt_factory, tmp_path, monkeypatch):
+    """Decode steps through DecodeGraphs' static buffers (the padded path, capture off: what a CUDA graph replays)
+    run the graphs compiled at start-up: the buffers are inference tensors like the eager path's, so no guard on
+    their dispatch keys fails (on the H100 such a recompile came at the first request)."""
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
+    from quickmoe.llm import LLM
+
+    monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
+    torch._dynamo.reset()
+    llm = LLM(ckpt_factory(layers=2, seed=33), device="cpu", dtype="float32", compile="on", max_model_len=64)
+    graphs = DecodeGraphs(llm.runner, decode_buckets(4), capture=False)
+    llm.runner.graphs = graphs
+    compiled = compile_stats().graphs
+    rng = random.Random()
+    prompts = [[rng.randrange(1000) for _ in range(rng.randint(2, 9))] for _ in range(3)]
+    llm.generate(prompts, SamplingParams(max_tokens=5, temperature=0.0, ignore_eos=True))
+    assert sum(graphs.replays.values()) > 0  # the decode steps went through the static buffers
+    assert compile_stats().graphs == compiled

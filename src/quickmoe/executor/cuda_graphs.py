@@ -72,6 +72,7 @@ class DecodeGraphs:
 
     ROW_IDS, ROW_PREV, ROW_POSITIONS, ROW_CONTEXT, ROW_SLOTS = 0, 1, 2, 3, 4
 
+    @torch.inference_mode()  # static inputs are inference tensors like the eager path's (no compiled guard fails)
     def __init__(self, runner, buckets: tuple[int, ...], *, capture: bool = True, startup_max: int = 8) -> None:
         self.runner = runner
         self.buckets = tuple(sorted(buckets))
