@@ -92,7 +92,9 @@ def _time(fn: Callable[[int], object], sets: int, warmup: int, iters: int, devic
 
 
 def measure_ceilings(device: torch.device) -> dict[str, float]:
-    """HBM GB/s (1 GiB copy, read + write) and bf16 matmul TFLOP/s (8192^3), measured now (CUDA only)."""
+    """HBM GB/s (1 GiB copy, read + write), bf16 matmul TFLOP/s (8192^3) and, where the GPU has FP8 tensor cores
+    (compute capability >= 8.9), the e4m3 x e4m3 -> bf16 matmul rate of `torch._scaled_mm` (8192^3, per-tensor
+    scales), measured now (CUDA only)."""
     if device.type != "cuda":
         return {}
     src = torch.randint(0, 255, (1 << 30,), dtype=torch.uint8, device=device)
@@ -101,7 +103,13 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
     a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
     b = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
     mm_s = _time(lambda i: a @ b, 1, 3, 10, device)
-    return {"hbm_gb_per_s": 2 * src.numel() / copy_s / 1e9, "bf16_tflops": 2 * 8192**3 / mm_s / 1e12}
+    ceilings = {"hbm_gb_per_s": 2 * src.numel() / copy_s / 1e9, "bf16_tflops": 2 * 8192**3 / mm_s / 1e12}
+    if torch.cuda.get_device_capability(device) >= (8, 9):
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)  # b8.t(): the column-major operand
+        one = torch.ones((), dtype=torch.float32, device=device)
+        fp8_s = _time(lambda i: torch._scaled_mm(a8, b8.t(), one, one, out_dtype=torch.bfloat16), 1, 3, 10, device)
+        ceilings["fp8_tflops"] = 2 * 8192**3 / fp8_s / 1e12
+    return ceilings
 
 
 def run_moe_bench(opts: MoEBenchOptions) -> dict:
@@ -180,7 +188,8 @@ def _graph_time(fn: Callable[[int], object], opts: MoEBenchOptions, device: torc
 def format_moe_table(doc: dict) -> str:
     ceil = doc.get("ceilings", {})
     lines = [f"bench moe on {doc['device']} (torch {doc['torch']}); ceilings measured now: "
-             + (f"HBM {ceil['hbm_gb_per_s']:.0f} GB/s, bf16 matmul {ceil['bf16_tflops']:.0f} TFLOP/s" if ceil else "none"),
+             + (f"HBM {ceil['hbm_gb_per_s']:.0f} GB/s, bf16 matmul {ceil['bf16_tflops']:.0f} TFLOP/s" if ceil else "none")
+             + (f", FP8 matmul {ceil['fp8_tflops']:.0f} TFLOP/s (%mm of fp8 rows)" if "fp8_tflops" in ceil else ""),
              f"{'shape':<14}{'format':>7}{'T':>6}{'quickmoe us':>13}{'in graph':>10}{'reference':>11}{'grouped_mm':>12}"
              f"{'transformers':>14}{'GB/s':>8}{'%HBM':>6}{'TFLOP/s':>9}{'%mm':>6}{'vs gmm':>8}{'vs HF':>7}"]
 
@@ -192,7 +201,8 @@ def format_moe_table(doc: dict) -> str:
         gmm = f"{r['grouped_mm_s'] / best:.2f}x" if "grouped_mm_s" in r and best else "-"
         hf = f"{r['transformers_s'] / best:.2f}x" if "transformers_s" in r and best else "-"
         hbm = f"{100 * r['hbm_gb_per_s'] / ceil['hbm_gb_per_s']:.0f}" if ceil and "hbm_gb_per_s" in r else "-"
-        mm = f"{100 * r['tflops'] / ceil['bf16_tflops']:.0f}" if ceil and "tflops" in r else "-"
+        rate = ceil.get("fp8_tflops") if r.get("format") == "fp8" else ceil.get("bf16_tflops")
+        mm = f"{100 * r['tflops'] / rate:.0f}" if rate and "tflops" in r else "-"
         lines.append(f"{r['shape']:<14}{r.get('format', 'mxfp4'):>7}{r['tokens']:>6}{us(r, 'quickmoe_s'):>13}"
                      f"{us(r, 'quickmoe_graph_s'):>10}"
                      f"{us(r, 'reference_s'):>11}{us(r, 'grouped_mm_s'):>12}{us(r, 'transformers_s'):>14}"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Issue 18's GPU figures (Qwen3-MoE, Mixtral; bf16, FP8 block-scaled, NVFP4), on the device machine from the
+# repository root (wheels of fetch_wheels.sh carried in .whl/); logs under $OUT (the device tool brings back 8 files
+# at most: pass OUT=/tmp/o and tar it into the real $OUT when several stages run). Stages (each fits one 10-minute
+# call; several may be given, in order):
+#   tests      the GPU-marked family tests (bf16 parity against transformers, FP8 / NVFP4 experts on the GPU)
+#   moe        bench moe for the Qwen3-30B-A3B and Mixtral-8x7B layer shapes, every format, against F.grouped_mm
+#              bf16 and transformers' experts; ceilings (HBM, bf16 and FP8 matmul rates) measured in the same run:
+#              every format faster than grouped_mm at every T; FP8 at T = 8192 >= 50% of the FP8 matmul rate
+#   coldstart  Qwen3-30B-A3B checkpoints in FP8 and NVFP4 (bf16 attention), bench coldstart -n 3 with
+#              --compare-uncached (the PermutationCache's ratio): processing <= 0.5 s, cache misses = distinct keys,
+#              weights_ready <= import torch + 2 s
+#   serve      quickmoe serve on each Qwen3-30B-A3B checkpoint (fp8, nvfp4, then bf16: 61 GB, written last),
+#              bench serve at concurrency 1 and 32 (1000 -> 256)
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once
+  local dir=/tmp/qwen3-30b-a3b-$1
+  [ -f "$dir/config.json" ] || python3 -m quickmoe make-checkpoint "$dir" --preset qwen3-30b-a3b --weights "$1" -q
+  echo "$dir"
+}
+serve_bench() {  # serve_bench FORMAT
+  local dir
+  dir=$(qwen "$1")
+  python3 -m quickmoe serve "$dir" --port 8018 > "/tmp/serve_$1.log" 2>&1 &
+  local server=$!
+  for _ in $(seq 300); do curl -sf localhost:8018/health > /dev/null && break; sleep 1; done
+  echo "-- qwen3-30b-a3b $1" | tee -a "$OUT/families_serve.txt"
+  python3 -m quickmoe bench serve --base-url http://127.0.0.1:8018 --concurrency 1,32 --input-len 1000 \
+    --output-len 256 --result-json "$OUT/serve_$1.json" > "/tmp/bench_serve_$1.txt" 2>&1
+  grep -A3 "conc    ok" "/tmp/bench_serve_$1.txt" | tee -a "$OUT/families_serve.txt"
+  grep -E "KV cache|captured decode" "/tmp/serve_$1.log" >> "$OUT/families_serve.txt"
+  kill -TERM "$server"; wait "$server"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/gpu.txt"
+for stage in "$@"; do
+  echo "== $stage ($(date +%T))"
+  case "$stage" in
+    tests)
+      python3 -m pytest -q -p no:cacheprovider -m gpu tests/models/test_parity_families.py \
+        tests/kernels/test_fused_moe_quantized.py 2>&1 | tee "$OUT/families_gpu_tests.log" | tail -4 ;;
+    moe)
+      python3 -m quickmoe bench moe --shapes qwen3-30b-a3b,mixtral-8x7b --json "$OUT/bench_moe_families.json" 2>&1 \
+        | grep -v INFO | tee "$OUT/bench_moe_families.txt" ;;
+    coldstart)
+      for fmt in fp8 nvfp4; do
+        python3 -m quickmoe bench coldstart "$(qwen $fmt)" -n 3 --device cuda --compare-uncached \
+          --json "$OUT/cold_qwen_$fmt.json" 2>&1 | grep -v INFO | tee "$OUT/cold_qwen_$fmt.txt"
+      done ;;
+    serve)
+      for fmt in fp8 nvfp4 bf16; do serve_bench "$fmt"; done ;;
+    *) echo "unknown stage $stage (expected tests, moe, coldstart, serve)"; exit 2 ;;
+  esac
+done
+echo "== done ($(date +%T))"
