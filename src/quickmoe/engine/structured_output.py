@@ -3,9 +3,9 @@
 `GrammarBackend` compiles a request's `StructuredOutput` once against the model's vocabulary (an LLTokenizer
 built on first use from the tokenizer's byte pieces, ~1 s) and makes one `GrammarState` per sample. Before a
 step samples a constrained sequence, `compute_masks` fills an int32 bitmask [S, ceil(V / 32)] (bit j of word w
-allows token 32 w + j; unconstrained rows allow everything) on a worker thread, while the device runs the
-forward; the sampler waits for it only when it needs it. The allowed tokens are the grammar's, plus the
-sequence's stop tokens once the grammar accepts (only those once it can take nothing more), so the output is
+allows token 32 w + j; unconstrained rows allow everything; the rows in parallel on llguidance's thread pool) from
+a worker thread, while the device runs the forward; the sampler waits for it only when it needs it. The allowed
+tokens are the grammar's, plus the sequence's stop tokens once the grammar accepts (only those once it can take nothing more), so the output is
 complete and valid when the request stops on its own. Each sampled token advances the state once, by its output
 index (`advance_at`), whichever comes first: the engine collecting the step, or the next step's mask job.
 
@@ -65,8 +65,19 @@ class GrammarBackend:
         self.vocab_size = vocab_size
         self.words = (vocab_size + 31) // 32
         self._lltokenizer = None
+        self._executor = None
         self._lock = threading.Lock()
         self._compiled: dict[tuple[str, str], str] = {}
+
+    @property
+    def executor(self):
+        """llguidance's thread pool for the masks of a step's rows (made on first use)."""
+        with self._lock:
+            if self._executor is None:
+                import llguidance
+
+                self._executor = llguidance.LLExecutor()
+            return self._executor
 
     @property
     def lltokenizer(self):
@@ -156,15 +167,21 @@ class GrammarState:
         else:
             self._header.append(token)
 
-    def fill(self, row: torch.Tensor, stop_ids: Sequence[int]) -> None:
-        """The allowed tokens into `row` (int32 [words], all ones on entry)."""
+    @property
+    def needs_mask(self) -> bool:
+        """Whether llguidance computes this row's mask (active, neither in error nor stopped)."""
+        return self.active and not (self.matcher.is_error() or self.matcher.is_stopped())
+
+    def finish_row(self, row: torch.Tensor, stop_ids: Sequence[int]) -> None:
+        """`row` (int32 [words]) holds llguidance's mask where `needs_mask`, else all ones: the grammar's end
+        token cleared unless it stops the request, nothing allowed once the grammar is done or broken, and the
+        request's stop tokens allowed once it accepts."""
         if not self.active:
             return
         matcher = self.matcher
         if matcher.is_error() or matcher.is_stopped():
             row.zero_()
         else:
-            matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
             eos = self.backend.lltokenizer.eos_token
             if eos not in stop_ids:
                 _set_bit(row, eos, False)
@@ -185,9 +202,14 @@ def compute_masks(states: Sequence[GrammarState | None], stop_ids: Sequence[Sequ
                   words: int) -> torch.Tensor:
     """The bitmask [S, words] int32 of one step's sampled rows (see the module docstring)."""
     bitmask = torch.full((len(states), words), -1, dtype=torch.int32)
+    rows = [(state.matcher, i) for i, state in enumerate(states) if state is not None and state.needs_mask]
+    if rows:  # every row at once, on llguidance's own threads (one row's mask can take a millisecond)
+        backend = next(state.backend for state in states if state is not None)
+        backend.executor.unsafe_compute_mask_ptr(rows, bitmask.data_ptr(), words * bitmask.element_size(),
+                                                 len(states))
     for i, (state, stops) in enumerate(zip(states, stop_ids)):
         if state is not None:
-            state.fill(bitmask[i], stops)
+            state.finish_row(bitmask[i], stops)
     return bitmask
 
 
