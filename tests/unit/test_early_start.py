@@ -118,6 +118,7 @@ def test_early_start_switches(tmp_path, monkeypatch):
     _write(tmp_path / "model.safetensors", 4096)
     early = EarlyStart.begin(tmp_path, "cpu")
     assert early.cuda is None and early.prefetch is not None
+    assert early.prefetch.join(timeout=60)  # (finish() stops it: joined first, or it may have read nothing yet)
     early.finish()
     assert early.info()["prefetch"]["read_bytes"] + early.info()["prefetch"]["resident_bytes"] == 4096
     monkeypatch.setenv("QUICKMOE_PREFETCH", "0")
