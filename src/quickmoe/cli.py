@@ -430,13 +430,6 @@ def _add_bench_serve_parser(bench_sub) -> None:
     bs.set_defaults(func=cmd_bench_serve)
 
 
-def _int_list(text: str, flag: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise ConfigError(f"{flag} = {text!r}: expected comma-separated integers") from None
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     from quickmoe.startup.report import StartupReport
 
