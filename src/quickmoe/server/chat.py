@@ -53,12 +53,7 @@ class _Step:
 async def create_chat_completion(ctx: ServingContext, request: Request) -> Response:
     arrival = time.monotonic()
     req = await ctx.read_request(request, ChatCompletionRequest)
-    prefix = []
-    if req.forced_tool is not None:
-        if not ctx.tokenizer.uses_harmony:
-            raise APIError(400, "tool_choice: forcing a tool call needs a harmony model (gpt-oss)",
-                           param="tool_choice", code="unsupported_value")
-        prefix = ctx.tokenizer.tool_call_prefix(req.forced_tool)
+    prefix = ctx.forced_tool_prefix(req.forced_tool)
     prompt_ids = await ctx.chat_prompt_ids(req, suffix=prefix)
     params = sampling_params(req, prompt_len=len(prompt_ids), max_model_len=ctx.max_model_len,
                              vocab_size=ctx.vocab_size, extra_stop_token_ids=ctx.tokenizer.chat_stop_token_ids,

@@ -94,6 +94,16 @@ class ServingContext:
         except (RequestError, TokenizerError) as exc:
             raise prompt_error(exc, field) from None
 
+    def forced_tool_prefix(self, forced_tool: str | None) -> list[int]:
+        """The tokens that open a call of `forced_tool` (tool_choice naming a function), which the prompt ends
+        with so that the model writes its arguments; [] when no tool is forced. A 400 on a non-harmony model."""
+        if forced_tool is None:
+            return []
+        if not self.tokenizer.uses_harmony:
+            raise APIError(400, "tool_choice: forcing a tool call needs a harmony model (gpt-oss)",
+                           param="tool_choice", code="unsupported_value")
+        return self.tokenizer.tool_call_prefix(forced_tool)
+
     async def chat_prompt_ids(self, req, *, check: bool = True, messages: list[dict] | None = None,
                               tools: list[dict] | None = None, suffix: list[int] = ()) -> list[int]:
         """The rendered chat of a request (its `messages`, `reasoning_effort` and `rendered_tools` where it has

@@ -160,12 +160,7 @@ async def create_response(ctx: ServingContext, store: ResponseStore, request: Re
     except RequestError as exc:
         raise APIError(400, str(exc), param="input", code="invalid_value") from None
     system = [{"role": "developer", "content": req.instructions}] if req.instructions else []
-    prefix = []
-    if req.forced_tool is not None:
-        if not ctx.tokenizer.uses_harmony:
-            raise APIError(400, "tool_choice: forcing a tool call needs a harmony model (gpt-oss)",
-                           param="tool_choice", code="unsupported_value")
-        prefix = ctx.tokenizer.tool_call_prefix(req.forced_tool)
+    prefix = ctx.forced_tool_prefix(req.forced_tool)
     prompt_ids = await ctx.chat_prompt_ids(req, messages=system + messages, suffix=prefix)
     try:
         max_tokens = max_tokens_for(req.max_output_tokens, "max_output_tokens", len(prompt_ids), ctx.max_model_len)
