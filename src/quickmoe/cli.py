@@ -86,9 +86,18 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
+    _add_parallel_args(g)
     g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
                    help="reuse the KV blocks of prompt prefixes shared across requests (default on; "
                    "--no-enable-prefix-caching computes every prompt in full)")
+
+
+def _add_parallel_args(g) -> None:  # an argparse group or parser
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
+                   help="spread the model over N GPUs, one process each (started by quickmoe, or run the command "
+                   "under torchrun with N processes in all, across nodes with --nnodes; default 1)")
+    g.add_argument("--enable-expert-parallel", action="store_true",
+                   help="with -tp N: give each rank whole MoE experts instead of a share of every expert")
 
 
 def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
@@ -123,12 +132,11 @@ def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
 
 def _refuse_vllm_flags(args: argparse.Namespace) -> None:
     """vLLM flags quickmoe cannot honour: one ConfigError line each."""
-    for flag, value in (("--tensor-parallel-size", args.tensor_parallel_size),
-                        ("--pipeline-parallel-size", args.pipeline_parallel_size),
+    for flag, value in (("--pipeline-parallel-size", args.pipeline_parallel_size),
                         ("--data-parallel-size", args.data_parallel_size)):
         if value != 1:
-            raise ConfigError(f"{flag} {value}: quickmoe serves on one GPU for now (multi-GPU serving is a later "
-                              "issue); expected 1")
+            raise ConfigError(f"{flag} {value}: quickmoe spreads a model over GPUs with --tensor-parallel-size "
+                              "(and --enable-expert-parallel) only; expected 1")
     if args.chat_template is not None:
         raise ConfigError("--chat-template: not supported; gpt-oss chats are rendered in harmony by openai-harmony, "
                           "other models with the chat template in their checkpoint directory")
@@ -153,7 +161,8 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 compile="off" if args.enforce_eager else args.compile,
                 cuda_graphs="off" if args.enforce_eager else args.cuda_graphs,
                 cuda_graphs_startup_max=args.cuda_graphs_startup_max,
-                enable_prefix_caching=args.enable_prefix_caching)
+                enable_prefix_caching=args.enable_prefix_caching, tensor_parallel_size=args.tensor_parallel_size,
+                enable_expert_parallel=args.enable_expert_parallel)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     cold.add_argument("--compile-compare", metavar="DIR2",
                       help="with --compile: also time fresh-cache compiled starts of DIR2 (e.g. the same model made with "
                       "fewer layers) and print the ratio of the compile phases")
+    _add_parallel_args(cold)
     cold.add_argument("--json", dest="json_out", metavar="FILE", help="write all reports and the summary as JSON")
     _add_common(cold)
     cold.set_defaults(func=cmd_bench_coldstart)
@@ -368,7 +378,6 @@ def _add_serve_parser(sub) -> None:
                    "another directory's, vllm none (temperature 1, no top-k/top-p limit)")
     vllm = serve.add_argument_group("vLLM flags (accepted as vLLM takes them where quickmoe does the same; refused "
                                     "with one line otherwise)")
-    vllm.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, help="only 1 (one GPU) for now")
     vllm.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1, help="only 1")
     vllm.add_argument("--data-parallel-size", "-dp", type=int, default=1, help="only 1")
     vllm.add_argument("--chat-template", default=None, help="refused: harmony (gpt-oss) and the checkpoint's own "
@@ -557,8 +566,17 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
                                    baseline=args.baseline, json_out=args.json_out, compile=args.compile,
                                    cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare,
                                    compare_cold_kernels=args.compare_cold_kernels,
-                                   generate_args=tuple(shlex.split(args.generate_args))))
+                                   generate_args=_parallel_flags(args) + tuple(shlex.split(args.generate_args))))
     return 0
+
+
+def _parallel_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """-tp / --enable-expert-parallel as the options every start of `bench coldstart` passes on."""
+    from quickmoe.config import EngineConfig
+
+    EngineConfig(tensor_parallel_size=args.tensor_parallel_size)  # a bad N fails here, as one line
+    flags = ("--tensor-parallel-size", str(args.tensor_parallel_size)) if args.tensor_parallel_size != 1 else ()
+    return flags + (("--enable-expert-parallel",) if args.enable_expert_parallel else ())
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:

@@ -23,13 +23,14 @@ class ParallelContext:
     """Rank `rank` of `world_size`. `expert_parallel`: MoE experts are split across the ranks (whole experts
     each) instead of each expert's intermediate dimension. `group`: the process group of the device tensors
     (NCCL on GPUs, gloo on CPU); `cpu_group`: a gloo group for step inputs sent as Python objects (the same
-    group on CPU)."""
+    group on CPU). `local_rank`: this rank's GPU on its host."""
 
     rank: int = 0
     world_size: int = 1
     expert_parallel: bool = False
     group: Any = None
     cpu_group: Any = None
+    local_rank: int = 0  # this rank's GPU on its host
 
     def __post_init__(self) -> None:
         if isinstance(self.world_size, bool) or not isinstance(self.world_size, int) or self.world_size < 1:

@@ -83,4 +83,4 @@ def init_parallel(rendezvous: Rendezvous, *, device: torch.device, expert_parall
     logger.info("rank %d of %d joined (%s, %s)", rendezvous.rank, rendezvous.world_size, backend,
                 rendezvous.init_method)
     return ParallelContext(rank=rendezvous.rank, world_size=rendezvous.world_size, expert_parallel=expert_parallel,
-                           group=group, cpu_group=cpu_group)
+                           group=group, cpu_group=cpu_group, local_rank=rendezvous.local_rank)

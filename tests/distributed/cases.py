@@ -1,0 +1,34 @@
+"""The checkpoints and cases of the distributed tests: tiny gpt-oss (MXFP4 experts, sinks, attention biases,
+sliding windows), Qwen3-MoE (q/k norms, a dense MLP layer, tied embeddings) and Mixtral, with a vocabulary the
+ranks cannot split evenly, and KV heads fewer than 4 ranks (replicated)."""
+
+from __future__ import annotations
+
+VOCAB = 1030  # 4 ranks hold 258, 258, 257, 257 rows
+SPECIAL = dict(vocab_size=VOCAB, eos_token_id=VOCAB - 2, pad_token_id=VOCAB - 1)
+
+CHECKPOINTS = {
+    # intermediate 128: 4 ranks x one 32-channel MXFP4 block each
+    "gpt-oss": dict(preset="tiny", experts_dtype="mxfp4", layers=2, experts=4, hidden_size=64, intermediate_size=128,
+                    num_experts_per_tok=2, sliding_window=8, num_attention_heads=4, num_key_value_heads=2,
+                    head_dim=16, **SPECIAL),
+    "qwen3": dict(preset="qwen3-moe-tiny", experts_dtype="bf16", layers=2, experts=8, hidden_size=64, head_dim=16,
+                  intermediate_size=96, moe_intermediate_size=32, mlp_only_layers=[1], tie_word_embeddings=True,
+                  **SPECIAL),
+    "mixtral": dict(preset="mixtral-tiny", experts_dtype="bf16", layers=2, experts=4, hidden_size=64,
+                    intermediate_size=96, **SPECIAL),
+}
+PROMPT_LENGTHS = [5, 11, 3]
+MAX_TOKENS = 6
+
+
+def prompts(seed: int = 0) -> list[list[int]]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, VOCAB - 2, (n,), generator=g).tolist() for n in PROMPT_LENGTHS]
+
+
+def cases(ckpts: dict, names: list[str], *, expert_parallel: bool) -> list[dict]:
+    return [dict(name=f"{n}-{'ep' if expert_parallel else 'tp'}", model=str(ckpts[n]), prompts=prompts(),
+                 max_tokens=MAX_TOKENS, expert_parallel=expert_parallel) for n in names]
