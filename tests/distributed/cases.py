@@ -18,6 +18,14 @@ CHECKPOINTS = {
     "mixtral": dict(preset="mixtral-tiny", experts_dtype="bf16", layers=2, experts=4, hidden_size=64,
                     intermediate_size=96, **SPECIAL),
 }
+# quantized experts (and FP8 dense layers): 2 ranks, so every rank holds whole 128-wide FP8 blocks
+QUANTIZED = {
+    "qwen3-fp8": dict(preset="qwen3-moe-tiny", experts_dtype="fp8", layers=2, experts=4, hidden_size=128, head_dim=128,
+                      num_attention_heads=4, num_key_value_heads=2, intermediate_size=256, moe_intermediate_size=256,
+                      mlp_only_layers=[1], **SPECIAL),
+    "mixtral-nvfp4": dict(preset="mixtral-tiny", experts_dtype="nvfp4", layers=2, experts=4, hidden_size=64,
+                          intermediate_size=96, **SPECIAL),
+}
 PROMPT_LENGTHS = [5, 11, 3]
 MAX_TOKENS = 6
 

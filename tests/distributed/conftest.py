@@ -45,7 +45,7 @@ def dist_ckpts(tmp_path_factory):
     """The tiny checkpoints of the tests: name -> directory (written once per session)."""
     from tests.models.conftest import write_small_checkpoint
 
-    from .cases import CHECKPOINTS
+    from .cases import CHECKPOINTS, QUANTIZED
 
     root = tmp_path_factory.mktemp("dist")
-    return {name: write_small_checkpoint(root / name, **kw) for name, kw in CHECKPOINTS.items()}
+    return {name: write_small_checkpoint(root / name, **kw) for name, kw in {**CHECKPOINTS, **QUANTIZED}.items()}
