@@ -89,8 +89,14 @@ class LLM:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer") as pool:
             tokenizer = (early_start.tokenizer if early_start is not None and early_start.tokenizer is not None
                          else pool.submit(load_tokenizer, self.model_dir))
-            self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, progress=progress,
-                                      early_start=early_start, parallel=parallel)
+            try:
+                self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, progress=progress,
+                                          early_start=early_start, parallel=parallel)
+            except BaseException:
+                if self._ranks is not None:  # this rank's own error, not the others' exit, is what is reported
+                    self._ranks.stopping.set()
+                    self._ranks.kill()
+                raise
             self.tokenizer = tokenizer.result()
         if parallel.sharded:
             from quickmoe.executor.workers import DriverRunner

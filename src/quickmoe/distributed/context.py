@@ -23,7 +23,8 @@ class ParallelContext:
     """Rank `rank` of `world_size`. `expert_parallel`: MoE experts are split across the ranks (whole experts
     each) instead of each expert's intermediate dimension. `group`: the process group of the device tensors
     (NCCL on GPUs, gloo on CPU); `cpu_group`: a gloo group for step inputs sent as Python objects (the same
-    group on CPU). `local_rank`: this rank's GPU on its host."""
+    group on CPU). `local_rank`: this rank's GPU on its host. Without groups a context still says how every layer
+    splits (a dry run of the split on the meta device, `executor.launch.check_split`); its collectives need them."""
 
     rank: int = 0
     world_size: int = 1
@@ -37,8 +38,6 @@ class ParallelContext:
             raise ConfigError(f"tensor_parallel_size = {self.world_size!r}: expected a positive integer")
         if not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank = {self.rank!r}: expected 0 <= rank < world size {self.world_size}")
-        if self.world_size > 1 and self.group is None:
-            raise ConfigError(f"world size {self.world_size} needs a process group (torch.distributed)")
 
     @property
     def is_driver(self) -> bool:

@@ -30,7 +30,7 @@ from quickmoe.distributed.env import Rendezvous, apply_nccl_env, free_port, init
 from quickmoe.errors import ConfigError
 from quickmoe.executor.model_runner import resolve_device
 
-__all__ = ["Ranks", "start_ranks"]
+__all__ = ["Ranks", "check_split", "start_ranks"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +86,25 @@ def _check_devices(engine: EngineConfig, world_size: int) -> torch.device:
     return device
 
 
+def check_split(model_dir: str, engine: EngineConfig) -> None:
+    """Build every rank's share of the model on the meta device (no memory, no process started): a size the
+    ranks cannot split (heads, KV heads, experts, an intermediate dimension in a format's blocks) fails now, as
+    the ConfigError naming the field, its value and what was expected."""
+    from quickmoe.config import ModelConfig
+    from quickmoe.models.registry import build_model
+
+    config = ModelConfig.from_dir(model_dir)
+    for rank in range(engine.tensor_parallel_size):
+        parallel = ParallelContext(rank=rank, world_size=engine.tensor_parallel_size,
+                                   expert_parallel=engine.enable_expert_parallel)
+        build_model(config, dtype=torch.bfloat16, device="meta", parallel=parallel)
+
+
 def start_ranks(model_dir: str, engine: EngineConfig) -> Ranks:
     """Join torchrun's ranks, or spawn engine.tensor_parallel_size - 1 ranks and become rank 0 (see the module
     docstring). The spawned ranks start loading at once, beside this process."""
     world = engine.tensor_parallel_size
+    check_split(model_dir, engine)
     apply_nccl_env()  # before anything starts: spawned ranks inherit it
     rendezvous = torchrun_rendezvous()
     if rendezvous is not None:

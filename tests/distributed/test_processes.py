@@ -1,0 +1,85 @@
+"""quickmoe's own start of the ranks, as a user runs it: `quickmoe generate -tp 2` on the embedded tiny model
+(CPU, gloo) prints the same greedy tokens as one process and exits 0 (the spawned rank stopped at exit); a
+`quickmoe serve -tp 2` whose spawned rank is killed exits non-zero with one line naming the rank, never hangs."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+ENV = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+SMALL = ("--device", "cpu", "--max-model-len", "128", "--kv-cache-memory", "64MiB", "--max-num-seqs", "4")
+
+
+def _generate(*extra: str) -> list[list[int]]:
+    proc = subprocess.run([sys.executable, "-m", "quickmoe", "generate", "-p", "hello there", "-p", "a b c",
+                           "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json", "-q", *SMALL, *extra],
+                          env=ENV, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line)["token_ids"] for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def test_generate_with_two_spawned_ranks_equals_one_process():
+    one = _generate()
+    assert len(one) == 2 and all(len(t) == 8 for t in one)
+    assert _generate("-tp", "2") == one
+    assert _generate("-tp", "2", "--enable-expert-parallel") == one
+
+
+def _children(pid: int) -> list[int]:
+    """Spawned multiprocessing children of `pid` (not its resource tracker)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and "spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_serve_exits_non_zero_with_one_line_when_a_rank_dies():
+    proc = subprocess.Popen([sys.executable, "-m", "quickmoe", "serve", "--port", "0", "-tp", "2", *SMALL],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr] and lines.put(None), daemon=True).start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0.1))
+            assert line is not None, "serve exited before it was ready:\n" + "".join(seen[-30:])
+            seen.append(line)
+            match = re.search(r"serving '.*' at (http://127\.0\.0\.1:\d+)", line)
+            url = match.group(1) if match else None
+        assert url is not None, "".join(seen[-30:])
+        with httpx.Client(base_url=url, timeout=30, trust_env=False) as http:
+            body = {"model": "quickmoe-tiny", "prompt": "x", "max_tokens": 4, "temperature": 0}
+            assert http.post("/v1/completions", json=body).status_code == 200  # both ranks serve
+        workers = _children(proc.pid)
+        assert len(workers) == 1, workers
+        os.kill(workers[0], signal.SIGKILL)
+        code = proc.wait(timeout=60)  # not a hang
+        rest = "".join(seen) + "".join(iter(lambda: lines.get(timeout=5) or "", ""))
+        assert code != 0
+        assert re.search(r"tensor-parallel rank 1 \(pid \d+\) exited with code -9", rest), rest[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
