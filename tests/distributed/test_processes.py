@@ -1,5 +1,5 @@
 """quickmoe's own start of the ranks, as a user runs it: `quickmoe generate -tp 2` on the embedded tiny model
-(CPU, gloo) prints the same greedy tokens as one process and exits 0 (the spawned rank stopped at exit); a
+(CPU, gloo), spawned by quickmoe or under torchrun, prints the same greedy tokens as one process and exits 0 (the spawned rank stopped at exit); a
 `quickmoe serve -tp 2` whose spawned rank is killed exits non-zero with one line naming the rank, never hangs."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ ENV = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
 SMALL = ("--device", "cpu", "--max-model-len", "128", "--kv-cache-memory", "64MiB", "--max-num-seqs", "4")
 
 
-def _generate(*extra: str) -> list[list[int]]:
-    proc = subprocess.run([sys.executable, "-m", "quickmoe", "generate", "-p", "hello there", "-p", "a b c",
+def _generate(*extra: str, launcher: tuple[str, ...] = ()) -> list[list[int]]:
+    proc = subprocess.run([sys.executable, *launcher, "-m", "quickmoe", "generate", "-p", "hello there", "-p", "a b c",
                            "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json", "-q", *SMALL, *extra],
                           env=ENV, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -35,6 +35,9 @@ def test_generate_with_two_spawned_ranks_equals_one_process():
     assert len(one) == 2 and all(len(t) == 8 for t in one)
     assert _generate("-tp", "2") == one
     assert _generate("-tp", "2", "--enable-expert-parallel") == one
+    # under torchrun: its two ranks, rank 1 following inside LLM(...) and exiting 0 when rank 0 is done
+    torchrun = ("-m", "torch.distributed.run", "--nproc-per-node", "2")
+    assert _generate("-tp", "2", launcher=torchrun) == one
 
 
 def _children(pid: int) -> list[int]:

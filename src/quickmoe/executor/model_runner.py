@@ -168,6 +168,10 @@ class ModelRunner:
             "num_threads")}
         if self.parallel.sharded:  # every rank's phases, and the slowest rank's of each, on rank 0
             self.report.info["ranks"] = gather_rank_phases(self.report, self.parallel)
+            if self.parallel.is_driver:
+                slowest = self.report.info["ranks"]["slowest"]
+                logger.info("start-up over %d ranks, slowest rank per phase: %s", self.parallel.world_size,
+                            ", ".join(f"{k} {v['seconds']:.2f} s (rank {v['rank']})" for k, v in slowest.items()))
         self.report.info.update(model=str(self.model_dir), device=str(self.device), moe_kernels=moe_kernels,
                                 attention_kernels=attention_kernels,
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
