@@ -458,6 +458,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = bind_socket(config.host, config.port)  # a taken port fails now, not after the model loaded
     device = "cpu" if args.model is None and args.device == "auto" else args.device
     early = EarlyStart.begin(args.model, device)
+    spawned = _spawn_ranks_early(args, device)
     from quickmoe.llm import LLM
     from quickmoe.server.app import create_app
     from quickmoe.server.serve import run_server
@@ -466,7 +467,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = _engine_options(args)
     options["device"] = device
     llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, seed=args.seed,
-              **options)
+              spawned_ranks=spawned, **options)
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                        llm.model_dir)
@@ -517,11 +518,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
     # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
     early = EarlyStart.begin(args.model, args.device)
+    spawned = _spawn_ranks_early(args, args.device)
     from quickmoe.llm import LLM
 
     report.mark("imports")
     t0 = time.perf_counter()
-    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, **_engine_options(args))
+    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, spawned_ranks=spawned,
+              **_engine_options(args))
     t_load = time.perf_counter() - t0
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
@@ -568,6 +571,20 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
                                    compare_cold_kernels=args.compare_cold_kernels,
                                    generate_args=_parallel_flags(args) + tuple(shlex.split(args.generate_args))))
     return 0
+
+
+def _spawn_ranks_early(args: argparse.Namespace, device: str):  # -> SpawnedRanks | None
+    """With -tp N > 1 outside torchrun and a checkpoint given: start ranks 1..N-1 now, before torch is imported
+    here, so their imports and loads overlap this process's (standard library only)."""
+    import os
+
+    if args.tensor_parallel_size <= 1 or args.model is None or "RANK" in os.environ:
+        return None
+    from quickmoe.config import EngineConfig
+    from quickmoe.executor.spawn import spawn_ranks
+
+    engine = EngineConfig(model=args.model, **{**_engine_options(args), "device": device})
+    return spawn_ranks(args.model, engine)
 
 
 def _parallel_flags(args: argparse.Namespace) -> tuple[str, ...]:

@@ -51,10 +51,13 @@ class LLM:
 
     `tensor_parallel_size=N` (> 1): this process becomes rank 0 of N (it spawns the others, one per GPU, or
     joins torchrun's ranks) and drives them; under torchrun, on ranks > 0 the constructor follows rank 0's steps
-    and ends the process (status 0) when rank 0 shuts down. `shutdown()` (also at exit) stops the other ranks."""
+    and ends the process (status 0) when rank 0 shuts down. `shutdown()` (also at exit) stops the other ranks.
+    `spawned_ranks`: the other ranks, already started (executor.spawn.spawn_ranks: the command line starts them
+    before it imports torch)."""
 
     def __init__(self, model: str | Path | None = None, *, startup_report: StartupReport | None = None,
-                 progress: bool = False, early_start: EarlyStart | None = None, **engine_options) -> None:
+                 progress: bool = False, early_start: EarlyStart | None = None, spawned_ranks=None,
+                 **engine_options) -> None:
         """`engine_options` are the fields of `EngineConfig` (device, dtype, max_model_len, max_num_seqs,
         max_num_batched_tokens, long_prefill_token_threshold, moe_kernels, attention_kernels, compile, cuda_graphs,
         cuda_graphs_startup_max, block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed,
@@ -79,7 +82,7 @@ class LLM:
             from quickmoe.executor.launch import start_ranks
 
             t0 = time.perf_counter()
-            self._ranks = start_ranks(str(self.model_dir), self.engine_config)
+            self._ranks = start_ranks(str(self.model_dir), self.engine_config, spawned_ranks)
             parallel = self._ranks.parallel
             self.startup_report.info["rendezvous_s"] = time.perf_counter() - t0
             if not parallel.is_driver:  # a torchrun rank > 0: follow rank 0 until it stops, then end here
@@ -93,9 +96,8 @@ class LLM:
                 self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, progress=progress,
                                           early_start=early_start, parallel=parallel)
             except BaseException:
-                if self._ranks is not None:  # this rank's own error, not the others' exit, is what is reported
-                    self._ranks.stopping.set()
-                    self._ranks.kill()
+                if self._ranks is not None and self._ranks.spawned is not None:
+                    self._ranks.spawned.abandon()  # this rank's own error, not the others' exit, is reported
                 raise
             self.tokenizer = tokenizer.result()
         if parallel.sharded:
@@ -132,9 +134,11 @@ class LLM:
             return
         import torch.distributed as dist
 
-        ranks.stopping.set()
+        if ranks.spawned is not None:
+            ranks.spawned.stopping.set()
         self.runner.stop_workers()
-        ranks.join()
+        if ranks.spawned is not None:
+            ranks.spawned.join()
         if dist.is_initialized():
             dist.destroy_process_group()
 

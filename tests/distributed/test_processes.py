@@ -1,6 +1,6 @@
 """quickmoe's own start of the ranks, as a user runs it: `quickmoe generate -tp 2` on the embedded tiny model
-(CPU, gloo), spawned by quickmoe or under torchrun, prints the same greedy tokens as one process and exits 0 (the spawned rank stopped at exit); a
-`quickmoe serve -tp 2` whose spawned rank is killed exits non-zero with one line naming the rank, never hangs."""
+(CPU, gloo), spawned by the command line before its imports or under torchrun, prints the same greedy tokens as one process and exits 0 (the spawned rank stopped at exit); a
+`quickmoe serve -tp 2` (no DIR: LLM spawns the rank) whose spawned rank is killed exits non-zero with one line naming the rank, never hangs."""
 
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ SMALL = ("--device", "cpu", "--max-model-len", "128", "--kv-cache-memory", "64Mi
 
 
 def _generate(*extra: str, launcher: tuple[str, ...] = ()) -> list[list[int]]:
-    proc = subprocess.run([sys.executable, *launcher, "-m", "quickmoe", "generate", "-p", "hello there", "-p", "a b c",
+    from quickmoe.checkpoint.default_model import ensure_default_model
+
+    model = str(ensure_default_model())  # a directory given: the command line spawns the ranks before its imports
+    proc = subprocess.run([sys.executable, *launcher, "-m", "quickmoe", "generate", model, "-p", "hello there", "-p",
+                           "a b c",
                            "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--json", "-q", *SMALL, *extra],
                           env=ENV, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]

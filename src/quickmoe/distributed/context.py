@@ -89,6 +89,15 @@ class ParallelContext:
         dist.all_gather(parts, x, group=self.group)
         return torch.cat([p[..., :n] for p, n in zip(parts, sizes)], dim=-1)
 
+    def min_over_ranks(self, value: int) -> int:
+        """The smallest of every rank's `value` (a host integer, over the CPU group): sizes all ranks must share,
+        such as the KV cache's budget (rank 0 schedules blocks every rank must hold)."""
+        if self.world_size == 1:
+            return value
+        values: list[int | None] = [None] * self.world_size
+        dist.all_gather_object(values, value, group=self.cpu_group)
+        return min(v for v in values if v is not None)
+
     def broadcast_(self, x: torch.Tensor) -> torch.Tensor:
         """Rank 0's `x` into every rank's `x` (in place): the sampled tokens the next step reads."""
         if self.world_size > 1:

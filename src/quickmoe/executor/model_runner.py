@@ -221,6 +221,8 @@ class ModelRunner:
             config, dtype=self.dtype, device=self.device, kv_cache_memory=engine.kv_cache_memory,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             max_num_batched_tokens=engine.max_num_batched_tokens, max_num_seqs=engine.max_num_seqs)
+        if budget is not None:  # every rank the same cache: rank 0 hands out blocks all of them hold
+            budget = self.parallel.min_over_ranks(budget)
         plan = plan_kv_cache(config, dtype=self.dtype, block_size=engine.block_size, memory_bytes=budget,
                              max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
                              num_blocks=engine.num_kv_blocks, max_model_len=requested or engine.block_size)
