@@ -455,7 +455,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = checked_inputs(args)["server"]  # torch-free: bad flags fail before anything loads
     from quickmoe.server.serve import bind_socket
 
-    sock = bind_socket(config.host, config.port)  # a taken port fails now, not after the model loaded
+    # a taken port fails now, not after the model loaded; under torchrun only rank 0 serves HTTP
+    sock = None if _torchrun_follower() else bind_socket(config.host, config.port)
     device = "cpu" if args.model is None and args.device == "auto" else args.device
     early = EarlyStart.begin(args.model, device)
     spawned = _spawn_ranks_early(args, device)
@@ -571,6 +572,13 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
                                    compare_cold_kernels=args.compare_cold_kernels,
                                    generate_args=_parallel_flags(args) + tuple(shlex.split(args.generate_args))))
     return 0
+
+
+def _torchrun_follower() -> bool:
+    """A rank > 0 under torchrun: it follows rank 0's steps inside LLM(...) and never serves or prints."""
+    import os
+
+    return os.environ.get("RANK", "0") != "0" and "WORLD_SIZE" in os.environ
 
 
 def _spawn_ranks_early(args: argparse.Namespace, device: str):  # -> SpawnedRanks | None

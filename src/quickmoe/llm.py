@@ -120,8 +120,10 @@ class LLM:
         """A rank > 0 under torchrun: build this rank's share, run rank 0's steps, exit when it stops."""
         import torch.distributed as dist
 
+        from quickmoe.executor.spawn import ignore_stop_signals
         from quickmoe.executor.workers import worker_loop
 
+        ignore_stop_signals()
         runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, parallel=parallel)
         worker_loop(runner, parallel)
         dist.destroy_process_group()

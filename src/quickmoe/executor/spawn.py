@@ -15,6 +15,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import sys
 import threading
 import time
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from quickmoe.distributed.rendezvous import Rendezvous, apply_nccl_env, free_port
 from quickmoe.engine_config import EngineConfig
 
-__all__ = ["EXIT_RANK_DIED", "SpawnedRanks", "spawn_ranks"]
+__all__ = ["EXIT_RANK_DIED", "SpawnedRanks", "ignore_stop_signals", "spawn_ranks"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class SpawnedRanks:
         proc.join(timeout=1.0)
         message = (f"tensor-parallel rank {rank} (pid {proc.pid}) exited with code {proc.exitcode}; "
                    f"stopping all {self.world_size} ranks")
-        logger.error(message)
+        # the process's last words, whatever the logging level (-q): one line, as the command line's errors
         print(f"quickmoe: error: {message}", file=sys.stderr, flush=True)
         self.kill()
         os._exit(EXIT_RANK_DIED)
@@ -91,6 +92,13 @@ def spawn_ranks(model_dir: str, engine: EngineConfig) -> SpawnedRanks:
     return ranks
 
 
+def ignore_stop_signals() -> None:
+    """A rank > 0 leaves when rank 0 tells it (or rank 0 is gone), not on the Ctrl-C or SIGTERM its terminal or
+    launcher sends the whole group: rank 0 drains its requests first, and needs the others' steps meanwhile."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def _watch_parent(parent_pid: int) -> None:
     while os.getppid() == parent_pid:
         time.sleep(0.5)
@@ -102,6 +110,7 @@ def _spawned_rank(rendezvous: Rendezvous, model_dir: str, engine: EngineConfig, 
     """A spawned rank: join, build and load its share, then follow rank 0's steps until told to stop."""
     logging.basicConfig(level=os.environ.get("QUICKMOE_LOG_LEVEL", "WARNING"),
                         format=f"%(asctime)s rank{rendezvous.rank} %(levelname)s %(name)s: %(message)s")
+    ignore_stop_signals()
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="quickmoe-parent-watch", daemon=True).start()
     import torch.distributed as dist
 
