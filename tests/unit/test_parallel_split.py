@@ -62,9 +62,13 @@ def test_experts_and_mxfp4_blocks_name_their_field(tiny):
                  parallel=ParallelContext(rank=0, world_size=3, expert_parallel=True))
 
 
-def test_a_rank_loads_its_slices_and_reads_less(tiny):
+@pytest.mark.parametrize("runs", [False, True])
+def test_a_rank_loads_its_slices_and_reads_less(tiny, runs, monkeypatch):
     """Rank 1 of 2 (no process group needed to build and load): its parameters are its slices of the checkpoint
-    tensors (rows, columns, sinks, experts' channels), the row-parallel biases are zero, and it reads fewer bytes."""
+    tensors (rows, columns, sinks, experts' channels), the row-parallel biases are zero, and it reads fewer bytes;
+    `runs`: the experts' gate_up rows are read one run per expert (the tiny tensors' runs are below the default
+    MIN_RUN_BYTES, so it is lowered), fewer bytes again."""
+    from quickmoe.checkpoint import narrow
     from quickmoe.checkpoint.loader import load_weights
     from quickmoe.checkpoint.reader import CheckpointReader
     from quickmoe.config import ModelConfig
@@ -74,8 +78,16 @@ def test_a_rank_loads_its_slices_and_reads_less(tiny):
     whole = build_model(config, dtype=torch.float32, device="cpu")
     full_stats = load_weights(whole, reader)
     part = build_model(config, dtype=torch.float32, device="cpu", parallel=ParallelContext(rank=1, world_size=2))
+    whole_read = load_weights(part, reader).num_bytes
+    if runs:
+        monkeypatch.setattr(narrow, "MIN_RUN_BYTES", 1)
     stats = load_weights(part, reader)
     assert stats.num_bytes < full_stats.num_bytes
+    gate_up = reader.entries["model.layers.0.mlp.experts.gate_up_proj_blocks"].nbytes
+    if runs:  # at least half of every expert's gate_up rows are not read (and the other sliced tensors' runs)
+        assert whole_read - stats.num_bytes >= gate_up // 2
+    else:
+        assert whole_read == stats.num_bytes
     w, p = dict(whole.named_parameters()), dict(part.named_parameters())
     vocab = config.vocab_size
     torch.testing.assert_close(p["model.embed_tokens.weight"], w["model.embed_tokens.weight"][vocab // 2:])

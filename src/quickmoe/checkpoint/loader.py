@@ -107,7 +107,7 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
     device = _staging_device(p for _, p in model.named_parameters())
     view = rank_view(bindings, reader.entries, reader.entries_by_file)  # this rank's slices (all with one rank)
     bindings, entries = view.bindings, view.entries
-    names = [n for n in reader.entries if n in bindings]
+    names = view.names
     chunks = plan_chunks(view.entries_by_file, chunk_bytes, names)
     sink = ParameterSink(bindings, device, chunks)
     sink.filled.update(view.skipped)
@@ -152,8 +152,10 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - start
+    sink.filled.update(view.filled_originals(sink.filled))
     _check_complete(reader, bindings, sink.filled)
     sink.filled.difference_update(view.skipped)
+    sink.filled.difference_update(view.runs)  # counted by their runs
     on_cpu = device.type != "cuda"
     stats = LoadStats(
         num_tensors=len(sink.filled), num_bytes=total, seconds=seconds, validate_seconds=validate_seconds,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["CheckpointPart", "Narrow", "NarrowLoader", "SliceLoader", "WeightLoader", "copy_weight_loader",
+__all__ = ["CheckpointPart", "Narrow", "NarrowLoader", "OuterIndexLoader", "SliceLoader", "WeightLoader", "copy_weight_loader",
            "transpose_last2_weight_loader", "zero_weight_loader"]
 
 WeightLoader = Callable[[nn.Parameter, torch.Tensor], None]
@@ -80,6 +80,20 @@ class NarrowLoader:
 
     def __call__(self, param: nn.Parameter, loaded: torch.Tensor) -> None:
         self.loader(param, loaded.narrow(self.dim, self.start, self.length))
+
+
+@dataclass(frozen=True)
+class OuterIndexLoader:
+    """Copies one run of a tensor read in runs (checkpoint/narrow.py) into the parameter's `index`-th of `count`
+    equal parts: e.g. expert 3's gate_up rows of a tensor-parallel rank."""
+
+    index: int
+    count: int
+
+    def __call__(self, param: nn.Parameter, loaded: torch.Tensor) -> None:
+        dst = param.data.view(self.count, -1)[self.index]
+        assert dst.numel() == loaded.numel(), (tuple(dst.shape), tuple(loaded.shape))
+        dst.copy_(loaded.reshape(-1))
 
 
 @dataclass(frozen=True)
