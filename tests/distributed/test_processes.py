@@ -90,3 +90,23 @@ def test_serve_exits_non_zero_with_one_line_when_a_rank_dies():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_llm_api_with_two_ranks_and_its_shutdown(tmp_path):
+    """LLM(DIR, tensor_parallel_size=2) in this process: the same greedy tokens as one process; shutdown() stops
+    the spawned rank (exit 0) and may be called again."""
+    from quickmoe.checkpoint.default_model import ensure_default_model
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.llm import LLM
+
+    opts = dict(device="cpu", dtype="float32", max_model_len=128, kv_cache_memory=64 << 20, max_num_seqs=4)
+    params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
+    prompts = [[1, 2, 3, 4], [5, 6]]
+    model = ensure_default_model()
+    want = [o.token_ids for o in LLM(model, **opts).generate(prompts, params)]
+    llm = LLM(model, tensor_parallel_size=2, enable_expert_parallel=True, **opts)
+    spawned = llm._ranks.spawned.processes
+    assert [o.token_ids for o in llm.generate(prompts, params)] == want
+    llm.shutdown()
+    assert [p.exitcode for p in spawned] == [0]
+    llm.shutdown()
