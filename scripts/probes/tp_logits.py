@@ -18,7 +18,7 @@ import sys
 import torch
 
 
-def run(model: str, out: str, ep: bool, dtype: str) -> None:
+def run(model: str, out: str, ep: bool, dtype: str, kernels: str) -> None:
     from quickmoe.config import EngineConfig
     from quickmoe.distributed import SINGLE
     from quickmoe.distributed.env import init_parallel, torchrun_rendezvous
@@ -26,7 +26,7 @@ def run(model: str, out: str, ep: bool, dtype: str) -> None:
     from quickmoe.executor.model_runner import ModelRunner, resolve_device
 
     rendezvous = torchrun_rendezvous()
-    engine = EngineConfig(model=model, dtype=dtype, cuda_graphs="off", kv_cache_memory=1 << 30,
+    engine = EngineConfig(model=model, dtype=dtype, cuda_graphs="off", kv_cache_memory=1 << 30, moe_kernels=kernels,
                           tensor_parallel_size=rendezvous.world_size if rendezvous else 1, enable_expert_parallel=ep)
     parallel = SINGLE if rendezvous is None else init_parallel(rendezvous, device=resolve_device("auto"),
                                                                 expert_parallel=ep)
@@ -63,12 +63,14 @@ def main(argv: list[str]) -> int:
     r.add_argument("out")
     r.add_argument("--ep", action="store_true", help="expert parallel instead of splitting each expert")
     r.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    r.add_argument("--moe-kernels", default="auto", choices=("auto", "torch", "triton"),
+                   help="triton on a CPU: with TRITON_INTERPRET=1 (tiny checkpoints)")
     c = sub.add_parser("compare")
     c.add_argument("a")
     c.add_argument("b")
     args = p.parse_args(argv)
     if args.cmd == "run":
-        run(args.model, args.out, args.ep, args.dtype)
+        run(args.model, args.out, args.ep, args.dtype, args.moe_kernels)
     else:
         compare(args.a, args.b)
     return 0

@@ -26,6 +26,11 @@ QUANTIZED = {
     "mixtral-nvfp4": dict(preset="mixtral-tiny", experts_dtype="nvfp4", layers=2, experts=4, hidden_size=64,
                           intermediate_size=96, **SPECIAL),
 }
+# the MoE Triton kernels (in Triton's interpreter) on a split of 96 MXFP4 channels into 64 + 32 (2 ranks)
+TRITON = {
+    "gpt-oss-96": dict(preset="tiny", experts_dtype="mxfp4", layers=2, experts=4, hidden_size=64, intermediate_size=96,
+                       num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, **SPECIAL),
+}
 PROMPT_LENGTHS = [5, 11, 3]
 MAX_TOKENS = 6
 
@@ -37,6 +42,7 @@ def prompts(seed: int = 0) -> list[list[int]]:
     return [torch.randint(0, VOCAB - 2, (n,), generator=g).tolist() for n in PROMPT_LENGTHS]
 
 
-def cases(ckpts: dict, names: list[str], *, expert_parallel: bool) -> list[dict]:
+def cases(ckpts: dict, names: list[str], *, expert_parallel: bool, **engine) -> list[dict]:
+    """`engine`: EngineConfig options of these cases (e.g. moe_kernels="triton")."""
     return [dict(name=f"{n}-{'ep' if expert_parallel else 'tp'}", model=str(ckpts[n]), prompts=prompts(),
-                 max_tokens=MAX_TOKENS, expert_parallel=expert_parallel) for n in names]
+                 max_tokens=MAX_TOKENS, expert_parallel=expert_parallel, engine=engine) for n in names]

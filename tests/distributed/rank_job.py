@@ -56,7 +56,8 @@ def run_rank(rank: int, world: int, init_method: str, cases: list[dict], out_dir
                               expert_parallel=False)
     for case in cases:
         parallel = type(parallel0)(**{**parallel0.__dict__, "expert_parallel": case["expert_parallel"]})
-        runner = ModelRunner(case["model"], EngineConfig(model=case["model"], **CPU_FLOAT32), parallel=parallel)
+        engine = EngineConfig(model=case["model"], **{**CPU_FLOAT32, **case.get("engine", {})})
+        runner = ModelRunner(case["model"], engine, parallel=parallel)
         if rank == 0:
             driver = DriverRunner(runner, parallel)
             logits, tokens = case_outputs(runner, case["prompts"], case["max_tokens"], engine_runner=driver)
