@@ -7,12 +7,15 @@
 #   tests      the distributed tests (gloo, CPU) and the GPU tests, on this machine
 #   parity     bf16 logits of 3 prompts (7, 64, 300 tokens): TP=1 vs TP=N vs EP over N (max |diff|, argmax
 #              agreement; scripts/probes/tp_logits.py), with every rank's start-up phases
-#   coldstart  bench coldstart -tp N (and --enable-expert-parallel): start -> first token, per phase, the slowest
-#              rank's phases in each run's JSON, beside TP=1
-#   generate   bench generate 256 x 1000 -> 1000 at TP=N (then EP), beside TP=1
-#   generate1  the same at TP=1 (its own call: it is the slowest)
-#   serve      quickmoe serve -tp N, then bench serve at concurrency 1 and 64 (1000 -> 1000); then with EP
-#   serve1     the same at TP=1
+#   coldstart  bench coldstart -tp N and with --enable-expert-parallel (2 runs each): start -> first token per
+#              phase, each run's JSON with every rank's phases and the slowest rank's (info.ranks)
+#   coldstart1 the same at TP=1
+#   generate   bench generate 256 x 1000 -> 1000 at TP=N;  generate-ep: with expert parallel;  generate1: TP=1
+#   serve      quickmoe serve -tp N, then bench serve at concurrency 1 and 64 (1000 -> 1000);  serve-ep: with
+#              expert parallel;  serve1: TP=1
+# One stage per 10-minute call, e.g. on nvidia-h200-x2: `scripts/device/tp.sh tests`, `... parity`, `... coldstart`,
+# `... coldstart1`, `... generate`, `... generate-ep`, `... generate1`, `... serve`, `... serve-ep`, `... serve1`
+# (the checkpoint is written once into /tmp by the first stage that needs it, ~2 min, and kept while the machine is).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 export NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0
@@ -33,6 +36,18 @@ serve_bench() {  # $1: label, then serve's extra flags
   kill -TERM "$server"; wait "$server"; echo "serve $label exit $?"
 }
 
+coldstart() {  # $1: label, then the ranks' flags
+  local label=$1; shift
+  python3 -m quickmoe bench coldstart "$CKPT" -n 2 "$@" --json "$OUT/coldstart_$label.json" 2>&1 \
+    | tee "$OUT/coldstart_$label.log" | grep -v INFO
+}
+
+generate() {  # $1: label, then the ranks' flags
+  local label=$1; shift
+  python3 -m quickmoe bench generate "$CKPT" "$@" --num-prompts 256 --input-len 1000 --output-len 1000 \
+    --json "$OUT/bench_generate_$label.json" 2>&1 | tee "$OUT/bench_generate_$label.log" | grep -v INFO
+}
+
 for stage in "$@"; do
   echo "== stage $stage TP=$TP ($(date +%T))"
   case "$stage" in
@@ -44,38 +59,39 @@ for stage in "$@"; do
     parity)
       make_120b
       python3 scripts/probes/tp_logits.py run "$CKPT" "$OUT/logits_tp1.pt" | tee "$OUT/parity.log"
-      torchrun --nproc-per-node "$TP" scripts/probes/tp_logits.py run "$CKPT" "$OUT/logits_tp$TP.pt" \
+      python3 -m torch.distributed.run --nproc-per-node "$TP" scripts/probes/tp_logits.py run "$CKPT" "$OUT/logits_tp$TP.pt" \
         | tee -a "$OUT/parity.log"
-      torchrun --nproc-per-node "$TP" scripts/probes/tp_logits.py run "$CKPT" "$OUT/logits_ep$TP.pt" --ep \
+      python3 -m torch.distributed.run --nproc-per-node "$TP" scripts/probes/tp_logits.py run "$CKPT" "$OUT/logits_ep$TP.pt" --ep \
         | tee -a "$OUT/parity.log"
       python3 scripts/probes/tp_logits.py compare "$OUT/logits_tp1.pt" "$OUT/logits_tp$TP.pt" | tee -a "$OUT/parity.log"
       python3 scripts/probes/tp_logits.py compare "$OUT/logits_tp1.pt" "$OUT/logits_ep$TP.pt" | tee -a "$OUT/parity.log" ;;
     coldstart)
       make_120b
-      for flags in "" "-tp $TP" "-tp $TP --enable-expert-parallel"; do
-        label=$(echo "tp1 $flags" | tr -d ' -' | sed 's/enableexpertparallel/ep/')
-        python3 -m quickmoe bench coldstart "$CKPT" -n 2 $flags --json "$OUT/coldstart_$label.json" 2>&1 \
-          | tee "$OUT/coldstart_$label.log" | grep -v INFO
-      done ;;
+      coldstart "tp$TP" -tp "$TP"
+      coldstart "ep$TP" -tp "$TP" --enable-expert-parallel ;;
+    coldstart1)
+      make_120b
+      coldstart tp1 ;;
     generate)
       make_120b
-      python3 -m quickmoe bench generate "$CKPT" -tp "$TP" --num-prompts 256 --input-len 1000 --output-len 1000 \
-        --json "$OUT/bench_generate_tp$TP.json" 2>&1 | tee "$OUT/bench_generate_tp$TP.log" | grep -v INFO
-      python3 -m quickmoe bench generate "$CKPT" -tp "$TP" --enable-expert-parallel --num-prompts 256 \
-        --input-len 1000 --output-len 1000 --json "$OUT/bench_generate_ep$TP.json" 2>&1 \
-        | tee "$OUT/bench_generate_ep$TP.log" | grep -v INFO ;;
+      generate "tp$TP" -tp "$TP" ;;
+    generate-ep)
+      make_120b
+      generate "ep$TP" -tp "$TP" --enable-expert-parallel ;;
     generate1)
       make_120b
-      python3 -m quickmoe bench generate "$CKPT" --num-prompts 256 --input-len 1000 --output-len 1000 \
-        --json "$OUT/bench_generate_tp1.json" 2>&1 | tee "$OUT/bench_generate_tp1.log" | grep -v INFO ;;
+      generate tp1 ;;
     serve)
       make_120b
-      serve_bench "tp$TP" -tp "$TP"
+      serve_bench "tp$TP" -tp "$TP" ;;
+    serve-ep)
+      make_120b
       serve_bench "ep$TP" -tp "$TP" --enable-expert-parallel ;;
     serve1)
       make_120b
       serve_bench tp1 ;;
-    *) echo "unknown stage $stage (expected tests, parity, coldstart, generate, generate1, serve, serve1)"; exit 2 ;;
+    *) echo "unknown stage $stage (expected tests, parity, coldstart, coldstart1, generate, generate-ep, generate1, serve,"\
+         "serve-ep, serve1)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"
