@@ -18,8 +18,12 @@ CHECKPOINTS = {
     "mixtral": dict(preset="mixtral-tiny", experts_dtype="bf16", layers=2, experts=4, hidden_size=64,
                     intermediate_size=96, **SPECIAL),
 }
-# quantized experts (and FP8 dense layers): 2 ranks, so every rank holds whole 128-wide FP8 blocks
+# with 2 ranks only: FP8 experts and dense layers (every rank holds whole 128-wide FP8 blocks), NVFP4 experts, and
+# gpt-oss's bf16 experts (stored in x out: their slices are columns of the checkpoint tensors)
 QUANTIZED = {
+    "gpt-oss-bf16": dict(preset="tiny", experts_dtype="bf16", layers=2, experts=4, hidden_size=64,
+                         intermediate_size=64, num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, **SPECIAL),
     "qwen3-fp8": dict(preset="qwen3-moe-tiny", experts_dtype="fp8", layers=2, experts=4, hidden_size=128, head_dim=128,
                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=256, moe_intermediate_size=256,
                       mlp_only_layers=[1], **SPECIAL),
@@ -32,7 +36,7 @@ TRITON = {
                        num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, **SPECIAL),
 }
 PROMPT_LENGTHS = [5, 11, 3]
-MAX_TOKENS = 6
+MAX_TOKENS = 5
 
 
 def prompts(seed: int = 0) -> list[list[int]]:

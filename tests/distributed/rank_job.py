@@ -5,6 +5,7 @@ logits and tokens for the test to compare with one process. One process group se
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -13,14 +14,19 @@ import torch
 CPU_FLOAT32 = dict(device="cpu", dtype="float32", kv_cache_memory=64 << 20, max_num_seqs=8)
 
 
+@functools.lru_cache(maxsize=None)
+def _tokenizer(model_dir: Path):
+    from quickmoe.tokenizer import load_tokenizer
+
+    return load_tokenizer(model_dir)
+
+
 def case_outputs(runner, prompts: list[list[int]], max_tokens: int, *, engine_runner=None):
     """(logits [T, V] of the packed prompts, greedy tokens of each prompt) through `runner` (a single-process
     ModelRunner, or rank 0's DriverRunner as engine_runner)."""
     from quickmoe.engine.block_manager import KVBlockManager
     from quickmoe.engine.engine import Engine
     from quickmoe.engine.sampling_params import SamplingParams
-    from quickmoe.tokenizer import load_tokenizer
-
     blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
     for seq, p in enumerate(prompts):
         blocks.allocate(seq, 0, len(p))
@@ -28,7 +34,7 @@ def case_outputs(runner, prompts: list[list[int]], max_tokens: int, *, engine_ru
     logits = runner.forward(runner.build_batch(prompts, [0] * len(prompts), tables), all_logits=True)  # [T, V]
     if engine_runner is None and getattr(runner, "parallel", None) is not None and not runner.parallel.is_driver:
         return logits, None
-    engine = Engine(engine_runner or runner, load_tokenizer(runner.model_dir), max_num_seqs=8,
+    engine = Engine(engine_runner or runner, _tokenizer(runner.model_dir), max_num_seqs=8,
                     max_num_batched_tokens=256)
     params = SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True)
     for i, p in enumerate(prompts):
