@@ -14,7 +14,7 @@ import torch
 CPU_FLOAT32 = dict(device="cpu", dtype="float32", kv_cache_memory=64 << 20, max_num_seqs=8)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tokenizer(model_dir: Path):
     from quickmoe.tokenizer import load_tokenizer
 

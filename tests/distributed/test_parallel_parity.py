@@ -7,7 +7,6 @@ its steps) are identical, for tiny gpt-oss (MXFP4), Qwen3-MoE and Mixtral checkp
 from __future__ import annotations
 
 import pytest
-import torch
 
 from .cases import CHECKPOINTS, MAX_TOKENS, QUANTIZED, TRITON, cases, prompts
 from .conftest import run_job

@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from quickmoe.distributed import ParallelContext
 
-__all__ = ["DriverRunner", "STOP", "worker_loop"]
+__all__ = ["STOP", "DriverRunner", "worker_loop"]
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ def zero_unless_driver(param: nn.Parameter, parallel: ParallelContext) -> None:
         param.weight_loader = zero_weight_loader
 
 
-def column_parallel(linear: "Linear", rows: Shard) -> None:
+def column_parallel(linear: Linear, rows: Shard) -> None:
     """`linear` computes output rows `rows` of the checkpoint's layer: weight rows, bias, a quant method's scales."""
     if rows.whole:
         return
@@ -58,7 +58,7 @@ def column_parallel(linear: "Linear", rows: Shard) -> None:
         narrow_param(linear.bias, 0, rows)
 
 
-def row_parallel(linear: "Linear", cols: Shard, parallel: ParallelContext) -> None:
+def row_parallel(linear: Linear, cols: Shard, parallel: ParallelContext) -> None:
     """`linear` takes input columns `cols` of the checkpoint's layer; the caller reduces its output."""
     if cols.whole:
         return
