@@ -61,32 +61,55 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_serve_exits_non_zero_with_one_line_when_a_rank_dies():
+def _serve_two_ranks() -> tuple[subprocess.Popen, queue.Queue, list[str], int]:
+    """`quickmoe serve -tp 2` on the embedded model, ready and having answered one completion: (process, its stderr
+    lines still to read, those read, the spawned rank's pid)."""
     proc = subprocess.Popen([sys.executable, "-m", "quickmoe", "serve", "--port", "0", "-tp", "2", *SMALL],
                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr] and lines.put(None), daemon=True).start()
     seen: list[str] = []
+    deadline = time.monotonic() + 180
+    url = None
+    while url is None and time.monotonic() < deadline:
+        line = lines.get(timeout=max(deadline - time.monotonic(), 0.1))
+        assert line is not None, "serve exited before it was ready:\n" + "".join(seen[-30:])
+        seen.append(line)
+        match = re.search(r"serving '.*' at (http://127\.0\.0\.1:\d+)", line)
+        url = match.group(1) if match else None
+    assert url is not None, "".join(seen[-30:])
+    with httpx.Client(base_url=url, timeout=30, trust_env=False) as http:
+        body = {"model": "quickmoe-tiny", "prompt": "x", "max_tokens": 4, "temperature": 0}
+        assert http.post("/v1/completions", json=body).status_code == 200  # both ranks serve
+    workers = _children(proc.pid)
+    assert len(workers) == 1, workers
+    return proc, lines, seen, workers[0]
+
+
+def _rest(lines: queue.Queue, seen: list[str]) -> str:
+    return "".join(seen) + "".join(iter(lambda: lines.get(timeout=5) or "", ""))
+
+
+def test_serve_exits_non_zero_with_one_line_when_a_rank_dies():
+    proc, lines, seen, worker = _serve_two_ranks()
     try:
-        deadline = time.monotonic() + 180
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = lines.get(timeout=max(deadline - time.monotonic(), 0.1))
-            assert line is not None, "serve exited before it was ready:\n" + "".join(seen[-30:])
-            seen.append(line)
-            match = re.search(r"serving '.*' at (http://127\.0\.0\.1:\d+)", line)
-            url = match.group(1) if match else None
-        assert url is not None, "".join(seen[-30:])
-        with httpx.Client(base_url=url, timeout=30, trust_env=False) as http:
-            body = {"model": "quickmoe-tiny", "prompt": "x", "max_tokens": 4, "temperature": 0}
-            assert http.post("/v1/completions", json=body).status_code == 200  # both ranks serve
-        workers = _children(proc.pid)
-        assert len(workers) == 1, workers
-        os.kill(workers[0], signal.SIGKILL)
+        os.kill(worker, signal.SIGKILL)
         code = proc.wait(timeout=60)  # not a hang
-        rest = "".join(seen) + "".join(iter(lambda: lines.get(timeout=5) or "", ""))
+        rest = _rest(lines, seen)
         assert code != 0
         assert re.search(r"tensor-parallel rank 1 \(pid \d+\) exited with code -9", rest), rest[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_serve_sigterm_stops_both_ranks_with_status_0():
+    proc, lines, seen, worker = _serve_two_ranks()
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, _rest(lines, seen)[-3000:]
+        assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()
+        assert "exited with code" not in _rest(lines, seen)
     finally:
         if proc.poll() is None:
             proc.kill()
