@@ -116,8 +116,8 @@ def test_serve_sigterm_stops_both_ranks_with_status_0():
 
 
 def test_llm_api_with_two_ranks_and_its_shutdown(tmp_path):
-    """LLM(DIR, tensor_parallel_size=2) in this process: the same greedy tokens as one process; shutdown() stops
-    the spawned rank (exit 0) and may be called again."""
+    """LLM(DIR, tensor_parallel_size=2) in this process: the same greedy tokens as one process; NCCL_NVLS_ENABLE=0
+    in this process and the spawned rank; shutdown() stops the spawned rank (exit 0) and may be called again."""
     from quickmoe.checkpoint.default_model import ensure_default_model
     from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
@@ -129,6 +129,10 @@ def test_llm_api_with_two_ranks_and_its_shutdown(tmp_path):
     want = [o.token_ids for o in LLM(model, **opts).generate(prompts, params)]
     llm = LLM(model, tensor_parallel_size=2, enable_expert_parallel=True, **opts)
     spawned = llm._ranks.spawned.processes
+    for pid in (os.getpid(), spawned[0].pid):  # NVLink multicast off in every process quickmoe starts
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if pid != os.getpid() else [
+            f"{k}={v}".encode() for k, v in os.environ.items()]
+        assert b"NCCL_NVLS_ENABLE=0" in environ and b"NCCL_CUMEM_ENABLE=0" in environ, pid
     assert [o.token_ids for o in llm.generate(prompts, params)] == want
     llm.shutdown()
     assert [p.exitcode for p in spawned] == [0]
