@@ -137,3 +137,22 @@ def test_llm_api_with_two_ranks_and_its_shutdown(tmp_path):
     llm.shutdown()
     assert [p.exitcode for p in spawned] == [0]
     llm.shutdown()
+
+
+def test_a_split_that_fails_is_one_line_and_leaves_no_rank_behind():
+    """-tp 3 on 4 heads: the ranks spawned before the imports are killed, rank 0's error is the one line (exit 2)."""
+    from quickmoe.checkpoint.default_model import ensure_default_model
+
+    proc = subprocess.Popen([sys.executable, "-m", "quickmoe", "generate", str(ensure_default_model()), "-p", "x",
+                             "-tp", "3", "-q", *SMALL], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    children: list[int] = []
+    while proc.poll() is None and not children:
+        children = _children(proc.pid)
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and err.strip().splitlines() == [
+        "error: num_attention_heads = 4: expected a multiple of 3 (split evenly across 3 ranks); choose a "
+        "tensor-parallel size that divides it"], err
+    time.sleep(0.5)
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()], children
