@@ -59,7 +59,7 @@ class UnquantizedMoEMethod:
         declare_weight(layer, "gate_up_proj_bias", (e, 2 * i), dtype, device, checkpoint_dtype=torch.bfloat16)
         declare_weight(layer, "down_proj_bias", (e, h), dtype, device, checkpoint_dtype=torch.bfloat16)
         # checkpoint layout: gate_up [E, H, 2I] (gate/up interleaved: channel j is rows 2j, 2j+1), down [E, I, H]
-        layer.shard_experts({"gate_up_proj": (2, 2, 1), "down_proj": (1, 1, 1), "gate_up_proj_bias": (1, 2, 1),
+        shard_experts(layer, {"gate_up_proj": (2, 2, 1), "down_proj": (1, 1, 1), "gate_up_proj_bias": (1, 2, 1),
                              "down_proj_bias": None})
 
     def process_weights_after_loading(self, layer: "FusedMoE") -> None:
@@ -116,7 +116,7 @@ class Mxfp4MoEMethod:
         declare_weight(layer, "gate_up_proj_bias", (e, 2 * i), dtype, device, checkpoint_dtype=torch.bfloat16)
         declare_weight(layer, "down_proj_bias", (e, h), dtype, device, checkpoint_dtype=torch.bfloat16)
         # gate_up rows interleave gate/up (2 per channel); down's K is in blocks of 32 channels (16 bytes each)
-        layer.shard_experts({"gate_up_proj_blocks": (1, 2, 1), "gate_up_proj_scales": (1, 2, 1),
+        shard_experts(layer, {"gate_up_proj_blocks": (1, 2, 1), "gate_up_proj_scales": (1, 2, 1),
                              "gate_up_proj_bias": (1, 2, 1), "down_proj_blocks": (2, 1, 32),
                              "down_proj_scales": (2, 1, 32), "down_proj_bias": None})
         layer.experts_in_kernel_layout = False
@@ -153,8 +153,8 @@ class FusedMoE(nn.Module):
 
     Several ranks (`parallel`): tensor parallel splits every expert's intermediate dimension (`intermediate_shard`,
     in whole units of the quant method's `intermediate_unit`: the split of its weights and scales is the quant
-    method's, declared with `shard_experts`); expert parallel (`parallel.expert_parallel`) gives each rank whole
-    experts (`expert_shard`), the assignments to other ranks' experts weighing zero here. Either way every rank
+    method's, declared with `shard_experts` or as per-expert parts); expert parallel (`parallel.expert_parallel`)
+    gives each rank whole experts (`expert_shard`), the assignments to other ranks' experts weighing zero here. Either way every rank
     holds every token and the output is summed over the ranks (the block's one all-reduce). `num_experts` and
     `intermediate_size` are this rank's."""
 
@@ -179,20 +179,6 @@ class FusedMoE(nn.Module):
         self.kernels = "torch"
         quant_method.create_weights(self, dtype=dtype, device=device)
 
-    def shard_experts(self, splits: dict[str, tuple[int, int, int] | None]) -> None:
-        """Declare this rank's slice of each expert parameter (a quant method calls it from create_weights):
-        `splits[name]` = (checkpoint dim of the intermediate channels, num, den: elements per channel num/den),
-        or None for down's bias (row-parallel: added once). Expert parallel slices dim 0 (the experts)."""
-        for name, split in splits.items():
-            param = getattr(self, name)
-            if self.parallel.expert_parallel:
-                narrow_param(param, 0, self.expert_shard)
-            elif split is None:
-                zero_unless_driver(param, self.parallel)
-            else:
-                dim, num, den = split
-                narrow_param(param, dim, scaled(self.intermediate_shard, num, den))
-
     def local_assignments(self, topk_weights: torch.Tensor,
                           topk_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Expert parallel: global expert ids [T, k] -> this rank's (others' assignments: weight 0, expert 0)."""
@@ -204,6 +190,32 @@ class FusedMoE(nn.Module):
         if self.parallel.expert_parallel and self.parallel.sharded:
             topk_weights, topk_ids = self.local_assignments(topk_weights, topk_ids)
         return self.parallel.all_reduce(self.quant_method.apply(self, hidden, topk_weights, topk_ids))
+
+
+def expert_shards(layer: nn.Module) -> tuple[Shard, Shard]:
+    """(experts, intermediate channels) of this rank of a FusedMoE (the whole of both for any other layer a quant
+    method is given, e.g. in tests)."""
+    e, i = layer.num_experts, layer.intermediate_size
+    return getattr(layer, "expert_shard", Shard(0, e, e)), getattr(layer, "intermediate_shard", Shard(0, i, i))
+
+
+def shard_experts(layer: nn.Module, splits: dict[str, tuple[int, int, int] | None]) -> None:
+    """Declare this rank's slice of each expert parameter of `layer` (a quant method calls it from create_weights):
+    `splits[name]` = (checkpoint dim of the intermediate channels, num, den: elements per channel num/den), or None
+    for down's bias (row-parallel: added once). Expert parallel slices dim 0 (the experts). Nothing with one rank."""
+    parallel = getattr(layer, "parallel", SINGLE)
+    if not parallel.sharded:
+        return
+    experts, channels = expert_shards(layer)
+    for name, split in splits.items():
+        param = getattr(layer, name)
+        if parallel.expert_parallel:
+            narrow_param(param, 0, experts)
+        elif split is None:
+            zero_unless_driver(param, parallel)
+        else:
+            dim, num, den = split
+            narrow_param(param, dim, scaled(channels, num, den))
 
 
 class GptOssMLP(nn.Module):

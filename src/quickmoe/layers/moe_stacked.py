@@ -25,7 +25,7 @@ from quickmoe.formats.fp8 import FP8_DTYPE
 from quickmoe.formats.nvfp4 import NVFP4_BLOCK_SIZE
 from quickmoe.forward import custom_ops
 from quickmoe.layers.fp8_linear import SCALE_DTYPES
-from quickmoe.layers.moe import FusedMoE
+from quickmoe.layers.moe import FusedMoE, expert_shards
 from quickmoe.layers.sharding import scaled
 from quickmoe.layers.weights import declare_weight
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, gate_up_rows_transform
@@ -61,11 +61,11 @@ def _declare_stacked(layer: FusedMoE, name: str, shape: tuple[int, ...], dtype: 
     rows (of shape[0]) it fills, in order. Expert parallel: the other ranks' experts are declared unread. Tensor
     parallel: each part is narrowed to this rank's channels as `split` says."""
     suffix, part_shape, part_dtype, alt = part
-    experts = layer.expert_shard
+    experts, intermediate = expert_shards(layer)
     narrow = None
-    if split is not None and not layer.intermediate_shard.whole:
+    if split is not None and not intermediate.whole:
         dim, num, den = split
-        channels = scaled(layer.intermediate_shard, num, den)
+        channels = scaled(intermediate, num, den)
         narrow = (dim, channels.start, channels.size)
     parts = []
     for expert in range(experts.total):  # one checkpoint tensor per expert and projection (the format's)
@@ -121,7 +121,7 @@ class StackedUnquantizedMoEMethod(_StackedMethod):
     intermediate_unit = 1
 
     def create_weights(self, layer: FusedMoE, *, dtype: torch.dtype, device: torch.device | str) -> None:
-        h, i, i_all = layer.hidden_size, layer.intermediate_size, layer.intermediate_shard.total
+        h, i, i_all = layer.hidden_size, layer.intermediate_size, expert_shards(layer)[1].total
         _declare_stacked(layer, "gate_up_proj", (2 * i, h), dtype, device, self._gate_up(layer),
                          (".weight", (i_all, h), torch.bfloat16, ()), (0, 1, 1))
         _declare_stacked(layer, "down_proj", (h, i), dtype, device, [(self.names.down, h)],
@@ -153,7 +153,7 @@ class StackedFp8MoEMethod(_StackedMethod):
         self.intermediate_unit = math.lcm(*block)
 
     def create_weights(self, layer: FusedMoE, *, dtype: torch.dtype, device: torch.device | str) -> None:
-        h, i, i_all = layer.hidden_size, layer.intermediate_size, layer.intermediate_shard.total
+        h, i, i_all = layer.hidden_size, layer.intermediate_size, expert_shards(layer)[1].total
         bn, bk = self.block
         for field, value in (("hidden_size", h), ("moe_intermediate_size", i_all)):
             if value % bn or value % bk:
@@ -198,7 +198,7 @@ class StackedNvfp4MoEMethod(_StackedMethod):
     intermediate_unit = NVFP4_BLOCK_SIZE  # a rank's channels: whole 16-channel scale blocks of down's K
 
     def create_weights(self, layer: FusedMoE, *, dtype: torch.dtype, device: torch.device | str) -> None:
-        h, i, i_all = layer.hidden_size, layer.intermediate_size, layer.intermediate_shard.total
+        h, i, i_all = layer.hidden_size, layer.intermediate_size, expert_shards(layer)[1].total
         g = NVFP4_BLOCK_SIZE
         # gate/up: the channels are rows (dim 0); down: they are K, packed 2 per byte, one scale per g
         for proj, n, k, k_all, projections, splits in (
