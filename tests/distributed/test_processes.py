@@ -1,6 +1,8 @@
 """quickmoe's own start of the ranks, as a user runs it: `quickmoe generate -tp 2` on the embedded tiny model
-(CPU, gloo), spawned by the command line before its imports or under torchrun, prints the same greedy tokens as one process and exits 0 (the spawned rank stopped at exit); a
-`quickmoe serve -tp 2` (no DIR: LLM spawns the rank) whose spawned rank is killed exits non-zero with one line naming the rank, never hangs."""
+(CPU, gloo), spawned by the command line before its imports or under torchrun, and LLM(tensor_parallel_size=2),
+print the same greedy tokens as one process and exit 0 (the spawned rank stopped at exit); `quickmoe serve -tp 2`
+(no DIR: LLM spawns the rank) stops both ranks with status 0 on SIGTERM, and exits non-zero with one line naming
+the rank when its spawned rank is killed, never hangs; a split that fails is one line and leaves no rank behind."""
 
 from __future__ import annotations
 

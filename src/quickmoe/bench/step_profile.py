@@ -5,8 +5,8 @@ prefills are done), then profiles `steps` engine steps of pure decode and aborts
 is put in one family by its name (`op_family`): attention (decode and prefill attention, the RoPE + KV-cache
 write), moe (routing, alignment, the grouped GEMMs, the combine), dense (cuBLAS GEMMs: projections, router, LM
 head), communication (NCCL collectives of a model spread over GPUs: the all-reduces, the logits' all-gather,
-the sampled tokens' broadcast) and other (norms, sampling, copies, the rest). The report gives each family's share of the kernels'
-time and the GPU time per step, so the next bottleneck shows without opening a trace.
+the sampled tokens' broadcast) and other (norms, sampling, copies, the rest). The report gives each family's share
+of the kernels' time and the GPU time per step, so the next bottleneck shows without opening a trace.
 """
 
 from __future__ import annotations

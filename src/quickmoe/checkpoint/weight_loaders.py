@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["CheckpointPart", "Narrow", "NarrowLoader", "OuterIndexLoader", "SliceLoader", "WeightLoader", "copy_weight_loader",
-           "transpose_last2_weight_loader", "zero_weight_loader"]
+__all__ = ["CheckpointPart", "Narrow", "NarrowLoader", "OuterIndexLoader", "SliceLoader", "WeightLoader",
+           "copy_weight_loader", "transpose_last2_weight_loader", "zero_weight_loader"]
 
 WeightLoader = Callable[[nn.Parameter, torch.Tensor], None]
 

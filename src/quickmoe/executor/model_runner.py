@@ -216,7 +216,8 @@ class ModelRunner:
         config = self.config
         if self.parallel.sharded:  # this rank's heads: its share of the cache
             attn = next(m for m in self.model.modules() if isinstance(m, Attention))
-            config = dataclasses.replace(config, num_attention_heads=attn.num_heads, num_key_value_heads=attn.num_kv_heads)
+            config = dataclasses.replace(config, num_attention_heads=attn.num_heads,
+                                         num_key_value_heads=attn.num_kv_heads)
         budget = None if engine.num_kv_blocks is not None else kv_cache_budget(
             config, dtype=self.dtype, device=self.device, kv_cache_memory=engine.kv_cache_memory,
             gpu_memory_utilization=engine.gpu_memory_utilization,

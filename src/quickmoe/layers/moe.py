@@ -154,9 +154,9 @@ class FusedMoE(nn.Module):
     Several ranks (`parallel`): tensor parallel splits every expert's intermediate dimension (`intermediate_shard`,
     in whole units of the quant method's `intermediate_unit`: the split of its weights and scales is the quant
     method's, declared with `shard_experts` or as per-expert parts); expert parallel (`parallel.expert_parallel`)
-    gives each rank whole experts (`expert_shard`), the assignments to other ranks' experts weighing zero here. Either way every rank
-    holds every token and the output is summed over the ranks (the block's one all-reduce). `num_experts` and
-    `intermediate_size` are this rank's."""
+    gives each rank whole experts (`expert_shard`), the assignments to other ranks' experts weighing zero here.
+    Either way every rank holds every token and the output is summed over the ranks (the block's one all-reduce).
+    `num_experts` and `intermediate_size` are this rank's."""
 
     def __init__(self, config: ModelConfig, quant_method: MoEQuantMethod, *, activation: str, dtype: torch.dtype,
                  device: torch.device | str, parallel: ParallelContext = SINGLE) -> None:
