@@ -40,7 +40,6 @@ def test_generate_with_two_spawned_ranks_equals_one_process():
     one = _generate()
     assert len(one) == 2 and all(len(t) == 8 for t in one)
     assert _generate("-tp", "2") == one
-    assert _generate("-tp", "2", "--enable-expert-parallel") == one
     # under torchrun: its two ranks, rank 1 following inside LLM(...) and exiting 0 when rank 0 is done
     torchrun = ("-m", "torch.distributed.run", "--nproc-per-node", "2")
     assert _generate("-tp", "2", launcher=torchrun) == one
