@@ -117,7 +117,8 @@ def test_serve_sigterm_stops_both_ranks_with_status_0():
 
 
 def test_llm_api_with_two_ranks_and_its_shutdown(tmp_path):
-    """LLM(DIR, tensor_parallel_size=2) in this process: the same greedy tokens as one process; NCCL_NVLS_ENABLE=0
+    """LLM(DIR, tensor_parallel_size=2) in this process: the same greedy tokens, log-probabilities and prompt
+    log-probabilities as one process; NCCL_NVLS_ENABLE=0
     in this process and the spawned rank; shutdown() stops the spawned rank (exit 0) and may be called again."""
     from quickmoe.checkpoint.default_model import ensure_default_model
     from quickmoe.engine.sampling_params import SamplingParams
@@ -127,7 +128,10 @@ def test_llm_api_with_two_ranks_and_its_shutdown(tmp_path):
     params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
     prompts = [[1, 2, 3, 4], [5, 6]]
     model = ensure_default_model()
-    want = [o.token_ids for o in LLM(model, **opts).generate(prompts, params)]
+    with_logprobs = SamplingParams(max_tokens=3, temperature=0, ignore_eos=True, logprobs=2, prompt_logprobs=1)
+    one = LLM(model, **opts)
+    want = [o.token_ids for o in one.generate(prompts, params)]
+    want_lp = one.generate(prompts[:1], with_logprobs)[0]
     llm = LLM(model, tensor_parallel_size=2, enable_expert_parallel=True, **opts)
     spawned = llm._ranks.spawned.processes
     for pid in (os.getpid(), spawned[0].pid):  # NVLink multicast off in every process quickmoe starts
@@ -135,6 +139,12 @@ def test_llm_api_with_two_ranks_and_its_shutdown(tmp_path):
             f"{k}={v}".encode() for k, v in os.environ.items()]
         assert b"NCCL_NVLS_ENABLE=0" in environ and b"NCCL_CUMEM_ENABLE=0" in environ, pid
     assert [o.token_ids for o in llm.generate(prompts, params)] == want
+    got_lp = llm.generate(prompts[:1], with_logprobs)[0]  # the prompt rows' logits reach rank 0 too
+    pairs = list(zip(want_lp.logprobs, got_lp.logprobs)) + list(zip(want_lp.prompt_logprobs[1:],
+                                                                     got_lp.prompt_logprobs[1:]))
+    assert len(pairs) == 3 + len(prompts[0]) - 1
+    for w, g in pairs:
+        assert w.token_id == g.token_id and abs(w.logprob - g.logprob) < 1e-4, (w, g)
     llm.shutdown()
     assert [p.exitcode for p in spawned] == [0]
     llm.shutdown()

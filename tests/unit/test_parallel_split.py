@@ -107,3 +107,12 @@ def test_a_rank_loads_its_slices_and_reads_less(tiny, runs, monkeypatch):
     e = dict(ep.named_parameters())
     torch.testing.assert_close(e[exp + "down_proj_blocks"], w[exp + "down_proj_blocks"][2:])
     torch.testing.assert_close(e[exp + "down_proj_bias"], w[exp + "down_proj_bias"][2:])
+
+
+def test_more_ranks_than_gpus_is_refused(monkeypatch):
+    from quickmoe.executor import launch
+
+    monkeypatch.setattr(launch, "resolve_device", lambda name: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ConfigError, match=r"tensor_parallel_size = 4: only 2 GPU\(s\) visible"):
+        launch._check_devices(EngineConfig(tensor_parallel_size=4), 4)
