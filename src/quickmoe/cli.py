@@ -86,9 +86,18 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="no torch.compile and no CUDA graphs (overrides --compile and --cuda-graphs)")
+    _add_parallel_args(g)
     g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
                    help="reuse the KV blocks of prompt prefixes shared across requests (default on; "
                    "--no-enable-prefix-caching computes every prompt in full)")
+
+
+def _add_parallel_args(g) -> None:  # an argparse group or parser
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
+                   help="spread the model over N GPUs, one process each (started by quickmoe, or run the command "
+                   "under torchrun with N processes in all, across nodes with --nnodes; default 1)")
+    g.add_argument("--enable-expert-parallel", action="store_true",
+                   help="with -tp N: give each rank whole MoE experts instead of a share of every expert")
 
 
 def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
@@ -123,12 +132,11 @@ def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
 
 def _refuse_vllm_flags(args: argparse.Namespace) -> None:
     """vLLM flags quickmoe cannot honour: one ConfigError line each."""
-    for flag, value in (("--tensor-parallel-size", args.tensor_parallel_size),
-                        ("--pipeline-parallel-size", args.pipeline_parallel_size),
+    for flag, value in (("--pipeline-parallel-size", args.pipeline_parallel_size),
                         ("--data-parallel-size", args.data_parallel_size)):
         if value != 1:
-            raise ConfigError(f"{flag} {value}: quickmoe serves on one GPU for now (multi-GPU serving is a later "
-                              "issue); expected 1")
+            raise ConfigError(f"{flag} {value}: quickmoe spreads a model over GPUs with --tensor-parallel-size "
+                              "(and --enable-expert-parallel) only; expected 1")
     if args.chat_template is not None:
         raise ConfigError("--chat-template: not supported; gpt-oss chats are rendered in harmony by openai-harmony, "
                           "other models with the chat template in their checkpoint directory")
@@ -153,7 +161,8 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 compile="off" if args.enforce_eager else args.compile,
                 cuda_graphs="off" if args.enforce_eager else args.cuda_graphs,
                 cuda_graphs_startup_max=args.cuda_graphs_startup_max,
-                enable_prefix_caching=args.enable_prefix_caching)
+                enable_prefix_caching=args.enable_prefix_caching, tensor_parallel_size=args.tensor_parallel_size,
+                enable_expert_parallel=args.enable_expert_parallel)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     cold.add_argument("--compile-compare", metavar="DIR2",
                       help="with --compile: also time fresh-cache compiled starts of DIR2 (e.g. the same model made with "
                       "fewer layers) and print the ratio of the compile phases")
+    _add_parallel_args(cold)
     cold.add_argument("--json", dest="json_out", metavar="FILE", help="write all reports and the summary as JSON")
     _add_common(cold)
     cold.set_defaults(func=cmd_bench_coldstart)
@@ -368,7 +378,6 @@ def _add_serve_parser(sub) -> None:
                    "another directory's, vllm none (temperature 1, no top-k/top-p limit)")
     vllm = serve.add_argument_group("vLLM flags (accepted as vLLM takes them where quickmoe does the same; refused "
                                     "with one line otherwise)")
-    vllm.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, help="only 1 (one GPU) for now")
     vllm.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1, help="only 1")
     vllm.add_argument("--data-parallel-size", "-dp", type=int, default=1, help="only 1")
     vllm.add_argument("--chat-template", default=None, help="refused: harmony (gpt-oss) and the checkpoint's own "
@@ -439,9 +448,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = checked_inputs(args)["server"]  # torch-free: bad flags fail before anything loads
     from quickmoe.server.serve import bind_socket
 
-    sock = bind_socket(config.host, config.port)  # a taken port fails now, not after the model loaded
+    # a taken port fails now, not after the model loaded; under torchrun only rank 0 serves HTTP
+    sock = None if _torchrun_follower() else bind_socket(config.host, config.port)
     device = "cpu" if args.model is None and args.device == "auto" else args.device
     early = EarlyStart.begin(args.model, device)
+    spawned = _spawn_ranks_early(args, device)
     from quickmoe.llm import LLM
     from quickmoe.server.app import create_app
     from quickmoe.server.serve import run_server
@@ -450,7 +461,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = _engine_options(args)
     options["device"] = device
     llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, seed=args.seed,
-              **options)
+              spawned_ranks=spawned, **options)
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                        llm.model_dir)
@@ -501,11 +512,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
     # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
     early = EarlyStart.begin(args.model, args.device)
+    spawned = _spawn_ranks_early(args, args.device)
     from quickmoe.llm import LLM
 
     report.mark("imports")
     t0 = time.perf_counter()
-    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, **_engine_options(args))
+    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, spawned_ranks=spawned,
+              **_engine_options(args))
     t_load = time.perf_counter() - t0
     if _is_synthetic(llm.model_dir):
         logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
@@ -550,8 +563,38 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
                                    baseline=args.baseline, json_out=args.json_out, compile=args.compile,
                                    cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare,
                                    compare_cold_kernels=args.compare_cold_kernels,
-                                   generate_args=tuple(shlex.split(args.generate_args))))
+                                   generate_args=_parallel_flags(args) + tuple(shlex.split(args.generate_args))))
     return 0
+
+
+def _torchrun_follower() -> bool:
+    """A rank > 0 under torchrun: it follows rank 0's steps inside LLM(...) and never serves or prints."""
+    import os
+
+    return os.environ.get("RANK", "0") != "0" and "WORLD_SIZE" in os.environ
+
+
+def _spawn_ranks_early(args: argparse.Namespace, device: str):  # -> SpawnedRanks | None
+    """With -tp N > 1 outside torchrun and a checkpoint given: start ranks 1..N-1 now, before torch is imported
+    here, so their imports and loads overlap this process's (standard library only)."""
+    import os
+
+    if args.tensor_parallel_size <= 1 or args.model is None or "RANK" in os.environ:
+        return None
+    from quickmoe.config import EngineConfig
+    from quickmoe.executor.spawn import spawn_ranks
+
+    engine = EngineConfig(model=args.model, **{**_engine_options(args), "device": device})
+    return spawn_ranks(args.model, engine)
+
+
+def _parallel_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """-tp / --enable-expert-parallel as the options every start of `bench coldstart` passes on."""
+    from quickmoe.config import EngineConfig
+
+    EngineConfig(tensor_parallel_size=args.tensor_parallel_size)  # a bad N fails here, as one line
+    flags = ("--tensor-parallel-size", str(args.tensor_parallel_size)) if args.tensor_parallel_size != 1 else ()
+    return flags + (("--enable-expert-parallel",) if args.enable_expert_parallel else ())
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:

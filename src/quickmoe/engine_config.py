@@ -49,6 +49,9 @@ class EngineConfig:
     what `gpu_memory_utilization` of the GPU leaves after the weights and the activations of a full step, else
     (CPU) 1 GiB; `num_kv_blocks` sets the full-attention group's block count directly (tests, tuning).
     `enable_prefix_caching` (on by default): full KV blocks are reused across requests sharing a prefix.
+    `tensor_parallel_size` N > 1 spreads the model over N processes, one per GPU (spawned by quickmoe, or
+    torchrun's): attention heads, dense layers, the vocabulary and each expert's intermediate dimension split
+    across them; with `enable_expert_parallel` the MoE layers give each rank whole experts instead.
     """
 
     model: str | None = None
@@ -69,6 +72,8 @@ class EngineConfig:
     num_kv_blocks: int | None = None
     long_prefill_token_threshold: int | None = None
     enable_prefix_caching: bool = True
+    tensor_parallel_size: int = 1
+    enable_expert_parallel: bool = False
 
     def resolved_long_prefill_token_threshold(self, device_type: str) -> int:
         """The prefill chunk cap on a device of `device_type` ("cpu", "cuda"): the option when set, else
@@ -115,6 +120,10 @@ class EngineConfig:
 
         if not isinstance(self.device, str) or (self.device not in DEVICES and not self.device.startswith("cuda:")):
             raise fail("device", f"one of {list(DEVICES)} or 'cuda:N'")
+        if not is_int(self.tensor_parallel_size) or self.tensor_parallel_size < 1:
+            raise fail("tensor_parallel_size", "an integer >= 1 (the number of GPUs / processes)")
+        if not isinstance(self.enable_expert_parallel, bool):
+            raise fail("enable_expert_parallel", "True or False")
         if self.dtype not in DTYPES:
             raise fail("dtype", f"one of {list(DTYPES)}")
         if self.max_model_len is not None and (not is_int(self.max_model_len) or self.max_model_len < 2):

@@ -4,6 +4,7 @@ KV cache until all are done, and the outputs come back in prompt order."""
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import itertools
 import logging
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quickmoe.config import EngineConfig
+from quickmoe.distributed import SINGLE
 from quickmoe.engine.engine import Engine, TokenLogprob
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import ConfigError, RequestError
@@ -45,10 +47,17 @@ class RequestOutput:
 class LLM:
     """A gpt-oss model ready to generate. `model` is a checkpoint directory; None uses the embedded
     default (a tiny random checkpoint built once into the cache: its text is meaningless).
-    `early_start`: background start-up work begun before torch was imported (`EarlyStart.begin`)."""
+    `early_start`: background start-up work begun before torch was imported (`EarlyStart.begin`).
+
+    `tensor_parallel_size=N` (> 1): this process becomes rank 0 of N (it spawns the others, one per GPU, or
+    joins torchrun's ranks) and drives them; under torchrun, on ranks > 0 the constructor follows rank 0's steps
+    and ends the process (status 0) when rank 0 shuts down. `shutdown()` (also at exit) stops the other ranks.
+    `spawned_ranks`: the other ranks, already started (executor.spawn.spawn_ranks: the command line starts them
+    before it imports torch)."""
 
     def __init__(self, model: str | Path | None = None, *, startup_report: StartupReport | None = None,
-                 progress: bool = False, early_start: EarlyStart | None = None, **engine_options) -> None:
+                 progress: bool = False, early_start: EarlyStart | None = None, spawned_ranks=None,
+                 **engine_options) -> None:
         """`engine_options` are the fields of `EngineConfig` (device, dtype, max_model_len, max_num_seqs,
         max_num_batched_tokens, long_prefill_token_threshold, moe_kernels, attention_kernels, compile, cuda_graphs,
         cuda_graphs_startup_max, block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed,
@@ -67,14 +76,35 @@ class LLM:
             self.startup_report.info["default_model_s"] = time.perf_counter() - t0
             self.startup_report.skip()  # building the default model once is not part of a start-up
         self.model_dir = Path(model)
+        self._ranks = None
+        parallel = SINGLE
+        if self.engine_config.tensor_parallel_size > 1:
+            from quickmoe.executor.launch import start_ranks
+
+            t0 = time.perf_counter()
+            self._ranks = start_ranks(str(self.model_dir), self.engine_config, spawned_ranks)
+            parallel = self._ranks.parallel
+            self.startup_report.info["rendezvous_s"] = time.perf_counter() - t0
+            if not parallel.is_driver:  # a torchrun rank > 0: follow rank 0 until it stops, then end here
+                self._follow(parallel)
         # The tokenizer loads on a thread: the early start's (begun during the imports), else one started now
         # beside the weights. The `tokenizer` phase is what is left to wait for after the weights.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer") as pool:
             tokenizer = (early_start.tokenizer if early_start is not None and early_start.tokenizer is not None
                          else pool.submit(load_tokenizer, self.model_dir))
-            self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, progress=progress,
-                                      early_start=early_start)
+            try:
+                self.runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, progress=progress,
+                                          early_start=early_start, parallel=parallel)
+            except BaseException:
+                if self._ranks is not None and self._ranks.spawned is not None:
+                    self._ranks.spawned.abandon()  # this rank's own error, not the others' exit, is reported
+                raise
             self.tokenizer = tokenizer.result()
+        if parallel.sharded:
+            from quickmoe.executor.workers import DriverRunner
+
+            self.runner = DriverRunner(self.runner, parallel)
+            atexit.register(self.shutdown)
         self.config = self.runner.config
         self.startup_report.mark("tokenizer")
         self.max_model_len = self.runner.max_model_len
@@ -85,6 +115,34 @@ class LLM:
                                  self.runner.device.type), enable_prefix_caching=config.enable_prefix_caching,
                              seed=config.seed)
         self._request_ids = itertools.count()
+
+    def _follow(self, parallel) -> None:
+        """A rank > 0 under torchrun: build this rank's share, run rank 0's steps, exit when it stops."""
+        import torch.distributed as dist
+
+        from quickmoe.executor.spawn import ignore_stop_signals
+        from quickmoe.executor.workers import worker_loop
+
+        ignore_stop_signals()
+        runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, parallel=parallel)
+        worker_loop(runner, parallel)
+        dist.destroy_process_group()
+        raise SystemExit(0)
+
+    def shutdown(self) -> None:
+        """Stop the other ranks of a model spread over several (nothing to do with one); idempotent."""
+        ranks, self._ranks = self._ranks, None
+        if ranks is None:
+            return
+        import torch.distributed as dist
+
+        if ranks.spawned is not None:
+            ranks.spawned.stopping.set()
+        self.runner.stop_workers()
+        if ranks.spawned is not None:
+            ranks.spawned.join()
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
     # -- generation -------------------------------------------------------------------------------
     def generate(self, prompts: Prompt | Sequence[Prompt],

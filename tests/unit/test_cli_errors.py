@@ -155,8 +155,8 @@ def test_info_of_a_good_checkpoint_still_describes_it(capsys, model_copy):
 # -- serve: the names a vLLM user types ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, needles", [
-    (["--tensor-parallel-size", "2"], ("--tensor-parallel-size 2", "one GPU")),
-    (["-tp", "4"], ("--tensor-parallel-size 4",)),
+    (["--tensor-parallel-size", "0"], ("tensor_parallel_size", "0")),
+    (["-tp", "-2"], ("tensor_parallel_size", "-2")),
     (["--pipeline-parallel-size", "2"], ("--pipeline-parallel-size 2",)),
     (["--chat-template", "t.jinja"], ("--chat-template", "harmony")),
     (["--trust-remote-code"], ("--trust-remote-code",)),
@@ -172,6 +172,19 @@ def test_serve_refuses_what_it_cannot_honour_in_one_line(capsys, argv, needles):
         port = str(taken.getsockname()[1])
         needles = needles or ("cannot listen",)
         one_line_error(capsys, ["serve", "--port", port, "-q", *argv], *needles)
+
+
+def test_parallel_flags_reach_the_engine_config():
+    from quickmoe.cli import build_parser, checked_inputs
+
+    for command in (["serve"], ["generate", "-p", "x"], ["bench", "generate", "DIR"]):
+        args = build_parser().parse_args([*command, "-tp", "4", "--enable-expert-parallel"])
+        engine = checked_inputs(args)["engine"]
+        assert (engine.tensor_parallel_size, engine.enable_expert_parallel) == (4, True), command
+    cold = build_parser().parse_args(["bench", "coldstart", "DIR", "-tp", "2", "--enable-expert-parallel"])
+    from quickmoe.cli import _parallel_flags
+
+    assert _parallel_flags(cold) == ("--tensor-parallel-size", "2", "--enable-expert-parallel")
 
 
 def test_serve_takes_vllm_spellings():

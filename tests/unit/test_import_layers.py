@@ -23,7 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine",),  # requests: Engine, Scheduler, Sequence, SamplingParams, detokenizer, KV blocks -> executor
     ("executor",),  # tensors: ModelRunner, KV cache tensors, CUDA graphs, compile -> models, checkpoint
     ("models",),  # one file per architecture, the registry -> layers
-    ("layers",),  # nn.Modules -> forward, kernels, layouts
+    ("layers",),  # nn.Modules -> forward, kernels, layouts, distributed
+    ("distributed",),  # ParallelContext, shards, process-group start (torch.distributed)
     ("forward",),  # the contract layers compute against: ForwardBatch, sampling metadata, custom ops
     ("kernels",),  # Triton kernels beside their torch references
     ("layouts",),  # checkpoint layout -> kernel layout; PermutationCache

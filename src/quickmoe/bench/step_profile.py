@@ -4,8 +4,9 @@
 prefills are done), then profiles `steps` engine steps of pure decode and aborts the requests. Each GPU kernel
 is put in one family by its name (`op_family`): attention (decode and prefill attention, the RoPE + KV-cache
 write), moe (routing, alignment, the grouped GEMMs, the combine), dense (cuBLAS GEMMs: projections, router, LM
-head) and other (norms, sampling, copies, the rest). The report gives each family's share of the kernels'
-time and the GPU time per step, so the next bottleneck shows without opening a trace.
+head), communication (NCCL collectives of a model spread over GPUs: the all-reduces, the logits' all-gather,
+the sampled tokens' broadcast) and other (norms, sampling, copies, the rest). The report gives each family's share
+of the kernels' time and the GPU time per step, so the next bottleneck shows without opening a trace.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import re
 
 __all__ = ["OP_FAMILIES", "op_family", "profile_decode"]
 
-OP_FAMILIES = ("attention", "moe", "dense", "other")
+OP_FAMILIES = ("attention", "moe", "dense", "communication", "other")
 
 _ATTENTION = re.compile(r"_decode_split_kernel|_decode_combine_kernel|_prefill_kernel|_rotary_write_kv_kernel")
 _MOE = re.compile(r"_gemm1_swiglu_kernel|_gemm2_kernel|_moe_combine_kernel|_align_kernel|_route|"
                   r"_quantize_kernel")
+_COMMUNICATION = re.compile(r"nccl", re.IGNORECASE)
 _DENSE = re.compile(r"gemm|gemv|nvjet|xmma|cutlass|cublas|splitKreduce", re.IGNORECASE)
 
 
@@ -28,6 +30,8 @@ def op_family(kernel_name: str) -> str:
         return "attention"
     if _MOE.search(kernel_name):
         return "moe"
+    if _COMMUNICATION.search(kernel_name):
+        return "communication"
     if _DENSE.search(kernel_name):
         return "dense"
     return "other"

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from quickmoe.checkpoint.reader import TensorSpec
-from quickmoe.checkpoint.weight_loaders import SliceLoader, WeightLoader, copy_weight_loader
+from quickmoe.checkpoint.weight_loaders import Narrow, SliceLoader, WeightLoader, copy_weight_loader
 
 __all__ = ["Binding", "checkpoint_bindings"]
 
@@ -23,13 +23,16 @@ __all__ = ["Binding", "checkpoint_bindings"]
 @dataclass(frozen=True)
 class Binding:
     """Checkpoint tensor `spec.name` goes into parameter `param_name` through `weight_loader`;
-    `direct_offset` is the element offset of its bytes in the parameter when they may land directly."""
+    `direct_offset` is the element offset of its bytes in the parameter when they may land directly. `narrow`:
+    only that slice (dim, start, length) of the tensor is this rank's (checkpoint/narrow.py resolves it before
+    reading); `weight_loader` None: the tensor is another rank's (validated, not read)."""
 
     param_name: str
     param: nn.Parameter
     spec: TensorSpec
-    weight_loader: WeightLoader
+    weight_loader: WeightLoader | None
     direct_offset: int | None
+    narrow: Narrow | None = None
 
 
 def _whole_copy_offset(param: nn.Parameter) -> int | None:
@@ -48,7 +51,9 @@ def checkpoint_bindings(model: nn.Module) -> dict[str, Binding]:
         if parts is None:
             spec = TensorSpec(name, tuple(param.checkpoint_shape), param.checkpoint_dtype,
                               getattr(param, "checkpoint_alt_dtypes", ()))
-            found = [Binding(name, param, spec, param.weight_loader, _whole_copy_offset(param))]
+            narrow = getattr(param, "checkpoint_narrow", None)
+            found = [Binding(name, param, spec, param.weight_loader, None if narrow else _whole_copy_offset(param),
+                             narrow)]
         else:
             prefix = name.rpartition(".")[0]
             found = []
@@ -56,9 +61,9 @@ def checkpoint_bindings(model: nn.Module) -> dict[str, Binding]:
                 full = f"{prefix}.{part.name}" if prefix else part.name
                 loader = part.weight_loader
                 offset = (loader.offset(param) if isinstance(loader, SliceLoader) and param.dtype == part.dtype
-                          else None)
+                          and part.narrow is None else None)
                 spec = TensorSpec(full, tuple(part.shape), part.dtype, part.alt_dtypes)
-                found.append(Binding(name, param, spec, loader, offset))
+                found.append(Binding(name, param, spec, loader, offset, part.narrow))
         for binding in found:
             other = bindings.get(binding.spec.name)
             if other is not None:

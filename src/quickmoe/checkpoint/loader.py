@@ -30,6 +30,7 @@ from torch import nn
 from quickmoe.checkpoint.bindings import Binding, checkpoint_bindings
 from quickmoe.checkpoint.chunk_plan import plan_chunks
 from quickmoe.checkpoint.loader_options import LoaderOptions
+from quickmoe.checkpoint.narrow import rank_view
 from quickmoe.checkpoint.reader import CheckpointReader, TensorSpec
 from quickmoe.checkpoint.sink import ParameterSink
 from quickmoe.checkpoint.staging import ChunkRing
@@ -104,17 +105,20 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
     validate_seconds = time.perf_counter() - t_start
     start = time.perf_counter()
     device = _staging_device(p for _, p in model.named_parameters())
-    names = [n for n in reader.entries if n in bindings]
-    chunks = plan_chunks(reader.entries_by_file, chunk_bytes, names)
+    view = rank_view(bindings, reader.entries, reader.entries_by_file)  # this rank's slices (all with one rank)
+    bindings, entries = view.bindings, view.entries
+    names = view.names
+    chunks = plan_chunks(view.entries_by_file, chunk_bytes, names)
     sink = ParameterSink(bindings, device, chunks)
+    sink.filled.update(view.skipped)
     for name in names:  # empty tensors have no bytes to read
-        entry = reader.entries[name]
+        entry = entries[name]
         if entry.nbytes == 0:
             sink.load(name, torch.empty(entry.shape, dtype=entry.dtype, device=device), None)
     buffer_bytes = max((c.nbytes for c in chunks), default=1)
     transfer = (CudaTransfer(device, sink.staging_bytes, num_device_buffers) if device.type == "cuda"
                 else HostTransfer())
-    total = sum(reader.entries[n].nbytes for n in names)
+    total = sum(entries[n].nbytes for n in names)
     ring_stats: dict[str, float] = {}
     peak_host = 0
     deliver_seconds = finish_seconds = 0.0
@@ -148,7 +152,10 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - start
+    sink.filled.update(view.filled_originals(sink.filled))
     _check_complete(reader, bindings, sink.filled)
+    sink.filled.difference_update(view.skipped)
+    sink.filled.difference_update(view.runs)  # counted by their runs
     on_cpu = device.type != "cuda"
     stats = LoadStats(
         num_tensors=len(sink.filled), num_bytes=total, seconds=seconds, validate_seconds=validate_seconds,

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["CheckpointPart", "SliceLoader", "WeightLoader", "copy_weight_loader", "transpose_last2_weight_loader"]
+__all__ = ["CheckpointPart", "Narrow", "NarrowLoader", "OuterIndexLoader", "SliceLoader", "WeightLoader",
+           "copy_weight_loader", "transpose_last2_weight_loader", "zero_weight_loader"]
 
 WeightLoader = Callable[[nn.Parameter, torch.Tensor], None]
 
@@ -26,6 +27,12 @@ def copy_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
     """Copy as is (shapes were validated against `checkpoint_shape`), converting dtype and device."""
     assert param.shape == loaded.shape, (param.shape, loaded.shape)
     param.data.copy_(loaded)
+
+
+def zero_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
+    """Fill with zeros, whatever the checkpoint holds: the bias of a row-parallel layer on every rank but 0
+    (the ranks' partial sums are reduced, so the bias must be added once)."""
+    param.data.zero_()
 
 
 def transpose_last2_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> None:
@@ -57,14 +64,48 @@ class SliceLoader:
         return self.index * per_index + (self.rows[0] * row if self.rows is not None else 0)
 
 
+# (dim, start, length): the part of a checkpoint tensor this rank's parameter holds, along one dimension
+Narrow = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class NarrowLoader:
+    """`loader(param, tensor.narrow(dim, start, length))`: a rank's slice of a tensor read whole (the loader reads
+    only the slice's rows when the slice is along the first dimension; checkpoint/narrow.py)."""
+
+    loader: WeightLoader
+    dim: int
+    start: int
+    length: int
+
+    def __call__(self, param: nn.Parameter, loaded: torch.Tensor) -> None:
+        self.loader(param, loaded.narrow(self.dim, self.start, self.length))
+
+
+@dataclass(frozen=True)
+class OuterIndexLoader:
+    """Copies one run of a tensor read in runs (checkpoint/narrow.py) into the parameter's `index`-th of `count`
+    equal parts: e.g. expert 3's gate_up rows of a tensor-parallel rank."""
+
+    index: int
+    count: int
+
+    def __call__(self, param: nn.Parameter, loaded: torch.Tensor) -> None:
+        dst = param.data.view(self.count, -1)[self.index]
+        assert dst.numel() == loaded.numel(), (tuple(dst.shape), tuple(loaded.shape))
+        dst.copy_(loaded.reshape(-1))
+
+
 @dataclass(frozen=True)
 class CheckpointPart:
     """One checkpoint tensor filling part of a parameter: `name` relative to the parameter's module (the
     full name is `<module prefix>.<name>`), its checkpoint `shape` and `dtype` (or one of `alt_dtypes`), and its
-    `weight_loader`."""
+    `weight_loader`. `narrow`: only this slice of the tensor goes into the parameter (tensor parallelism);
+    `weight_loader` None: the tensor belongs to another rank (expert parallelism): validated, never read."""
 
     name: str
     shape: tuple[int, ...]
     dtype: torch.dtype
-    weight_loader: WeightLoader
+    weight_loader: WeightLoader | None
     alt_dtypes: tuple[torch.dtype, ...] = ()
+    narrow: Narrow | None = None

@@ -14,10 +14,12 @@ from quickmoe.checkpoint.loader import LoadStats, load_weights
 from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig, ModelConfig
+from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.errors import ConfigError
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
 from quickmoe.executor.kernel_cache import KernelCache, use_triton_cache
 from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
+from quickmoe.executor.rank_report import gather_rank_phases
 from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
 from quickmoe.executor.step_timer import StepTimer
 from quickmoe.forward.forward_batch import ForwardBatch
@@ -58,15 +60,24 @@ class ModelRunner:
 
     `early_start`, if given, is the background work the process launched before importing torch (see
     startup/early_start.py): its CUDA context is waited for, its page-locked ring feeds the loader, and
-    both it and the page-cache prefetch are wound up once the weights are loaded."""
+    both it and the page-cache prefetch are wound up once the weights are loaded.
+
+    `parallel`: this process is one rank of a model spread over several (tensor / expert parallel): it builds and
+    loads its share of the model on its GPU (`parallel.local_rank`), every step runs on every rank (the others
+    follow rank 0's, executor/workers.py), rank 0 samples and sends the tokens to the others."""
 
     def __init__(self, model_dir: str | Path, engine: EngineConfig, report: StartupReport | None = None, *,
-                 progress: bool = False, early_start: EarlyStart | None = None) -> None:
+                 progress: bool = False, early_start: EarlyStart | None = None,
+                 parallel: ParallelContext = SINGLE) -> None:
         if early_start is not None:
             early_start.imports_done()
         self.model_dir = Path(model_dir)
         self.report = report if report is not None else StartupReport()
+        self.parallel = parallel
         self.device = resolve_device(engine.device)
+        if parallel.sharded and self.device.type == "cuda":
+            self.device = torch.device("cuda", parallel.local_rank)
+            torch.cuda.set_device(self.device)
         self.dtype = resolve_dtype(engine.dtype, self.device)
         # chosen once, before anything loads: an impossible choice fails now
         self.moe_kernels = engine.resolved_kernels("moe_kernels", self.device)
@@ -92,7 +103,7 @@ class ModelRunner:
         self.config = ModelConfig.from_dir(self.model_dir)
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
         self.report.mark("config")
-        self.model = build_model(self.config, dtype=self.dtype, device=self.device)
+        self.model = build_model(self.config, dtype=self.dtype, device=self.device, parallel=self.parallel)
         moe_kernels, attention_kernels = self.moe_kernels, self.attention_kernels
         for module in self.model.modules():  # the backends are chosen once, here
             if isinstance(module, (FusedMoE, GptOssMLP, SparseMoeBlock)):  # the experts and their routing
@@ -155,6 +166,12 @@ class ModelRunner:
             "seconds", "num_buffers", "peak_host_buffer_bytes", "peak_device_buffer_bytes", "validate_seconds",
             "read_seconds", "wait_seconds", "deliver_seconds", "finish_seconds", "num_chunks", "chunk_bytes",
             "num_threads")}
+        if self.parallel.sharded:  # every rank's phases, and the slowest rank's of each, on rank 0
+            self.report.info["ranks"] = gather_rank_phases(self.report, self.parallel)
+            if self.parallel.is_driver:
+                slowest = self.report.info["ranks"]["slowest"]
+                logger.info("start-up over %d ranks, slowest rank per phase: %s", self.parallel.world_size,
+                            ", ".join(f"{k} {v['seconds']:.2f} s (rank {v['rank']})" for k, v in slowest.items()))
         self.report.info.update(model=str(self.model_dir), device=str(self.device), moe_kernels=moe_kernels,
                                 attention_kernels=attention_kernels,
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
@@ -196,16 +213,23 @@ class ModelRunner:
         if requested is not None and requested > self.config.max_position_embeddings:
             raise ConfigError(f"engine option 'max_model_len' = {requested}: expected at most the model's "
                               f"max_position_embeddings ({self.config.max_position_embeddings})")
+        config = self.config
+        if self.parallel.sharded:  # this rank's heads: its share of the cache
+            attn = next(m for m in self.model.modules() if isinstance(m, Attention))
+            config = dataclasses.replace(config, num_attention_heads=attn.num_heads,
+                                         num_key_value_heads=attn.num_kv_heads)
         budget = None if engine.num_kv_blocks is not None else kv_cache_budget(
-            self.config, dtype=self.dtype, device=self.device, kv_cache_memory=engine.kv_cache_memory,
+            config, dtype=self.dtype, device=self.device, kv_cache_memory=engine.kv_cache_memory,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             max_num_batched_tokens=engine.max_num_batched_tokens, max_num_seqs=engine.max_num_seqs)
-        plan = plan_kv_cache(self.config, dtype=self.dtype, block_size=engine.block_size, memory_bytes=budget,
+        if budget is not None:  # every rank the same cache: rank 0 hands out blocks all of them hold
+            budget = self.parallel.min_over_ranks(budget)
+        plan = plan_kv_cache(config, dtype=self.dtype, block_size=engine.block_size, memory_bytes=budget,
                              max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens,
                              num_blocks=engine.num_kv_blocks, max_model_len=requested or engine.block_size)
         self.max_model_len = requested or min(self.config.max_position_embeddings, plan.max_tokens_per_sequence)
         try:
-            self.kv_cache = PagedKVCache(self.config, plan, dtype=self.dtype, device=self.device)
+            self.kv_cache = PagedKVCache(config, plan, dtype=self.dtype, device=self.device)
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # a num_kv_blocks the device cannot hold
             raise ConfigError(f"cannot allocate the KV cache ({plan.nbytes / 2**30:.2f} GiB on {self.device}): "
                               f"{str(exc).splitlines()[0][:200]}; lower kv_cache_memory, num_kv_blocks or "
@@ -249,7 +273,9 @@ class ModelRunner:
         `contexts` per sampled row and `bitmask`, see `Sampler.sample`); the result is kept on the device for the
         next step and its copy to the host is started: `DeviceSample.to_host()` waits for it. prompt_logprobs[b]:
         log-probabilities of prompt tokens that row b's chunk predicts (the step then runs eagerly), returned in
-        `DeviceSample.prompt`. None when nothing is sampled and no prompt log-probability asked."""
+        `DeviceSample.prompt`. None when nothing is sampled and no prompt log-probability asked.
+        With several ranks every rank runs the step; rank 0 samples (the others get `params` etc. empty and
+        return None) and sends the sampled tokens to the others' `prev_sampled`."""
         self.step_timer.begin()
         prev = prev_rows if prev_rows is not None else [-1] * len(token_ids)
         graphs = self.graphs
@@ -272,11 +298,17 @@ class ModelRunner:
             else:
                 logits = self.model(batch)
         sample = None
-        if sample_rows:
+        driver = self.parallel.is_driver
+        if sample_rows and driver:
             if len(sample_rows) != len(token_ids):
                 logits = logits[to_device(np.asarray(sample_rows, dtype=np.int64), self.device)]
             sample = self.sampler.sample(logits, params, generators, contexts, bitmask)
             self.prev_sampled[:len(sample_rows)].copy_(sample.token_ids)  # the next step's inputs
+        if sample_rows and self.parallel.sharded:
+            self.parallel.broadcast_(self.prev_sampled[:len(sample_rows)])  # rank 0's tokens on every rank
+        if not driver:
+            self.step_timer.end(len(token_ids))
+            return None
         if prompt_rows is not None:
             sample = sample if sample is not None else DeviceSample.empty(self.device)
             sample.prompt = prompt_logprob_table(prompt_logits, prompt_logprobs, prompt_rows)

@@ -7,11 +7,13 @@ import torch
 from torch import nn
 
 from quickmoe.config import ModelConfig
+from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.forward import custom_ops
 from quickmoe.forward.forward_batch import AttentionMetadata, KVGroupMetadata
 from quickmoe.layers.fp8_linear import linear_method
 from quickmoe.layers.linear import FusedLinear, Linear
 from quickmoe.layers.norm import RMSNorm
+from quickmoe.layers.sharding import column_parallel, narrow_param, row_parallel, scaled
 from quickmoe.layers.weights import declare_weight
 
 
@@ -50,13 +52,20 @@ class Attention(nn.Module):
     logit in the softmax denominator (gpt-oss; checkpoint tensor `sinks`), else none. `qk_norm`: RMSNorm over
     each head of q and k before RoPE (Qwen3; `q_norm` / `k_norm`). Quantized projections as the config says
     (fp8_linear). Unquantized q, k and v are one GEMM (`qkv_proj`, whose row slices are the checkpoint's q_proj,
-    k_proj and v_proj parameters); RoPE and the KV-cache write are one op (`rotary_write_kv`)."""
+    k_proj and v_proj parameters); RoPE and the KV-cache write are one op (`rotary_write_kv`).
+
+    Tensor parallel (`parallel`): this rank computes its share of the query heads (q, o and the sinks split with
+    them) and of the KV heads (replicated when there are fewer than ranks); q/k/v are column-parallel, o
+    row-parallel, and the block's output is summed over the ranks (its one all-reduce)."""
 
     def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype, device: torch.device | str,
-                 sinks: bool = False, qk_norm: bool = False) -> None:
+                 sinks: bool = False, qk_norm: bool = False, parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
         self.layer_idx = layer_idx
-        self.num_heads, self.num_kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.parallel = parallel
+        heads = parallel.shard(config.num_attention_heads, field="num_attention_heads", exact=True)
+        kv_heads = parallel.kv_head_shard(config.num_attention_heads, config.num_key_value_heads)
+        self.num_heads, self.num_kv_heads = heads.size, kv_heads.size
         self.head_dim = config.head_dim
         self.window = config.layer_window(layer_idx)
         self.scale = self.head_dim**-0.5
@@ -77,10 +86,15 @@ class Attention(nn.Module):
                                                      for name, size in (("q_proj", q_size), ("k_proj", kv_size),
                                                                         ("v_proj", kv_size)))
         self.o_proj = Linear(q_size, hidden, quant_method=quant("o_proj"), **kw)
+        q_rows, kv_rows = scaled(heads, self.head_dim), scaled(kv_heads, self.head_dim)
+        for proj, rows in ((self.q_proj, q_rows), (self.k_proj, kv_rows), (self.v_proj, kv_rows)):
+            column_parallel(proj, rows)
+        row_parallel(self.o_proj, q_rows, parallel)
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, device=device) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, device=device) if qk_norm else None
         if sinks:
             declare_weight(self, "sinks", (self.num_heads,), torch.float32, device, checkpoint_dtype=torch.bfloat16)
+            narrow_param(self.sinks, 0, heads)
         else:
             self.register_buffer("sinks", torch.full((self.num_heads,), NO_SINK, device=device), persistent=False)
 
@@ -112,4 +126,4 @@ class Attention(nn.Module):
         out = custom_ops.paged_attention(q, k_cache, v_cache, kv.block_tables, attn.cu_query_lens,
                                          attn.context_lens, attn.max_query_len, self.sinks,
                                          self.window if self.window is not None else 0, self.scale, use_kernels)
-        return self.o_proj(out.view(num_tokens, -1))
+        return self.parallel.all_reduce(self.o_proj(out.view(num_tokens, -1)))

@@ -1,4 +1,8 @@
-"""Token embedding and the LM head (separate weights in gpt-oss; tied weights share one tensor)."""
+"""Token embedding and the LM head (separate weights in gpt-oss; tied weights share one tensor).
+
+Vocabulary-parallel with several ranks: each holds a contiguous share of the vocabulary's rows; the embedding
+looks up the ids it holds (zeros for the others) and the ranks' rows are summed; the LM head computes its share
+of the logits and gathers them all on every rank."""
 
 from __future__ import annotations
 
@@ -6,30 +10,47 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from quickmoe.distributed import SINGLE, ParallelContext, split_sizes
+from quickmoe.layers.sharding import narrow_param
 from quickmoe.layers.weights import declare_weight
 
 
 class VocabEmbedding(nn.Module):
-    """Looks up rows of `weight` [vocab, hidden]."""
+    """Looks up rows of `weight` [vocab, hidden] (this rank's rows [start, start + size) with several ranks)."""
 
-    def __init__(self, vocab_size: int, hidden_size: int, *, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(self, vocab_size: int, hidden_size: int, *, dtype: torch.dtype, device: torch.device | str,
+                 parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
-        declare_weight(self, "weight", (vocab_size, hidden_size), dtype, device, checkpoint_dtype=torch.bfloat16)
+        self.parallel = parallel
+        self.rows = parallel.shard(vocab_size, field="vocab_size")
+        self.sizes = split_sizes(vocab_size, parallel.world_size, field="vocab_size")
+        declare_weight(self, "weight", (self.rows.size, hidden_size), dtype, device, checkpoint_dtype=torch.bfloat16)
+        narrow_param(self.weight, 0, self.rows)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(input_ids, self.weight)
+        if not self.parallel.sharded:
+            return F.embedding(input_ids, self.weight)
+        local = input_ids - self.rows.start  # [T]
+        mine = (local >= 0) & (local < self.rows.size)
+        out = F.embedding(torch.where(mine, local, 0), self.weight)  # [T, H]
+        out = torch.where(mine[:, None], out, 0.0)
+        return self.parallel.all_reduce(out)
 
 
 class LMHead(nn.Module):
-    """logits = h W^T with W [vocab, hidden]; returned in float32 for sampling."""
+    """logits = h W^T with W [vocab, hidden]; returned in float32 for sampling (all of them on every rank)."""
 
     def __init__(self, vocab_size: int, hidden_size: int, *, dtype: torch.dtype, device: torch.device | str,
-                 tied_to: VocabEmbedding | None = None) -> None:
+                 tied_to: VocabEmbedding | None = None, parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
         self.tied_to = tied_to
+        self.parallel = parallel
+        self.sizes = split_sizes(vocab_size, parallel.world_size, field="vocab_size")
         if tied_to is None:
-            declare_weight(self, "weight", (vocab_size, hidden_size), dtype, device, checkpoint_dtype=torch.bfloat16)
+            rows = parallel.shard(vocab_size, field="vocab_size")
+            declare_weight(self, "weight", (rows.size, hidden_size), dtype, device, checkpoint_dtype=torch.bfloat16)
+            narrow_param(self.weight, 0, rows)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.tied_to.weight if self.tied_to is not None else self.weight
-        return F.linear(hidden, weight).float()
+        return self.parallel.all_gather_last(F.linear(hidden, weight).float(), self.sizes)  # [B, V]

@@ -14,7 +14,9 @@ import torch.nn.functional as F
 from quickmoe.config import ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.formats.fp8 import FP8_DTYPE, block_scale_shape, dequantize_fp8_block
+from quickmoe.distributed import Shard
 from quickmoe.layers.linear import Linear, LinearMethod
+from quickmoe.layers.sharding import narrow_param
 from quickmoe.layers.weights import declare_weight
 
 __all__ = ["Fp8BlockLinearMethod", "SCALE_DTYPES", "linear_method"]
@@ -33,6 +35,19 @@ class Fp8BlockLinearMethod:
         declare_weight(layer, "weight", shape, FP8_DTYPE, device, checkpoint_dtype=FP8_DTYPE)
         declare_weight(layer, "weight_scale_inv", block_scale_shape(shape, self.block), torch.float32, device,
                        checkpoint_dtype=SCALE_DTYPES[0], checkpoint_alt_dtypes=SCALE_DTYPES[1:])
+
+    def narrow(self, layer: Linear, dim: int, shard: Shard) -> None:
+        """This rank holds `shard` of the weight along `dim` (0: output rows, 1: input columns), and the scale
+        blocks covering it: the slice must be whole blocks."""
+        block = self.block[dim]
+        for what, value in (("start", shard.start), ("size", shard.size)):
+            if value % block:
+                raise ConfigError(f"FP8 linear {'rows' if dim == 0 else 'columns'} of this rank: {what} = {value}: "
+                                  f"expected a multiple of weight_block_size[{dim}] = {block} (choose a "
+                                  "tensor-parallel size that splits the layer into whole blocks)")
+        narrow_param(layer.weight, dim, shard)
+        narrow_param(layer.weight_scale_inv, dim, Shard(shard.start // block, shard.size // block,
+                                                        -(-shard.total // block)))
 
     def process_weights_after_loading(self, layer: Linear) -> None:
         pass

@@ -16,8 +16,10 @@ from torch import nn
 
 from quickmoe.checkpoint.weight_loaders import transpose_last2_weight_loader
 from quickmoe.config import ModelConfig
+from quickmoe.distributed import SINGLE, ParallelContext, Shard
 from quickmoe.forward import custom_ops
 from quickmoe.layers.linear import Linear
+from quickmoe.layers.sharding import narrow_param, scaled, zero_unless_driver
 from quickmoe.layers.weights import declare_weight
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, convert_experts_, gate_up_rows_transform
 from quickmoe.layouts.permutation_cache import PermutationCache, default_permutation_cache
@@ -42,6 +44,8 @@ class UnquantizedMoEMethod:
     Triton kernels (`layer.kernels == "triton"`), processing regroups gate_up's rows (and bias) from the
     checkpoint's even/odd interleave into the kernel layout's gate/up groups, like the MXFP4 rows."""
 
+    intermediate_unit = 1  # a rank's share of the intermediate dimension: any number of channels
+
     def __init__(self, layout: Mxfp4MoELayout | None = None, cache: PermutationCache | None = None) -> None:
         self.layout = layout if layout is not None else Mxfp4MoELayout()
         self._cache = cache
@@ -54,6 +58,9 @@ class UnquantizedMoEMethod:
         declare_weight(layer, "down_proj", (e, h, i), dtype, device, checkpoint_shape=(e, i, h), **kw)
         declare_weight(layer, "gate_up_proj_bias", (e, 2 * i), dtype, device, checkpoint_dtype=torch.bfloat16)
         declare_weight(layer, "down_proj_bias", (e, h), dtype, device, checkpoint_dtype=torch.bfloat16)
+        # checkpoint layout: gate_up [E, H, 2I] (gate/up interleaved: channel j is rows 2j, 2j+1), down [E, I, H]
+        shard_experts(layer, {"gate_up_proj": (2, 2, 1), "down_proj": (1, 1, 1), "gate_up_proj_bias": (1, 2, 1),
+                             "down_proj_bias": None})
 
     def process_weights_after_loading(self, layer: "FusedMoE") -> None:
         if layer.kernels != "triton" or self.gate_up_group != 1:
@@ -92,6 +99,7 @@ class Mxfp4MoEMethod:
     """
 
     block_size = 32
+    intermediate_unit = 32  # a rank's share of the intermediate dimension: whole scale blocks of down's K
 
     def __init__(self, layout: Mxfp4MoELayout | None = None, cache: PermutationCache | None = None) -> None:
         self.layout = layout if layout is not None else Mxfp4MoELayout()
@@ -107,6 +115,10 @@ class Mxfp4MoEMethod:
         declare_weight(layer, "down_proj_scales", (e, h, i // 32), torch.uint8, device, **u8)
         declare_weight(layer, "gate_up_proj_bias", (e, 2 * i), dtype, device, checkpoint_dtype=torch.bfloat16)
         declare_weight(layer, "down_proj_bias", (e, h), dtype, device, checkpoint_dtype=torch.bfloat16)
+        # gate_up rows interleave gate/up (2 per channel); down's K is in blocks of 32 channels (16 bytes each)
+        shard_experts(layer, {"gate_up_proj_blocks": (1, 2, 1), "gate_up_proj_scales": (1, 2, 1),
+                             "gate_up_proj_bias": (1, 2, 1), "down_proj_blocks": (2, 1, 32),
+                             "down_proj_scales": (2, 1, 32), "down_proj_bias": None})
         layer.experts_in_kernel_layout = False
 
     def process_weights_after_loading(self, layer: "FusedMoE") -> None:
@@ -137,21 +149,73 @@ class FusedMoE(nn.Module):
     """The experts of one MoE layer (checkpoint prefix `...mlp.experts`). `kernels` ("torch" or "triton",
     set by the model runner from the engine option `moe_kernels`) picks how a quant method that has Triton
     kernels runs them. `activation`: "swiglu_gpt_oss" (clamped, config.swiglu_limit / swiglu_alpha) or "silu"
-    (SiLU(gate) * up)."""
+    (SiLU(gate) * up).
+
+    Several ranks (`parallel`): tensor parallel splits every expert's intermediate dimension (`intermediate_shard`,
+    in whole units of the quant method's `intermediate_unit`: the split of its weights and scales is the quant
+    method's, declared with `shard_experts` or as per-expert parts); expert parallel (`parallel.expert_parallel`)
+    gives each rank whole experts (`expert_shard`), the assignments to other ranks' experts weighing zero here.
+    Either way every rank holds every token and the output is summed over the ranks (the block's one all-reduce).
+    `num_experts` and `intermediate_size` are this rank's."""
 
     def __init__(self, config: ModelConfig, quant_method: MoEQuantMethod, *, activation: str, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+                 device: torch.device | str, parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
-        self.num_experts, self.top_k = config.num_local_experts, config.num_experts_per_tok
-        self.hidden_size, self.intermediate_size = config.hidden_size, config.moe_intermediate_size
+        self.parallel = parallel
+        experts, inter = config.num_local_experts, config.moe_intermediate_size
+        if parallel.expert_parallel:
+            self.expert_shard = parallel.shard(experts, field="number of experts (num_local_experts / num_experts)",
+                                               exact=True)
+            self.intermediate_shard = Shard(0, inter, inter)
+        else:
+            self.expert_shard = Shard(0, experts, experts)
+            self.intermediate_shard = parallel.shard(inter, field="moe_intermediate_size",
+                                                     unit=getattr(quant_method, "intermediate_unit", 1))
+        self.num_experts, self.top_k = self.expert_shard.size, config.num_experts_per_tok
+        self.hidden_size, self.intermediate_size = config.hidden_size, self.intermediate_shard.size
         self.swiglu_limit, self.swiglu_alpha = config.swiglu_limit, config.swiglu_alpha
         self.activation = activation
         self.quant_method = quant_method
         self.kernels = "torch"
         quant_method.create_weights(self, dtype=dtype, device=device)
 
+    def local_assignments(self, topk_weights: torch.Tensor,
+                          topk_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Expert parallel: global expert ids [T, k] -> this rank's (others' assignments: weight 0, expert 0)."""
+        local = topk_ids - self.expert_shard.start  # [T, k]
+        mine = (local >= 0) & (local < self.num_experts)
+        return torch.where(mine, topk_weights, 0.0), torch.where(mine, local, 0)
+
     def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
-        return self.quant_method.apply(self, hidden, topk_weights, topk_ids)
+        if self.parallel.expert_parallel and self.parallel.sharded:
+            topk_weights, topk_ids = self.local_assignments(topk_weights, topk_ids)
+        return self.parallel.all_reduce(self.quant_method.apply(self, hidden, topk_weights, topk_ids))
+
+
+def expert_shards(layer: nn.Module) -> tuple[Shard, Shard]:
+    """(experts, intermediate channels) of this rank of a FusedMoE (the whole of both for any other layer a quant
+    method is given, e.g. in tests)."""
+    e, i = layer.num_experts, layer.intermediate_size
+    return getattr(layer, "expert_shard", Shard(0, e, e)), getattr(layer, "intermediate_shard", Shard(0, i, i))
+
+
+def shard_experts(layer: nn.Module, splits: dict[str, tuple[int, int, int] | None]) -> None:
+    """Declare this rank's slice of each expert parameter of `layer` (a quant method calls it from create_weights):
+    `splits[name]` = (checkpoint dim of the intermediate channels, num, den: elements per channel num/den), or None
+    for down's bias (row-parallel: added once). Expert parallel slices dim 0 (the experts). Nothing with one rank."""
+    parallel = getattr(layer, "parallel", SINGLE)
+    if not parallel.sharded:
+        return
+    experts, channels = expert_shards(layer)
+    for name, split in splits.items():
+        param = getattr(layer, name)
+        if parallel.expert_parallel:
+            narrow_param(param, 0, experts)
+        elif split is None:
+            zero_unless_driver(param, parallel)
+        else:
+            dim, num, den = split
+            narrow_param(param, dim, scaled(channels, num, den))
 
 
 class GptOssMLP(nn.Module):
@@ -159,14 +223,15 @@ class GptOssMLP(nn.Module):
     set by the runner with the experts') picks the routing kernel or its reference."""
 
     def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+                 device: torch.device | str, parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
         self.top_k = config.num_experts_per_tok
         self.kernels = "torch"
         self.router = Linear(config.hidden_size, config.num_local_experts, bias=True, dtype=dtype, device=device)
         quantized = config.is_quantized(f"model.layers.{layer_idx}.mlp.experts")
         method: MoEQuantMethod = Mxfp4MoEMethod() if quantized else UnquantizedMoEMethod()
-        self.experts = FusedMoE(config, method, activation="swiglu_gpt_oss", dtype=dtype, device=device)
+        self.experts = FusedMoE(config, method, activation="swiglu_gpt_oss", dtype=dtype, device=device,
+                                parallel=parallel)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.router.weight, self.router.bias, self.top_k,

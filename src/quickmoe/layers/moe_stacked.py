@@ -12,6 +12,7 @@ parameter, all experts at once, into the kernel layout (`layouts.mxfp4_moe`'s ga
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from quickmoe.formats.fp8 import FP8_DTYPE
 from quickmoe.formats.nvfp4 import NVFP4_BLOCK_SIZE
 from quickmoe.forward import custom_ops
 from quickmoe.layers.fp8_linear import SCALE_DTYPES
-from quickmoe.layers.moe import FusedMoE
+from quickmoe.layers.moe import FusedMoE, expert_shards
+from quickmoe.layers.sharding import scaled
 from quickmoe.layers.weights import declare_weight
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, gate_up_rows_transform
 from quickmoe.layouts.permutation_cache import PermutationCache, default_permutation_cache
@@ -46,19 +48,33 @@ class ExpertNames:
 
 # (name suffix, shape, dtype, alternative dtypes) of one expert's checkpoint tensor of a projection
 PartSpec = tuple[str, tuple[int, ...], torch.dtype, tuple[torch.dtype, ...]]
+# how a part splits with the intermediate channels: (its dim holding them, num, den: num/den elements per channel),
+# or None (replicated: per-tensor scales, and the projections whose rows are not intermediate channels)
+PartSplit = tuple[int, int, int] | None
 
 
 def _declare_stacked(layer: FusedMoE, name: str, shape: tuple[int, ...], dtype: torch.dtype,
-                     device: torch.device | str, projections: list[tuple[str, int]], part: PartSpec) -> None:
-    """Parameter `name` [E, *shape] stacked from `<e>.<projection><suffix>` tensors: `projections` lists each
-    projection with the number of leading rows (of shape[0]) it fills, in order."""
+                     device: torch.device | str, projections: list[tuple[str, int]], part: PartSpec,
+                     split: PartSplit = None) -> None:
+    """Parameter `name` [E, *shape] (this rank's experts and channels) stacked from `<e>.<projection><suffix>`
+    tensors (`part`: their full checkpoint shape): `projections` lists each projection with the number of leading
+    rows (of shape[0]) it fills, in order. Expert parallel: the other ranks' experts are declared unread. Tensor
+    parallel: each part is narrowed to this rank's channels as `split` says."""
     suffix, part_shape, part_dtype, alt = part
+    experts, intermediate = expert_shards(layer)
+    narrow = None
+    if split is not None and not intermediate.whole:
+        dim, num, den = split
+        channels = scaled(intermediate, num, den)
+        narrow = (dim, channels.start, channels.size)
     parts = []
-    for expert in range(layer.num_experts):  # one checkpoint tensor per expert and projection (the format's)
-        start = 0
+    for expert in range(experts.total):  # one checkpoint tensor per expert and projection (the format's)
+        start, local = 0, expert - experts.start
+        mine = 0 <= local < experts.size
         for projection, rows in projections:
-            loader = SliceLoader(expert, (start, start + rows))
-            parts.append(CheckpointPart(f"{expert}.{projection}{suffix}", part_shape, part_dtype, loader, alt))
+            loader = SliceLoader(local, (start, start + rows)) if mine else None
+            parts.append(CheckpointPart(f"{expert}.{projection}{suffix}", part_shape, part_dtype, loader, alt,
+                                        narrow if mine else None))
             start += rows
     declare_weight(layer, name, (layer.num_experts, *shape), dtype, device, checkpoint_dtype=part_dtype,
                    checkpoint_parts=parts)
@@ -99,14 +115,17 @@ class _StackedMethod:
 
 
 class StackedUnquantizedMoEMethod(_StackedMethod):
-    """bf16 experts: gate_up_proj [E, 2I, H], down_proj [E, H, I] (out x in, as the checkpoint's Linear weights)."""
+    """bf16 experts: gate_up_proj [E, 2I, H], down_proj [E, H, I] (out x in, as the checkpoint's Linear weights).
+    Tensor parallel: gate and up rows, down columns, any number of channels per rank."""
+
+    intermediate_unit = 1
 
     def create_weights(self, layer: FusedMoE, *, dtype: torch.dtype, device: torch.device | str) -> None:
-        h, i = layer.hidden_size, layer.intermediate_size
+        h, i, i_all = layer.hidden_size, layer.intermediate_size, expert_shards(layer)[1].total
         _declare_stacked(layer, "gate_up_proj", (2 * i, h), dtype, device, self._gate_up(layer),
-                         (".weight", (i, h), torch.bfloat16, ()))
+                         (".weight", (i_all, h), torch.bfloat16, ()), (0, 1, 1))
         _declare_stacked(layer, "down_proj", (h, i), dtype, device, [(self.names.down, h)],
-                         (".weight", (h, i), torch.bfloat16, ()))
+                         (".weight", (h, i_all), torch.bfloat16, ()), (1, 1, 1))
 
     def process_weights_after_loading(self, layer: FusedMoE) -> None:
         with torch.no_grad():
@@ -130,24 +149,27 @@ class StackedFp8MoEMethod(_StackedMethod):
                  cache: PermutationCache | None = None) -> None:
         super().__init__(names, layout, cache)
         self.block = block
+        # a rank's channels are whole blocks both as gate/up rows (bn) and as down's columns (bk)
+        self.intermediate_unit = math.lcm(*block)
 
     def create_weights(self, layer: FusedMoE, *, dtype: torch.dtype, device: torch.device | str) -> None:
-        h, i = layer.hidden_size, layer.intermediate_size
+        h, i, i_all = layer.hidden_size, layer.intermediate_size, expert_shards(layer)[1].total
         bn, bk = self.block
-        for field, value in (("hidden_size", h), ("moe_intermediate_size", i)):
+        for field, value in (("hidden_size", h), ("moe_intermediate_size", i_all)):
             if value % bn or value % bk:
                 raise ConfigError(f"FP8 experts: {field} = {value}: expected a multiple of weight_block_size "
                                   f"{list(self.block)} (whole blocks per expert projection)")
         _declare_stacked(layer, "gate_up_proj", (2 * i, h), FP8_DTYPE, device, self._gate_up(layer),
-                         (".weight", (i, h), FP8_DTYPE, ()))
+                         (".weight", (i_all, h), FP8_DTYPE, ()), (0, 1, 1))
         _declare_stacked(layer, "down_proj", (h, i), FP8_DTYPE, device, [(self.names.down, h)],
-                         (".weight", (h, i), FP8_DTYPE, ()))
+                         (".weight", (h, i_all), FP8_DTYPE, ()), (1, 1, 1))
         scale_dtype, alt = SCALE_DTYPES[0], SCALE_DTYPES[1:]
         _declare_stacked(layer, "gate_up_proj_scale_inv", (2 * i // bn, h // bk), torch.float32, device,
                          [(self.names.gate, i // bn), (self.names.up, i // bn)],
-                         (".weight_scale_inv", (i // bn, h // bk), scale_dtype, alt))
+                         (".weight_scale_inv", (i_all // bn, h // bk), scale_dtype, alt), (0, 1, bn))
         _declare_stacked(layer, "down_proj_scale_inv", (h // bn, i // bk), torch.float32, device,
-                         [(self.names.down, h // bn)], (".weight_scale_inv", (h // bn, i // bk), scale_dtype, alt))
+                         [(self.names.down, h // bn)], (".weight_scale_inv", (h // bn, i_all // bk), scale_dtype, alt),
+                         (1, 1, bk))
 
     def process_weights_after_loading(self, layer: FusedMoE) -> None:
         cache = self.cache()
@@ -173,16 +195,20 @@ class StackedNvfp4MoEMethod(_StackedMethod):
     regroups the rows, transposes the block scales and folds weight_scale_2 into the per-row buffer
     `<proj>_row_scale` [E, N] (layouts.quantized_moe)."""
 
+    intermediate_unit = NVFP4_BLOCK_SIZE  # a rank's channels: whole 16-channel scale blocks of down's K
+
     def create_weights(self, layer: FusedMoE, *, dtype: torch.dtype, device: torch.device | str) -> None:
-        h, i = layer.hidden_size, layer.intermediate_size
+        h, i, i_all = layer.hidden_size, layer.intermediate_size, expert_shards(layer)[1].total
         g = NVFP4_BLOCK_SIZE
-        for proj, n, k, projections in (("gate_up_proj", 2 * i, h, self._gate_up(layer)),
-                                        ("down_proj", h, i, [(self.names.down, h)])):
-            rows = projections[0][1]
+        # gate/up: the channels are rows (dim 0); down: they are K, packed 2 per byte, one scale per g
+        for proj, n, k, k_all, projections, splits in (
+                ("gate_up_proj", 2 * i, h, h, self._gate_up(layer), ((0, 1, 1), (0, 1, 1))),
+                ("down_proj", h, i, i_all, [(self.names.down, h)], ((1, 1, 2), (1, 1, g)))):
+            rows = projections[0][1] if proj == "down_proj" else i_all
             _declare_stacked(layer, proj, (n, k // 2), torch.uint8, device, projections,
-                             (".weight", (rows, k // 2), torch.uint8, ()))
+                             (".weight", (rows, k_all // 2), torch.uint8, ()), splits[0])
             _declare_stacked(layer, f"{proj}_scale", (n, k // g), FP8_DTYPE, device, projections,
-                             (".weight_scale", (rows, k // g), FP8_DTYPE, ()))
+                             (".weight_scale", (rows, k_all // g), FP8_DTYPE, ()), splits[1])
             per_tensor = [(name, 1) for name, _ in projections]  # one scalar per projection
             for suffix in ("scale_2", "input_scale"):
                 _declare_stacked(layer, f"{proj}_{suffix}", (len(projections),), torch.float32, device, per_tensor,

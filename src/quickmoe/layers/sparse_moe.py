@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from quickmoe.config import ModelConfig
+from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.forward import custom_ops
 from quickmoe.layers.linear import Linear
 from quickmoe.layers.moe import FusedMoE, _use_kernels
@@ -20,7 +21,7 @@ class SparseMoeBlock(nn.Module):
     set by the runner with the experts') picks the routing kernel or its reference."""
 
     def __init__(self, config: ModelConfig, prefix: str, names: ExpertNames, *, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+                 device: torch.device | str, parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
         self.top_k, self.renormalize = config.num_experts_per_tok, config.norm_topk_prob
         self.kernels = "torch"
@@ -28,7 +29,7 @@ class SparseMoeBlock(nn.Module):
         q = config.quantization
         method = stacked_moe_method(config.quant_scheme(f"{prefix}.experts"), names,
                                     q.weight_block_size if q is not None else None)
-        self.experts = FusedMoE(config, method, activation="silu", dtype=dtype, device=device)
+        self.experts = FusedMoE(config, method, activation="silu", dtype=dtype, device=device, parallel=parallel)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.gate.weight, None, self.top_k, True,

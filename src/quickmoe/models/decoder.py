@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from quickmoe.config import ModelConfig
+from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 from quickmoe.layers.attention import Attention
 from quickmoe.layers.embedding import LMHead, VocabEmbedding
@@ -53,10 +54,11 @@ class DecoderModel(nn.Module):
     """Embedding, decoder layers, final norm (checkpoint prefix `model.`), and the RoPE table they share."""
 
     def __init__(self, config: ModelConfig, layers: Sequence[DecoderLayer], *, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+                 device: torch.device | str, parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
         self.dtype = dtype
-        self.embed_tokens = VocabEmbedding(config.vocab_size, config.hidden_size, dtype=dtype, device=device)
+        self.embed_tokens = VocabEmbedding(config.vocab_size, config.hidden_size, dtype=dtype, device=device,
+                                           parallel=parallel)
         self.rotary = RotaryEmbedding(config.rope, config.head_dim, config.max_position_embeddings, device=device)
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
@@ -76,18 +78,24 @@ class DecoderModel(nn.Module):
 
 class MoECausalLM(nn.Module):
     """The model plus the LM head (tied to the embedding when config.tie_word_embeddings). Subclasses build
-    each decoder layer in `make_layer`. `forward` returns float32 logits of each sequence's last token."""
+    each decoder layer in `make_layer`. `forward` returns float32 logits of each sequence's last token.
+    `parallel`: this rank's place among the ranks the model is split over (tensor / expert parallel); every layer
+    shards itself from it, and the logits are gathered whole on every rank."""
 
-    def __init__(self, config: ModelConfig, *, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(self, config: ModelConfig, *, dtype: torch.dtype, device: torch.device | str,
+                 parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
         self.config = config
-        layers = [self.make_layer(config, i, dtype=dtype, device=device) for i in range(config.num_hidden_layers)]
-        self.model = DecoderModel(config, layers, dtype=dtype, device=device)
+        self.parallel = parallel
+        layers = [self.make_layer(config, i, dtype=dtype, device=device, parallel=parallel)
+                  for i in range(config.num_hidden_layers)]
+        self.model = DecoderModel(config, layers, dtype=dtype, device=device, parallel=parallel)
         tied = self.model.embed_tokens if config.tie_word_embeddings else None
-        self.lm_head = LMHead(config.vocab_size, config.hidden_size, dtype=dtype, device=device, tied_to=tied)
+        self.lm_head = LMHead(config.vocab_size, config.hidden_size, dtype=dtype, device=device, tied_to=tied,
+                              parallel=parallel)
 
-    def make_layer(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype,
-                   device: torch.device | str) -> DecoderLayer:
+    def make_layer(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype, device: torch.device | str,
+                   parallel: ParallelContext = SINGLE) -> DecoderLayer:
         raise NotImplementedError
 
     def forward(self, batch: ForwardBatch, *, all_logits: bool = False) -> torch.Tensor:

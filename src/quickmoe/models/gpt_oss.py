@@ -8,13 +8,15 @@ from __future__ import annotations
 import torch
 
 from quickmoe.config import ModelConfig
+from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.layers.attention import Attention
 from quickmoe.layers.moe import GptOssMLP
 from quickmoe.models.decoder import DecoderLayer, MoECausalLM
 
 
 class GptOssForCausalLM(MoECausalLM):
-    def make_layer(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype,
-                   device: torch.device | str) -> DecoderLayer:
-        attn = Attention(config, layer_idx, dtype=dtype, device=device, sinks=True)
-        return DecoderLayer(config, attn, GptOssMLP(config, layer_idx, dtype=dtype, device=device), device=device)
+    def make_layer(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype, device: torch.device | str,
+                   parallel: ParallelContext = SINGLE) -> DecoderLayer:
+        attn = Attention(config, layer_idx, dtype=dtype, device=device, sinks=True, parallel=parallel)
+        mlp = GptOssMLP(config, layer_idx, dtype=dtype, device=device, parallel=parallel)
+        return DecoderLayer(config, attn, mlp, device=device)

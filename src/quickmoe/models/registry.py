@@ -10,6 +10,7 @@ from torch import nn
 from quickmoe.checkpoint.loader import expected_tensors
 from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import SUPPORTED_ARCHITECTURES, ModelConfig
+from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.errors import ConfigError
 from quickmoe.models.gpt_oss import GptOssForCausalLM
 from quickmoe.models.mixtral import MixtralForCausalLM
@@ -21,15 +22,17 @@ MODEL_REGISTRY: dict[str, type[nn.Module]] = {"GptOssForCausalLM": GptOssForCaus
 assert set(MODEL_REGISTRY) == set(SUPPORTED_ARCHITECTURES)
 
 
-def build_model(config: ModelConfig, *, dtype: torch.dtype, device: torch.device | str) -> nn.Module:
-    """Allocate the model's parameters (uninitialised) on `device`; the checkpoint fills them."""
+def build_model(config: ModelConfig, *, dtype: torch.dtype, device: torch.device | str,
+                parallel: ParallelContext = SINGLE) -> nn.Module:
+    """Allocate the model's parameters (uninitialised) on `device`, this rank's share of them when `parallel`
+    spreads the model over several; the checkpoint fills them."""
     try:
         cls = MODEL_REGISTRY[config.architecture]
     except KeyError:
         raise ConfigError(f"{config.source}: architecture {config.architecture!r} has no model; "
                           f"expected one of {sorted(MODEL_REGISTRY)}") from None
     with torch.device(device):
-        return cls(config, dtype=dtype, device=device)
+        return cls(config, dtype=dtype, device=device, parallel=parallel)
 
 
 def check_checkpoint(model_dir: str | Path) -> tuple[ModelConfig, CheckpointReader]:
