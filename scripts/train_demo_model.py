@@ -60,6 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--window", type=int, default=128)
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast on the CPU too (always on CUDA)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--eval-tokens", type=int, default=65536)
     p.add_argument("--log-every", type=int, default=50)
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     device = torch.device(a.device)
-    autocast = device.type == "cuda"
+    autocast = device.type == "cuda" or a.bf16
     t_start = time.perf_counter()
     files = corpus.stdlib_files()
     train_files, held_files = corpus.split(files)

@@ -132,7 +132,7 @@ class MoE(nn.Module):
             gate, up = h[:, 0::2].clamp(max=s.swiglu_limit), h[:, 1::2].clamp(-s.swiglu_limit, s.swiglu_limit)
             act = (up + 1) * gate * torch.sigmoid(ALPHA * gate)
             y = (act @ d_w[e] + self.down_proj_bias[e]) * flat_w[sel, None]
-            out = out.index_add(0, tok, y)
+            out = out.index_add(0, tok, y.to(out.dtype))
         frac = torch.bincount(flat_ids, minlength=s.experts).float() / flat_ids.numel()  # [E]
         prob = logits.float().softmax(-1).mean(0)  # [E]
         return out, s.experts * (frac * prob).sum()
