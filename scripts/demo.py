@@ -37,13 +37,13 @@ def main() -> int:
                 return 1
             time.sleep(0.3)
         model = httpx.get(f"{base}/v1/models").json()["data"][0]["id"]
-        prompt = "def fibonacci(n):\n"
+        prompt = "def fibonacci(n):"
         print(f"\n$ POST {base}/v1/completions  (greedy, prompt {prompt!r})")
         reply = httpx.post(f"{base}/v1/completions", json={"model": model, "prompt": prompt, "max_tokens": 48,
                                                            "temperature": 0}, timeout=60).json()
         print(json.dumps({k: v for k, v in reply.items() if k != "choices"}, ensure_ascii=False))
         print(prompt + reply["choices"][0]["text"])
-        prompt = "import os\n\n\ndef list_python_files(directory):\n"
+        prompt = "import os\n\n\ndef list_python_files(directory):"
         print(f"\n$ POST {base}/v1/completions  (stream, temperature 0.7, seed 1, prompt {prompt!r})")
         body = {"model": model, "prompt": prompt, "max_tokens": 64, "temperature": 0.7, "seed": 1, "stream": True,
                 "stream_options": {"include_usage": True}}

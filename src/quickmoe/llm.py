@@ -44,7 +44,7 @@ class RequestOutput:
 
 class LLM:
     """A gpt-oss model ready to generate. `model` is a checkpoint directory; None uses the embedded
-    default (a tiny random checkpoint built once into the cache: its text is meaningless).
+    default (a small gpt-oss trained on the Python standard library's source, shipped in the package).
     `early_start`: background start-up work begun before torch was imported (`EarlyStart.begin`)."""
 
     def __init__(self, model: str | Path | None = None, *, startup_report: StartupReport | None = None,

@@ -30,6 +30,7 @@ from quickmoe.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 DTYPES = ("auto", "float32", "bfloat16")
+CUDA_KV_CACHE_BYTES = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ def run_quality_bench(opts: QualityBenchOptions) -> dict[str, Any]:
                              "max_model_len": max(opts.window, opts.prompt_len + opts.max_tokens)}
     if opts.kv_cache_memory is not None:
         extra["kv_cache_memory"] = opts.kv_cache_memory
+    elif cuda:  # not 90% of the GPU per path: the paths' engines are built one after another
+        extra["kv_cache_memory"] = CUDA_KV_CACHE_BYTES
     perplexity: dict[str, dict] = {}
     runs: dict[tuple, GreedyRun] = {}
 
