@@ -69,10 +69,12 @@ def test_shipped_weights_give_the_recorded_heldout_perplexity(runner, manifest):
 def test_tokenizer_round_trips_the_heldout_text():
     tok = load_tokenizer(EMBEDDED)
     assert isinstance(tok, HFTokenizer) and not tok.uses_harmony
+    chars = tokens = 0
     for _, text in read_heldout(EMBEDDED / HELDOUT_FILE).texts:
         ids = tok.encode(text)
-        assert len(ids) < len(text) / 2.5  # a trained BPE: several characters a token on its own corpus
         assert tok.decode(ids) == text
+        chars, tokens = chars + len(text), tokens + len(ids)
+    assert chars / tokens > 3  # a BPE trained on the same kind of text: several characters a token
 
 
 def test_embedded_model_matches_transformers(runner):
@@ -90,6 +92,6 @@ def test_greedy_completion_is_python(runner):
     from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
 
-    llm = LLM(None, device="cpu", kv_cache_memory=64 << 20)
+    llm = LLM(None, device="cpu", max_num_seqs=4, kv_cache_memory=64 << 20)
     out = llm.generate("def fibonacci(n):", SamplingParams(max_tokens=48, temperature=0))[0]
     assert out.text.startswith("\n    ") and "return" in out.text, out.text  # an indented body that returns
