@@ -57,7 +57,7 @@ def _wait_for(lines: queue.Queue, pattern: re.Pattern, seen: list[str], timeout:
 
 
 def test_sigterm_drains_the_request_in_flight_then_exits_0():
-    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "64MiB")
+    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "128MiB")
     seen: list[str] = []
     try:
         url = _wait_for(lines, READY, seen).group(1)
@@ -90,7 +90,7 @@ def test_serve_imports_nothing_it_does_not_serve_with():
     bench/, transformers, hypothesis, the OpenAI client, Dynamo or Inductor."""
     from tests.unit.test_serving_imports import NOT_FOR_SERVING, loaded
 
-    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "64MiB",
+    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "128MiB",
                          python_flags=("-X", "importtime"))
     seen: list[str] = []
     try:
