@@ -74,7 +74,7 @@ def model_config(a: argparse.Namespace) -> dict:
     cfg = preset_config("tiny", layers=a.layers, experts=a.experts, hidden_size=a.hidden,
                         intermediate_size=a.intermediate, num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
                         head_dim=a.head_dim, num_experts_per_tok=a.top_k, vocab_size=a.vocab, eos_token_id=0,
-                        pad_token_id=0, sliding_window=a.window, max_position_embeddings=1024,
+                        pad_token_id=0, sliding_window=a.window, max_position_embeddings=4096,
                         initial_context_length=a.seq_len)
     cfg["quickmoe_embedded"] = {"name": "quickmoe-demo-stdlib", "trained_context": a.seq_len}
     return cfg
