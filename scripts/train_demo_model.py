@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--steps", type=int, default=1100)
     p.add_argument("--max-minutes", type=float, default=None, help="stop training after this long (then export)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=256)
