@@ -26,7 +26,7 @@ serve: setup
 	$(VENV)/bin/quickmoe serve --device cpu
 
 generate: setup
-	$(VENV)/bin/quickmoe generate --prompt "Hello from quickmoe" --max-tokens 24 --seed 0 --device cpu
+	$(VENV)/bin/quickmoe generate --prompt 'def fibonacci(n):' --max-tokens 48 --temperature 0 --device cpu
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
