@@ -16,8 +16,8 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# The main job on the embedded default (a tiny random gpt-oss model, built once into the cache, on CPU):
-# quickmoe serve, a completion and a streamed chat through its OpenAI API, its metrics, then SIGTERM.
+# The main job on the embedded default (a small gpt-oss trained on the Python stdlib's source, shipped in the
+# package, on CPU): quickmoe serve, a greedy and a streamed completion through its OpenAI API, metrics, SIGTERM.
 demo: setup
 	$(PY) scripts/demo.py
 
@@ -26,7 +26,7 @@ serve: setup
 	$(VENV)/bin/quickmoe serve --device cpu
 
 generate: setup
-	$(VENV)/bin/quickmoe generate --prompt "Hello from quickmoe" --max-tokens 24 --seed 0 --device cpu
+	$(VENV)/bin/quickmoe generate --prompt 'def fibonacci(n):' --max-tokens 48 --temperature 0 --device cpu
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)

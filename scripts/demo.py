@@ -1,6 +1,6 @@
-"""The main job on the embedded default, end to end (`make demo`): `quickmoe serve` on the tiny random model on
-CPU, a completion and a streamed chat completion through its OpenAI API, its metrics, then SIGTERM (the server
-drains and exits). The model's weights are random: its text is meaningless by design."""
+"""The main job on the embedded default, end to end (`make demo`): `quickmoe serve` on the embedded model on CPU (a
+small gpt-oss trained on the Python standard library's source: it completes Python code), a greedy completion and a
+streamed one through its OpenAI API, its metrics, then SIGTERM (the server drains and exits)."""
 
 from __future__ import annotations
 
@@ -37,19 +37,23 @@ def main() -> int:
                 return 1
             time.sleep(0.3)
         model = httpx.get(f"{base}/v1/models").json()["data"][0]["id"]
-        print(f"\n$ POST {base}/v1/completions")
-        reply = httpx.post(f"{base}/v1/completions", json={"model": model, "prompt": "Hello from quickmoe",
-                                                           "max_tokens": 16, "temperature": 0}, timeout=60)
-        print(json.dumps(reply.json(), indent=2, ensure_ascii=False))
-        print(f"\n$ POST {base}/v1/chat/completions (stream)")
-        body = {"model": model, "messages": [{"role": "user", "content": "What is a mixture of experts?"}],
-                "max_tokens": 24, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
-        with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=60) as stream:
+        prompt = "def fibonacci(n):"
+        print(f"\n$ POST {base}/v1/completions  (greedy, prompt {prompt!r})")
+        reply = httpx.post(f"{base}/v1/completions", json={"model": model, "prompt": prompt, "max_tokens": 48,
+                                                           "temperature": 0}, timeout=60).json()
+        print(json.dumps({k: v for k, v in reply.items() if k != "choices"}, ensure_ascii=False))
+        print(prompt + reply["choices"][0]["text"])
+        prompt = "import os\n\n\ndef list_python_files(directory):"
+        print(f"\n$ POST {base}/v1/completions  (stream, temperature 0.7, seed 1, prompt {prompt!r})")
+        body = {"model": model, "prompt": prompt, "max_tokens": 64, "temperature": 0.7, "seed": 1, "stream": True,
+                "stream_options": {"include_usage": True}}
+        print(prompt, end="")
+        with httpx.stream("POST", f"{base}/v1/completions", json=body, timeout=60) as stream:
             for line in stream.iter_lines():
                 if line.startswith("data: ") and line != "data: [DONE]":
                     chunk = json.loads(line[6:])
                     for choice in chunk["choices"]:
-                        print(choice["delta"].get("content") or "", end="", flush=True)
+                        print(choice.get("text") or "", end="", flush=True)
                     if chunk.get("usage"):
                         print(f"\n[usage {chunk['usage']}]")
         metrics = httpx.get(f"{base}/metrics").text.splitlines()

@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(mk)
     mk.set_defaults(func=cmd_make_checkpoint)
 
-    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe, generate, serve)", description="Benchmarks; see each subcommand.")
+    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe, generate, serve, quality)", description="Benchmarks; see each subcommand.")
     bench_sub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     cold = bench_sub.add_parser(
         "coldstart", help="process start -> first token, phase by phase, in fresh subprocesses",
@@ -319,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(gb)
     gb.set_defaults(func=cmd_bench_generate)
     _add_bench_serve_parser(bench_sub)
+    _add_bench_quality_parser(bench_sub)
 
     _add_serve_parser(sub)
 
@@ -472,6 +473,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, sampling_defaults=load_sampling_defaults(source))
     report.log()
     run_server(create_app(llm, config), config, sock)
+    return 0
+
+
+def _add_bench_quality_parser(bench_sub) -> None:
+    bq = bench_sub.add_parser(
+        "quality", help="held-out perplexity and greedy agreement between execution paths",
+        description="Perplexity and next-token accuracy on held-out text (default: the embedded model's held-out "
+        "stdlib files), then greedy agreement on prompts cut from it between pairs of execution paths (float32 vs "
+        "bf16, alone vs batched, whole vs chunked prefill, prefix-cached vs not; on CUDA eager vs graphs vs compiled, "
+        "torch vs Triton MoE): one table, a row per pair.")
+    bq.add_argument("model", metavar="DIR", nargs="?", default=None, help="checkpoint directory (default: the "
+                    "embedded model)")
+    bq.add_argument("--heldout", metavar="FILE", help="held-out text: .jsonl of {path, text} or a text file")
+    bq.add_argument("--num-prompts", type=int, default=64, help="prompts (default 64)")
+    bq.add_argument("--prompt-len", type=int, default=64, help="prompt tokens (default 64)")
+    bq.add_argument("--max-tokens", type=int, default=128, help="greedy tokens per prompt (default 128)")
+    bq.add_argument("--window", type=int, default=256, help="perplexity window in tokens (default 256)")
+    bq.add_argument("--eval-tokens", type=int, default=65536, help="held-out tokens evaluated (default 65536)")
+    bq.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                    help="the paths' dtype (auto: bfloat16 on CUDA, float32 on CPU); float32 vs bf16 is always a row")
+    bq.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    bq.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="SIZE", help="KV cache size per path, e.g. 4GiB")
+    bq.add_argument("--only", default="", help="comma-separated row labels (prefixes) to run; default all")
+    bq.add_argument("--json", dest="json_out", metavar="FILE", help="write the report as JSON")
+    _add_common(bq)
+    bq.set_defaults(func=cmd_bench_quality)
+
+
+def cmd_bench_quality(args: argparse.Namespace) -> int:
+    from quickmoe.bench.quality import QualityBenchOptions, run_quality_bench
+
+    run_quality_bench(QualityBenchOptions(
+        model=str(args.model) if args.model else str(_default_dir()), heldout=args.heldout,
+        num_prompts=args.num_prompts, prompt_len=args.prompt_len, max_tokens=args.max_tokens, window=args.window,
+        eval_tokens=args.eval_tokens, dtype=args.dtype, device=args.device, kv_cache_memory=args.kv_cache_memory,
+        only=tuple(o.strip() for o in args.only.split(",") if o.strip()), json_out=args.json_out))
     return 0
 
 

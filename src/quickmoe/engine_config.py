@@ -28,7 +28,7 @@ CPU_LONG_PREFILL_TOKENS = 128  # the default prefill chunk cap on a CPU (EngineC
 class EngineConfig:
     """How to run a model: where, in which precision, and how much context, batch and cache to allow.
 
-    `model` None means the embedded default (a tiny random checkpoint built once into the cache).
+    `model` None means the embedded default (the trained demo model shipped in the package).
     `device` auto picks CUDA when available; `dtype` auto is bfloat16 on CUDA and float32 on CPU.
     `moe_kernels` / `attention_kernels`: "triton" runs the MoE experts / the paged attention with the Triton
     kernels, "torch" with their torch references; "auto" (the default) is "triton" on CUDA when triton is

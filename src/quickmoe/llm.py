@@ -46,7 +46,7 @@ class RequestOutput:
 
 class LLM:
     """A gpt-oss model ready to generate. `model` is a checkpoint directory; None uses the embedded
-    default (a tiny random checkpoint built once into the cache: its text is meaningless).
+    default (a small gpt-oss trained on the Python standard library's source, shipped in the package).
     `early_start`: background start-up work begun before torch was imported (`EarlyStart.begin`).
 
     `tensor_parallel_size=N` (> 1): this process becomes rank 0 of N (it spawns the others, one per GPU, or

@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from quickmoe.checkpoint.default_model import ensure_tiny_random_model
 from quickmoe.llm import LLM
 from quickmoe.server.app import create_app
 from quickmoe.server.config import ServerConfig
@@ -65,13 +66,14 @@ def metric_values(text: str, name: str) -> dict[str, float]:
 
 @pytest.fixture(scope="session")
 def tiny_llm() -> LLM:
-    return LLM(None, device="cpu", max_model_len=MAX_MODEL_LEN, kv_cache_memory=64 << 20)
+    # the tiny random gpt-oss: its o200k_harmony vocabulary is what chat, tools and the Responses API speak
+    return LLM(ensure_tiny_random_model(), device="cpu", max_model_len=MAX_MODEL_LEN, kv_cache_memory=64 << 20)
 
 
 @pytest.fixture(scope="session")
 def small_llm() -> LLM:
     """One request at a time and a short context: the queue, failure and fuzz servers."""
-    return LLM(None, device="cpu", max_model_len=128, max_num_seqs=1, kv_cache_memory=16 << 20)
+    return LLM(ensure_tiny_random_model(), device="cpu", max_model_len=128, max_num_seqs=1, kv_cache_memory=16 << 20)
 
 
 @pytest.fixture(scope="session")

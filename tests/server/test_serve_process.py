@@ -57,7 +57,7 @@ def _wait_for(lines: queue.Queue, pattern: re.Pattern, seen: list[str], timeout:
 
 
 def test_sigterm_drains_the_request_in_flight_then_exits_0():
-    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "64MiB")
+    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "128MiB")
     seen: list[str] = []
     try:
         url = _wait_for(lines, READY, seen).group(1)
@@ -90,7 +90,7 @@ def test_serve_imports_nothing_it_does_not_serve_with():
     bench/, transformers, hypothesis, the OpenAI client, Dynamo or Inductor."""
     from tests.unit.test_serving_imports import NOT_FOR_SERVING, loaded
 
-    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "64MiB",
+    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "128MiB",
                          python_flags=("-X", "importtime"))
     seen: list[str] = []
     try:
@@ -143,13 +143,14 @@ def test_bench_serve_prints_its_table_and_writes_json(server, tmp_path, capsys):
 
 
 def test_the_readme_demo_serves_and_queries_the_embedded_model(tmp_path):
-    """`make demo` (scripts/demo.py): quickmoe serve on the embedded default, a completion, a streamed chat, the
-    metrics, SIGTERM; it exits 0 and shows the replies."""
+    """`make demo` (scripts/demo.py): quickmoe serve on the embedded default, a greedy and a streamed completion of
+    Python, the metrics, SIGTERM; it exits 0 and shows the replies (the trained model writes Python)."""
     script = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
     env = dict(os.environ, QUICKMOE_CACHE_DIR=os.environ.get("QUICKMOE_CACHE_DIR", str(tmp_path / "cache")))
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert '"object": "text_completion"' in run.stdout and '"completion_tokens": 16' in run.stdout
+    assert '"object": "text_completion"' in run.stdout and "def fibonacci(n):" in run.stdout
+    assert "return" in run.stdout.split("def fibonacci(n):", 1)[1]
     assert "[usage {'prompt_tokens':" in run.stdout and "quickmoe:request_success_total" in run.stdout
 
 

@@ -18,7 +18,7 @@ LONG = {"model": "quickmoe-tiny", "prompt": "drain me", "max_tokens": 3000, "tem
 
 
 def test_at_the_drain_deadline_requests_end_with_503_and_the_server_exits_0():
-    proc, lines = _start("--port", "0", "--max-model-len", "4096", "--kv-cache-memory", "64MiB", "--drain-timeout", "4")
+    proc, lines = _start("--port", "0", "--max-model-len", "4096", "--kv-cache-memory", "128MiB", "--drain-timeout", "4")
     seen: list[str] = []
     whole: dict = {}
     try:
