@@ -19,7 +19,8 @@ for stage in "$@"; do
       python3 -m pytest -q -p no:cacheprovider tests/models/test_quality_gpu.py tests/models/test_embedded_model.py \
         2>&1 | tee "$OUT/quality_tests.log" | tail -15 ;;
     bf16|float32)
-      python3 -m quickmoe bench quality --dtype "$stage" --num-prompts 64 --max-tokens 128 \
+      dtype=$([ "$stage" = bf16 ] && echo bfloat16 || echo float32)
+      python3 -m quickmoe bench quality --dtype "$dtype" --num-prompts 64 --max-tokens 128 \
         --json "$OUT/bench_quality_$stage.json" 2>&1 | tee "$OUT/bench_quality_$stage.log" | grep -v INFO ;;
     train)
       timeout 660 python3 scripts/train_demo_model.py --device cuda --out /tmp/demo-gpu --state /tmp/demo-gpu.pt \
