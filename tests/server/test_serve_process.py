@@ -57,13 +57,15 @@ def _wait_for(lines: queue.Queue, pattern: re.Pattern, seen: list[str], timeout:
 
 
 def test_sigterm_drains_the_request_in_flight_then_exits_0():
-    proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "128MiB")
+    # (long enough a request that it is still running when the 503 is asked for: the trained embedded model
+    # decodes 60 tokens on CPU in well under the drain's first 0.3 s when the machine is idle)
+    proc, lines = _start("--port", "0", "--max-model-len", "512", "--kv-cache-memory", "128MiB")
     seen: list[str] = []
     try:
         url = _wait_for(lines, READY, seen).group(1)
         with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
             assert http.get("/health").json() == {"status": "ok"}
-            body = {"model": "quickmoe-tiny", "prompt": "drain me", "max_tokens": 60, "temperature": 0,
+            body = {"model": "quickmoe-tiny", "prompt": "drain me", "max_tokens": 400, "temperature": 0,
                     "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
             with http.stream("POST", "/v1/completions", json=body) as response:
                 events = response.iter_lines()
@@ -77,7 +79,7 @@ def test_sigterm_drains_the_request_in_flight_then_exits_0():
         chunks = [json.loads(first[5:])] + [json.loads(e) for e in rest[:-1]]
         assert rest[-1] == "[DONE]"
         assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
-        assert chunks[-1]["usage"]["completion_tokens"] == 60  # every token, after the SIGTERM too
+        assert chunks[-1]["usage"]["completion_tokens"] == 400  # every token, after the SIGTERM too
         assert proc.wait(timeout=30) == 0
     finally:
         if proc.poll() is None:
