@@ -91,10 +91,10 @@ def _time(fn: Callable[[int], object], sets: int, warmup: int, iters: int, devic
     return statistics.median(times)
 
 
-def measure_ceilings(device: torch.device) -> dict[str, float]:
-    """HBM GB/s (1 GiB copy, read + write), bf16 matmul TFLOP/s (8192^3) and, where the GPU has FP8 tensor cores
-    (compute capability >= 8.9), the e4m3 x e4m3 -> bf16 matmul rate of `torch._scaled_mm` (8192^3, per-tensor
-    scales), measured now (CUDA only)."""
+def measure_ceilings(device: torch.device, *, fp8: bool = False) -> dict[str, float]:
+    """HBM GB/s (1 GiB copy, read + write), bf16 matmul TFLOP/s (8192^3) and, with `fp8` where the GPU has FP8
+    tensor cores (compute capability >= 8.9), the e4m3 x e4m3 -> bf16 matmul rate of `torch._scaled_mm` (8192^3,
+    per-tensor scales), measured now (CUDA only)."""
     if device.type != "cuda":
         return {}
     src = torch.randint(0, 255, (1 << 30,), dtype=torch.uint8, device=device)
@@ -104,7 +104,7 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
     b = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
     mm_s = _time(lambda i: a @ b, 1, 3, 10, device)
     ceilings = {"hbm_gb_per_s": 2 * src.numel() / copy_s / 1e9, "bf16_tflops": 2 * 8192**3 / mm_s / 1e12}
-    if torch.cuda.get_device_capability(device) >= (8, 9):
+    if fp8 and torch.cuda.get_device_capability(device) >= (8, 9):
         a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)  # b8.t(): the column-major operand
         one = torch.ones((), dtype=torch.float32, device=device)
         fp8_s = _time(lambda i: torch._scaled_mm(a8, b8.t(), one, one, out_dtype=torch.bfloat16), 1, 3, 10, device)
@@ -114,7 +114,7 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
 
 def run_moe_bench(opts: MoEBenchOptions) -> dict:
     device = torch.device(opts.device)
-    ceilings = measure_ceilings(device)
+    ceilings = measure_ceilings(device, fp8=True)
     rows = []
     for name in opts.shapes:
         shape = SHAPES[name]
