@@ -11,10 +11,13 @@
 capacity = block_m * (A // block_m + min(E, A)): each expert adds at most one partial tile.
 
 `moe_align_ref` is a handful of torch ops on the device (a stable sort of A ints, a scatter-add count, two
-cumsums: about ten launches, none reading back to the host, so it can be captured in a CUDA graph). `moe_align` (same signature) does it in one Triton program when A <= 256 (decode,
-where launches would cost more than the GEMMs), with no sort: the rank of an assignment inside its expert's
-run is an exclusive cumulative sum over the one-hot [A, E] matrix, so the order is the reference's; larger
-A goes to the reference, whose launches the GEMMs then dwarf.
+cumsums: about fifteen launches, none reading back to the host, so it can be captured in a CUDA graph).
+`moe_align` (same signature) does it in one Triton program when A <= SINGLE_PROGRAM_MAX (every decode batch,
+where the reference's launches cost as much as the GEMMs: at batch 256 they were 2 ms of a 16 ms step), with
+no sort: the assignments are taken in chunks of C; a first pass counts each expert's assignments over the
+chunks, a second gives each assignment its rank inside its expert's run as the expert's count in earlier
+chunks plus an exclusive cumulative sum over the chunk's one-hot [C, E] matrix, so the order is the
+reference's. Prefill-sized A goes to the reference, whose launches the GEMMs then dwarf.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "SINGLE_PROGRAM_MAX"]
 
-SINGLE_PROGRAM_MAX = 256  # assignments handled by one program ([A, E] one-hot tiles in registers)
+SINGLE_PROGRAM_MAX = 4096  # assignments handled by one program (chunks of [C, E] one-hot tiles in registers)
+_ONE_HOT_ELEMENTS = 8192  # C x E per chunk: 32 int32 registers a thread with 8 warps
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,12 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
     block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
     num_padded = torch.empty(1, dtype=torch.int32, device=device)
     ids = topk_ids.reshape(-1)
+    e_pow2 = triton.next_power_of_2(num_experts)
+    chunk = min(triton.next_power_of_2(num_assignments), max(_ONE_HOT_ELEMENTS // e_pow2, 16))  # C
     _align_kernel[(1,)](ids, sorted_ids, block_expert, num_padded, num_assignments, num_experts, capacity,
-                        capacity // block_m, BLOCK_M=block_m, A_POW2=triton.next_power_of_2(num_assignments),
-                        E_POW2=triton.next_power_of_2(num_experts), CAP_POW2=triton.next_power_of_2(capacity),
-                        TILES_POW2=triton.next_power_of_2(max(capacity // block_m, 1)), num_warps=8)
+                        capacity // block_m, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2,
+                        CAP_CHUNK=min(triton.next_power_of_2(capacity), 4096),
+                        TILE_CHUNK=min(triton.next_power_of_2(max(capacity // block_m, 1)), 256), num_warps=8)
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
                         block_m=block_m, num_assignments=num_assignments)
 
@@ -104,28 +110,39 @@ if triton is not None:
 
     @triton.jit
     def _align_kernel(ids_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, A, E, capacity, num_tiles,
-                      BLOCK_M: tl.constexpr, A_POW2: tl.constexpr, E_POW2: tl.constexpr, CAP_POW2: tl.constexpr,
-                      TILES_POW2: tl.constexpr):
-        offs = tl.arange(0, A_POW2)  # assignments
-        ids = tl.load(ids_ptr + offs, mask=offs < A, other=-1).to(tl.int32)  # -1 matches no expert
+                      BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, E_POW2: tl.constexpr, CAP_CHUNK: tl.constexpr,
+                      TILE_CHUNK: tl.constexpr):
         experts = tl.arange(0, E_POW2)
-        hit = (ids[:, None] == experts[None, :]).to(tl.int32)  # [A, E] one-hot
-        counts = tl.sum(hit, axis=0)  # [E]
+        lanes = tl.arange(0, CHUNK)
+        # pass 1: each expert's count over all chunks
+        counts = tl.zeros([E_POW2], dtype=tl.int32)
+        for c0 in range(0, A, CHUNK):
+            ids = tl.load(ids_ptr + c0 + lanes, mask=c0 + lanes < A, other=-1).to(tl.int32)  # -1: no expert
+            counts += tl.sum((ids[:, None] == experts[None, :]).to(tl.int32), axis=0)  # [E]
         padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
         padded_end = tl.cumsum(padded, axis=0)  # [E]
         padded_start = padded_end - padded
         total = tl.sum(padded, axis=0)
-        # rank inside the expert's run = earlier assignments of the same expert (exclusive prefix over A)
-        rank = tl.sum(hit * (tl.cumsum(hit, axis=0) - hit), axis=1)  # [A]
-        start_of = tl.sum(hit * padded_start[None, :], axis=1)  # [A] its expert's first row
-        slots = tl.arange(0, CAP_POW2)
-        tl.store(sorted_ids_ptr + slots, tl.full([CAP_POW2], 0, tl.int32) + A, mask=slots < capacity)  # sentinels
+        for s0 in range(0, capacity, CAP_CHUNK):  # every row a sentinel first
+            slots = s0 + tl.arange(0, CAP_CHUNK)
+            tl.store(sorted_ids_ptr + slots, tl.full([CAP_CHUNK], 0, tl.int32) + A, mask=slots < capacity)
         tl.debug_barrier()  # the sentinels land before the assignments overwrite their rows
-        tl.store(sorted_ids_ptr + start_of + rank, offs, mask=offs < A)
-        tiles = tl.arange(0, TILES_POW2)
-        tile_start = tiles * BLOCK_M
-        # the tile's expert: how many experts' runs end at or before its first row (unused experts end
-        # where the previous one does, so they are skipped)
-        tile_expert = tl.sum((padded_end[None, :] <= tile_start[:, None]).to(tl.int32), axis=1)
-        tl.store(block_expert_ptr + tiles, tl.where(tile_start < total, tile_expert, -1), mask=tiles < num_tiles)
+        # pass 2: rank inside the expert's run = its earlier assignments: those of earlier chunks (`before`)
+        # plus the chunk's exclusive prefix
+        before = tl.zeros([E_POW2], dtype=tl.int32)
+        for c0 in range(0, A, CHUNK):
+            offs = c0 + lanes
+            ids = tl.load(ids_ptr + offs, mask=offs < A, other=-1).to(tl.int32)
+            hit = (ids[:, None] == experts[None, :]).to(tl.int32)  # [C, E] one-hot
+            rank = tl.sum(hit * (tl.cumsum(hit, axis=0) - hit + before[None, :]), axis=1)  # [C]
+            start_of = tl.sum(hit * padded_start[None, :], axis=1)  # [C] its expert's first row
+            tl.store(sorted_ids_ptr + start_of + rank, offs, mask=offs < A)
+            before += tl.sum(hit, axis=0)
+        for t0 in range(0, num_tiles, TILE_CHUNK):
+            tiles = t0 + tl.arange(0, TILE_CHUNK)
+            tile_start = tiles * BLOCK_M
+            # the tile's expert: how many experts' runs end at or before its first row (unused experts end
+            # where the previous one does, so they are skipped)
+            tile_expert = tl.sum((padded_end[None, :] <= tile_start[:, None]).to(tl.int32), axis=1)
+            tl.store(block_expert_ptr + tiles, tl.where(tile_start < total, tile_expert, -1), mask=tiles < num_tiles)
         tl.store(num_padded_ptr, total)
