@@ -9,6 +9,8 @@
 #              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families
 #   serve      quickmoe serve with its defaults, then bench serve at concurrency 1, 32 and 128 (1000 -> 1000)
 #   profile    bench generate's batch-1 step and op families only (fewer prompts): a quick check of a change
+#   small-batch the small-batch kernels' CUDA tests, then scripts/probes/small_batch_probe.py: the MoE on CUDA cores
+#              vs the tensor-core GEMMs, the dense gemv vs cuBLAS, moe_align vs its reference (tile sweeps)
 #   serve-ab   quickmoe serve with its defaults, without prefix caching, and with every graph captured at start-up:
 #              bench serve at concurrency 1 and 128 (1000 -> 256) for each, one table per variant
 set -uo pipefail
@@ -32,6 +34,12 @@ for stage in "$@"; do
       for log in gpu_tests kernel_tests_on_gpu engine_tests_on_gpu; do
         echo "$log: $(tail -1 "$OUT/$log.log")"; grep -E '^(FAILED|ERROR)' "$OUT/$log.log" | head -20
       done ;;
+    small-batch)
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_gemv.py tests/kernels/test_gemv.py \
+        tests/kernels/test_moe_align.py tests/kernels/test_fused_moe.py > "$OUT/small_batch_tests.log" 2>&1
+      echo "small_batch_tests: $(tail -1 "$OUT/small_batch_tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/small_batch_tests.log" | head
+      python3 scripts/probes/small_batch_probe.py --json "$OUT/small_batch_probe.json" 2>&1 \
+        | tee "$OUT/small_batch_probe.log" ;;
     attention)
       python3 -m quickmoe bench attention --json "$OUT/bench_attention.json" 2>&1 | tee "$OUT/bench_attention.log" \
         | grep -v INFO ;;
