@@ -36,7 +36,6 @@ def swiglu_gpt_oss(gate_up: torch.Tensor, limit: float, alpha: float, gate_up_gr
 
 
 ACTIVATIONS = ("swiglu_gpt_oss", "silu")
-GEMV_MAX_TOKENS = 0  # MXFP4 experts for at most this many tokens take kernels/moe_gemv.py on CUDA
 
 
 def _check_activation(activation: str) -> None:
@@ -159,7 +158,6 @@ def fused_moe(
     w1_row_scale: torch.Tensor | None = None,
     w2_row_scale: torch.Tensor | None = None,
     fp8_activations: bool = False,
-    gemv_max_tokens: int | None = None,
 ) -> torch.Tensor:
     """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
     grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine. With
@@ -167,9 +165,7 @@ def fused_moe(
     decoded inside the GEMMs; on Hopper the MXFP4 x MXFP8 product is emulated in bf16.
     `gate_up_group` must be a power of two >= 16 (the layout's groups are the kernel's column tiles). FP8
     weights always take FP8 activations (per token and 128 columns: the reference with fp8_activations=True);
-    `mxfp8_activations` applies to the others. MXFP4 experts with bf16/float32 activations and at most
-    `gemv_max_tokens` tokens (default GEMV_MAX_TOKENS: where it measured faster) take `fused_moe_gemv`'s two
-    CUDA-core launches instead (kernels/moe_gemv.py)."""
+    `mxfp8_activations` applies to the others."""
     from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_configs import moe_kernel_config
@@ -185,14 +181,6 @@ def fused_moe(
                          "(convert the experts to the grouped kernel layout first)")
     num_tokens, top_k = topk_ids.shape
     fp8 = w1.dtype == torch.float8_e4m3fn
-    gemv_max = GEMV_MAX_TOKENS if gemv_max_tokens is None else gemv_max_tokens
-    if (num_tokens <= gemv_max and hidden.device.type == "cuda" and not mxfp8_activations and not fp8
-            and w1_scales is not None and w1_scales.dtype == torch.uint8):
-        from quickmoe.kernels.moe_gemv import fused_moe_gemv
-
-        return fused_moe_gemv(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
-                              w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
-                              swiglu_alpha=swiglu_alpha, activation=activation)
     weights = ("fp8" if fp8 else "dense" if w1_scales is None
                else "nvfp4" if w1_scales.dtype == torch.float8_e4m3fn else "mxfp4")
     device_name = _device_name(hidden.device)

@@ -1,7 +1,9 @@
 """y = x W^T + b for a few rows of x (decode at batch <= GEMV_MAX_ROWS): a Triton GEMV beside `gemv_ref`.
 
 At batch 1 the attention projections are matrix-vector products: their time is reading W (gpt-oss-20b: 53 MB a
-layer), and cuBLAS's small-M kernels reach about half of HBM there (split-K and a separate reduction launch).
+layer), and cuBLAS's small-M kernels do not always reach HBM's rate there (o_proj: a split-K kernel and a
+separate reduction launch, 1.26 TB/s against this kernel's 2.0 TB/s on the H100). The model uses it for one
+row only (`forward.custom_ops.linear`): at 2 and 4 rows cuBLAS measured as fast or faster.
 Here program n reads BLOCK_N whole rows of W, BLOCK_K columns a step (16-byte loads along K), multiplies them
 by the M rows of x in float32 and keeps the products in an [M, BLOCK_N, BLOCK_K] accumulator that is summed
 across K once at the end: one launch, W read once, the bias added in the epilogue. Outputs in x's dtype.
@@ -28,9 +30,11 @@ def gemv_ref(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -
     return F.linear(x, weight, bias)
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *, block_n: int = 16,
-         block_k: int = 256, num_warps: int = 4) -> torch.Tensor:
-    """`gemv_ref` in one Triton launch, for M <= GEMV_MAX_ROWS rows with a K-contiguous weight."""
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *, block_n: int = 8,
+         block_k: int = 512, num_warps: int = 4) -> torch.Tensor:
+    """`gemv_ref` in one Triton launch, for M <= GEMV_MAX_ROWS rows with a K-contiguous weight. The default
+    tiles won the one-row sweep on the H100 for gpt-oss-20b's QKV, router and LM head (o_proj: within a few
+    percent; scripts/probes/small_batch_probe.py)."""
     if triton is None:
         raise RuntimeError("gemv needs triton; gemv_ref is the torch version")
     rows, k = x.shape
