@@ -9,8 +9,8 @@
 #              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families
 #   serve      quickmoe serve with its defaults, then bench serve at concurrency 1, 32 and 128 (1000 -> 1000)
 #   profile    bench generate's batch-1 step and op families only (fewer prompts): a quick check of a change
-#   small-batch the small-batch kernels' CUDA tests, then scripts/probes/small_batch_probe.py: fused_moe at T <= 8,
-#              the dense gemv vs cuBLAS (a tile sweep), moe_align vs its reference
+#   small-batch the alignment and MoE kernel tests on CUDA, then scripts/probes/small_batch_probe.py: fused_moe at
+#              T <= 8, moe_align vs its reference
 #   serve-ab   quickmoe serve with its defaults, without prefix caching, and with every graph captured at start-up:
 #              bench serve at concurrency 1 and 128 (1000 -> 256) for each, one table per variant
 set -uo pipefail
@@ -35,7 +35,7 @@ for stage in "$@"; do
         echo "$log: $(tail -1 "$OUT/$log.log")"; grep -E '^(FAILED|ERROR)' "$OUT/$log.log" | head -20
       done ;;
     small-batch)
-      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemv.py \
+      python3 -m pytest -q -p no:cacheprovider \
         tests/kernels/test_moe_align.py tests/kernels/test_fused_moe.py > "$OUT/small_batch_tests.log" 2>&1
       echo "small_batch_tests: $(tail -1 "$OUT/small_batch_tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/small_batch_tests.log" | head
       python3 scripts/probes/small_batch_probe.py --json "$OUT/small_batch_probe.json" 2>&1 \

@@ -24,8 +24,6 @@ from quickmoe.executor.step_metadata import build_forward_batch, build_host_meta
 from quickmoe.executor.step_timer import StepTimer
 from quickmoe.forward.forward_batch import ForwardBatch
 from quickmoe.layers.attention import Attention
-from quickmoe.layers.embedding import LMHead
-from quickmoe.layers.linear import FusedLinear, Linear
 from quickmoe.layers.moe import FusedMoE, GptOssMLP
 from quickmoe.layers.norm import RMSNorm
 from quickmoe.layers.prompt_logprobs import PromptLogprobRequest, prompt_logit_rows, prompt_logprob_table
@@ -110,8 +108,8 @@ class ModelRunner:
         for module in self.model.modules():  # the backends are chosen once, here
             if isinstance(module, (FusedMoE, GptOssMLP, SparseMoeBlock)):  # the experts and their routing
                 module.kernels = moe_kernels
-            elif isinstance(module, (Attention, RMSNorm, Linear, FusedLinear, LMHead)):
-                module.kernels = attention_kernels  # attention, RoPE + KV write, the norms, the dense projections
+            elif isinstance(module, (Attention, RMSNorm)):  # attention, RoPE + KV write, the norms
+                module.kernels = attention_kernels
         self.report.mark("build")
         options = early_start.options if early_start is not None else LoaderOptions.from_env()
         self.load_stats: LoadStats = load_weights(

@@ -13,8 +13,6 @@ decoder layer serves every layer of its kind, in any order and with any layer sk
   torch reference keeps the logits' dtype and int64 ids).
 - `quickmoe::moe_experts`: the MoE experts (`fused_moe` with the Triton kernels, else `fused_moe_ref`): MXFP4,
   NVFP4, FP8 block-scaled or dense weights, gpt-oss's SwiGLU or SiLU * up.
-- `quickmoe::linear`: a dense projection x W^T + b: the Triton `gemv` for a single row on CUDA (batch-1
-  decode, where it reads W faster than cuBLAS's small-M kernels), else F.linear.
 Each op has a fake (meta) implementation giving the output's shape, so compilation never runs it. Outside
 torch.compile the model calls the implementations directly (`_dispatch`).
 """
@@ -25,7 +23,6 @@ import torch
 
 from quickmoe.kernels.decode_attention import paged_decode_attention, paged_decode_attention_ref
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
-from quickmoe.kernels.gemv import gemv, gemv_ref
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.kernels.rms_norm import fused_add_rms_norm as fused_add_rms_norm_kernel
 from quickmoe.kernels.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
@@ -34,8 +31,7 @@ from quickmoe.kernels.rotary_kv_write import rotary_write_kv as rotary_write_kv_
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
-__all__ = ["fused_add_rms_norm", "linear", "moe_experts", "paged_attention", "rms_norm", "rotary_write_kv",
-           "route_experts"]
+__all__ = ["fused_add_rms_norm", "moe_experts", "paged_attention", "rms_norm", "rotary_write_kv", "route_experts"]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_kernels: bool) -> torch.Tensor:
@@ -156,21 +152,6 @@ def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, 
     return torch.empty_like(hidden)
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, use_kernels: bool) -> torch.Tensor:
-    """x [T, K] -> [T, N] = x W^T + b (W [N, K]); use_kernels: `gemv` when T == 1 on CUDA."""
-    if use_kernels and x.shape[0] == 1 and x.is_cuda and x.dim() == 2 and weight.stride(1) == 1:
-        return gemv(x, weight, bias)
-    return gemv_ref(x, weight, bias)
-
-
-linear_op = torch.library.custom_op("quickmoe::linear", _linear, mutates_args=())
-
-
-@linear_op.register_fake
-def _linear_fake(x, weight, bias, use_kernels):
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
 def _dispatch(op, impl):
     """While torch.compile traces, the registered op (one opaque node); otherwise the implementation itself,
     without torch.library's Python dispatch (tens of microseconds per call, and a lazy import of Dynamo on the
@@ -190,4 +171,3 @@ rotary_write_kv = _dispatch(rotary_write_kv_op, _rotary_write_kv)
 paged_attention = _dispatch(paged_attention_op, _paged_attention)
 route_experts = _dispatch(route_experts_op, _route_experts)
 moe_experts = _dispatch(moe_experts_op, _moe_experts)
-linear = _dispatch(linear_op, _linear)

@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from quickmoe.distributed import SINGLE, ParallelContext, split_sizes
-from quickmoe.forward import custom_ops
 from quickmoe.layers.sharding import narrow_param
 from quickmoe.layers.weights import declare_weight
 
@@ -46,7 +45,6 @@ class LMHead(nn.Module):
         super().__init__()
         self.tied_to = tied_to
         self.parallel = parallel
-        self.kernels = "torch"  # "triton": custom_ops.linear's GEMV for one row on CUDA (set by the runner)
         self.sizes = split_sizes(vocab_size, parallel.world_size, field="vocab_size")
         if tied_to is None:
             rows = parallel.shard(vocab_size, field="vocab_size")
@@ -55,5 +53,4 @@ class LMHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.tied_to.weight if self.tied_to is not None else self.weight
-        logits = custom_ops.linear(hidden, weight, None, self.kernels == "triton")  # [B, V / ranks]
-        return self.parallel.all_gather_last(logits.float(), self.sizes)  # [B, V]
+        return self.parallel.all_gather_last(F.linear(hidden, weight).float(), self.sizes)  # [B, V]

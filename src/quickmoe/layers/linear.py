@@ -2,8 +2,7 @@
 
 Unquantized by default; a `LinearMethod` (layers/fp8_linear.py: FP8 block-scaled) declares the weight in its
 quantized checkpoint format instead and computes the product from it. `FusedLinear` runs several unquantized
-projections of one input as one GEMM. Unquantized projections run `custom_ops.linear`: with `kernels` =
-"triton" (set once by the model runner) a single row on CUDA takes the Triton GEMV, else F.linear.
+projections of one input as one GEMM.
 """
 
 from __future__ import annotations
@@ -11,9 +10,9 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from quickmoe.forward import custom_ops
 from quickmoe.layers.weights import declare_weight
 
 
@@ -39,7 +38,6 @@ class Linear(nn.Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.quant_method = quant_method
-        self.kernels = "torch"
         if quant_method is None:
             declare_weight(self, "weight", (out_features, in_features), dtype, device,
                            checkpoint_dtype=checkpoint_dtype, storage=weight_storage)
@@ -55,7 +53,7 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.quant_method is not None:
             return self.quant_method.apply(self, x)
-        return custom_ops.linear(x, self.weight, self.bias, self.kernels == "triton")
+        return F.linear(x, self.weight, self.bias)
 
 
 class FusedLinear(nn.Module):
@@ -70,7 +68,6 @@ class FusedLinear(nn.Module):
         self.in_features, self.sizes = in_features, list(sizes)
         self.starts = [sum(self.sizes[:i]) for i in range(len(self.sizes))]
         self.dtype, self.device = dtype, device
-        self.kernels = "torch"
         self.register_buffer("fused_weight", torch.empty(sum(sizes), in_features, dtype=dtype, device=device),
                              persistent=False)
         self.register_buffer("fused_bias", torch.empty(sum(sizes), dtype=dtype, device=device) if bias else None,
@@ -83,7 +80,7 @@ class FusedLinear(nn.Module):
                       device=self.device, weight_storage=self.fused_weight[rows], bias_storage=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return custom_ops.linear(x, self.fused_weight, self.fused_bias, self.kernels == "triton")
+        return F.linear(x, self.fused_weight, self.fused_bias)
 
     def split(self, fused: torch.Tensor) -> list[torch.Tensor]:
         """[T, sum(out)] -> the parts' [T, out_i] views."""
