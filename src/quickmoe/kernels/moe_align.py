@@ -97,18 +97,19 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
     num_padded = torch.empty(1, dtype=torch.int32, device=device)
     ids = topk_ids.reshape(-1)
     e_pow2 = triton.next_power_of_2(num_experts)
+    # compile-time shapes depend on E, block_m and A's power-of-two bucket only (a few variants a model, most
+    # of them compiled by the decode graphs' capture), not on A itself: mixed steps of new sizes reuse them
     chunk = min(triton.next_power_of_2(num_assignments), max(_ONE_HOT_ELEMENTS // e_pow2, 16))  # C
     _align_kernel[(1,)](ids, sorted_ids, block_expert, num_padded, num_assignments, num_experts, capacity,
-                        capacity // block_m, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2,
-                        CAP_CHUNK=min(triton.next_power_of_2(capacity), 4096),
-                        TILE_CHUNK=min(triton.next_power_of_2(max(capacity // block_m, 1)), 256), num_warps=8)
+                        capacity // block_m, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2, CAP_CHUNK=1024,
+                        TILE_CHUNK=256, num_warps=8)
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
                         block_m=block_m, num_assignments=num_assignments)
 
 
 if triton is not None:
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["A", "capacity", "num_tiles"])
     def _align_kernel(ids_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, A, E, capacity, num_tiles,
                       BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, E_POW2: tl.constexpr, CAP_CHUNK: tl.constexpr,
                       TILE_CHUNK: tl.constexpr):
