@@ -7,6 +7,8 @@
 #   moe        bench moe for the Qwen3-30B-A3B and Mixtral-8x7B layer shapes, every format, against F.grouped_mm
 #              bf16 and transformers' experts; ceilings (HBM, bf16 and FP8 matmul rates) measured in the same run:
 #              every format faster than grouped_mm at every T; FP8 at T = 8192 >= 50% of the FP8 matmul rate
+#   make       only make the Qwen3-30B-A3B FP8 and NVFP4 checkpoints (timed): on 2026-11-24 `coldstart` with the
+#              making did not finish in one 10-minute call; a warm machine keeps /tmp for the next call
 #   coldstart  Qwen3-30B-A3B checkpoints in FP8 and NVFP4 (bf16 attention), bench coldstart -n 3 with
 #              --compare-uncached (the PermutationCache's ratio): processing <= 0.5 s, cache misses = distinct keys,
 #              weights_ready <= import torch + 2 s
@@ -43,6 +45,10 @@ for stage in "$@"; do
     moe)
       python3 -m quickmoe bench moe --shapes qwen3-30b-a3b,mixtral-8x7b --json "$OUT/bench_moe_families.json" 2>&1 \
         | grep -v INFO | tee "$OUT/bench_moe_families.txt" ;;
+    make)
+      for fmt in fp8 nvfp4; do
+        start=$(date +%s); qwen "$fmt" > /dev/null; echo "made $fmt in $(( $(date +%s) - start )) s" | tee -a "$OUT/make.txt"
+      done ;;
     coldstart)
       for fmt in fp8 nvfp4; do
         python3 -m quickmoe bench coldstart "$(qwen $fmt)" -n 3 --device cuda --compare-uncached \
@@ -50,7 +56,7 @@ for stage in "$@"; do
       done ;;
     serve)
       for fmt in fp8 nvfp4 bf16; do serve_bench "$fmt"; done ;;
-    *) echo "unknown stage $stage (expected tests, moe, coldstart, serve)"; exit 2 ;;
+    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"
