@@ -44,7 +44,8 @@ def test_alignment_rejects_bad_shapes():
                                                                   (64, 4, 128, 16), (13, 2, 5, 32), (40, 4, 40, 64),
                                                                   # several chunks: decode batches past 64
                                                                   (256, 4, 32, 64), (300, 4, 128, 16),
-                                                                  (1024, 4, 32, 128), (77, 8, 200, 16)])
+                                                                  (1024, 4, 32, 128), (77, 8, 200, 16),
+                                                                  (1024, 4, 32, 16)])  # > 256 tiles: two tile chunks
 def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_experts, block_m):
     pytest.importorskip("triton")
     from quickmoe.kernels.moe_align import moe_align
