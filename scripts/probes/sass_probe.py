@@ -29,7 +29,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from quickmoe.kernels import moe_gemm  # noqa: E402
 
 SIGNATURE = {"x_ptr": "*bf16", "xs_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8", "bias_ptr": "*bf16",
-             "row_scale_ptr": "*u8", "out_ptr": "*bf16", "ws_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
+             "row_scale_ptr": "*u8", "out_ptr": "*bf16", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
              "num_padded_ptr": "*i32", "top_k": "i32", "num_assignments": "i32", "num_m": "i32", "num_n": "i32",
              "group_m": "i32", "stride_x": "i32", "stride_xs": "i32", "limit": "fp32", "alpha": "fp32"}
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_x"]
@@ -39,8 +39,7 @@ def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int) -> triton
     kernel = moe_gemm._gemm1_swiglu_kernel
     constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=16,
                       BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True,
-                      SWAP_AB=False, HAS_BIAS=True, SILU=False, ROW_SCALE=False, K_PARTS=1,
-                      PART_STEPS=triton.cdiv(2880, block_k), SPLIT=False)
+                      SWAP_AB=False, HAS_BIAS=True, SILU=False, ROW_SCALE=False)
     names = list(kernel.arg_names)
     signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}

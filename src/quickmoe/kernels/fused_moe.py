@@ -170,7 +170,6 @@ def fused_moe(
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
-    from quickmoe.kernels.moe_split_k import combine_parts
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
 
     _check_activation(activation)
@@ -198,12 +197,8 @@ def fused_moe(
     acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
     inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,
                              act_scales=act_scales, out_dtype=hidden.dtype, config=config1, activation=activation,
-                             w1_row_scale=w1_row_scale, topk_ids=topk_ids)
+                             w1_row_scale=w1_row_scale)
     acts, act_scales = quantize(inter) if quantize else (inter, None)
     per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
                                out_dtype=hidden.dtype, config=config2, w2_row_scale=w2_row_scale)
-    if config2.split_k:  # per_assignment: the K parts' float32 sums, finished in the combine
-        return combine_parts(per_assignment, topk_ids, topk_weights, w2_bias if w2_bias is not None else w2,
-                             w2_row_scale if w2_row_scale is not None else w2, hidden.dtype,
-                             has_bias=w2_bias is not None, row_scaled=w2_row_scale is not None)
     return moe_combine(per_assignment, top_k)

@@ -31,11 +31,7 @@ class MoEKernelConfig:
     `moe_align`); block_n: output columns (GEMM 1: activation columns, at most the layout's gate/up group, which
     it divides); block_k:
     reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
-    sweep all N tiles together (L2 reuse of activations and weights).
-    k_parts: the K steps are summed in k_parts contiguous parts (float32 sums from zero), then the parts in
-    order; split_k: each part is its own program (more programs for the few tiles of small batches), its
-    float32 sum finished by `moe_split_k`. The sums are the same either way, so configs that share block_k and
-    k_parts round a row alike at every batch size (bf16 batch invariance), split or not."""
+    sweep all N tiles together (L2 reuse of activations and weights)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -44,15 +40,12 @@ class MoEKernelConfig:
     num_stages: int = 2
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
     group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
-    k_parts: int = 1  # K summed in this many parts, then the parts in order
-    split_k: bool = False  # one program per part (needs k_parts > 1)
 
     def __post_init__(self) -> None:
-        for name in ("swap_ab", "split_k"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"MoE kernel config {name!r} = {getattr(self, name)!r}: expected true or false")
+        if not isinstance(self.swap_ab, bool):
+            raise ConfigError(f"MoE kernel config 'swap_ab' = {self.swap_ab!r}: expected true or false")
         for f in fields(self):
-            if f.name in ("swap_ab", "split_k"):
+            if f.name == "swap_ab":
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -64,9 +57,6 @@ class MoEKernelConfig:
         if self.block_m < 16 or self.block_n < 16 or self.block_k % 32:
             raise ConfigError(f"MoE kernel config {self}: block_m and block_n must be >= 16 (tensor-core tiles) and "
                               "block_k a multiple of 32 (one MX block)")
-        if self.split_k and self.k_parts < 2:
-            raise ConfigError(f"MoE kernel config split_k = true with k_parts = {self.k_parts}: splitting K over "
-                              "programs needs k_parts >= 2")
 
 
 def _fallback(tokens: int) -> MoEKernelConfig:

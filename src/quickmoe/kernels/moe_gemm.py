@@ -32,7 +32,6 @@ import dataclasses
 
 import torch
 
-from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 
@@ -96,55 +95,27 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
                      w1_bias: torch.Tensor | None, w1_scales: torch.Tensor | None, group: int, limit: float,
                      alpha: float, *, act_scales: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
                      config: MoEKernelConfig | None = None, activation: str = "swiglu_gpt_oss",
-                     w1_row_scale: torch.Tensor | None = None, topk_ids: torch.Tensor | None = None) -> torch.Tensor:
+                     w1_row_scale: torch.Tensor | None = None) -> torch.Tensor:
     """acts [T, H] (or MXFP8 [T, Hp] e4m3 with act_scales [T, Hp/32] uint8, or FP8 [T, H] with act_scales
     [T, H/128] float32 for FP8 weights) -> inter [A, I] in out_dtype (default: the activations' dtype); row a =
-    SwiGLU of token a // k through expert topk_ids[a]. w1_row_scale [E, 2I]: NVFP4's per-row global scale.
-    topk_ids [T, k]: needed by split-K configs only."""
+    SwiGLU of token a // k through expert topk_ids[a]. w1_row_scale [E, 2I]: NVFP4's per-row global scale."""
     _require_triton()
     config = _fp8_config(w1, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     intermediate = w1.shape[1] // 2
     hidden_size = w1.shape[2] * (2 if _packed(w1_scales, w1) else 1)  # K of the weights (packed nibbles: x2)
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
-    # split K: each part's float32 sums [K_PARTS, A, 2 (gate, up), I], finished below
-    parts = torch.empty((config.k_parts, align.num_assignments, 2, intermediate) if config.split_k else (0,),
-                        dtype=torch.float32, device=acts.device)
     block_n = min(config.block_n, group)  # columns per program: the group, or a part of it (more programs)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group) * (group // block_n)
-    bias = w1_bias if w1_bias is not None else w1
-    row_scale = w1_row_scale if w1_row_scale is not None else w1
-    _gemm1_swiglu_kernel[(num_m * num_n * (config.k_parts if config.split_k else 1),)](
-        acts, act_scales if act_scales is not None else acts, w1, _scales_arg(w1_scales, w1), bias, row_scale, inter,
-        parts, align.sorted_ids, align.block_expert, align.num_padded,
+    _gemm1_swiglu_kernel[(num_m * num_n,)](
+        acts, act_scales if act_scales is not None else acts, w1, _scales_arg(w1_scales, w1),
+        w1_bias if w1_bias is not None else w1, w1_row_scale if w1_row_scale is not None else w1, inter,
+        align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_N=block_n, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
-        ROW_SCALE=w1_row_scale is not None, **_k_parts_args(hidden_size, config),
-        **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config))
-    if config.split_k:
-        from quickmoe.kernels.moe_split_k import finish_gemm1
-
-        if topk_ids is None:
-            raise ValueError("moe_gemm1_swiglu: a split-K config needs topk_ids (the finish adds each expert's bias)")
-        finish_gemm1(parts, topk_ids, bias, row_scale, inter, group, float(limit), float(alpha),
-                     has_bias=w1_bias is not None, silu=activation == "silu", row_scaled=w1_row_scale is not None)
+        ROW_SCALE=w1_row_scale is not None, **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config))
     return inter
-
-
-K_PART_UNIT = 256  # K parts are whole multiples of this many columns, whatever block_k (a divisor of it)
-
-
-def _k_parts_args(k: int, config: MoEKernelConfig) -> dict:
-    """The kernels' K-part constants: K_PARTS parts of PART_STEPS steps of block_k (the last may be shorter).
-    A part's length is a multiple of K_PART_UNIT columns fixed by K and k_parts alone, so configs with other
-    block_k but the same k_parts cut K at the same columns (and round alike)."""
-    if config.k_parts == 1:
-        return dict(K_PARTS=1, PART_STEPS=triton.cdiv(k, config.block_k), SPLIT=False)
-    if K_PART_UNIT % config.block_k:
-        raise ConfigError(f"MoE kernel config {config}: k_parts > 1 needs block_k dividing {K_PART_UNIT}")
-    part_columns = triton.cdiv(triton.cdiv(k, K_PART_UNIT), config.k_parts) * K_PART_UNIT
-    return dict(K_PARTS=config.k_parts, PART_STEPS=part_columns // config.block_k, SPLIT=config.split_k)
 
 
 def _scales_arg(w_scales: torch.Tensor | None, w: torch.Tensor) -> torch.Tensor:
@@ -159,28 +130,22 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
               w2_bias: torch.Tensor | None, w2_scales: torch.Tensor | None, *, act_scales: torch.Tensor | None = None,
               out_dtype: torch.dtype | None = None, config: MoEKernelConfig | None = None,
               w2_row_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """inter [A, I] (or MXFP8 / FP8 with act_scales) -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a].
-    A split-K config returns its parts' float32 sums [k_parts, A, H] instead: `moe_split_k.combine_parts`
-    finishes and combines them."""
+    """inter [A, I] (or MXFP8 / FP8 with act_scales) -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
     _require_triton()
     config = _fp8_config(w2, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     hidden_size = w2.shape[1]
     intermediate = w2.shape[2] * (2 if _packed(w2_scales, w2) else 1)
-    split = config.split_k
-    # split K: the parts' float32 sums [K_PARTS, A, H] (finished by moe_split_k), else the rows [A, H]
-    out = torch.empty((config.k_parts, align.num_assignments, hidden_size) if split else
-                      (align.num_assignments, hidden_size), dtype=torch.float32 if split else out_dtype,
-                      device=acts.device)
+    out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n)
-    _gemm2_kernel[(num_m * num_n * (config.k_parts if split else 1),)](
+    _gemm2_kernel[(num_m * num_n,)](
         acts, act_scales if act_scales is not None else acts, w2, _scales_arg(w2_scales, w2),
         w2_bias if w2_bias is not None else w2, w2_row_scale if w2_row_scale is not None else w2,
-        topk_weights.reshape(-1), out, out, align.sorted_ids, align.block_expert, align.num_padded,
+        topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert, align.num_padded,
         align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, ROW_SCALE=w2_row_scale is not None,
-        **_k_parts_args(intermediate, config), **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config))
+        **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config))
     return out
 
 
@@ -386,82 +351,22 @@ if triton is not None:
             acc = tl.trans(acc)
         return acc
 
-    @triton.jit
-    def _part_of(pid, K_PARTS: tl.constexpr, SPLIT: tl.constexpr):
-        """Program -> (K part, tile): with SPLIT, the K_PARTS programs of a tile are neighbours in the grid."""
-        if SPLIT:
-            part = pid % K_PARTS
-            tile = pid // K_PARTS
-        else:
-            part = 0
-            tile = pid
-        return part, tile
-
-    @triton.jit
-    def _k_range(part, K, BLOCK_K: tl.constexpr, PART_STEPS: tl.constexpr, SPLIT: tl.constexpr):
-        """The columns a program reduces: its part's PART_STEPS steps of BLOCK_K with SPLIT, else all of K."""
-        if SPLIT:
-            first = part * PART_STEPS * BLOCK_K
-            last = tl.minimum(first + PART_STEPS * BLOCK_K, K)
-        else:
-            first = 0
-            last = K
-        return first, last
-
-    @triton.jit
-    def _gated_activation(gate, up, limit, alpha, SILU: tl.constexpr):
-        """SiLU(gate) * up (Mixtral, Qwen-MoE), or gpt-oss's: gate clamped above, up on both sides,
-        (up + 1) * gate * sigmoid(alpha * gate). Float32 in, float32 out."""
-        if SILU:
-            y = gate * tl.sigmoid(gate) * up
-        else:
-            gate = tl.minimum(gate, limit)
-            up = tl.minimum(tl.maximum(up, -limit), limit)
-            y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
-        return y
-
-    @triton.jit
-    def _gemm1_epilogue(gate, up, row_scale_ptr, bias_ptr, expert_offset, gate_rows, up_rows, ok, limit, alpha,
-                        ROW_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr):
-        """GEMM 1's float32 sums -> the activation: NVFP4's per-row global scale, the bias, the gated
-        activation (rows / ok broadcast against gate). Shared by the kernel and the split-K finish, so both
-        round alike."""
-        if ROW_SCALE:  # NVFP4's global scale, constant along K
-            gate *= tl.load(row_scale_ptr + expert_offset + gate_rows, mask=ok, other=0.0)
-            up *= tl.load(row_scale_ptr + expert_offset + up_rows, mask=ok, other=0.0)
-        if HAS_BIAS:
-            gate += tl.load(bias_ptr + expert_offset + gate_rows, mask=ok, other=0.0).to(tl.float32)
-            up += tl.load(bias_ptr + expert_offset + up_rows, mask=ok, other=0.0).to(tl.float32)
-        return _gated_activation(gate, up, limit, alpha, SILU)
-
-    @triton.jit
-    def _gemm2_epilogue(acc, row_scale_ptr, bias_ptr, expert_offset, rows, ok, route_w, ROW_SCALE: tl.constexpr,
-                        HAS_BIAS: tl.constexpr):
-        """GEMM 2's float32 sums -> (sum x row scale + bias) x routing weight (shared with the split-K finish)."""
-        if ROW_SCALE:
-            acc *= tl.load(row_scale_ptr + expert_offset + rows, mask=ok, other=0.0)
-        if HAS_BIAS:
-            acc += tl.load(bias_ptr + expert_offset + rows, mask=ok, other=0.0).to(tl.float32)
-        return acc * route_w
-
     # Orientation (SWAP_AB, a tuned choice): activations x weights^T ([BM, BK] x [BK, R]), or the transposed
     # product weights x activations^T ([R, BK] x [BK, BM]), where the decoded weights are the left operand
     # (Hopper's wgmma reads it from registers) and the assignments the narrow side (16 for decode). The
     # epilogues work on [BM, R] either way.
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])  # one compilation for every T
-    def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, ws_ptr,
-                             sorted_ids_ptr, block_expert_ptr, num_padded_ptr, top_k, num_assignments, num_m, num_n,
-                             group_m, stride_x, stride_xs, limit, alpha,
+    def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+                             block_expert_ptr, num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m,
+                             stride_x, stride_xs, limit, alpha,
                              H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                              W_FP8: tl.constexpr, A_MXFP8: tl.constexpr,
                              GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                              PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
-                             ROW_SCALE: tl.constexpr, K_PARTS: tl.constexpr, PART_STEPS: tl.constexpr,
-                             SPLIT: tl.constexpr):
-        part, tile = _part_of(tl.program_id(0), K_PARTS, SPLIT)
-        pid_m, pid_n = _tile_of(tile, num_m, num_n, group_m)
+                             ROW_SCALE: tl.constexpr):
+        pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
             assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
@@ -475,10 +380,7 @@ if triton is not None:
             up_rows = gate_rows + size
             acc_gate = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
             acc_up = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            sum_gate = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)  # the finished parts (K_PARTS > 1, one program)
-            sum_up = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            k_first, k_last = _k_range(part, H, BLOCK_K, PART_STEPS, SPLIT)
-            for k0 in range(k_first, k_last, BLOCK_K):
+            for k0 in range(0, H, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
                 w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
@@ -493,41 +395,33 @@ if triton is not None:
                 else:
                     acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
                     acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
-                if K_PARTS > 1 and not SPLIT:
-                    if ((k0 // BLOCK_K + 1) % PART_STEPS == 0) | (k0 + BLOCK_K >= H):  # a part ends: add its sum
-                        sum_gate += acc_gate
-                        sum_up += acc_up
-                        acc_gate = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)  # the next part starts from zero
-                        acc_up = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            if K_PARTS > 1 and not SPLIT:
-                acc_gate = sum_gate
-                acc_up = sum_up
             gate = _rows_last(acc_gate, SWAP_AB)  # [BM, BN]
             up = _rows_last(acc_up, SWAP_AB)
+            if ROW_SCALE:  # NVFP4's global scale, constant along K
+                gate *= tl.load(row_scale_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0)[None, :]
+                up *= tl.load(row_scale_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0)[None, :]
+            if HAS_BIAS:
+                gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+                up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+            if SILU:  # Mixtral, Qwen-MoE: SiLU(gate) * up
+                y = gate * tl.sigmoid(gate) * up
+            else:  # gpt-oss: gate clamped above, up on both sides, (up + 1) * gate * sigmoid(alpha * gate)
+                gate = tl.minimum(gate, limit)
+                up = tl.minimum(tl.maximum(up, -limit), limit)
+                y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
             out_cols = group * GROUP + cols  # [BN]
-            if SPLIT:  # this part's sums, finished by moe_split_k: ws [K_PARTS, A, 2 (gate, up), I] float32
-                part_rows = (part * num_assignments + assign) * 2
-                ok = m_ok[:, None] & n_ok[None, :]
-                tl.store(ws_ptr + part_rows[:, None] * I + out_cols[None, :], gate, mask=ok)
-                tl.store(ws_ptr + (part_rows + 1)[:, None] * I + out_cols[None, :], up, mask=ok)
-            else:
-                y = _gemm1_epilogue(gate, up, row_scale_ptr, bias_ptr, expert * 2 * I, gate_rows[None, :],
-                                    up_rows[None, :], n_ok[None, :], limit, alpha, ROW_SCALE, HAS_BIAS, SILU)
-                tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
-                         mask=m_ok[:, None] & n_ok[None, :])
+            tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
+                     mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])
-    def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, ws_ptr,
-                      sorted_ids_ptr, block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m,
-                      stride_x, stride_xs,
+    def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
+                      block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
                       H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                       W_FP8: tl.constexpr, A_MXFP8: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr, SWAP_AB: tl.constexpr,
-                      HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr, K_PARTS: tl.constexpr,
-                      PART_STEPS: tl.constexpr, SPLIT: tl.constexpr):
-        part, tile = _part_of(tl.program_id(0), K_PARTS, SPLIT)
-        pid_m, pid_n = _tile_of(tile, num_m, num_n, group_m)
+                      HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr):
+        pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
             assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
@@ -535,9 +429,7 @@ if triton is not None:
             rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
             n_ok = rows < H
             acc = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            acc_sum = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)  # the finished parts (K_PARTS > 1, one program)
-            k_first, k_last = _k_range(part, I, BLOCK_K, PART_STEPS, SPLIT)
-            for k0 in range(k_first, k_last, BLOCK_K):
+            for k0 in range(0, I, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
                 w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
@@ -547,22 +439,14 @@ if triton is not None:
                         xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, k0, H, I, stride_xs, SWAP_AB)
                 else:
                     acc = _mma(acc, w, a, PRECISION, SWAP_AB)
-                if K_PARTS > 1 and not SPLIT:
-                    if ((k0 // BLOCK_K + 1) % PART_STEPS == 0) | (k0 + BLOCK_K >= I):  # a part ends: add its sum
-                        acc_sum += acc
-                        acc = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)  # the next part starts from zero
-            if K_PARTS > 1 and not SPLIT:
-                acc = acc_sum
             acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
-            if SPLIT:  # this part's sum, finished by moe_split_k: ws [K_PARTS, A, H] float32
-                tl.store(ws_ptr + (part * num_assignments + assign)[:, None] * H + rows[None, :], acc,
-                         mask=m_ok[:, None] & n_ok[None, :])
-            else:
-                route_w = tl.load(route_w_ptr + assign, mask=m_ok, other=0.0).to(tl.float32)[:, None]  # [BM, 1]
-                acc = _gemm2_epilogue(acc, row_scale_ptr, bias_ptr, expert * H, rows[None, :], n_ok[None, :],
-                                      route_w, ROW_SCALE, HAS_BIAS)
-                tl.store(out_ptr + assign[:, None] * H + rows[None, :], acc.to(out_ptr.dtype.element_ty),
-                         mask=m_ok[:, None] & n_ok[None, :])
+            if ROW_SCALE:
+                acc *= tl.load(row_scale_ptr + expert * H + rows, mask=n_ok, other=0.0)[None, :]
+            if HAS_BIAS:
+                acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+            acc *= tl.load(route_w_ptr + assign, mask=m_ok, other=0.0).to(tl.float32)[:, None]
+            tl.store(out_ptr + assign[:, None] * H + rows[None, :], acc.to(out_ptr.dtype.element_ty),
+                     mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit
     def _moe_combine_kernel(src_ptr, out_ptr, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr):
