@@ -107,7 +107,7 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     greedy = dict(temperature=0, ignore_eos=True)
     llm.generate(prompts[:2], SamplingParams(max_tokens=4, **greedy))  # warm-up: kernels compiled, caches touched
     # What `quickmoe serve` does once idle after start-up (IDLE_WORK_DELAY_S): the decode graphs left for later
-    # are captured before the load arrives, not in the middle of the timed run.
+    # are captured and the MoE kernels of prefill sizes compiled before the load arrives, not in the timed run.
     t_idle = time.perf_counter()
     idle_pieces = 0
     while llm.engine.idle_work():
@@ -217,6 +217,11 @@ def format_generate_table(doc: dict) -> str:
                          f"median batch {steps['batch_size_median']:g}); GPU idle between steps "
                          f"{steps['idle_ms_median']:.3f} ms median, exposed host time "
                          f"{100 * steps['exposed_host_fraction']:.1f}% of the wall time")
+    kinds = (q.get("steps") or {}).get("by_kind")
+    if kinds:
+        lines.append("throughput run by step kind: " + "; ".join(
+            f"{kind} {k['steps']} steps, {k['tokens']} tokens, GPU {k['gpu_ms_total'] / 1e3:.2f} s "
+            f"(median {k['gpu_ms_median']:.3f} ms)" for kind, k in kinds.items()))
     for label, prof in (doc.get("op_families") or {}).items():
         if prof:
             shares = ", ".join(f"{f} {prof['ms_per_step'][f]:.3f} ms ({100 * prof['shares'][f]:.0f}%)"
@@ -227,6 +232,6 @@ def format_generate_table(doc: dict) -> str:
     lines.append(f"preemptions during the throughput run: {q['preemptions']}")
     idle = doc.get("idle_work_before_run")
     if idle and idle["pieces"]:
-        lines.append(f"before the run, as serve does once idle: {idle['pieces']} deferred decode graphs captured in "
-                     f"{idle['seconds']:.2f} s")
+        lines.append(f"before the run, as serve does once idle: {idle['pieces']} pieces of idle work (deferred decode "
+                     f"graphs, MoE kernels of prefill sizes) in {idle['seconds']:.2f} s")
     return "\n".join(lines)

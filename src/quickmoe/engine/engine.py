@@ -180,8 +180,9 @@ class Engine:
     # -- the engine loop (one thread) -------------------------------------------------------------
     def idle_work(self) -> bool:
         """One piece of work worth doing while no request runs: capturing a decode CUDA graph the runner left for
-        later, so that no step waits for it. False when there is none. Call on the step thread, between steps."""
-        return self.runner.capture_deferred_graph()
+        later, or compiling the MoE kernels of a prefill batch size, so that no step waits for it. False when
+        there is none. Call on the step thread, between steps."""
+        return self.runner.capture_deferred_graph() or self.runner.warm_next_moe_kernels()
 
     def step(self) -> list[StepOutput]:
         """Run one model step; returns an output for every request that gained tokens or ended.

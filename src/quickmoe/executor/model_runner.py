@@ -18,6 +18,7 @@ from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.errors import ConfigError
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
 from quickmoe.executor.kernel_cache import KernelCache, use_triton_cache
+from quickmoe.executor.kernel_warmup import MoEKernelWarmup
 from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
 from quickmoe.executor.rank_report import gather_rank_phases
 from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
@@ -155,6 +156,7 @@ class ModelRunner:
             self.report.info["cuda_graphs"] = self.graphs.info  # later captures are added to it
             self.graphs.capture_startup()
             self.report.mark("capture")
+        self.moe_warmup = MoEKernelWarmup(self.model, self.dtype, engine.max_num_batched_tokens)
         self.report.info["triton_cache"] = self.kernel_cache.info
         self.kernel_cache.record("startup")
         cache = default_permutation_cache()
@@ -182,6 +184,11 @@ class ModelRunner:
         """Capture the next decode CUDA graph left for later (call on the step thread while no step runs); False
         when there is none."""
         return self.graphs is not None and self.graphs.capture_next_deferred()
+
+    def warm_next_moe_kernels(self) -> bool:
+        """Compile (or load) the MoE kernels of the next prefill batch size (kernel_warmup.py; call on the step
+        thread while no step runs); False when all are warm."""
+        return self.moe_warmup.warm_next()
 
     def _wait_for_device(self) -> None:
         """Let every queued copy finish (the ring must not be freed under one); a broken device is logged."""
@@ -307,14 +314,14 @@ class ModelRunner:
         if sample_rows and self.parallel.sharded:
             self.parallel.broadcast_(self.prev_sampled[:len(sample_rows)])  # rank 0's tokens on every rank
         if not driver:
-            self.step_timer.end(len(token_ids))
+            self.step_timer.end(token_ids)
             return None
         if prompt_rows is not None:
             sample = sample if sample is not None else DeviceSample.empty(self.device)
             sample.prompt = prompt_logprob_table(prompt_logits, prompt_logprobs, prompt_rows)
         if sample is not None:
             sample.to_host_async()
-        self.step_timer.end(len(token_ids))
+        self.step_timer.end(token_ids)
         return sample
 
     def _resolve_previous(self, input_ids: torch.Tensor, query_lens: list[int], prev_rows: list[int]) -> torch.Tensor:

@@ -53,6 +53,12 @@ class DriverRunner:
         _broadcast(("capture_deferred_graph", (), {}), self._parallel)
         return self._runner.capture_deferred_graph()
 
+    def warm_next_moe_kernels(self) -> bool:
+        if not self._runner.moe_warmup.pending:
+            return False  # nothing to warm: no message
+        _broadcast(("warm_next_moe_kernels", (), {}), self._parallel)
+        return self._runner.warm_next_moe_kernels()
+
     def stop_workers(self) -> None:
         """Tell the other ranks to leave their loop (once)."""
         if not self._stopped:

@@ -1,0 +1,59 @@
+"""Idle-time warming of the MoE kernels of prefill batch sizes (executor/kernel_warmup.py): the ladder of batch
+sizes; nothing to warm on the CPU; on the GPU, after the engine's idle work no prefill size up to
+max_num_batched_tokens compiles a MoE GEMM variant, and a cold engine does compile one (the test can fail)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from quickmoe.executor.kernel_warmup import warmup_token_counts
+
+
+def test_the_ladder_is_powers_of_two_then_the_budget():
+    assert warmup_token_counts(8192) == [1 << i for i in range(14)]
+    assert warmup_token_counts(1000) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]
+    assert warmup_token_counts(1) == [1]
+
+
+def test_a_cpu_engine_has_nothing_to_warm(ckpt_factory):
+    from quickmoe.llm import LLM
+
+    llm = LLM(ckpt_factory(layers=2, seed=5), device="cpu", max_model_len=64)
+    assert llm.runner.moe_warmup.pending == [] and not llm.runner.warm_next_moe_kernels()
+
+
+def _gemm_variants() -> int:
+    """Compiled variants of the two MoE GEMM kernels in this process."""
+    from quickmoe.kernels import moe_gemm
+
+    return sum(len(kernel.device_caches[device][0]) for kernel in (moe_gemm._gemm1_swiglu_kernel,
+                                                                   moe_gemm._gemm2_kernel)
+               for device in list(kernel.device_caches))
+
+
+@pytest.mark.gpu
+def test_after_the_idle_work_no_prefill_size_compiles_a_moe_kernel(ckpt_factory):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.llm import LLM
+
+    llm = LLM(ckpt_factory(layers=2, seed=6), device="cuda", max_model_len=2048, max_num_batched_tokens=2048,
+              cuda_graphs="off")
+    rng = random.Random(1)
+    vocab = llm.config.vocab_size - 2
+    params = SamplingParams(max_tokens=2, temperature=0, ignore_eos=True)
+    before = _gemm_variants()
+    llm.generate([[rng.randrange(vocab) for _ in range(1500)]], params)  # cold: a prefill size never seen
+    assert _gemm_variants() > before, "the check cannot fail: a new prefill size compiled nothing"
+    pieces = 0
+    while llm.engine.idle_work():
+        pieces += 1
+    assert pieces >= len(warmup_token_counts(2048))
+    warm = _gemm_variants()
+    for length in (3, 40, 700, 2000):
+        llm.generate([[rng.randrange(vocab) for _ in range(length)]], params)
+    assert _gemm_variants() == warm
