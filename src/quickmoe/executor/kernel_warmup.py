@@ -6,7 +6,8 @@ of each new size class compiles its kernels (about a second each on an empty ker
 are compiled when their CUDA graphs are captured; `MoEKernelWarmup` covers the rest: one piece of idle work per
 batch size of a ladder (powers of two up to max_num_batched_tokens, and that), each running the experts of one
 layer per distinct MoE shape once on random rows, so every tuned config a step can select is compiled (or loaded
-from the kernel cache) before a request needs it.
+from the kernel cache) before a request needs it (the shipped tables are keyed by powers of two, each of which
+the ladder hits; a table with other keys would be covered up to the nearest power of two).
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ class MoEKernelWarmup:
         self.layers = list(shapes.values())
         self.dtype = dtype
         self.pending = warmup_token_counts(max_num_batched_tokens) if self.layers else []
-        self.seconds = 0.0
 
     def warm_next(self) -> bool:
         """Warm the next batch size; False when none is left."""
@@ -63,6 +63,5 @@ class MoEKernelWarmup:
                 topk_weights = topk_weights / topk_weights.sum(-1, keepdim=True)  # float32, as the router's
                 layer.quant_method.apply(layer, hidden, topk_weights, topk_ids.to(torch.int32))
         torch.cuda.synchronize(device)
-        self.seconds += time.perf_counter() - t0
         logger.debug("MoE kernels warmed for %d tokens in %.3f s", tokens, time.perf_counter() - t0)
         return True
