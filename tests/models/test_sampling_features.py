@@ -69,8 +69,11 @@ def test_penalties_and_bias_give_the_float64_reference_tokens(llm, hf):
     assert any(o.token_ids != f.token_ids for o, f in zip(outs, plain))  # the penalties changed something
     # repetition_penalty is transformers' own definition too
     with torch.no_grad():
-        ref = hf.generate(torch.tensor([prompts[0]]), max_new_tokens=10, min_new_tokens=10, do_sample=False,
-                          repetition_penalty=1.8, eos_token_id=None, pad_token_id=0)[0, len(prompts[0]):].tolist()
+        # attention_mask given: without it transformers masks every prompt token equal to pad_token_id
+        ids = torch.tensor([prompts[0]])
+        ref = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10, min_new_tokens=10,
+                          do_sample=False, repetition_penalty=1.8, eos_token_id=None,
+                          pad_token_id=0)[0, len(prompts[0]):].tolist()
     assert outs[0].token_ids == ref
 
 

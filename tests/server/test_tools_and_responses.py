@@ -16,7 +16,7 @@ import openai_harmony as oh
 import pytest
 
 from quickmoe.tokenizer.chat import harmony_encoding
-from quickmoe.tokenizer.vocab import END, RETURN
+from quickmoe.tokenizer.vocab import END, ENDOFTEXT, RETURN
 
 from .conftest import MODEL
 from .test_openai_client import ScriptedSampler
@@ -193,3 +193,25 @@ def test_responses_streamed_events(client, server, monkeypatch):
     assert [e.item.type for e in events if e.type == "response.output_item.done"] == ["reasoning", "message"]
     final = events[-1].response
     assert final.output_text == answer and final.status == "completed"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_ended_by_endoftext_keeps_it_out_of_the_text(client, server, monkeypatch, stream):
+    """<|endoftext|> stops every request (gpt-oss's generation_config) but harmony reads it as message text: the
+    token that ended the generation is not part of the reply, in chat and in the Responses API."""
+    runner = server.llm.runner
+    answer = random.choice(["4", '{"answer":7}', "Paris é 日本"])
+    final = _assistant("final", answer)[:-1] + [ENDOFTEXT]  # <|return|> replaced by <|endoftext|>
+    monkeypatch.setattr(runner, "sampler", ScriptAll(runner.sampler, [final, final]))
+    messages = [{"role": "user", "content": "2+2?"}]
+    if stream:
+        chunks = list(client.chat.completions.create(model=MODEL, messages=messages, max_tokens=50, stream=True))
+        content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        events = list(client.responses.create(model=MODEL, input="2+2?", max_output_tokens=50, stream=True))
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    else:
+        reply = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=50)
+        content, finish = reply.choices[0].message.content, [reply.choices[0].finish_reason]
+        text = client.responses.create(model=MODEL, input="2+2?", max_output_tokens=50).output_text
+    assert (content, finish, text) == (answer, ["stop"], answer)

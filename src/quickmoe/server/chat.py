@@ -18,7 +18,7 @@ from starlette.responses import Response
 from quickmoe.engine.engine import StepOutput
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.async_engine import EngineStepFailed, RequestStream
-from quickmoe.server.chat_output import ChatOutputSplitter, ToolCallDelta
+from quickmoe.server.chat_output import ChatOutputSplitter, ToolCallDelta, reply_token_ids
 from quickmoe.server.context import ServingContext
 from quickmoe.server.protocol import ChatCompletionRequest
 from quickmoe.server.request_params import sampling_params
@@ -84,7 +84,7 @@ async def _steps(ctx: ServingContext, stream: RequestStream, req: ChatCompletion
         if out.index in stopped:  # the abort that followed its stop string
             continue
         splitter = splitters[out.index]
-        delta = splitter.add(out.token_ids)
+        delta = splitter.add(reply_token_ids(ctx.tokenizer, out))
         logprobs = [chat_logprob(ctx.tokenizer, lp) for lp in out.logprobs] if out.logprobs else None
         if splitter.stop is not None:
             stopped.add(out.index)

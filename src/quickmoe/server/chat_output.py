@@ -16,10 +16,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from quickmoe.engine.detokenizer import StopMatcher
+from quickmoe.engine.outputs import StepOutput
 from quickmoe.server.harmony_stream import ChannelText, HarmonyStreamParser
 from quickmoe.tokenizer.base import Tokenizer
 
-__all__ = ["REASONING_CHANNEL", "ChatDelta", "ChatOutputSplitter", "PlainTextParser", "ToolCallDelta"]
+__all__ = ["REASONING_CHANNEL", "ChatDelta", "ChatOutputSplitter", "PlainTextParser", "ToolCallDelta", "reply_token_ids"]
 
 REASONING_CHANNEL = "analysis"
 
@@ -46,6 +47,17 @@ class ChatDelta:
     def __add__(self, other: ChatDelta) -> ChatDelta:
         return ChatDelta(self.reasoning + other.reasoning, self.content + other.content,
                          self.tool_calls + other.tool_calls)
+
+
+def reply_token_ids(tokenizer: Tokenizer, out: StepOutput) -> list[int]:
+    """`out.token_ids` without the token that ended the generation when the chat format does not parse it: a
+    model's end-of-text (gpt-oss's <|endoftext|>, a stop token of every request) is not a message end to harmony,
+    which would make it content text; <|return|> and <|call|> (the chat's own stop tokens) stay."""
+    ids = out.token_ids
+    if (out.finished and isinstance(out.stop_reason, int) and ids and ids[-1] == out.stop_reason
+            and out.stop_reason not in tokenizer.chat_stop_token_ids):
+        return ids[:-1]
+    return ids
 
 
 class ChatOutputSplitter:

@@ -20,7 +20,7 @@ from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.async_engine import EngineStepFailed, RequestStream
-from quickmoe.server.chat_output import PlainTextParser
+from quickmoe.server.chat_output import PlainTextParser, reply_token_ids
 from quickmoe.server.context import ServingContext
 from quickmoe.server.harmony_stream import HarmonyStreamParser
 from quickmoe.server.request_params import max_tokens_for
@@ -184,7 +184,7 @@ async def create_response(ctx: ServingContext, store: ResponseStore, request: Re
         return AbortingStreamingResponse(_events(ctx, stream, output, head, prefix_events, keep),
                                          lambda: ctx.engine.abort(response_id))
     try:
-        body = await until_disconnect(request, _whole(stream, output, head, keep))
+        body = await until_disconnect(request, _whole(ctx, stream, output, head, keep))
     finally:
         ctx.engine.abort(response_id)
     return JSONBytesResponse(body) if body is not None else Response(status_code=499)
@@ -215,12 +215,13 @@ def _final(head: dict[str, Any], output: _Output, last) -> dict[str, Any]:
                       "total_tokens": out.num_prompt_tokens + out.num_output_tokens}}
 
 
-async def _whole(stream: RequestStream, output: _Output, head: dict[str, Any], keep) -> dict[str, Any]:
+async def _whole(ctx: ServingContext, stream: RequestStream, output: _Output, head: dict[str, Any],
+                 keep) -> dict[str, Any]:
     last = None
     try:
         async for timed in stream:
             last = timed
-            output.feed(output.parser.feed(timed.output.token_ids))
+            output.feed(output.parser.feed(reply_token_ids(ctx.tokenizer, timed.output)))
     except EngineStepFailed as exc:
         raise APIError(exc.status, str(exc), code=exc.code) from None
     output.finish()
@@ -246,7 +247,7 @@ async def _events(ctx: ServingContext, stream: RequestStream, output: _Output, h
     try:
         async for timed in stream:
             last = timed
-            for body in output.feed(output.parser.feed(timed.output.token_ids)):
+            for body in output.feed(output.parser.feed(reply_token_ids(ctx.tokenizer, timed.output))):
                 yield event(body)
         for body in output.finish():
             yield event(body)
