@@ -37,7 +37,7 @@ ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + [
 
 def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int) -> triton.compiler.CompiledKernel:
     kernel = moe_gemm._gemm1_swiglu_kernel
-    constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=16,
+    constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=int(os.environ.get("BLOCK_M", 16)),
                       BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True,
                       SWAP_AB=False, HAS_BIAS=True, SILU=False, ROW_SCALE=False)
     names = list(kernel.arg_names)

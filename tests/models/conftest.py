@@ -85,8 +85,10 @@ def assert_greedy_matches(name: str, llm, hf, prompts: list[list[int]], max_toke
     outs = llm.generate(prompts, SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
     for prompt, out in zip(prompts, outs):
         with torch.no_grad():
-            ref = hf.generate(torch.tensor([prompt]), max_new_tokens=max_tokens, min_new_tokens=max_tokens,
-                              do_sample=False, eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+            ids = torch.tensor([prompt])  # attention_mask given: else transformers masks tokens equal to pad (0)
+            ref = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
+                              min_new_tokens=max_tokens, do_sample=False, eos_token_id=None,
+                              pad_token_id=0)[0, len(prompt):].tolist()
         assert out.token_ids == ref, f"{name}: prompt of {len(prompt)} tokens"
 
 
