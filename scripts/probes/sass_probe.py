@@ -1,10 +1,10 @@
 """The MoE GEMM 1 kernel compiled for Hopper (sm_90) on a machine without a GPU: registers, spills, shared memory,
 and the SASS instruction mix of its K loop per MXFP4 weight element (what bounds the decode-sized MoE).
 
-PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-n 32] [--block-k 256] [--warps 4] [--stages 3]
+PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-m 16] [--block-n 32] [--block-k 256] [--warps 4] [--stages 3]
 
 Triton compiles the kernel with the same specialization its JIT gives the real launch (pointers and the activation
-stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16, bf16 activations), ptxas (shipped in
+stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations), ptxas (shipped in
 Triton's wheel) assembles it, nvdisasm lists the SASS; the loop is the code between the K loop's label and its
 backward branch. Instructions per weight element = loop instructions x threads / (2 x BLOCK_N x BLOCK_K). Nothing
 runs: it reads what the compiler made (METHOD.md: "read what costs no device time").
@@ -35,10 +35,11 @@ SIGNATURE = {"x_ptr": "*bf16", "xs_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8"
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_x"]
 
 
-def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int) -> triton.compiler.CompiledKernel:
+def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int,
+                  block_m: int = 16) -> triton.compiler.CompiledKernel:
     kernel = moe_gemm._gemm1_swiglu_kernel
-    constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=int(os.environ.get("BLOCK_M", 16)),
-                      BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True,
+    constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=block_m,
+                      BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True, MXFP4_PTX=True,
                       SWAP_AB=False, HAS_BIAS=True, SILU=False, ROW_SCALE=False)
     names = list(kernel.arg_names)
     signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
@@ -63,12 +64,13 @@ def loop_mix(sass: str) -> collections.Counter:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--block-m", type=int, default=16)
     parser.add_argument("--block-n", type=int, default=32)
     parser.add_argument("--block-k", type=int, default=256)
     parser.add_argument("--warps", type=int, default=4)
     parser.add_argument("--stages", type=int, default=3)
     args = parser.parse_args()
-    compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages)
+    compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages, args.block_m)
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "gemm1.cubin"

@@ -1,5 +1,5 @@
 """A small emulator of the straight-line PTX in our inline-assembly kernels' helpers (32-bit logic ops, shifts,
-`prmt` with its sign-replicate mode, `fma.rn.bf16x2`), so the CPU tests can check that text, which Triton's
+`prmt` with its sign-replicate mode, `mad.lo.u32`, `fma.rn.bf16x2`, `mul.rn.bf16x2`), so the CPU tests can check that text, which Triton's
 interpreter cannot run, against its definition. Registers are Python ints; bf16 rounds to nearest even."""
 
 from __future__ import annotations
@@ -61,6 +61,14 @@ def run(asm: str, operands: list[int]) -> dict[str, int]:
             result = value(args[1]) >> value(args[2])
         elif op == "prmt.b32":
             result = prmt(value(args[1]), value(args[2]), value(args[3]))
+        elif op == "mad.lo.u32":
+            result = value(args[1]) * value(args[2]) + value(args[3])
+        elif op == "mul.rn.bf16x2":
+            a, b = (value(x) for x in args[1:3])
+            result = 0
+            for half in range(2):
+                exact = bf16_to_float(a >> 16 * half) * bf16_to_float(b >> 16 * half)
+                result |= float_to_bf16(exact) << 16 * half
         elif op == "fma.rn.bf16x2":
             a, b, c = (value(x) for x in args[1:4])
             result = 0

@@ -8,9 +8,15 @@ import pytest
 import torch
 from torch import nn
 
+from quickmoe.formats.mxfp4_mma_pairs import encode_mma_pairs
 from quickmoe.layers.moe import Mxfp4MoEMethod
-from quickmoe.layouts import Mxfp4MoELayout, PermutationCache, convert_experts_, default_permutation_cache
-from quickmoe.layouts.mxfp4_moe import gate_up_row_order, split_gate_up
+from quickmoe.layouts import (
+    Mxfp4MoELayout,
+    PermutationCache,
+    convert_experts_,
+    default_permutation_cache,
+)
+from quickmoe.layouts.mxfp4_moe import MAX_SCALE, gate_up_row_order, split_gate_up
 from quickmoe.layouts.permutation_cache import ENV_VAR
 
 
@@ -30,7 +36,7 @@ def naive_convert(blocks, scales, bias, *, gate_up: bool, group: int):
                 parts_s += [gate_s[cols], up_s[cols]]
                 parts_bb += [gate_bb[cols], up_bb[cols]]
             b, s, bb = torch.cat(parts_b), torch.cat(parts_s), torch.cat(parts_bb)
-        out_blocks.append(b.clone())
+        out_blocks.append(encode_mma_pairs(b))  # each word's codes in mma-pair order
         out_scales.append(s.t().contiguous())  # [G, N]
         out_bias.append(bb.clone())
     return torch.stack(out_blocks), torch.stack(out_scales), torch.stack(out_bias)
@@ -39,7 +45,7 @@ def naive_convert(blocks, scales, bias, *, gate_up: bool, group: int):
 def random_experts(experts: int, n: int, k: int, *, device="cpu", bias_dtype=torch.float32, seed=0):
     g = torch.Generator(device=device).manual_seed(seed)
     blocks = torch.randint(0, 256, (experts, n, k // 32, 16), generator=g, dtype=torch.uint8, device=device)
-    scales = torch.randint(0, 256, (experts, n, k // 32), generator=g, dtype=torch.uint8, device=device)
+    scales = torch.randint(0, MAX_SCALE + 1, (experts, n, k // 32), generator=g, dtype=torch.uint8, device=device)
     bias = torch.randn(experts, n, generator=g, device=device).to(bias_dtype)
     return blocks, scales, bias
 
@@ -189,3 +195,11 @@ def test_gpu_layer_conversion_equals_naive_within_memory_budget(experts):
         assert torch.cuda.max_memory_allocated() - before <= budget + index_bytes + (8 << 20)
         assert_identical(got, want)
     assert cache.stats().misses == 4
+
+
+def test_a_scale_beyond_the_kernels_range_is_a_clear_error():
+    blocks, scales, bias = random_experts(2, 64, 64, seed=8)
+    scales[1, 3, 0] = MAX_SCALE + 1 + torch.randint(0, 255 - MAX_SCALE, ()).item()
+    with pytest.raises(ValueError, match=rf"down experts: a scale byte of {int(scales[1, 3, 0])} \(2\^"):
+        convert_experts_(blocks, scales, bias, gate_up=False, layout=Mxfp4MoELayout(64),
+                         cache=PermutationCache(enabled=True))

@@ -20,7 +20,7 @@ in float32 (BLOCK_K = 128); or dense [E, N, K].
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation and launch order come from `moe_configs` (tuned data files, else
-a fallback); MXFP4 is decoded by inline PTX on the GPU (`_MXFP4_TO_BF16_PTX_TEXT`); GEMM 1's
+a fallback); MXFP4 is decoded by inline PTX on the GPU (`_E2M1_NIBBLES_TO_BF16_PTX_TEXT`); GEMM 1's
 column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
 compile-time constants: one compilation per model shape, K loops with constant bounds.
@@ -75,9 +75,12 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.T
     if w_fp8 and acts.device.type != "cpu":
         dot_dtype, precision = tl.float8e4nv, "tf32"
     nvfp4 = w_scales is not None and w_scales.dtype == torch.float8_e4m3fn
+    mxfp4 = w_scales is not None and not nvfp4 and not w_fp8
+    ptx = acts.device.type == "cuda"
     return dict(A_MXFP8=act_scales is not None and not w_fp8, W_FP8=w_fp8, NVFP4=nvfp4,
-                MXFP4=w_scales is not None and not nvfp4 and not w_fp8, PRECISION=precision, DOT_DTYPE=dot_dtype,
-                PTX=acts.device.type == "cuda", SWAP_AB=config.swap_ab, num_warps=config.num_warps,
+                MXFP4=mxfp4, PRECISION=precision, DOT_DTYPE=dot_dtype,
+                PTX=ptx, MXFP4_PTX=mxfp4 and ptx and dot_dtype != tl.float16,  # bf16 or float32 dots
+                SWAP_AB=config.swap_ab, num_warps=config.num_warps,
                 num_stages=config.num_stages)
 
 
@@ -161,7 +164,7 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
     return out
 
 
-# E2M1 x E8M0 -> bf16 for 4 packed bytes (8 values) per call, on the GPU (Triton's CPU interpreter has no
+# NVFP4: E2M1 x scale -> bf16 for 4 packed bytes (8 values, checkpoint nibble order) per call, on the GPU (Triton's CPU interpreter has no
 # inline PTX; it takes the float16 route of `_weight_tile`). Inputs: $4 = 4 bytes of nibble pairs, $5, $6 = the
 # bytes' scales 2^(s-127) as bf16x2 (all equal: 4 aligned bytes lie in one 32-value block). Outputs: $0, $1 =
 # the low nibbles of bytes 0,1 and 2,3 as bf16x2; $2, $3 = the high nibbles. Per 16-bit half of the input:
@@ -172,7 +175,7 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
 # - two more `prmt` interleave the low and high bytes into bf16x2 pairs; one bf16x2 multiply applies the scale
 #   (exact: a power of two times a value with two significant bits).
 # tests/kernels/test_mxfp4_ptx_decode.py checks this text against the E2M1 definition with an emulator of these ops.
-_MXFP4_TO_BF16_PTX_TEXT = """
+_E2M1_NIBBLES_TO_BF16_PTX_TEXT = """
 {
 .reg .b32 z, ha, hb, la, lb, c, h, l, sh, sg, v;
 mov.b32 z, 0;
@@ -205,8 +208,45 @@ fma.rn.bf16x2 $3, v, $6, z;
 }
 """
 
+# MXFP4 in the mma-pair nibble layout (`layouts.mxfp4_moe`, "mma_pairs"): one 32-bit word of a row holds the 8
+# values of columns 8g .. 8g+7, placed so that each output register is one bf16x2 pair of adjacent columns and
+# takes one shift and one mask (the last pair three of each). Value v of a pair sits with its sign at bit 15 and
+# its exponent and mantissa bits e1 e0 m at bits 8, 7, 6 of its 16-bit half (the other value 16 bits higher):
+# those bits read as a bf16 are v x 2^-126 exactly (e = 0 is the subnormal m/2 x 2^-126). One multiply by
+# 2^(scale - 65) (bf16, exact for every scale 0 .. 192) gives the weight x 2^-64; the kernels multiply their float32
+# accumulators by 2^64 after the K loop. Inputs: $4 = the word, $5 = its block's E8M0 scale byte (as a 32-bit
+# integer; $6-$8 the same). Outputs: $0 = columns (8g, 8g+1), $1 = (8g+2, 8g+3), $2 = (8g+4, 8g+5), $3 = (8g+6,
+# 8g+7), low half first. Bit positions (column: e1 e0 m, sign; +16 for the odd column of each pair):
+#   8g: 8 7 6, 15    8g+2: 5 4 3, 12    8g+4: 2 1 0, 9    8g+6: 14 13 11, 10
+_MXFP4_PAIRS_TO_BF16_PTX_TEXT = """
+{
+.reg .b32 s, t, d;
+mad.lo.u32 s, $5, 0x00800080, 0x1F001F00;
+and.b32 t, $4, 0x81C081C0;
+mul.rn.bf16x2 $0, t, s;
+shl.b32 t, $4, 3;
+and.b32 t, t, 0x81C081C0;
+mul.rn.bf16x2 $1, t, s;
+shl.b32 t, $4, 6;
+and.b32 t, t, 0x81C081C0;
+mul.rn.bf16x2 $2, t, s;
+shr.u32 t, $4, 6;
+and.b32 d, t, 0x01800180;
+shr.u32 t, $4, 5;
+and.b32 t, t, 0x00400040;
+or.b32 d, d, t;
+shl.b32 t, $4, 5;
+and.b32 t, t, 0x80008000;
+or.b32 d, d, t;
+mul.rn.bf16x2 $3, d, s;
+}
+"""
+MXFP4_PAIRS_ACC_SCALE = 2.0 ** 64  # the factor of the float32 accumulators after a K loop of that decode
+
 if triton is not None:
-    _MXFP4_TO_BF16_PTX = tl.constexpr(_MXFP4_TO_BF16_PTX_TEXT)  # jit functions read constexpr globals only
+    _E2M1_NIBBLES_TO_BF16_PTX = tl.constexpr(_E2M1_NIBBLES_TO_BF16_PTX_TEXT)
+    _PAIRS_ACC = tl.constexpr(MXFP4_PAIRS_ACC_SCALE)
+    _MXFP4_PAIRS_TO_BF16_PTX = tl.constexpr(_MXFP4_PAIRS_TO_BF16_PTX_TEXT)  # jit functions read constexpr globals only
 
     @triton.jit
     def _e4m3_to_float(raw):
@@ -232,42 +272,77 @@ if triton is not None:
         return factor
 
     @triton.jit
+    def _pair_place(i, P0: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr,
+                    P4: tl.constexpr, P5: tl.constexpr, P6: tl.constexpr, P7: tl.constexpr):
+        """[8] -> the bit number P_i of column i of a word (one field of `formats.mxfp4_mma_pairs.BIT_PLACES`)."""
+        return tl.where(i == 0, P0, tl.where(i == 1, P1, tl.where(i == 2, P2, tl.where(i == 3, P3, tl.where(
+            i == 4, P4, tl.where(i == 5, P5, tl.where(i == 6, P6, P7)))))))
+
+    @triton.jit
+    def _mma_pair_codes(packed, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+        """Packed bytes [R, BK/2] in mma-pair order -> the E2M1 codes [R, BK] (uint16) in column order."""
+        shifts = tl.arange(0, 4) * 8
+        words = tl.sum(tl.reshape(packed, (ROWS, BLOCK_K // 8, 4)).to(tl.uint32) << shifts[None, None, :].to(tl.uint32),
+                       axis=2)  # [R, BK/8] little-endian words (disjoint bits: the sum is an OR)
+        i = tl.arange(0, 8)  # column within the word
+        e1 = _pair_place(i, 8, 24, 5, 21, 2, 18, 14, 30).to(tl.uint32)
+        e0 = _pair_place(i, 7, 23, 4, 20, 1, 17, 13, 29).to(tl.uint32)
+        m = _pair_place(i, 6, 22, 3, 19, 0, 16, 11, 27).to(tl.uint32)
+        s = _pair_place(i, 15, 31, 12, 28, 9, 25, 10, 26).to(tl.uint32)
+        w = words[:, :, None]  # [R, BK/8, 1]
+        codes = (((w >> m[None, None, :]) & 1) | (((w >> e0[None, None, :]) & 1) << 1)
+                 | (((w >> e1[None, None, :]) & 1) << 2) | (((w >> s[None, None, :]) & 1) << 3))  # [R, BK/8, 8]
+        return tl.reshape(codes, (ROWS, BLOCK_K)).to(tl.uint16)
+
+    @triton.jit
+    def _mxfp4_scales(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K: tl.constexpr):
+        """The E8M0 scale bytes of rows `rows` over columns [k0, k0 + BLOCK_K) -> int32 [R, BK/32] (0 past K)."""
+        blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
+        scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
+                        mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=0)  # [R, BK/32]
+        return scale.to(tl.int32)
+
+    @triton.jit
     def _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                     ROWS: tl.constexpr, BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr):
+                     ROWS: tl.constexpr, BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
+                     MXFP4_PTX: tl.constexpr, scales=None):
         """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> [ROWS, BLOCK_K]
         in DOT_DTYPE, zero where masked. MXFP4 and NVFP4 are decoded here: E2M1 code c = sign(c & 8) x magnitude
         (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times the
-        block scale (2^(scale - 127) per 32 columns, or an E4M3 value per 16). PTX: bf16 through
-        `_MXFP4_TO_BF16_PTX` (GPU); else through float16 bit patterns and float32 (the interpreter). Both are
-        exact while the product fits bf16 (E2M1 x E4M3 has at most 6 significant bits). FP8 (and dense) weights
-        are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the GPU; its scales are applied per
-        K step by the kernels)."""
+        block scale (2^(scale - 127) per 32 columns, or an E4M3 value per 16). MXFP4 codes are in mma-pair order
+        (`formats.mxfp4_mma_pairs`), NVFP4 in checkpoint order. MXFP4_PTX: through `_MXFP4_PAIRS_TO_BF16_PTX`, the
+        weights times 2^-64 (the caller multiplies its accumulators by MXFP4_PAIRS_ACC_SCALE); NVFP4 with PTX:
+        bf16 through `_E2M1_NIBBLES_TO_BF16_PTX` (GPU); else through float16 bit patterns and float32 (the interpreter,
+        and float16 dots). All are exact while the product fits bf16 (E2M1 x E4M3 has at most 6 significant
+        bits). FP8 (and dense) weights are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the
+        GPU; its scales are applied per K step by the kernels)."""
         if MXFP4 or NVFP4:
             byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
             ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
             packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
                              mask=ok, other=0)  # [R, BK/2] uint8
-            if PTX:
-                if NVFP4:
-                    factor = _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K).to(tl.bfloat16)
-                    # each byte's scale: the 8 bytes of a 16-value block share it
-                    factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 16, 8)),
-                                        (ROWS, BLOCK_K // 2))
-                else:
-                    blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
-                    scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
-                                    mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=0)  # [R, BK/32]
-                    # 2^(s-127) as bf16: exponent field s; s = 0 is the subnormal 2^-127 (0x0040)
-                    bits = tl.where(scale == 0, 0x40, scale.to(tl.uint16) << 7).to(tl.uint16)
-                    factor = bits.to(tl.bfloat16, bitcast=True)  # [R, BK/32]
-                    # each byte's scale: the 16 bytes of a 32-value block share it
-                    factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 32, 16)),
-                                        (ROWS, BLOCK_K // 2))
-                low, high = tl.inline_asm_elementwise(_MXFP4_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r", [packed, factor],
+            if MXFP4_PTX:  # `scales`: _mxfp4_scales of this tile, loaded one K step ahead by the caller
+                scale = tl.reshape(tl.broadcast_to(scales[:, :, None], (ROWS, BLOCK_K // 32, 16)),
+                                   (ROWS, BLOCK_K // 2))  # each byte's block scale
+                low, high = tl.inline_asm_elementwise(_MXFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r,r,r",
+                                                      [packed, scale], dtype=(tl.bfloat16, tl.bfloat16),
+                                                      is_pure=True, pack=4)
+                # low: columns 8g + 0..3 of word g, high: 8g + 4..7 (each register one adjacent pair)
+                value = tl.join(tl.reshape(low, (ROWS, BLOCK_K // 8, 4)), tl.reshape(high, (ROWS, BLOCK_K // 8, 4)))
+                value = tl.reshape(tl.permute(value, (0, 1, 3, 2)), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # [R, BK]
+            elif PTX and NVFP4:
+                factor = _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K).to(tl.bfloat16)
+                # each byte's scale: the 8 bytes of a 16-value block share it
+                factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 16, 8)),
+                                    (ROWS, BLOCK_K // 2))
+                low, high = tl.inline_asm_elementwise(_E2M1_NIBBLES_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r", [packed, factor],
                                                       dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
                 value = tl.reshape(tl.join(low, high), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # low nibble first
             else:
-                codes = tl.reshape(tl.join(packed & 0xF, packed >> 4), (ROWS, BLOCK_K)).to(tl.uint16)
+                if MXFP4:
+                    codes = _mma_pair_codes(packed, ROWS, BLOCK_K)  # [R, BK]
+                else:
+                    codes = tl.reshape(tl.join(packed & 0xF, packed >> 4), (ROWS, BLOCK_K)).to(tl.uint16)
                 # E2M1 bits s e e m placed as a float16 (exponent field e, mantissa msb m, sign on top): reads
                 # 2^(e-15) (1 + m/2), or the subnormal (m/2) 2^-14 when e == 0: the E2M1 value times 2^-14
                 half = (((codes & 7) << 9) | ((codes & 8) << 12)).to(tl.float16, bitcast=True)  # [R, BK]
@@ -364,8 +439,8 @@ if triton is not None:
                              W_FP8: tl.constexpr, A_MXFP8: tl.constexpr,
                              GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                             PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
-                             ROW_SCALE: tl.constexpr):
+                             PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr,
+                             HAS_BIAS: tl.constexpr, SILU: tl.constexpr, ROW_SCALE: tl.constexpr):
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
@@ -380,13 +455,22 @@ if triton is not None:
             up_rows = gate_rows + size
             acc_gate = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
             acc_up = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
+            if MXFP4_PTX:  # the scales one K step ahead (their loads are not pipelined like the tiles')
+                s_gate = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, 0, 2 * I, H, BLOCK_K)
+                s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, 0, 2 * I, H, BLOCK_K)
+            else:
+                s_gate = 0
+                s_up = 0
             for k0 in range(0, H, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
                 w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
-                                      BLOCK_K, DOT_DTYPE, PTX)  # [BN, BK]
+                                      BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate)  # [BN, BK]
                 w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
-                                    BLOCK_K, DOT_DTYPE, PTX)
+                                    BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up)
+                if MXFP4_PTX:
+                    s_gate = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                    s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
                 if W_FP8:  # one 128-column step: its dots in float32, scaled, then added
                     acc_gate += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * _fp8_step_scales(
                         xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
@@ -397,6 +481,9 @@ if triton is not None:
                     acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
             gate = _rows_last(acc_gate, SWAP_AB)  # [BM, BN]
             up = _rows_last(acc_up, SWAP_AB)
+            if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
+                gate *= _PAIRS_ACC
+                up *= _PAIRS_ACC
             if ROW_SCALE:  # NVFP4's global scale, constant along K
                 gate *= tl.load(row_scale_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0)[None, :]
                 up *= tl.load(row_scale_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0)[None, :]
@@ -419,8 +506,9 @@ if triton is not None:
                       H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                       W_FP8: tl.constexpr, A_MXFP8: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr, SWAP_AB: tl.constexpr,
-                      HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr):
+                      PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
+                      MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      ROW_SCALE: tl.constexpr):
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
@@ -429,17 +517,25 @@ if triton is not None:
             rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
             n_ok = rows < H
             acc = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
+            if MXFP4_PTX:
+                s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, 0, H, I, BLOCK_K)
+            else:
+                s_w = 0
             for k0 in range(0, I, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
                 w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
-                                 DOT_DTYPE, PTX)
+                                 DOT_DTYPE, PTX, MXFP4_PTX, s_w)
+                if MXFP4_PTX:
+                    s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
                 if W_FP8:
                     acc += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
                         xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, k0, H, I, stride_xs, SWAP_AB)
                 else:
                     acc = _mma(acc, w, a, PRECISION, SWAP_AB)
             acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
+            if MXFP4_PTX:
+                acc *= _PAIRS_ACC
             if ROW_SCALE:
                 acc *= tl.load(row_scale_ptr + expert * H + rows, mask=n_ok, other=0.0)[None, :]
             if HAS_BIAS:

@@ -12,8 +12,12 @@ Checkpoint layout (per expert, out x in; N output rows, K input columns, G = K/3
     down:    N = H, K = I.
 
 Kernel layout (`Mxfp4MoELayout(gate_up_group=g)`):
-    blocks uint8 [E, N, K/2]     the same bytes per row: K-contiguous packed nibbles. A row is G*16
-                                 bytes, so a BLOCK_K = 32m tile of a row is one aligned 16m-byte load.
+    blocks uint8 [E, N, K/2]     K-contiguous packed codes, each 4-byte word (columns 8g .. 8g+7) in the
+                                 mma-pair bit order of `formats.mxfp4_mma_pairs` (the GPU decodes a word
+                                 into the tensor cores' bf16x2 column pairs with a shift and a mask each).
+                                 A row is G*16 bytes, so a BLOCK_K = 32m tile of a row is one aligned
+                                 16m-byte load. Scale bytes must be at most MAX_SCALE (192: 2^65), which
+                                 the decode needs (see `kernels.moe_gemm`).
     scales uint8 [E, G, N]       transposed: scales[e, b, r] is the scale of row r, block b. A tile of
                                  BLOCK_N rows x BLOCK_K columns reads BLOCK_K/32 contiguous runs of
                                  BLOCK_N bytes (coalesced), instead of BLOCK_N strided runs of
@@ -47,11 +51,13 @@ from dataclasses import dataclass
 import torch
 
 from quickmoe.formats.mxfp4 import BYTES_PER_BLOCK, dequantize_mxfp4
+from quickmoe.formats.mxfp4_mma_pairs import decode_mma_pairs
 from quickmoe.layouts.permutation_cache import LayoutParams, PermutationCache, Transform
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_GATE_UP_GROUP = 64
+MAX_SCALE = 192  # the largest E8M0 scale byte the kernels' mma-pair decode takes: 2^65 (weights up to 6 x 2^65)
 
 
 @dataclass(frozen=True)
@@ -122,8 +128,24 @@ def convert_experts_(blocks: torch.Tensor, scales: torch.Tensor, bias: torch.Ten
     if gate_up:
         cache.permute_experts_(blocks, gate_up_rows_transform(n // 2, row_bytes, layout))  # [E, N, K/2]
         cache.permute_experts_(bias, gate_up_rows_transform(n // 2, 1, layout))  # [E, N]
+    largest = int(scales.max()) if scales.numel() else 0
+    if largest > MAX_SCALE:
+        raise ValueError(f"MXFP4 {'gate_up' if gate_up else 'down'} experts: a scale byte of {largest} "
+                         f"(2^{largest - 127}); the MoE kernels take scales up to {MAX_SCALE} (2^{MAX_SCALE - 127}), "
+                         "far beyond any trained weight: is the checkpoint corrupt?")
     cache.permute_experts_(scales, scales_transform(n, groups, layout, gate_up=gate_up))  # [E, G*N]
+    _encode_mma_pairs_(blocks)
     return blocks.view(experts, n, row_bytes), scales.view(experts, groups, n), bias
+
+
+def _encode_mma_pairs_(blocks: torch.Tensor) -> None:
+    """The codes of every word into mma-pair order, in place (one Triton pass on a GPU)."""
+    from quickmoe.kernels import mxfp4_mma_pairs
+
+    if blocks.is_cuda and mxfp4_mma_pairs.triton is not None:
+        mxfp4_mma_pairs.encode_mma_pairs_(blocks)
+    else:
+        mxfp4_mma_pairs.encode_mma_pairs_ref_(blocks)
 
 
 def split_gate_up(gate_up: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,8 +170,9 @@ def dequantize_expert(blocks: torch.Tensor, scales: torch.Tensor, dtype: torch.d
     if scales.shape != (groups, n):
         raise ValueError(f"kernel-layout MXFP4 expert: blocks {tuple(blocks.shape)} need scales [{groups}, {n}], "
                          f"got {tuple(scales.shape)}")
-    return dequantize_mxfp4(blocks.view(n, groups, BYTES_PER_BLOCK), scales.t(), dtype=dtype)  # [N, G*32]
+    codes = decode_mma_pairs(blocks).view(n, groups, BYTES_PER_BLOCK)  # checkpoint nibble order
+    return dequantize_mxfp4(codes, scales.t(), dtype=dtype)  # [N, G*32]
 
 
-__all__ = ["DEFAULT_GATE_UP_GROUP", "Mxfp4MoELayout", "convert_experts_", "dequantize_expert",
+__all__ = ["DEFAULT_GATE_UP_GROUP", "MAX_SCALE", "Mxfp4MoELayout", "convert_experts_", "dequantize_expert",
            "gate_up_row_order", "gate_up_rows_transform", "scales_transform", "split_gate_up"]
