@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import resource
 from pathlib import Path
@@ -23,6 +24,7 @@ from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_ca
 from quickmoe.executor.rank_report import gather_rank_phases
 from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
 from quickmoe.executor.step_timer import StepTimer
+from quickmoe.executor.triton_start import TritonStart
 from quickmoe.forward.forward_batch import ForwardBatch
 from quickmoe.layers.attention import Attention
 from quickmoe.layers.moe import FusedMoE, GptOssMLP
@@ -100,6 +102,7 @@ class ModelRunner:
             torch.empty(1, device=self.device)  # creates the context
             torch.cuda.synchronize(self.device)
         self.kernel_cache: KernelCache = use_triton_cache(self.device)  # before any Triton kernel is compiled or loaded
+        triton_start = TritonStart(self.device).start() if self._starts_triton() else None
         self.report.mark("cuda_init")
         self.config = ModelConfig.from_dir(self.model_dir)
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
@@ -124,6 +127,8 @@ class ModelRunner:
         if self.device.type == "cuda":
             self.report.info["gpu_bytes_after_load"] = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
+        if triton_start is not None:  # Triton's own start ran beside the load
+            self.report.info["triton_start_seconds"] = triton_start.join()
         self.model.process_weights_after_loading()
         self.model.eval()
         if self.device.type == "cuda":
@@ -198,6 +203,10 @@ class ModelRunner:
             torch.cuda.synchronize(self.device)
         except RuntimeError as exc:
             logger.warning("synchronizing %s after a failed start-up: %s", self.device, exc)
+
+    def _starts_triton(self) -> bool:
+        """Whether Triton's start may run beside the load (a CUDA device with Triton installed)."""
+        return self.device.type == "cuda" and importlib.util.find_spec("triton") is not None
 
     def _await_cuda_preinit(self, early_start: EarlyStart | None) -> list[torch.Tensor] | None:
         """Wait for the early start's CUDA context (so torch's CUDA init finds it ready); return its
