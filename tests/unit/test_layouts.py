@@ -179,6 +179,8 @@ def test_quant_method_converts_its_parameters_in_place():
 @pytest.mark.gpu
 @pytest.mark.parametrize("experts", [32, 128], ids=["gpt-oss-20b", "gpt-oss-120b"])
 def test_gpu_layer_conversion_equals_naive_within_memory_budget(experts):
+    from quickmoe.kernels.mxfp4_mma_pairs import encode_mma_pairs_
+
     inter = hidden = 2880
     budget = 256 << 20
     cache = PermutationCache(enabled=True, budget_bytes=budget)
@@ -189,7 +191,8 @@ def test_gpu_layer_conversion_equals_naive_within_memory_budget(experts):
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        got = convert_experts_(*work, gate_up=gate_up, layout=Mxfp4MoELayout(64), cache=cache)
+        got = convert_experts_(*work, gate_up=gate_up, layout=Mxfp4MoELayout(64), cache=cache,
+                               encode_=encode_mma_pairs_)  # the Triton pass, as the layer passes it
         torch.cuda.synchronize()
         index_bytes = cache.stats().index_bytes
         assert torch.cuda.max_memory_allocated() - before <= budget + index_bytes + (8 << 20)

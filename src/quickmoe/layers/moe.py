@@ -129,7 +129,8 @@ class Mxfp4MoEMethod:
             for proj, gate_up in (("gate_up_proj", True), ("down_proj", False)):
                 blocks, scales, bias = (getattr(layer, f"{proj}_{s}") for s in ("blocks", "scales", "bias"))
                 new_blocks, new_scales, _ = convert_experts_(blocks.data, scales.data, bias.data, gate_up=gate_up,
-                                                             layout=self.layout, cache=cache)
+                                                             layout=self.layout, cache=cache,
+                                                             encode_=_mma_pairs_kernel(blocks.data))
                 blocks.data = new_blocks  # [E, N, K/2], same storage
                 scales.data = new_scales  # [E, K/32, N], same storage
         layer.experts_in_kernel_layout = True
@@ -143,6 +144,15 @@ class Mxfp4MoEMethod:
             hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
             layer.down_proj_blocks, layer.down_proj_bias, layer.gate_up_proj_scales, layer.down_proj_scales,
             self.layout.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, _use_kernels(layer, hidden))
+
+
+def _mma_pairs_kernel(blocks: torch.Tensor):
+    """The Triton pass of the mma-pair encode for blocks on a GPU (one pass over the words), else None (torch's)."""
+    if not blocks.is_cuda:
+        return None
+    from quickmoe.kernels import mxfp4_mma_pairs
+
+    return mxfp4_mma_pairs.encode_mma_pairs_ if mxfp4_mma_pairs.triton is not None else None
 
 
 class FusedMoE(nn.Module):

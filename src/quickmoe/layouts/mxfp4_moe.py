@@ -46,12 +46,13 @@ group of the real models is full; it is a layout parameter, part of every cache 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from quickmoe.formats.mxfp4 import BYTES_PER_BLOCK, dequantize_mxfp4
-from quickmoe.formats.mxfp4_mma_pairs import decode_mma_pairs
+from quickmoe.formats.mxfp4_mma_pairs import decode_mma_pairs, encode_mma_pairs
 from quickmoe.layouts.permutation_cache import LayoutParams, PermutationCache, Transform
 
 logger = logging.getLogger(__name__)
@@ -111,9 +112,11 @@ def scales_transform(n: int, groups: int, layout: Mxfp4MoELayout, *, gate_up: bo
 
 
 def convert_experts_(blocks: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor, *, gate_up: bool,
-                     layout: Mxfp4MoELayout, cache: PermutationCache
+                     layout: Mxfp4MoELayout, cache: PermutationCache,
+                     encode_: Callable[[torch.Tensor], torch.Tensor] | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Checkpoint layout -> kernel layout, in place (the storage is reused, never duplicated).
+    """Checkpoint layout -> kernel layout, in place (the storage is reused, never duplicated). `encode_`: the
+    in-place mma-pair encode of the blocks (default: torch's, `formats.mxfp4_mma_pairs`).
 
     blocks [E, N, G, 16], scales [E, N, G], bias [E, N] -> views of the same storages:
     blocks [E, N, K/2], scales [E, G, N], bias [E, N].
@@ -134,18 +137,14 @@ def convert_experts_(blocks: torch.Tensor, scales: torch.Tensor, bias: torch.Ten
                          f"(2^{largest - 127}); the MoE kernels take scales up to {MAX_SCALE} (2^{MAX_SCALE - 127}), "
                          "far beyond any trained weight: is the checkpoint corrupt?")
     cache.permute_experts_(scales, scales_transform(n, groups, layout, gate_up=gate_up))  # [E, G*N]
-    _encode_mma_pairs_(blocks)
+    (encode_ if encode_ is not None else _encode_mma_pairs_ref_)(blocks)  # [E, N, G, 16] in place
     return blocks.view(experts, n, row_bytes), scales.view(experts, groups, n), bias
 
 
-def _encode_mma_pairs_(blocks: torch.Tensor) -> None:
-    """The codes of every word into mma-pair order, in place (one Triton pass on a GPU)."""
-    from quickmoe.kernels import mxfp4_mma_pairs
-
-    if blocks.is_cuda and mxfp4_mma_pairs.triton is not None:
-        mxfp4_mma_pairs.encode_mma_pairs_(blocks)
-    else:
-        mxfp4_mma_pairs.encode_mma_pairs_ref_(blocks)
+def _encode_mma_pairs_ref_(blocks: torch.Tensor) -> torch.Tensor:
+    """The codes of every word into mma-pair order, in place, with torch (the layers pass the Triton kernel,
+    `kernels.mxfp4_mma_pairs.encode_mma_pairs_`, on a GPU)."""
+    return blocks.copy_(encode_mma_pairs(blocks))
 
 
 def split_gate_up(gate_up: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
