@@ -4,8 +4,9 @@ weights (FP8 x FP8 dots with per-token-group activation scales).
 Tiles follow `moe_align`: the program of tile (m, n) (`_tile_of` maps the 1-D grid) takes rows [m*BLOCK_M, (m+1)*BLOCK_M) of `sorted_ids`, one
 expert's assignments (sentinels masked), and gathers their activation rows through the index; nothing
 is padded or copied. Weights are in the kernel layouts of `quickmoe.layouts.mxfp4_moe` / `quantized_moe`: out x
-in, MXFP4 blocks [E, N, K/2] (K-contiguous packed nibbles, element 2j the low nibble of byte j) with transposed
-E8M0 scales [E, K/32, N]; NVFP4 the same packing with E4M3 scales [E, K/16, N] and a per-row global scale
+in, MXFP4 blocks [E, N, K/2] (K-contiguous packed codes, each 4-byte word in the mma-pair order of
+`formats.mxfp4_mma_pairs`) with transposed E8M0 scales [E, K/32, N]; NVFP4 the checkpoint's packing (element 2j
+the low nibble of byte j) with E4M3 scales [E, K/16, N] and a per-row global scale
 [E, N] applied after the K loop (weight-only: the activations stay in their dtype); FP8 e4m3 [E, N, K] with
 per-row scales [E, K/128, N], multiplied with FP8 activations quantized per token and 128 columns
 (`kernels/fp8_quant.py`): each 128-column step's dot is scaled by (activation scale x weight scale) and added
@@ -20,7 +21,8 @@ in float32 (BLOCK_K = 128); or dense [E, N, K].
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation and launch order come from `moe_configs` (tuned data files, else
-a fallback); MXFP4 is decoded by inline PTX on the GPU (`_E2M1_NIBBLES_TO_BF16_PTX_TEXT`); GEMM 1's
+a fallback); FP4 is decoded by inline PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4:
+`_E2M1_NIBBLES_TO_BF16_PTX_TEXT`); GEMM 1's
 column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
 compile-time constants: one compilation per model shape, K loops with constant bounds.
@@ -32,6 +34,7 @@ import dataclasses
 
 import torch
 
+from quickmoe.formats.mxfp4_mma_pairs import BIT_PLACES
 from quickmoe.kernels.moe_align import MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 
@@ -164,9 +167,10 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
     return out
 
 
-# NVFP4: E2M1 x scale -> bf16 for 4 packed bytes (8 values, checkpoint nibble order) per call, on the GPU (Triton's CPU interpreter has no
-# inline PTX; it takes the float16 route of `_weight_tile`). Inputs: $4 = 4 bytes of nibble pairs, $5, $6 = the
-# bytes' scales 2^(s-127) as bf16x2 (all equal: 4 aligned bytes lie in one 32-value block). Outputs: $0, $1 =
+# NVFP4: E2M1 x scale -> bf16 for 4 packed bytes (8 values, checkpoint nibble order) per call, on the GPU
+# (Triton's CPU interpreter has no inline PTX; it takes the float16 route of `_weight_tile`). Inputs: $4 = 4
+# bytes of nibble pairs, $5, $6 = the bytes' scales as bf16x2 (E4M3 values; 4 aligned bytes lie in one 16-value
+# block). Outputs: $0, $1 =
 # the low nibbles of bytes 0,1 and 2,3 as bf16x2; $2, $3 = the high nibbles. Per 16-bit half of the input:
 # - the magnitude bits e e m of four nibbles select, through `prmt` as an 8-entry byte table, the high and the
 #   low byte of the bf16 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6: 0x0000, 0x3F00, ..., 0x40C0);
@@ -208,12 +212,13 @@ fma.rn.bf16x2 $3, v, $6, z;
 }
 """
 
-# MXFP4 in the mma-pair nibble layout (`layouts.mxfp4_moe`, "mma_pairs"): one 32-bit word of a row holds the 8
+# MXFP4 in the mma-pair order (`formats.mxfp4_mma_pairs`): one 32-bit word of a row holds the 8
 # values of columns 8g .. 8g+7, placed so that each output register is one bf16x2 pair of adjacent columns and
 # takes one shift and one mask (the last pair three of each). Value v of a pair sits with its sign at bit 15 and
 # its exponent and mantissa bits e1 e0 m at bits 8, 7, 6 of its 16-bit half (the other value 16 bits higher):
 # those bits read as a bf16 are v x 2^-126 exactly (e = 0 is the subnormal m/2 x 2^-126). One multiply by
-# 2^(scale - 65) (bf16, exact for every scale 0 .. 192) gives the weight x 2^-64; the kernels multiply their float32
+# 2^(scale - 65) (a bf16 for every scale 0 .. 192; the product exact from scale 60 on) gives the weight x 2^-64;
+# the kernels multiply their float32
 # accumulators by 2^64 after the K loop. Inputs: $4 = the word, $5 = its block's E8M0 scale byte (as a 32-bit
 # integer; $6-$8 the same). Outputs: $0 = columns (8g, 8g+1), $1 = (8g+2, 8g+3), $2 = (8g+4, 8g+5), $3 = (8g+6,
 # 8g+7), low half first. Bit positions (column: e1 e0 m, sign; +16 for the odd column of each pair):
@@ -246,6 +251,8 @@ MXFP4_PAIRS_ACC_SCALE = 2.0 ** 64  # the factor of the float32 accumulators afte
 if triton is not None:
     _E2M1_NIBBLES_TO_BF16_PTX = tl.constexpr(_E2M1_NIBBLES_TO_BF16_PTX_TEXT)
     _PAIRS_ACC = tl.constexpr(MXFP4_PAIRS_ACC_SCALE)
+    assert BIT_PLACES == ((8, 7, 6, 15), (24, 23, 22, 31), (5, 4, 3, 12), (21, 20, 19, 28), (2, 1, 0, 9),
+                          (18, 17, 16, 25), (14, 13, 11, 10), (30, 29, 27, 26)), "_mma_pair_codes spells them out"
     _MXFP4_PAIRS_TO_BF16_PTX = tl.constexpr(_MXFP4_PAIRS_TO_BF16_PTX_TEXT)  # jit functions read constexpr globals only
 
     @triton.jit
