@@ -44,13 +44,13 @@ def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
 
 def gemm1_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
     """GEMM 1's column tile is the layout's gate/up group or a part of it (more programs for decode-sized
-    batches). Decode-sized tiles: deep K steps, 4 warps, both orientations; prefill tiles: the whole group, the
+    batches). Decode-sized tiles: deep K steps, 2 or 4 warps, both orientations; prefill tiles: the whole group, the
     plain orientation (the transposed one never won there on the H100), 4 or 8 warps, launch order in groups of
     1 or 8 M tiles. `quick`: the column tile only, at the decode settings that won before."""
     if quick:
         grid = itertools.product((16, 32, GROUP), (256,), (4,), (3,), (False,), (1,))
     elif block_m <= 32:
-        grid = itertools.product((16, 32, GROUP), (128, 256), (4,), (3, 4), (False, True), (1,))
+        grid = itertools.product((16, 32, GROUP), (128, 256), (2, 4), (3, 4), (False, True), (1,))
     else:
         grid = itertools.product((GROUP,), (64, 128), (4, 8), (3,), (False,), (1, 8))
     return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
@@ -61,7 +61,7 @@ def gemm2_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
     if quick:
         grid = itertools.product((16, 32, 64), (256,), (4,), (3,), (False,), (1,))
     elif block_m <= 32:
-        grid = itertools.product((16, 32, 64, 128), (128, 256), (4,), (3, 4), (False, True), (1,))
+        grid = itertools.product((16, 32, 64, 128), (128, 256), (2, 4), (3, 4), (False, True), (1,))
     else:
         grid = itertools.product((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8))
     return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,

@@ -11,6 +11,14 @@
 #   profile    bench generate's batch-1 step and op families only (fewer prompts): a quick check of a change
 #   small-batch the alignment and MoE kernel tests on CUDA, then scripts/probes/small_batch_probe.py: fused_moe at
 #              T <= 8, moe_align vs its reference
+#   variants   scripts/probes/moe_variant_probe.py: MoE kernel variants x launch configs at decode-sized T
+#              (and --prefill: T = 1024, 4096, 8192 at their tuned configs; variants-prefill: that part only)
+#   ncu        Nsight Compute on the probe's GEMMs at T=1 and 256 (--profile-once): speed of light, warp states,
+#              memory, occupancy (ncu_gemm.txt)
+#   ab-generate  bench generate (256 x 1000 -> 1000) and the small-batch probe, in turns between the work tree
+#              ("new") and other trees carried in .ab/NAME (src/ and scripts/ of another commit: `git archive REV
+#              src scripts | tar -x -C .ab/base`); AB_RUNS="new base new base" (the default) names the turns;
+#              a few lines per run (ab_generate.txt)
 #   serve-ab   quickmoe serve with its defaults, without prefix caching, and with every graph captured at start-up:
 #              bench serve at concurrency 1 and 128 (1000 -> 256) for each, one table per variant
 set -uo pipefail
@@ -59,6 +67,26 @@ for stage in "$@"; do
       python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,32,128 \
         --input-len 1000 --output-len 1000 --result-json "$OUT/bench_serve.json" 2>&1 | tee "$OUT/bench_serve.log"
       kill -TERM "$server"; wait "$server" ;;
+    ab-generate)
+      make_20b
+      for run in ${AB_RUNS:-new base new base}; do
+        root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
+        PYTHONPATH=/tmp/site:$root/src python3 "$root/scripts/probes/small_batch_probe.py" > "/tmp/ab_sb_$run.log" 2>&1
+        PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench generate "$CKPT" --num-prompts 256 --input-len 1000 \
+          --output-len 1000 > "/tmp/ab_gen_$run.log" 2>&1
+        { echo "-- $run"; grep -E "^quickmoe |decode at batch 1: median|by step kind|by op family" "/tmp/ab_gen_$run.log"
+          grep -E "^\| [1248] \|" "/tmp/ab_sb_$run.log" | tr '\n' ' '; echo; } | tee -a "$OUT/ab_generate.txt"
+      done ;;
+    variants)
+      python3 scripts/probes/moe_variant_probe.py --json "$OUT/moe_variants.json" 2>&1 | tee "$OUT/moe_variants.log"
+      python3 scripts/probes/moe_variant_probe.py --prefill 2>&1 | tee "$OUT/moe_variants_prefill.log" ;;
+    variants-prefill)
+      python3 scripts/probes/moe_variant_probe.py --prefill 2>&1 | tee "$OUT/moe_variants_prefill.log" ;;
+    ncu)
+      timeout 400 ncu --profile-from-start off --kernel-name regex:gemm --section SpeedOfLight --section WarpStateStats \
+        --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section SchedulerStats \
+        python3 scripts/probes/moe_variant_probe.py --profile-once --configs "${NCU_CONFIGS:-n64,swap64w2}" \
+        > "$OUT/ncu_gemm.txt" 2>&1; echo "ncu: $(grep -c '_kernel' "$OUT/ncu_gemm.txt") kernel sections" ;;
     serve-ab)
       make_20b
       for variant in default:  no-prefix-caching:--no-enable-prefix-caching all-graphs:--cuda-graphs-startup-max=256; do
@@ -73,7 +101,7 @@ for stage in "$@"; do
         kill -TERM "$server"; wait "$server"
         grep -h "captured" "/tmp/serve_ab_$label.log" >> "$OUT/serve_ab.txt"
       done ;;  # (few files under $OUT: the device tool brings back 8 at most)
-    *) echo "unknown stage $stage (expected tests, attention, generate, profile, serve, serve-ab)"; exit 2 ;;
+    *) echo "unknown stage $stage (expected tests, attention, generate, profile, serve, small-batch, variants, ncu, serve-ab)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"

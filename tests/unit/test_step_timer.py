@@ -46,3 +46,23 @@ def test_the_summary_splits_steps_by_kind_on_the_gpu():
     assert got == want
     total = sum(k["gpu_ms_total"] for k in summary["by_kind"].values())
     assert total == pytest.approx(summary["gpu_ms_total"], rel=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_host_side_times_queueing_and_the_step_period():
+    """A host that sleeps 3 ms while queueing a step and 2 ms between steps: the medians say so (a timer that
+    read the GPU's clock or timed the wrong span would not)."""
+    import time
+
+    timer = StepTimer(torch.device("cuda"), enabled=True)
+    x = torch.randn(256, 256, device="cuda")
+    for _ in range(12):
+        timer.begin()
+        x = torch.tanh(x @ x)
+        time.sleep(0.003)
+        timer.end([[0]])
+        time.sleep(0.002)
+    summary = timer.summary()
+    assert 3.0 <= summary["host_queue_ms_median"] < 4.5
+    assert 5.0 <= summary["host_cycle_ms_median"] < 7.0

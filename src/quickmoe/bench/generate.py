@@ -216,7 +216,9 @@ def format_generate_table(doc: dict) -> str:
             lines.append(f"{label}: GPU {steps['gpu_ms_median']:.3f} ms per step (median of {steps['steps']} steps, "
                          f"median batch {steps['batch_size_median']:g}); GPU idle between steps "
                          f"{steps['idle_ms_median']:.3f} ms median, exposed host time "
-                         f"{100 * steps['exposed_host_fraction']:.1f}% of the wall time")
+                         f"{100 * steps['exposed_host_fraction']:.1f}% of the wall time; host: "
+                         f"{steps['host_queue_ms_median']:.3f} ms to queue a step, one started every "
+                         f"{steps['host_cycle_ms_median']:.3f} ms (medians)")
     kinds = (q.get("steps") or {}).get("by_kind")
     if kinds:
         lines.append("throughput run by step kind: " + "; ".join(

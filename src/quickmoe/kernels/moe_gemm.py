@@ -254,6 +254,13 @@ if triton is not None:
     assert BIT_PLACES == ((8, 7, 6, 15), (24, 23, 22, 31), (5, 4, 3, 12), (21, 20, 19, 28), (2, 1, 0, 9),
                           (18, 17, 16, 25), (14, 13, 11, 10), (30, 29, 27, 26)), "_mma_pair_codes spells them out"
     _MXFP4_PAIRS_TO_BF16_PTX = tl.constexpr(_MXFP4_PAIRS_TO_BF16_PTX_TEXT)  # jit functions read constexpr globals only
+    # Where the K loops get the E8M0 scales of a step (MXFP4 with PTX): decode-sized tiles (BLOCK_M below this)
+    # load them in the step, where Triton's software pipeline copies them into shared memory with the weight
+    # tiles (cp.async, no layout conversion, 2 of gemm 1's 4 barriers per step gone); larger tiles load them one
+    # step ahead into registers. H100, gpt-oss-20b shapes (docs/benchmarks.md, 2026-11-24 fourth session): in
+    # the step, gemm 1 + gemm 2 at T=1 51.0 -> 44.4 us and at T=256 462 -> 424 us; one step ahead, T=1024 722
+    # against 867 us, T=4096 2157 against 2404 us.
+    _SCALES_AHEAD_BLOCK_M = tl.constexpr(64)
 
     @triton.jit
     def _e4m3_to_float(raw):
@@ -462,22 +469,27 @@ if triton is not None:
             up_rows = gate_rows + size
             acc_gate = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
             acc_up = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            if MXFP4_PTX:  # the scales one K step ahead (their loads are not pipelined like the tiles')
-                s_gate = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, 0, 2 * I, H, BLOCK_K)
-                s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, 0, 2 * I, H, BLOCK_K)
+            if MXFP4_PTX and BLOCK_M >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
+                s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, 0, 2 * I, H, BLOCK_K)
+                s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, 0, 2 * I, H, BLOCK_K)
             else:
-                s_gate = 0
-                s_up = 0
+                s_gate_next = 0
+                s_up_next = 0
             for k0 in range(0, H, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
+                s_gate = s_gate_next
+                s_up = s_up_next
+                if MXFP4_PTX and BLOCK_M < _SCALES_AHEAD_BLOCK_M:
+                    s_gate = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, BLOCK_K)
+                    s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
                 w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
                                       BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate)  # [BN, BK]
                 w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
                                     BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up)
-                if MXFP4_PTX:
-                    s_gate = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
-                    s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                if MXFP4_PTX and BLOCK_M >= _SCALES_AHEAD_BLOCK_M:
+                    s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                    s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
                 if W_FP8:  # one 128-column step: its dots in float32, scaled, then added
                     acc_gate += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * _fp8_step_scales(
                         xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
@@ -524,17 +536,20 @@ if triton is not None:
             rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
             n_ok = rows < H
             acc = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            if MXFP4_PTX:
-                s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, 0, H, I, BLOCK_K)
+            if MXFP4_PTX and BLOCK_M >= _SCALES_AHEAD_BLOCK_M:
+                s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, 0, H, I, BLOCK_K)
             else:
-                s_w = 0
+                s_w_next = 0
             for k0 in range(0, I, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
+                s_w = s_w_next
+                if MXFP4_PTX and BLOCK_M < _SCALES_AHEAD_BLOCK_M:
+                    s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_K)
                 a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
                 w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
                                  DOT_DTYPE, PTX, MXFP4_PTX, s_w)
-                if MXFP4_PTX:
-                    s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
+                if MXFP4_PTX and BLOCK_M >= _SCALES_AHEAD_BLOCK_M:
+                    s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
                 if W_FP8:
                     acc += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
                         xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, k0, H, I, stride_xs, SWAP_AB)
