@@ -258,7 +258,7 @@ if triton is not None:
     # load them in the step, where Triton's software pipeline copies them into shared memory with the weight
     # tiles (cp.async, no layout conversion, 2 of gemm 1's 4 barriers per step gone); larger tiles load them one
     # step ahead into registers. H100, gpt-oss-20b shapes (docs/benchmarks.md, 2026-11-24 fourth session): in
-    # the step, gemm 1 + gemm 2 at T=1 51.0 -> 44.4 us and at T=256 462 -> 424 us; one step ahead, T=1024 722
+    # the step, gemm 1 + gemm 2 at T=1 51.1 -> 44.4 us and at T=256 462 -> 424 us; one step ahead, T=1024 722
     # against 867 us, T=4096 2157 against 2404 us.
     _SCALES_AHEAD_BLOCK_M = tl.constexpr(64)
 
@@ -335,7 +335,7 @@ if triton is not None:
             ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
             packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
                              mask=ok, other=0)  # [R, BK/2] uint8
-            if MXFP4_PTX:  # `scales`: _mxfp4_scales of this tile, loaded one K step ahead by the caller
+            if MXFP4_PTX:  # `scales`: _mxfp4_scales of this tile, from the caller (see _SCALES_AHEAD_BLOCK_M)
                 scale = tl.reshape(tl.broadcast_to(scales[:, :, None], (ROWS, BLOCK_K // 32, 16)),
                                    (ROWS, BLOCK_K // 2))  # each byte's block scale
                 low, high = tl.inline_asm_elementwise(_MXFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r,r,r",
