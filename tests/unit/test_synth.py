@@ -9,6 +9,7 @@ import logging
 import os
 import struct
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -235,6 +236,62 @@ def test_thread_count_does_not_change_the_bytes(tmp_path, monkeypatch):
     monkeypatch.setattr(synth, "_MAX_WORKERS", 1)
     b = _small(tmp_path, "b", experts_dtype="bf16")
     assert _digests(a) == _digests(b)
+
+
+def test_the_once_cache_computes_a_key_once_for_threads_asking_together():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from quickmoe.checkpoint.random_quantized import _OnceCache
+
+    cache, calls, arrived = _OnceCache(size=4), [], threading.Barrier(4)
+
+    def compute():
+        calls.append(1)
+        time.sleep(0.05)  # the other threads ask while this one computes
+        return {"weight": torch.randn(3)}
+
+    def ask(_):
+        arrived.wait()
+        return cache.get("w", compute)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(ask, range(4)))
+    assert len(calls) == 1 and all(r is results[0] for r in results)
+
+    def failing():
+        raise ValueError("bad weight")
+
+    with pytest.raises(ValueError, match="bad weight"):
+        cache.get("x", failing)
+    assert cache.get("x", compute)["weight"].shape == (3,)  # a failure is not kept: computed again
+    for key in "abcd":
+        cache.get(key, compute)
+    assert len(calls) == 6 and cache.get("w", compute) is not results[0]  # "w" was evicted: 4 entries at most
+
+
+@pytest.mark.parametrize("weights", ["fp8", "nvfp4"])
+def test_each_quantized_weight_is_quantized_once(tmp_path, monkeypatch, weights):
+    """The generator's threads ask for a weight and its scales together; the quantization runs once per weight."""
+    from quickmoe.checkpoint import random_quantized
+
+    monkeypatch.setattr(synth, "_MAX_WORKERS", 4)
+    monkeypatch.setattr(synth.os, "cpu_count", lambda: 4)
+    names = []
+    quantize = {"fp8": "quantize_fp8_block", "nvfp4": "quantize_nvfp4"}[weights]
+    original = getattr(random_quantized, quantize)
+
+    def counting(w, *args, **kwargs):
+        names.append(tuple(w.shape))
+        return original(w, *args, **kwargs)
+
+    monkeypatch.setattr(random_quantized, quantize, counting)
+    out = tmp_path / weights
+    write_checkpoint(out, preset="qwen3-moe-tiny", experts_dtype=weights, progress=False)
+    weight_map = json.loads((out / "model.safetensors.index.json").read_text())["weight_map"]
+    one_per_weight = {"fp8": ".weight_scale_inv", "nvfp4": ".weight_scale_2"}[weights]
+    quantized = sum(1 for name in weight_map if name.endswith(one_per_weight))
+    assert quantized >= 3 * 4 and len(names) == quantized
 
 
 def test_shards_read_back_exactly_as_planned(tmp_path):

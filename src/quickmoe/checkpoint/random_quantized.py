@@ -2,14 +2,18 @@
 
 A quantized weight is the quantization (formats.fp8 / formats.nvfp4) of exactly the bf16 weight the
 unquantized checkpoint of the same seed holds under the same name (`random_weights.normal_bf16_values`).
-Its scale tensors are cut from the same quantization (cached for the few tensors in flight, so a weight
-and its scales are quantized once). The dequantized twin writes the values those tensors stand for in
+Its scale tensors are cut from the same quantization: the generator's threads ask for a weight's parts
+at the same time, so each quantization is computed once by the first thread that asks and shared with the
+others (`_OnceCache`), for the few weights in flight. The dequantized twin writes the values those tensors stand for in
 float32: transformers running the twin is an exact reference for quickmoe running the quantized files.
 """
 
 from __future__ import annotations
 
-import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 
 import numpy as np
 import torch
@@ -25,10 +29,47 @@ NVFP4_INPUT_SCALE = 2.0 ** -8  # ModelOpt's calibrated activation scale; quickmo
 PARTS = ("weight", "weight_scale_inv", "weight_scale", "weight_scale_2", "input_scale", "dequantized")
 
 
-@functools.lru_cache(maxsize=8)  # a weight and its scales are generated close together
+class _OnceCache:
+    """The last `size` results by key, each computed once: a thread asking for a key another thread is computing
+    waits for that result instead of computing it again (functools.lru_cache would compute it in both)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._results: OrderedDict[Hashable, Future] = OrderedDict()
+
+    def get(self, key: Hashable, compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        with self._lock:
+            result = self._results.get(key)
+            owner = result is None
+            if owner:
+                result = self._results[key] = Future()
+                while len(self._results) > self.size:
+                    self._results.popitem(last=False)
+            else:
+                self._results.move_to_end(key)
+        if owner:
+            try:
+                result.set_result(compute())
+            except BaseException as exc:  # the waiting threads get it too; the key is computed again next time
+                result.set_exception(exc)
+                with self._lock:
+                    if self._results.get(key) is result:
+                        del self._results[key]
+        return result.result()
+
+
+_CACHE = _OnceCache(size=32)  # a weight's parts are asked for together, by at most a few generator threads
+
+
 def _quantized(seed: int, name: str, shape: tuple[int, int], scheme: str,
                block: tuple[int, int]) -> dict[str, torch.Tensor]:
     """Weight `name` [out, in] of the unquantized checkpoint, quantized with `scheme`: its tensors by part."""
+    return _CACHE.get((seed, name, shape, scheme, block), lambda: _quantize(seed, name, shape, scheme, block))
+
+
+def _quantize(seed: int, name: str, shape: tuple[int, int], scheme: str,
+              block: tuple[int, int]) -> dict[str, torch.Tensor]:
     w = normal_bf16_values(seed, name, shape, linear_weight_std(shape[1])).float()  # [out, in]
     if scheme == "fp8":
         q, scale = quantize_fp8_block(w, block, scale_dtype=FP8_SCALE_DTYPE)
