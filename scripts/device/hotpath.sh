@@ -6,7 +6,8 @@
 #              equivalences on CUDA in float32 (batched = alone, chunked, preempted, fast paths = reference)
 #   attention  bench attention: decode grid and prefill points vs SDPA (GB/s vs HBM, TFLOP/s)
 #   generate   bench generate on a gpt-oss-20b-shaped checkpoint with the serving defaults: 256 prompts x 1000 ->
-#              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families
+#              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families; the SM
+#              clock and power logged beside it (clocks.csv, summarized by scripts/probes/clock_summary.py)
 #   serve      quickmoe serve with its defaults, then bench serve at concurrency 1, 32 and 128 (1000 -> 1000)
 #   profile    bench generate's batch-1 step and op families only (fewer prompts): a quick check of a change
 #   small-batch the alignment and MoE kernel tests on CUDA, then scripts/probes/small_batch_probe.py: fused_moe at
@@ -53,8 +54,14 @@ for stage in "$@"; do
         | grep -v INFO ;;
     generate)
       make_20b
+      # the SM clock, power and throttle reasons every 0.5 s beside the run (clocks.csv): sustained load may clock down
+      nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+        --format=csv,noheader -lms 500 > "$OUT/clocks.csv" 2>&1 &
+      smi=$!
       python3 -m quickmoe bench generate "$CKPT" --num-prompts 256 --input-len 1000 --output-len 1000 \
-        --json "$OUT/bench_generate.json" 2>&1 | tee "$OUT/bench_generate.log" | grep -v INFO ;;
+        --json "$OUT/bench_generate.json" 2>&1 | tee "$OUT/bench_generate.log" | grep -v INFO
+      kill "$smi"
+      python3 scripts/probes/clock_summary.py "$OUT/clocks.csv" ;;
     profile)
       make_20b
       python3 -m quickmoe bench generate "$CKPT" --num-prompts 64 --input-len 1000 --output-len 64 \

@@ -38,6 +38,30 @@ def test_metrics_parse_with_vllm_stems_and_count_prefix_cache_hits(http, server)
     assert hits() - before == (n_prompt - 1) // 16 * 16  # every full block of the prompt but the last token's
 
 
+def test_the_step_counters_count_a_request_s_steps_and_bench_serve_reads_them(http, server):
+    """/metrics carries the engine's step counters; a greedy request of P prompt tokens and N output tokens adds
+    P + N - 1 tokens or one more (a step may run one token past the end) to them, and bench serve's parser reads
+    the same sums; a page without them (another server) gives None."""
+    from quickmoe.bench.serve_steps import level_steps, parse_step_counters
+
+    before = parse_step_counters(http.get("/metrics").text)
+    n_prompt, n_out = random.randint(5, 40), random.randint(3, 9)
+    body = {"model": MODEL, "prompt": [random.randrange(100, 1000) for _ in range(n_prompt)], "max_tokens": n_out,
+            "temperature": 0, "ignore_eos": True}
+    assert http.post("/v1/completions", json=body).status_code == 200
+    after = parse_step_counters(http.get("/metrics").text)
+    level = level_steps(before, after)
+    computed = sum(k["tokens"] for k in level["by_kind"].values())
+    assert n_prompt + n_out - 1 <= computed <= n_prompt + n_out, level
+    assert level["by_kind"]["decode"]["steps"] >= n_out - 2 and level["by_kind"]["decode"]["tokens_per_step"] == 1
+    text = http.get("/metrics").text
+    decode_steps = metric_values(text, "quickmoe:engine_steps_total")['{kind="decode",model_name="tiny"}']
+    assert decode_steps == parse_step_counters(text)["steps"]["decode"] >= after["steps"]["decode"]
+    assert after["idle_s"] >= before["idle_s"] and after["host_s"] > before["host_s"]
+    assert parse_step_counters("# TYPE other_total counter\nother_total 3.0\n") is None
+    assert level_steps(None, after) is None
+
+
 def test_version_tokenize_and_detokenize(http, server):
     assert http.get("/version").json() == {"version": __version__}
     tok = server.serving.tokenizer

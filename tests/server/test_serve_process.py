@@ -142,6 +142,17 @@ def test_bench_serve_prints_its_table_and_writes_json(server, tmp_path, capsys):
         assert (level["successful_requests"], level["failed_requests"]) == (3, 0)
         assert (level["total_input_tokens"], level["total_output_tokens"]) == (48, 15)
         assert 0 < level["median_ttft_ms"] <= level["mean_e2e_ms"] * 3 and level["max_itl_ms"] >= level["p99_itl_ms"]
+        # the server's view of the level (/metrics read before and after): its steps computed the 48 prompt tokens
+        # and 4 more a request (the 1st output token comes with the prompt's step; a step may run one token past),
+        # decode steps (or mixed ones, at concurrency 3) of at most `concurrency` rows
+        steps = level["server_steps"]
+        kinds = steps["by_kind"]
+        assert 48 + 12 <= sum(k["tokens"] for k in kinds.values()) <= 48 + 15, kinds
+        assert kinds["decode"]["tokens_per_step"] <= level["concurrency"] and kinds["decode"]["steps"] >= 4
+        assert all(k["device_ms_per_step"] > 0 for k in kinds.values())
+        assert 0 <= steps["device_idle_fraction"] < 1 and steps["host_ms_per_step"] > 0
+        assert 0 < level["client_cpu_fraction"] < 4
+    assert printed.count("server steps (mean): ") == 2 and printed.count("this client used") == 2
 
 
 def test_the_readme_demo_serves_and_queries_the_embedded_model(tmp_path):

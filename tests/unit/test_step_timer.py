@@ -19,10 +19,62 @@ def test_step_kind_follows_the_rows_lengths():
 
 
 def test_a_timer_off_records_nothing():
-    timer = StepTimer(torch.device("cpu"), enabled=True)  # events need CUDA: stays off on CPU
+    timer = StepTimer(torch.device("cpu"))
     timer.begin()
     timer.end([[1, 2, 3]])
-    assert not timer.enabled and timer.summary() is None
+    assert not timer.enabled and timer.summary() is None and timer.totals().steps == {}
+
+
+def _timed_steps(timer: StepTimer, rng: random.Random, idle_after: int) -> list[tuple[str, int, float, float]]:
+    """Run 8 CPU "steps" of known length with known gaps (one gap after mark_idle); returns, per step, its kind,
+    tokens, the time inside and the gap before it (None after the idle mark)."""
+    import time
+
+    plan = []
+    for i in range(8):
+        rows = [[0] * rng.choice((1, 1, 4)) for _ in range(rng.randint(1, 3))]
+        inside, gap = rng.uniform(0.004, 0.008), rng.uniform(0.002, 0.004)
+        if i == idle_after:
+            timer.mark_idle()
+            gap = 0.03
+        time.sleep(gap)
+        timer.begin()
+        time.sleep(inside)
+        timer.end(rows)
+        plan.append((step_kind([len(r) for r in rows]), sum(len(r) for r in rows), inside,
+                     None if i in (0, idle_after) else gap))
+    return plan
+
+
+def test_on_a_cpu_the_host_clock_times_steps_and_gaps_and_the_totals_agree_with_the_summary():
+    """On a CPU the step runs while it is queued: the marks are the host's clock. The running totals (a server's,
+    steps not kept) equal the summary's sums; a gap after mark_idle (waiting for requests) is not idle time."""
+    rng = random.Random()
+    kept = StepTimer(torch.device("cpu"), enabled=True)
+    plan = _timed_steps(kept, rng, idle_after=5)
+    summary = kept.summary()
+    want_idle = sum(g for *_, g in plan if g is not None)
+    assert summary["idle_ms_total"] / 1e3 == pytest.approx(want_idle, abs=0.004)  # the 30 ms gap is left out
+    assert summary["gpu_ms_total"] / 1e3 == pytest.approx(sum(p[2] for p in plan), abs=0.004)
+    totals = kept.totals()
+    assert totals.steps == {k: v["steps"] for k, v in summary["by_kind"].items()}
+    assert totals.tokens == {k: v["tokens"] for k, v in summary["by_kind"].items()}
+    for kind, v in summary["by_kind"].items():
+        assert totals.device_seconds[kind] == pytest.approx(v["gpu_ms_total"] / 1e3)
+    assert totals.idle_seconds == pytest.approx(summary["idle_ms_total"] / 1e3)
+    assert totals.host_seconds >= sum(totals.device_seconds.values())  # the host's span brackets the marks
+
+    streaming = StepTimer(torch.device("cpu"), enabled=True, keep=False)
+    first = _timed_steps(streaming, rng, idle_after=3)
+    mid = streaming.totals()
+    assert streaming.summary() is None  # not kept
+    second = _timed_steps(streaming, rng, idle_after=0)  # the first gap of the second run follows an idle mark
+    end = streaming.totals()
+    assert sum(end.steps.values()) == 16 and sum(mid.steps.values()) == 8
+    want = sum(p[2] for p in first + second)
+    assert sum(end.device_seconds.values()) == pytest.approx(want, abs=0.008)
+    want_idle = sum(g for *_, g in first + second if g is not None)  # the gap between the runs is idle-marked
+    assert end.idle_seconds == pytest.approx(want_idle, abs=0.008)
 
 
 @pytest.mark.gpu

@@ -223,7 +223,8 @@ def format_generate_table(doc: dict) -> str:
     if kinds:
         lines.append("throughput run by step kind: " + "; ".join(
             f"{kind} {k['steps']} steps, {k['tokens']} tokens, GPU {k['gpu_ms_total'] / 1e3:.2f} s "
-            f"(median {k['gpu_ms_median']:.3f} ms)" for kind, k in kinds.items()))
+            f"(median {k['gpu_ms_median']:.3f} ms; first tenth {k['gpu_ms_first_tenth_median']:.3f}, last tenth "
+            f"{k['gpu_ms_last_tenth_median']:.3f})" for kind, k in kinds.items()))
     for label, prof in (doc.get("op_families") or {}).items():
         if prof:
             shares = ", ".join(f"{f} {prof['ms_per_step'][f]:.3f} ms ({100 * prof['shares'][f]:.0f}%)"

@@ -6,7 +6,10 @@ drawn uniformly from `input_len_range`) asking for exactly `output_len` tokens (
 `ignore_eos`), at most `concurrency` in flight at once. `disconnect_fraction` of the requests are cut by the client
 after a random number of chunks (a soak's misbehaving clients); those and 503 answers are counted apart. Measured on the client: time to first token, the gaps
 between streamed chunks (inter-token latency), end-to-end latency, and throughputs over the level's wall time.
-Token counts are the server's `usage` (last stream chunk) when it sends one, else the chunks counted.
+Token counts are the server's `usage` (last stream chunk) when it sends one, else the chunks counted. A quickmoe
+server's step counters on /metrics, read before and after each level, add the server's view (bench/serve_steps.py:
+device time per step kind, the device's idle share); the client's own CPU use is reported too (a client near one
+full core would cap what it measures).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from quickmoe.bench.serve_report import RequestResult, format_level, overview, summarize
+from quickmoe.bench.serve_steps import level_steps, scrape_step_counters, steps_line
 from quickmoe.errors import ConfigError
 
 __all__ = ["RequestResult", "ServeBenchOptions", "format_level", "run_serve_bench", "summarize"]
@@ -202,6 +206,8 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
                 raise ConfigError(f"the warm-up request to {url} failed: {warm.error}")
         summaries = []
         for concurrency in options.concurrency:
+            counters_before = await scrape_step_counters(client, options.root, headers)
+            cpu_before = time.process_time()
             start = time.perf_counter()
             if options.duration_s is None:
                 requests = [draw() for _ in range(options.prompts_for(concurrency))]
@@ -223,7 +229,13 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
 
                 await asyncio.gather(*(worker() for _ in range(concurrency)))
             summary = summarize(results, time.perf_counter() - start, concurrency)
+            summary["client_cpu_fraction"] = (time.process_time() - cpu_before) / summary["duration_s"]
+            summary["server_steps"] = level_steps(counters_before,
+                                                  await scrape_step_counters(client, options.root, headers))
             print(format_level(summary), flush=True)
+            line = steps_line(summary["server_steps"])
+            print(f"{line + chr(10) if line else ''}this client used {100 * summary['client_cpu_fraction']:.0f}% "
+                  "of one CPU core", flush=True)
             summaries.append(summary)
     print(overview(summaries), flush=True)
     return {"base_url": options.root, "model": model, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

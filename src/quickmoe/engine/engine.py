@@ -175,7 +175,19 @@ class Engine:
         return EngineStats(num_running=len(sched.running), num_waiting=len(sched.waiting),
                            kv_cache_usage=self.blocks.usage(), num_preemptions=sched.num_preemptions,
                            num_prefix_queries=sched.num_prefix_queries, num_prefix_hits=sched.num_prefix_hits,
-                           num_scheduled_tokens=sched.num_scheduled_tokens)
+                           num_scheduled_tokens=sched.num_scheduled_tokens,
+                           steps=self.runner.step_timer.totals() if self.runner.step_timer.enabled else None)
+
+    def time_steps(self) -> None:
+        """Time every step from now on (device time by step kind, the device's idle time between steps, the host's
+        queueing time): `stats().steps` then carries the running sums. For a server: cheap, and nothing kept."""
+        timer = self.runner.step_timer
+        timer.keep, timer.enabled = False, True
+
+    def note_idle(self) -> None:
+        """The caller has no work for the engine now (a server waiting for requests): the gap before the next step
+        is not the device waiting for the host."""
+        self.runner.step_timer.mark_idle()
 
     # -- the engine loop (one thread) -------------------------------------------------------------
     def idle_work(self) -> bool:

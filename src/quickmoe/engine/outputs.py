@@ -4,6 +4,10 @@ and its state for metrics (EngineStats)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from quickmoe.executor.step_timer import StepTotals
 
 __all__ = ["EngineStats", "StepOutput", "TokenLogprob"]
 
@@ -46,3 +50,4 @@ class EngineStats:
     num_prefix_queries: int = 0  # prompt tokens looked up in the prefix cache
     num_prefix_hits: int = 0  # of which were found there
     num_scheduled_tokens: int = 0  # tokens computed by all steps
+    steps: StepTotals | None = None  # device time per step kind, idle and host time (None: steps not timed)

@@ -55,7 +55,8 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
     name = config.served_model_name or (Path(model_dir).name if model_dir is not None else "quickmoe")
     metrics = ServerMetrics(name, startup_report)
     async_engine = AsyncEngine(engine, max_waiting=config.max_waiting, metrics=metrics,
-                               stats_interval_s=config.stats_interval_s, log_requests=config.log_requests)
+                               stats_interval_s=config.stats_interval_s, log_requests=config.log_requests,
+                               time_steps=True)
     metrics.watch(lambda: async_engine.snapshot, lambda: async_engine.num_waiting)
     ctx = ServingContext(engine=async_engine, tokenizer=engine.tokenizer, model_name=name,
                          max_model_len=engine.max_model_len, vocab_size=engine.config.vocab_size, config=config,

@@ -107,7 +107,7 @@ class AsyncEngine:
     """Runs `Engine.step()` on one thread for requests made on one asyncio loop (see the module docstring)."""
 
     def __init__(self, engine: Engine, *, max_waiting: int, metrics: ServerMetrics | None = None,
-                 stats_interval_s: float | None = None, log_requests: bool = False) -> None:
+                 stats_interval_s: float | None = None, log_requests: bool = False, time_steps: bool = False) -> None:
         if max_waiting < 1:
             raise ValueError(f"max_waiting = {max_waiting}: expected >= 1")
         self.engine = engine
@@ -115,6 +115,7 @@ class AsyncEngine:
         self.metrics = metrics
         self.stats = StatsLogger(stats_interval_s) if stats_interval_s else None
         self.log_requests = log_requests
+        self.time_steps = time_steps  # the engine times its steps (device, idle and host time: /metrics shows them)
         self.snapshot = EngineSnapshot()
         self._streams: dict[str, RequestStream] = {}  # event-loop side: requests not finished
         self._wakeup = threading.Condition()
@@ -129,6 +130,8 @@ class AsyncEngine:
         """Start the engine thread; call from the event loop that will make the requests."""
         assert self._thread is None, "AsyncEngine.start() twice"
         self._loop = asyncio.get_running_loop()
+        if self.time_steps:
+            self.engine.time_steps()
         self._snapshot()
         self._thread = threading.Thread(target=self._run, name="quickmoe-engine", daemon=True)
         self._thread.start()
@@ -275,7 +278,7 @@ class AsyncEngine:
                                        num_preemptions=stats.num_preemptions,
                                        num_prefix_queries=stats.num_prefix_queries,
                                        num_prefix_hits=stats.num_prefix_hits,
-                                       num_scheduled_tokens=stats.num_scheduled_tokens)
+                                       num_scheduled_tokens=stats.num_scheduled_tokens, steps=stats.steps)
 
     def _run(self) -> None:
         try:
@@ -296,6 +299,8 @@ class AsyncEngine:
         while True:
             with self._wakeup:
                 deadline = None if delay is None else time.monotonic() + delay
+                if self.time_steps and not engine.has_unfinished():
+                    engine.note_idle()  # the wait for requests is not the device waiting for the host
                 while not self._stop and not engine.has_unfinished():
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:

@@ -6,7 +6,9 @@ Histograms: time_to_first_token_seconds (arrival -> first token out of the engin
 request_queue_time_seconds (arrival -> first scheduled). Counters: prompt_tokens_total and request_success_total
 (by finished_reason, aborts included) per finished request, generation_tokens_total per step,
 num_preemptions_total, prefix_cache_queries_total and prefix_cache_hits_total (tokens), request_errors_total (by
-HTTP status). Gauges: num_requests_running, num_requests_waiting, kv_cache_usage_perc (a fraction, as vLLM's: the
+HTTP status); where the engine times its steps (quickmoe's own): engine_steps_total, engine_step_tokens_total and
+engine_step_device_seconds_total by step kind, engine_device_idle_seconds_total (the device waiting for the host
+between steps) and engine_step_host_seconds_total (the host queueing steps): `bench serve` reads them per level. Gauges: num_requests_running, num_requests_waiting, kv_cache_usage_perc (a fraction, as vLLM's: the
 fullest cache group) and per group, kv_cache_sequences (requests holding blocks), startup_phase_seconds.
 """
 
@@ -18,6 +20,7 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from quickmoe.executor.step_timer import STEP_KINDS
 from quickmoe.startup.report import StartupReport
 
 __all__ = ["CONTENT_TYPE", "EngineSnapshot", "ServerMetrics"]
@@ -47,6 +50,7 @@ class EngineSnapshot:
     num_prefix_queries: int = 0  # tokens
     num_prefix_hits: int = 0
     num_scheduled_tokens: int = 0
+    steps: object | None = None  # executor.step_timer.StepTotals when the engine times its steps
 
 
 class _EngineCollector:
@@ -83,6 +87,22 @@ class _EngineCollector:
         counter("num_preemptions", "Preemptions (a request's KV cache freed, to recompute).", snap.num_preemptions)
         counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", snap.num_prefix_queries)
         counter("prefix_cache_hits", "Prompt tokens found in the prefix cache.", snap.num_prefix_hits)
+        steps = snap.steps
+        if steps is not None:
+            def by_kind(stem: str, help: str, values: dict) -> None:
+                family = CounterMetricFamily(PREFIX + stem, help, labels=["model_name", "kind"])
+                for kind in STEP_KINDS:
+                    family.add_metric([name, kind], values.get(kind, 0))
+                families.append(family)
+
+            by_kind("engine_steps", "Engine steps the device finished, by kind (decode: every row one token; "
+                    "prefill: none; mixed).", steps.steps)
+            by_kind("engine_step_tokens", "Tokens those steps computed, by kind.", steps.tokens)
+            by_kind("engine_step_device_seconds", "Device time of those steps, by kind (each step from the start "
+                    "of its work on the device to its end).", steps.device_seconds)
+            counter("engine_device_idle_seconds", "Device time between consecutive steps while the engine had work: "
+                    "the device waiting for the host.", steps.idle_seconds)
+            counter("engine_step_host_seconds", "Host time spent queueing those steps.", steps.host_seconds)
         report = m.startup_report
         if report is not None:
             phases = GaugeMetricFamily(PREFIX + "startup_phase_seconds", "Duration of each start-up phase of this "
