@@ -20,6 +20,9 @@
 #              ("new") and other trees carried in .ab/NAME (src/ and scripts/ of another commit: `git archive REV
 #              src scripts | tar -x -C .ab/base`); AB_RUNS="new base new base" (the default) names the turns;
 #              a few lines per run (ab_generate.txt)
+#   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
+#   serve-variants quickmoe serve from the work tree or trees in .ab/, with or without uvloop/httptools, or another
+#              GIL switch interval (SERVE_VARIANTS; see the stage): bench serve at concurrency 1 and 128 for each
 #   serve-ab   quickmoe serve with its defaults, without prefix caching, and with every graph captured at start-up:
 #              bench serve at concurrency 1 and 128 (1000 -> 256) for each, one table per variant
 set -uo pipefail
@@ -108,6 +111,34 @@ for stage in "$@"; do
         kill -TERM "$server"; wait "$server"
         grep -h "captured" "/tmp/serve_ab_$label.log" >> "$OUT/serve_ab.txt"
       done ;;  # (few files under $OUT: the device tool brings back 8 at most)
+    host-profile)
+      make_20b
+      python3 scripts/probes/host_step_probe.py "$CKPT" --batch "${HOST_BATCH:-256}" 2>&1 | grep -v INFO \
+        | tee "$OUT/host_step_probe.log" | head -12 ;;
+    serve-variants)
+      # SERVE_VARIANTS="NAME:TREE:PYFLAGS ...": TREE "new" (the work tree) or a tree under .ab/; PYFLAGS "slow" runs
+      # the server with uvloop and httptools unimportable (uvicorn then takes asyncio and h11), "switchN" sets
+      # sys.setswitchinterval(N ms / 1000). Each: quickmoe serve, bench serve at concurrency 1 and 128
+      # (1000 -> 256, 384 prompts at 128), the overview row and the server's steps line (serve_variants.txt)
+      make_20b
+      for variant in ${SERVE_VARIANTS:-base:base:slow new-slow:new:slow new:new:}; do
+        IFS=: read -r label tree flags <<< "$variant"
+        root=$PWD; [ "$tree" != new ] && root=$PWD/.ab/$tree
+        pre="import sys"
+        case "$flags" in
+          slow) pre="$pre; sys.modules['uvloop'] = None; sys.modules['httptools'] = None" ;;
+          switch*) pre="$pre; sys.setswitchinterval(${flags#switch} / 1000)" ;;
+        esac
+        PYTHONPATH=/tmp/site:$root/src python3 -c "$pre; from quickmoe.cli import main; sys.exit(main(sys.argv[1:]))" \
+          serve "$CKPT" --port 8011 -q > "/tmp/serve_var_$label.log" 2>&1 &
+        server=$!
+        for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
+        python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,128 --input-len 1000 \
+          --output-len 256 --num-prompts 384 --result-json "/tmp/serve_var_$label.json" > "/tmp/serve_var_$label.txt" 2>&1
+        { echo "-- $label (tree $tree, $flags)"; grep -A2 "conc    ok" "/tmp/serve_var_$label.txt"
+          grep -E "server steps|client used" "/tmp/serve_var_$label.txt" | tail -2; } | tee -a "$OUT/serve_variants.txt"
+        kill -TERM "$server"; wait "$server"
+      done ;;
     *) echo "unknown stage $stage (expected tests, attention, generate, profile, serve, small-batch, variants, ncu, serve-ab)"; exit 2 ;;
   esac
 done

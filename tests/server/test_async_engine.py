@@ -183,3 +183,68 @@ def test_shutdown_ends_the_requests_left():
         assert not engine.live  # the engine freed it
 
     asyncio.run(main())
+
+
+def _timed(rid: str, index: int, tokens: list[int], done: bool, t: float, logprob: bool = True):
+    from quickmoe.engine.outputs import TokenLogprob
+    from quickmoe.server.async_engine import TimedOutput
+
+    logprobs = [TokenLogprob(tok, -0.5 * tok) for tok in tokens] if logprob else None
+    out = StepOutput(rid, tokens, "".join(f"<{tok}>" for tok in tokens), logprobs, done, "length" if done else None,
+                     None, 3, tokens[-1], index, scheduled_time=1.0 if tokens[0] == 1 else None)
+    return TimedOutput(out, t)
+
+
+def test_a_reader_that_fell_behind_gets_what_piled_up_as_one_output_per_sample():
+    """Outputs delivered while the reader was busy come as one per run of a sample: tokens, text and
+    log-probabilities in order, the last one's end and time; samples and errors keep their places."""
+    import random
+
+    from quickmoe.server.async_engine import RequestStream
+
+    rng = random.Random()
+    n_a, n_b = rng.randint(2, 6), rng.randint(1, 4)
+
+    async def main():
+        stream = RequestStream("r", 3, num_samples=2)
+        got = []
+        plan = [(0, k) for k in range(1, n_a + 1)] + [(1, k) for k in range(1, n_b + 1)] + [(0, n_a + 1)]
+        for i, (index, tok) in enumerate(plan):  # all delivered before the first read
+            last = index == 0 and tok == n_a + 1
+            stream._put(_timed("r", index, [tok], last, float(i)))
+        got.append(await stream.__anext__())  # sample 0's n_a tokens
+        got.append(await stream.__anext__())  # sample 1's n_b tokens
+        got.append(await stream.__anext__())  # sample 0's last token, alone (sample 1's run came between)
+        stream._put(_timed("r", 1, [n_b + 1], False, 50.0))
+        stream._put(_timed("r", 1, [n_b + 2], True, 51.0, logprob=False))
+        stream._put(RuntimeError("after the end"))  # never read: the stream ended with both samples finished
+        got.append(await stream.__anext__())
+        with pytest.raises(StopAsyncIteration):
+            await stream.__anext__()
+        return got
+
+    got = asyncio.run(main())
+    outs = [g.output for g in got]
+    assert [(o.index, o.token_ids) for o in outs] == [
+        (0, list(range(1, n_a + 1))), (1, list(range(1, n_b + 1))), (0, [n_a + 1]), (1, [n_b + 1, n_b + 2])]
+    assert outs[0].text == "".join(f"<{k}>" for k in range(1, n_a + 1)) and outs[0].scheduled_time == 1.0
+    assert [lp.token_id for lp in outs[0].logprobs] == list(range(1, n_a + 1))
+    assert [lp.token_id for lp in outs[3].logprobs] == [n_b + 1]  # the later output had none
+    assert [o.finished for o in outs] == [False, False, True, True] and outs[3].num_output_tokens == n_b + 2
+    assert [g.time for g in got] == [n_a - 1, n_a + n_b - 1, n_a + n_b, 51.0]
+
+
+def test_an_error_after_outputs_comes_after_them():
+    from quickmoe.server.async_engine import RequestStream
+
+    async def main():
+        stream = RequestStream("r", 3)
+        stream._put(_timed("r", 0, [1], False, 0.0))
+        stream._put(_timed("r", 0, [2], False, 1.0))
+        stream._put(EngineStepFailed("boom"))
+        first = await stream.__anext__()
+        with pytest.raises(EngineStepFailed, match="boom"):
+            await stream.__anext__()
+        return first
+
+    assert asyncio.run(main()).output.token_ids == [1, 2]

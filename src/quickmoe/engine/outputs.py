@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from quickmoe.executor.step_timer import StepTotals
 
-__all__ = ["EngineStats", "StepOutput", "TokenLogprob"]
+__all__ = ["EngineStats", "StepOutput", "TokenLogprob", "merge_outputs"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,21 @@ class StepOutput:
     scheduled_time: float | None = None  # on a sample's first output: time.monotonic() when it was first scheduled
     # on a sample's first output when the request asked for prompt_logprobs: one per prompt token (None first)
     prompt_logprobs: list[TokenLogprob | None] | None = None
+
+
+def merge_outputs(first: StepOutput, then: StepOutput) -> StepOutput:
+    """One output saying what two consecutive outputs of the same request sample say (a reader that fell behind
+    takes them at once): the tokens, text and log-probabilities of both in order, the later one's end and counts,
+    the earlier one's first-output fields."""
+    assert (first.request_id, first.index) == (then.request_id, then.index) and not first.finished, \
+        "merge consecutive outputs of one sample, the finished one last"
+    logprobs = None if first.logprobs is None and then.logprobs is None else \
+        [*(first.logprobs or ()), *(then.logprobs or ())]
+    return StepOutput(first.request_id, first.token_ids + then.token_ids, first.text + then.text, logprobs,
+                      then.finished, then.finish_reason, then.stop_reason, then.num_prompt_tokens,
+                      then.num_output_tokens, then.index,
+                      first.scheduled_time if first.scheduled_time is not None else then.scheduled_time,
+                      first.prompt_logprobs if first.prompt_logprobs is not None else then.prompt_logprobs)
 
 
 @dataclass(frozen=True)

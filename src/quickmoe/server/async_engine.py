@@ -10,7 +10,9 @@
 The thread sleeps on a condition while the engine has nothing to do, and steps while it has. Once it has been idle
 for IDLE_WORK_DELAY_S, it runs the engine's idle work (decode CUDA graphs left for later), one piece at a time,
 checking for requests in between: a request that arrives meanwhile waits for at most one piece. Each step's outputs
-go to the loop in one `call_soon_threadsafe`; each request has an asyncio queue. A step that raises is logged,
+go to the loop in one `call_soon_threadsafe`; each request has a queue of its own, whose reader takes what piled up
+since it last read as one output (a busy loop then does one chunk's work for several tokens). A step that raises is
+logged,
 and the requests it was running (or, when none ran, all queued ones) are aborted and receive EngineStepFailed;
 the loop goes on serving the others.
 """
@@ -21,10 +23,12 @@ import asyncio
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from quickmoe.engine.engine import Engine, StepOutput
+from quickmoe.engine.outputs import merge_outputs
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import QuickMoEError
 from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
@@ -82,21 +86,33 @@ class RequestStream:
         self.num_output_tokens = 0  # of all samples
         self.num_finished_samples = 0  # seen by the engine thread's delivery (the consumer counts its own)
         self.finished = False
-        self._queue: asyncio.Queue[TimedOutput | BaseException] = asyncio.Queue()
+        self._items: deque[TimedOutput | BaseException] = deque()  # delivered, not read yet
+        self._ready = asyncio.Event()
 
     def _put(self, item: TimedOutput | BaseException) -> None:
-        self._queue.put_nowait(item)
+        self._items.append(item)
+        self._ready.set()
 
     def __aiter__(self) -> RequestStream:
         return self
 
     async def __anext__(self) -> TimedOutput:
+        """The next output; when the reader fell behind (several outputs of one sample delivered since it last
+        read), they come as one (`merge_outputs`): a stream chunk with several tokens, as vLLM sends, so a busy
+        event loop does one chunk's work for them, not one per token."""
         if self.finished:
             raise StopAsyncIteration
-        item = await self._queue.get()
+        while not self._items:
+            self._ready.clear()
+            await self._ready.wait()
+        item = self._items.popleft()
         if isinstance(item, BaseException):
             self.finished = True
             raise item
+        while self._items and isinstance(self._items[0], TimedOutput) and not item.output.finished \
+                and self._items[0].output.index == item.output.index:
+            later = self._items.popleft()
+            item = TimedOutput(merge_outputs(item.output, later.output), later.time)
         if item.output.finished:
             self._num_finished += 1
             self.finished = self._num_finished == self.num_samples
