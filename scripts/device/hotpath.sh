@@ -119,7 +119,7 @@ for stage in "$@"; do
       # SERVE_VARIANTS="NAME:TREE:PYFLAGS ...": TREE "new" (the work tree) or a tree under .ab/; PYFLAGS "slow" runs
       # the server with uvloop and httptools unimportable (uvicorn then takes asyncio and h11), "switchN" sets
       # sys.setswitchinterval(N ms / 1000). Each: quickmoe serve, bench serve at concurrency 1 and 128
-      # (1000 -> 256, 384 prompts at 128), the overview row and the server's steps line (serve_variants.txt)
+      # (1000 -> 256; 8 prompts at 1, 384 at 128), the overview rows and the server's steps line (serve_variants.txt)
       make_20b
       for variant in ${SERVE_VARIANTS:-base:base:slow new-slow:new:slow new:new:}; do
         IFS=: read -r label tree flags <<< "$variant"
@@ -133,9 +133,12 @@ for stage in "$@"; do
           serve "$CKPT" --port 8011 -q > "/tmp/serve_var_$label.log" 2>&1 &
         server=$!
         for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
-        python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,128 --input-len 1000 \
-          --output-len 256 --num-prompts 384 --result-json "/tmp/serve_var_$label.json" > "/tmp/serve_var_$label.txt" 2>&1
-        { echo "-- $label (tree $tree, $flags)"; grep -A2 "conc    ok" "/tmp/serve_var_$label.txt"
+        for conc in 1:8 128:384; do
+          python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency "${conc%%:*}" --input-len 1000 \
+            --output-len 256 --num-prompts "${conc#*:}" > "/tmp/serve_var_${label}_${conc%%:*}.txt" 2>&1
+        done
+        cat "/tmp/serve_var_${label}_1.txt" "/tmp/serve_var_${label}_128.txt" > "/tmp/serve_var_$label.txt"
+        { echo "-- $label (tree $tree, $flags)"; grep -h -A1 "conc    ok" "/tmp/serve_var_$label.txt"
           grep -E "server steps|client used" "/tmp/serve_var_$label.txt" | tail -2; } | tee -a "$OUT/serve_variants.txt"
         kill -TERM "$server"; wait "$server"
       done ;;
