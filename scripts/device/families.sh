@@ -12,8 +12,9 @@
 #   coldstart  Qwen3-30B-A3B checkpoints in FP8 and NVFP4 (bf16 attention), bench coldstart -n 3 with
 #              --compare-uncached (the PermutationCache's ratio): processing <= 0.5 s, cache misses = distinct keys,
 #              weights_ready <= import torch + 2 s
-#   serve      quickmoe serve on each Qwen3-30B-A3B checkpoint (fp8, nvfp4, then bf16: 61 GB, written last),
-#              bench serve at concurrency 1 and 32 (1000 -> 256)
+#   serve      quickmoe serve on each Qwen3-30B-A3B checkpoint (fp8, nvfp4, then bf16: 61 GB, written last; the
+#              disk holds 64 GB, so SERVE_FORMATS="fp8 nvfp4" after make), bench serve at concurrency 1 and 32
+#              (1000 -> 256)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once
@@ -55,7 +56,7 @@ for stage in "$@"; do
           --json "$OUT/cold_qwen_$fmt.json" 2>&1 | grep -v INFO | tee "$OUT/cold_qwen_$fmt.txt"
       done ;;
     serve)
-      for fmt in fp8 nvfp4 bf16; do serve_bench "$fmt"; done ;;
+      for fmt in ${SERVE_FORMATS:-fp8 nvfp4 bf16}; do serve_bench "$fmt"; done ;;
     *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve)"; exit 2 ;;
   esac
 done
