@@ -85,3 +85,54 @@ def test_activation_estimate_grows_with_the_step():
     config = _config()
     small = activation_bytes_estimate(config, torch.bfloat16, 256, 8)
     assert activation_bytes_estimate(config, torch.bfloat16, 8192, 8) > 10 * small / 2 > 0
+
+
+def test_a_tight_budget_gives_the_sliding_group_no_more_blocks_than_the_full_group():
+    """gpt-oss-120b on one 80 GB GPU: the budget left after the weights was smaller than the sliding group's bound
+    at 256 sequences, and the full group got no block ("holds 0 tokens"). A window's blocks are among its
+    sequence's positions, so the sliding group needs no more blocks than the full group: both fit the budget, the
+    full group as large as it can be."""
+    config = _config(layers=4, window=32)
+    per_block_layer = 2 * 4 * 2 * 16 * 4  # K and V, block 4, 2 KV heads, head_dim 16, float32
+    need = sliding_blocks_needed(32, 4, 64, 64)  # 64 * 10 + 16 = 656 blocks: more than the budget allows
+    budget = 2 * 300 * 2 * per_block_layer + per_block_layer  # 300 blocks for each group's 2 layers, and a bit
+    plan = plan_kv_cache(config, dtype=torch.float32, block_size=4, memory_bytes=budget, max_num_seqs=64,
+                         max_num_batched_tokens=64, max_model_len=16)
+    full, sliding = plan.groups
+    assert need > 300 and full.num_blocks == sliding.num_blocks == 300 and plan.nbytes <= budget
+    roomy = plan_kv_cache(config, dtype=torch.float32, block_size=4, memory_bytes=2 * need * 2 * per_block_layer,
+                          max_num_seqs=64, max_num_batched_tokens=64, max_model_len=16)
+    assert [g.num_blocks for g in roomy.groups] == [need, need]  # a budget that holds the bound: as before
+
+
+def test_with_the_sliding_group_capped_at_the_full_group_only_the_full_group_ever_runs_short():
+    """Random sequences growing by random chunks and finishing, through the block manager of a capped plan: an
+    allocation that fails always finds the full group short (the sliding group never is when the full is not)."""
+    import random
+
+    rng = random.Random()
+    config = _config(layers=2, window=rng.choice((8, 12, 32)))
+    plan = plan_kv_cache(config, dtype=torch.float32, block_size=4, memory_bytes=2 * 40 * (2 * 4 * 2 * 16 * 4),
+                         max_num_seqs=32, max_num_batched_tokens=16, max_model_len=8)
+    full, sliding = plan.groups
+    assert full.num_blocks == sliding.num_blocks == 40  # capped: the bound at 32 sequences is larger
+    manager = KVBlockManager.for_plan(plan)
+    lengths: dict[int, int] = {}
+    failures = 0
+    for step in range(3000):
+        if lengths and (rng.random() < 0.1 or len(lengths) >= 32):
+            victim = rng.choice(list(lengths))
+            manager.free(victim)
+            del lengths[victim]
+            continue
+        seq = rng.choice(list(lengths)) if lengths and rng.random() < 0.8 else step + 1000
+        start = lengths.get(seq, 0)
+        end = start + rng.randint(1, 6)
+        full_free = manager.pools["full"].num_free
+        need_full = -(-end // 4) - -(-start // 4)
+        if manager.try_allocate(seq, start, end):
+            lengths[seq] = end
+        else:
+            failures += 1
+            assert need_full > full_free, "the sliding group ran short while the full group had room"
+    assert failures > 0  # the budget was tight enough to matter

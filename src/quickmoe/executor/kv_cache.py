@@ -6,13 +6,15 @@ its length. Each group has its own block ids (one `BlockPool` in the `KVBlockMan
 them: block b of the group is row b of each of the group's layers' tensors.
 
 `plan_kv_cache` sizes the groups from a memory budget: a sliding group gets what its sequences can hold at
-most (see `sliding_blocks_needed`), full-attention layers share the rest. `PagedKVCache` allocates them
+most (see `sliding_blocks_needed`), full-attention layers share the rest; when the budget is tight, a sliding
+group gets no more blocks than the full group (a window's blocks are among its sequence's positions). `PagedKVCache` allocates them
 once; the model reads `layer(i)` and `layer_group[i]`. The block ids themselves are handed out by the
 engine's `KVBlockManager.for_plan(plan)`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -104,6 +106,14 @@ def plan_kv_cache(config: ModelConfig, *, dtype: torch.dtype, block_size: int, m
         else:
             assert memory_bytes is not None, "either memory_bytes or num_blocks"
             full_blocks = (memory_bytes - sliding_bytes) // (per_block_layer * len(full_layers))
+            if any(p.num_blocks > full_blocks for p in sliding_plans):
+                # A tight budget (gpt-oss-120b on one 80 GB GPU): a sequence's window is part of its positions, so
+                # a sliding group never holds more blocks than the full group; it needs no more than that.
+                full_blocks = _full_blocks_sharing(memory_bytes, per_block_layer, len(full_layers),
+                                                   [(p.num_blocks, len(p.layers)) for p in sliding_plans])
+                sliding_plans = [dataclasses.replace(p, num_blocks=min(p.num_blocks, max(full_blocks, 1)))
+                                 for p in sliding_plans]
+                groups = list(sliding_plans)
         if full_blocks < full_blocks_for_one:
             have = max(full_blocks, 0) * block_size
             raise ConfigError(
@@ -112,6 +122,21 @@ def plan_kv_cache(config: ModelConfig, *, dtype: torch.dtype, block_size: int, m
                 f"= {max_model_len}: lower max_model_len or raise kv_cache_memory / gpu_memory_utilization")
         groups.insert(0, KVGroupPlan(name="full", window=None, layers=tuple(full_layers), num_blocks=full_blocks))
     return KVCachePlan(block_size=block_size, groups=tuple(groups), bytes_per_block_per_layer=per_block_layer)
+
+
+def _full_blocks_sharing(memory_bytes: int, per_block_layer: int, full_layers: int,
+                         sliding: list[tuple[int, int]]) -> int:
+    """The largest F with F full blocks plus min(need, F) blocks of each sliding group (need, layers) within
+    `memory_bytes`."""
+    def fits(f: int) -> bool:
+        blocks = f * full_layers + sum(min(need, f) * layers for need, layers in sliding)
+        return blocks * per_block_layer <= memory_bytes
+
+    lo, hi = 0, memory_bytes // (per_block_layer * full_layers) + 1  # fits(lo); not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def activation_bytes_estimate(config: ModelConfig, dtype: torch.dtype, max_num_batched_tokens: int,
