@@ -39,8 +39,8 @@ def main() -> None:
     rng = random.Random(0)
     params = SamplingParams(max_tokens=3 * args.steps + 64, temperature=0, ignore_eos=True)
     for i in range(args.batch):
-        engine.add_request(f"p{i}", [rng.randrange(100, min(30000, llm.config.vocab_size)) for _ in range(args.input_len)],
-                           params)
+        prompt = [rng.randrange(100, min(30000, llm.config.vocab_size)) for _ in range(args.input_len)]
+        engine.add_request(f"p{i}", prompt, params)
     started: set[str] = set()
     while len(started) < args.batch:
         started.update(o.request_id for o in engine.step() if o.token_ids)

@@ -4,8 +4,8 @@ A quantized weight is the quantization (formats.fp8 / formats.nvfp4) of exactly 
 unquantized checkpoint of the same seed holds under the same name (`random_weights.normal_bf16_values`).
 Its scale tensors are cut from the same quantization: the generator's threads ask for a weight's parts
 at the same time, so each quantization is computed once by the first thread that asks and shared with the
-others (`_OnceCache`), for the few weights in flight. The dequantized twin writes the values those tensors stand for in
-float32: transformers running the twin is an exact reference for quickmoe running the quantized files.
+others (`_OnceCache`), for the few weights in flight. The dequantized twin writes the values those tensors
+stand for in float32: transformers running the twin is an exact reference for quickmoe running the quantized files.
 """
 
 from __future__ import annotations

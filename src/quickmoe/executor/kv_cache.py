@@ -7,8 +7,8 @@ them: block b of the group is row b of each of the group's layers' tensors.
 
 `plan_kv_cache` sizes the groups from a memory budget: a sliding group gets what its sequences can hold at
 most (see `sliding_blocks_needed`), full-attention layers share the rest; when the budget is tight, a sliding
-group gets no more blocks than the full group (a window's blocks are among its sequence's positions). `PagedKVCache` allocates them
-once; the model reads `layer(i)` and `layer_group[i]`. The block ids themselves are handed out by the
+group gets no more blocks than the full group (a window's blocks are among its sequence's positions).
+`PagedKVCache` allocates them once; the model reads `layer(i)` and `layer_group[i]`. The block ids themselves are handed out by the
 engine's `KVBlockManager.for_plan(plan)`.
 """
 

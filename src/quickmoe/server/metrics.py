@@ -8,7 +8,8 @@ request_queue_time_seconds (arrival -> first scheduled). Counters: prompt_tokens
 num_preemptions_total, prefix_cache_queries_total and prefix_cache_hits_total (tokens), request_errors_total (by
 HTTP status); where the engine times its steps (quickmoe's own): engine_steps_total, engine_step_tokens_total and
 engine_step_device_seconds_total by step kind, engine_device_idle_seconds_total (the device waiting for the host
-between steps) and engine_step_host_seconds_total (the host queueing steps): `bench serve` reads them per level. Gauges: num_requests_running, num_requests_waiting, kv_cache_usage_perc (a fraction, as vLLM's: the
+between steps) and engine_step_host_seconds_total (the host queueing steps): `bench serve` reads them per level.
+Gauges: num_requests_running, num_requests_waiting, kv_cache_usage_perc (a fraction, as vLLM's: the
 fullest cache group) and per group, kv_cache_sequences (requests holding blocks), startup_phase_seconds.
 """
 
