@@ -23,8 +23,9 @@
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
 #   serve-variants quickmoe serve from the work tree or trees in .ab/, with or without uvloop/httptools, or another
 #              GIL switch interval (SERVE_VARIANTS; see the stage): bench serve at concurrency 1 and 128 for each
-#   serve-ab   quickmoe serve with its defaults, without prefix caching, and with every graph captured at start-up:
-#              bench serve at concurrency 1 and 128 (1000 -> 256) for each, one table per variant
+#   serve-ab   quickmoe serve with its defaults, without prefix caching, and with every graph captured at start-up
+#              (or the variants of SERVE_AB): bench serve at concurrency 1 and 128 (1000 -> 256) for each, one table
+#              per variant
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 CKPT=/tmp/gpt-oss-20b
@@ -99,15 +100,19 @@ for stage in "$@"; do
         > "$OUT/ncu_gemm.txt" 2>&1; echo "ncu: $(grep -c '_kernel' "$OUT/ncu_gemm.txt") kernel sections" ;;
     serve-ab)
       make_20b
-      for variant in default:  no-prefix-caching:--no-enable-prefix-caching all-graphs:--cuda-graphs-startup-max=256; do
-        label=${variant%%:*}; flags=${variant#*:}
+      # SERVE_AB="LABEL:FLAGS ..." (FLAGS: quickmoe serve options, comma-separated), SERVE_AB_OUTPUT (256),
+      # SERVE_AB_CONC (1,128)
+      for variant in ${SERVE_AB:-default: no-prefix-caching:--no-enable-prefix-caching all-graphs:--cuda-graphs-startup-max=256}; do
+        label=${variant%%:*}; flags=${variant#*:}; flags=${flags//,/ }
         python3 -m quickmoe serve "$CKPT" --port 8011 $flags > "/tmp/serve_ab_$label.log" 2>&1 &
         server=$!
         for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
         echo "-- $label ($flags)" | tee -a "$OUT/serve_ab.txt"
-        python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,128 --input-len 1000 \
-          --output-len 256 --result-json "/tmp/serve_ab_$label.json" > "/tmp/serve_ab_$label.txt" 2>&1
-        grep -A3 "conc    ok" "/tmp/serve_ab_$label.txt" | tee -a "$OUT/serve_ab.txt"
+        python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency "${SERVE_AB_CONC:-1,128}" \
+          --input-len 1000 --output-len "${SERVE_AB_OUTPUT:-256}" --result-json "/tmp/serve_ab_$label.json" \
+          > "/tmp/serve_ab_$label.txt" 2>&1
+        { grep -A3 "conc    ok" "/tmp/serve_ab_$label.txt"; grep -E "server steps|client used" "/tmp/serve_ab_$label.txt"; } \
+          | tee -a "$OUT/serve_ab.txt"
         kill -TERM "$server"; wait "$server"
         grep -h "captured" "/tmp/serve_ab_$label.log" >> "$OUT/serve_ab.txt"
       done ;;  # (few files under $OUT: the device tool brings back 8 at most)

@@ -1,10 +1,13 @@
 """AsyncEngine over a scripted engine (no model): outputs arrive in order with their times, the thread sleeps
 while idle, a full queue is refused, a failing step fails only its requests, a dead thread fails everything in
-flight, and shutdown ends what is left."""
+flight, and shutdown ends what is left. Each test runs twice: the step loop on a thread of the event loop's
+process ("thread"), and behind a real pipe (`engine_process`: EngineHost on one end, RemoteCore on the other,
+every request and output pickled across), as `quickmoe serve` runs it."""
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import threading
 import time
 from collections import deque
@@ -16,6 +19,8 @@ from quickmoe.engine.engine import EngineStats, StepOutput
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.server.async_engine import (AsyncEngine, EngineDrained, EngineOverloaded, EngineStepFailed,
                                           EngineUnavailable)
+from quickmoe.server.config import ServerConfig
+from quickmoe.server.engine_process import EngineHost, EngineInfo, RemoteCore
 from quickmoe.server.metrics import ServerMetrics
 
 
@@ -48,6 +53,16 @@ class ScriptedEngine:
     def has_unfinished(self):
         with self.lock:
             return bool(self.live)
+
+    def live_request_ids(self):
+        with self.lock:
+            return list(self.live)
+
+    def time_steps(self):
+        pass
+
+    def note_idle(self):
+        pass
 
     def idle_work(self):
         return False
@@ -97,12 +112,35 @@ async def _collect(stream):
     return [timed async for timed in stream]
 
 
-def test_outputs_arrive_in_order_and_the_idle_thread_sleeps():
+@pytest.fixture(params=["thread", "pipe"])
+def backend(request):
+    """make(engine, **options) -> AsyncEngine over `engine`, its step loop on a thread here or behind a pipe."""
+    hosts = []
+
+    def make(engine, **options):
+        if request.param == "thread":
+            return AsyncEngine(engine, **options)
+        front, back = multiprocessing.Pipe()
+        info = EngineInfo(model_dir="scripted", vocab_size=1000, max_model_len=10**6,
+                          max_num_seqs=engine.scheduler.max_num_seqs, server_config=ServerConfig(stats_interval_s=None))
+        host = threading.Thread(target=EngineHost(engine, back, info).run, daemon=True)
+        host.start()
+        hosts.append(host)
+        assert front.recv() == info
+        return AsyncEngine(RemoteCore(front, info, tokenizer=None), **options)
+
+    yield make
+    for host in hosts:  # the engine's side ended with the frontend's stop (or its death)
+        host.join(timeout=10)
+        assert not host.is_alive()
+
+
+def test_outputs_arrive_in_order_and_the_idle_thread_sleeps(backend):
     engine = ScriptedEngine()
     metrics = ServerMetrics("m")
 
     async def main():
-        async_engine = AsyncEngine(engine, max_waiting=8, metrics=metrics)
+        async_engine = backend(engine, max_waiting=8, metrics=metrics)
         async_engine.start()
         streams = [async_engine.add_request(f"r{i}", [1, 2, 3], SamplingParams(max_tokens=4 + i)) for i in range(3)]
         results = await asyncio.gather(*(_collect(s) for s in streams))
@@ -123,11 +161,11 @@ def test_outputs_arrive_in_order_and_the_idle_thread_sleeps():
     assert counts == [3, 3, 3 + 4 + 5]
 
 
-def test_a_full_queue_is_refused_and_a_failing_step_fails_only_its_requests():
+def test_a_full_queue_is_refused_and_a_failing_step_fails_only_its_requests(backend):
     engine = ScriptedEngine(max_running=1)
 
     async def main():
-        async_engine = AsyncEngine(engine, max_waiting=1)
+        async_engine = backend(engine, max_waiting=1)
         async_engine.start()
         first = async_engine.add_request("a", [1], SamplingParams(max_tokens=50))
         await first.__anext__()  # "a" runs
@@ -147,11 +185,11 @@ def test_a_full_queue_is_refused_and_a_failing_step_fails_only_its_requests():
     asyncio.run(main())
 
 
-def test_a_dead_engine_thread_fails_every_request_in_flight():
+def test_a_dead_engine_thread_fails_every_request_in_flight(backend):
     engine = ScriptedEngine()
 
     async def main():
-        async_engine = AsyncEngine(engine, max_waiting=8)
+        async_engine = backend(engine, max_waiting=8)
         async_engine.start()
         stream = async_engine.add_request("a", [1], SamplingParams(max_tokens=100))
         await stream.__anext__()
@@ -166,11 +204,11 @@ def test_a_dead_engine_thread_fails_every_request_in_flight():
     asyncio.run(main())
 
 
-def test_shutdown_ends_the_requests_left():
+def test_shutdown_ends_the_requests_left(backend):
     engine = ScriptedEngine()
 
     async def main():
-        async_engine = AsyncEngine(engine, max_waiting=8)
+        async_engine = backend(engine, max_waiting=8)
         async_engine.start()
         stream = async_engine.add_request("a", [1], SamplingParams(max_tokens=10**6))
         await stream.__anext__()

@@ -1,6 +1,7 @@
 """`quickmoe serve` as its own process (no DIR: the embedded tiny model on CPU): one ready line with the URL,
-SIGTERM lets the request in flight finish, refuses new ones, and exits 0; a taken port fails at once. And
-`quickmoe bench serve` against a server prints its table and writes JSON."""
+SIGTERM lets the request in flight finish, refuses new ones, and exits 0; a taken port fails at once; the HTTP
+frontend (a process of its own by default) answers what the engine computes, and either process dying ends the
+other. And `quickmoe bench serve` against a server prints its table and writes JSON."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from quickmoe.cli import main
 
@@ -108,6 +110,88 @@ def test_serve_imports_nothing_it_does_not_serve_with():
     modules = {line.rsplit("|", 1)[1].strip() for line in seen if line.startswith("import time:")}
     assert {"fastapi", "uvicorn", "quickmoe.server.app", "torch"} <= modules
     assert loaded(modules, NOT_FOR_SERVING) == []
+
+
+def _frontends(pid: int) -> list[int]:
+    """The frontend processes of the server `pid` (its children that run multiprocessing's spawn_main)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("frontend", ["on", "off"])
+def test_the_server_answers_what_the_engine_computes(frontend):
+    """Greedy completions (whole and streamed) from `quickmoe serve` equal LLM.generate on the same model, with the
+    HTTP server in a process of its own (the default) or in the engine's."""
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.llm import LLM
+
+    prompts = ["def main(", "import os\nimport", "class Point:"]
+    expected = [o.text for o in LLM(None, max_model_len=512, kv_cache_memory=128 * 2**20).generate(
+        prompts, SamplingParams(max_tokens=24, temperature=0))]
+    proc, lines = _start("--port", "0", "--max-model-len", "512", "--kv-cache-memory", "128MiB",
+                         "--frontend-process", frontend)
+    seen: list[str] = []
+    try:
+        url = _wait_for(lines, READY, seen).group(1)
+        assert len(_frontends(proc.pid)) == (1 if frontend == "on" else 0)
+        with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
+            body = {"model": "quickmoe-tiny", "prompt": prompts, "max_tokens": 24, "temperature": 0}
+            whole = http.post("/v1/completions", json=body).json()["choices"]
+            assert [c["text"] for c in sorted(whole, key=lambda c: c["index"])] == expected
+            streamed = {}
+            with http.stream("POST", "/v1/completions", json={**body, "stream": True}) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data:") and line[5:].strip() != "[DONE]":
+                        for choice in json.loads(line[5:])["choices"]:
+                            streamed[choice["index"]] = streamed.get(choice["index"], "") + choice["text"]
+            assert [streamed[i] for i in range(len(prompts))] == expected
+            bad = http.post("/v1/completions", json={**body, "prompt": [[1, 10**9]]})
+            assert bad.status_code == 400 and "vocabulary" in bad.json()["error"]["message"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize("victim", ["frontend", "engine"])
+def test_either_process_dying_ends_the_other(victim):
+    proc, lines = _start("--port", "0", "--max-model-len", "256", "--kv-cache-memory", "64MiB")
+    seen: list[str] = []
+    try:
+        _wait_for(lines, READY, seen)
+        (frontend,) = _frontends(proc.pid)
+        if victim == "frontend":
+            os.kill(frontend, signal.SIGKILL)
+            assert proc.wait(timeout=30) == 1  # the engine aborted its requests and stopped
+            _wait_for(lines, re.compile(r"the HTTP frontend exited"), seen, timeout=10)
+        else:
+            proc.kill()
+            proc.wait()
+            deadline = time.monotonic() + 30
+            while _alive(frontend) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not _alive(frontend), "the frontend outlived its engine"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_taken_port_fails_before_the_model_loads():

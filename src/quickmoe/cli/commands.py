@@ -37,29 +37,48 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     # a taken port fails now, not after the model loaded; under torchrun only rank 0 serves HTTP
     sock = None if _torchrun_follower() else bind_socket(config.host, config.port)
-    device = "cpu" if args.model is None and args.device == "auto" else args.device
-    early = EarlyStart.begin(args.model, device)
-    spawned = _spawn_ranks_early(args, device)
-    from quickmoe.llm import LLM
-    from quickmoe.server.app import create_app
-    from quickmoe.server.serve import run_server
+    frontend = None
+    if sock is not None and config.frontend_process:  # the HTTP server's process starts now, beside the load
+        from quickmoe.server.engine_process import start_frontend
 
-    report.mark("imports")
-    options = _engine_options(args)
-    options["device"] = device
-    llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, seed=args.seed,
-              spawned_ranks=spawned, **options)
-    if _is_synthetic(llm.model_dir):
-        logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
-                       llm.model_dir)
-    if args.generation_config != "vllm":
-        from quickmoe.server.config import load_sampling_defaults
+        frontend = start_frontend(sock, args.model, logging.getLogger().getEffectiveLevel())
+    try:
+        device = "cpu" if args.model is None and args.device == "auto" else args.device
+        early = EarlyStart.begin(args.model, device)
+        spawned = _spawn_ranks_early(args, device)
+        from quickmoe.llm import LLM
 
-        source = llm.model_dir if args.generation_config == "auto" else Path(args.generation_config)
-        config = dataclasses.replace(config, sampling_defaults=load_sampling_defaults(source))
-    report.log()
-    run_server(create_app(llm, config), config, sock)
-    return 0
+        report.mark("imports")
+        options = _engine_options(args)
+        options["device"] = device
+        llm = LLM(args.model, startup_report=report, progress=not args.quiet, early_start=early, seed=args.seed,
+                  spawned_ranks=spawned, **options)
+        if _is_synthetic(llm.model_dir):
+            logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
+                           llm.model_dir)
+        if args.generation_config != "vllm":
+            from quickmoe.server.config import load_sampling_defaults
+
+            source = llm.model_dir if args.generation_config == "auto" else Path(args.generation_config)
+            config = dataclasses.replace(config, sampling_defaults=load_sampling_defaults(source))
+        report.log()
+    except BaseException:
+        if frontend is not None:
+            frontend.abandon()
+        raise
+    if frontend is None:
+        from quickmoe.server.app import create_app
+        from quickmoe.server.serve import run_server
+
+        run_server(create_app(llm, config), config, sock)
+        return 0
+    from quickmoe.server.engine_process import EngineInfo, run_engine_host
+
+    sock.close()  # the frontend holds its own copy
+    info = EngineInfo(model_dir=str(llm.model_dir), vocab_size=llm.config.vocab_size,
+                      max_model_len=llm.max_model_len, max_num_seqs=llm.engine.scheduler.max_num_seqs,
+                      server_config=config, startup_report=report)
+    return run_engine_host(llm.engine, frontend, info)
 
 
 def cmd_bench_serve(args: argparse.Namespace) -> int:

@@ -259,6 +259,10 @@ def _add_serve_parser(sub) -> None:
     vllm.add_argument("--trust-remote-code", action="store_true", help="refused: no remote code is ever run")
     g.add_argument("--enable-log-requests", action="store_true",
                    help="log each generation request (id, prompt tokens, sampling parameters) and its end")
+    g.add_argument("--frontend-process", choices=("on", "off"), default="on",
+                   help="on (the default): the HTTP server (request parsing, JSON, streaming) runs in a process of "
+                   "its own, started at once, and the engine's step loop in the process that loads the model, so "
+                   "neither waits for the other's Python; off: both in one process")
     g.add_argument("--disable-log-stats", action="store_true",
                    help="no periodic stats line (throughput, running/waiting, KV cache and prefix cache hit rate; "
                    "default: every 10 s while requests run)")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import numbers
 import random
 import threading
 from collections.abc import Sequence as Seq
@@ -42,6 +41,7 @@ import torch
 from quickmoe.engine.block_manager import KVBlockManager
 from quickmoe.engine.detokenizer import IncrementalDetokenizer
 from quickmoe.engine.outputs import EngineStats, StepOutput, TokenLogprob
+from quickmoe.engine.request_checks import RequestChecker
 from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
@@ -54,11 +54,6 @@ from quickmoe.tokenizer.base import Tokenizer
 __all__ = ["Engine", "EngineStats", "StepOutput", "TokenLogprob"]
 
 logger = logging.getLogger(__name__)
-
-
-def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -81,6 +76,7 @@ class Engine:
         self.tokenizer = tokenizer
         self.config = runner.config
         self.max_model_len: int = runner.max_model_len
+        self.checker = RequestChecker(tokenizer, self.config.vocab_size, self.max_model_len)
         self.blocks = KVBlockManager.for_plan(runner.kv_cache.plan, enable_caching=enable_prefix_caching)
         self.scheduler = Scheduler(self.blocks, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                    long_prefill_token_threshold=long_prefill_token_threshold)
@@ -93,43 +89,18 @@ class Engine:
         self._seq_ids = itertools.count()
         self._seeds = random.Random(seed)  # the seeds of sampled requests that bring none
         self._held: list[tuple[Sequence, list[Sequence]]] = []  # (sample 0, samples waiting for its prompt)
-        self.grammars: GrammarBackend | None = None  # structured output, made at its first request
         self._masks: ThreadPoolExecutor | None = None  # computes structured outputs' token masks
 
     # -- requests (any thread) --------------------------------------------------------------------
     def prompt_ids(self, prompt: str | Seq[int]) -> list[int]:
-        """Tokenize (text) or check (ids) a prompt: RequestError when empty, out of the vocabulary, or leaving
-        no room for one generated token within max_model_len."""
-        if isinstance(prompt, str):
-            ids = self.tokenizer.encode(prompt)
-        elif isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Seq) \
-                or any(isinstance(t, bool) or not isinstance(t, numbers.Integral) for t in prompt):
-            raise RequestError(f"prompt {_short(prompt)}: expected a string or a list of integer token ids")
-        else:
-            ids = [int(t) for t in prompt]
-        if not ids:
-            raise RequestError("empty prompt (expected at least one token)")
-        bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
-        if bad:
-            raise RequestError(f"token id {bad[0]} is outside the model's vocabulary [0, {self.config.vocab_size})")
-        if len(ids) >= self.max_model_len:
-            raise RequestError(f"{len(ids)} tokens leave no room to generate within max_model_len="
-                               f"{self.max_model_len}")
-        return ids
+        """Tokenize (text) or check (ids) a prompt (`RequestChecker.prompt_ids`)."""
+        return self.checker.prompt_ids(prompt)
 
     def add_request(self, request_id: str, prompt: str | Seq[int], params: SamplingParams | None = None) -> int:
         """Queue a request (text or token ids); returns its prompt length. Generation stops at a stop token
         (EOS unless ignore_eos), a stop string, max_tokens, or max_model_len (finish_reason "length")."""
-        params = params if params is not None else SamplingParams()
-        if not isinstance(params, SamplingParams):
-            raise RequestError(f"sampling params of {request_id!r}: expected SamplingParams, got "
-                               f"{type(params).__name__}")
-        ids = self.prompt_ids(prompt)
-        vocab = self.config.vocab_size
-        bad_bias = [t for t, _ in params.logit_bias if t >= vocab]
-        if bad_bias:
-            raise RequestError(f"sampling parameter 'logit_bias': token id {bad_bias[0]} is outside the model's "
-                               f"vocabulary [0, {vocab})")
+        params = self.checker.params(request_id, params)
+        ids = self.checker.prompt_ids(prompt)
         stop_ids = (frozenset() if params.ignore_eos else self.eos_ids) | frozenset(params.stop_token_ids)
         grammar = self.check_structured(params.structured) if params.structured is not None else None
         seqs = []
@@ -156,9 +127,11 @@ class Engine:
 
     def check_structured(self, spec: StructuredOutput) -> str:
         """The compiled grammar of a structured output; RequestError when it is invalid."""
-        if self.grammars is None:
-            self.grammars = GrammarBackend(self.tokenizer, self.config.vocab_size)
-        return self.grammars.compile(spec)
+        return self.checker.structured(spec)
+
+    @property
+    def grammars(self) -> GrammarBackend:
+        return self.checker.grammars
 
     def abort(self, request_id: str, index: int | None = None) -> None:
         """End a request (or only its sample `index`) at the next step (finish_reason "abort"), freeing its
@@ -169,6 +142,11 @@ class Engine:
     def has_unfinished(self) -> bool:
         with self._lock:
             return bool(self._live)
+
+    def live_request_ids(self) -> list[str]:
+        """The requests added and not finished."""
+        with self._lock:
+            return list(self._live)
 
     def stats(self) -> EngineStats:
         sched = self.scheduler

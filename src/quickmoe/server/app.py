@@ -33,6 +33,7 @@ from quickmoe.server.chat import create_chat_completion
 from quickmoe.server.completions import create_completion
 from quickmoe.server.config import ServerConfig
 from quickmoe.server.context import ServingContext
+from quickmoe.server.engine_core import CoreClient
 from quickmoe.server.metrics import CONTENT_TYPE, ServerMetrics
 from quickmoe.server.responses import JSONBytesResponse
 from quickmoe.server.responses_api import ResponseStore, create_response
@@ -46,10 +47,15 @@ logger = logging.getLogger(__name__)
 
 def create_app(model, config: ServerConfig | None = None, *, startup_report: StartupReport | None = None,
                model_dir: str | Path | None = None) -> FastAPI:
-    """The app over `model`: an `LLM` (its engine, tokenizer and start-up report are used) or an `Engine`.
-    The engine thread starts with the app's lifespan and stops (in-flight requests aborted) when it ends."""
+    """The app over `model`: an `LLM` (its engine, tokenizer and start-up report are used), an `Engine` (the step
+    loop then runs on a thread of this process), or an engine in another process (`engine_process.RemoteCore`).
+    The step loop starts with the app's lifespan and stops (in-flight requests aborted) when it ends."""
     config = config if config is not None else ServerConfig()
-    engine: Engine = model if isinstance(model, Engine) else model.engine
+    if isinstance(model, CoreClient):  # an engine process: what the app needs of the model came with it
+        engine, tokenizer, max_model_len, vocab_size = model, model.tokenizer, model.max_model_len, model.vocab_size
+    else:
+        engine = model if isinstance(model, Engine) else model.engine
+        tokenizer, max_model_len, vocab_size = engine.tokenizer, engine.max_model_len, engine.config.vocab_size
     startup_report = startup_report if startup_report is not None else getattr(model, "startup_report", None)
     model_dir = model_dir if model_dir is not None else getattr(model, "model_dir", None)
     name = config.served_model_name or (Path(model_dir).name if model_dir is not None else "quickmoe")
@@ -58,9 +64,8 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
                                stats_interval_s=config.stats_interval_s, log_requests=config.log_requests,
                                time_steps=True)
     metrics.watch(lambda: async_engine.snapshot, lambda: async_engine.num_waiting)
-    ctx = ServingContext(engine=async_engine, tokenizer=engine.tokenizer, model_name=name,
-                         max_model_len=engine.max_model_len, vocab_size=engine.config.vocab_size, config=config,
-                         metrics=metrics, created=int(time.time()))
+    ctx = ServingContext(engine=async_engine, tokenizer=tokenizer, model_name=name, max_model_len=max_model_len,
+                         vocab_size=vocab_size, config=config, metrics=metrics, created=int(time.time()))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -77,7 +82,7 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
 
     @app.get("/health")
     async def health() -> Response:
-        """200 once the engine runs; 503 while starting, draining or after its thread died."""
+        """200 once the engine runs; 503 while starting, draining or after its step loop died."""
         if async_engine.running:
             return JSONBytesResponse({"status": "ok"})
         return JSONBytesResponse({"status": "unavailable"}, status_code=503)

@@ -1,45 +1,38 @@
-"""AsyncEngine: the engine's step loop on its own thread, serving asyncio request handlers.
+"""AsyncEngine: the engine's step loop (server/engine_core.py) serving asyncio request handlers.
 
-    engine = AsyncEngine(llm.engine, max_waiting=256, metrics=metrics)
-    engine.start()                                  # on the event loop: captures it, starts the thread
+    engine = AsyncEngine(llm.engine, max_waiting=256, metrics=metrics)   # or AsyncEngine(RemoteCore(...), ...)
+    engine.start()                                  # on the event loop: captures it, starts the step loop
     stream = engine.add_request(rid, prompt_ids, params)   # RequestError / EngineOverloaded / EngineUnavailable
     async for timed in stream: ...                  # TimedOutput(StepOutput, monotonic time it was produced)
     engine.abort(rid)                               # the client went away: its KV blocks go at the next step
     await engine.shutdown()                         # after the HTTP server drained
 
-The thread sleeps on a condition while the engine has nothing to do, and steps while it has. Once it has been idle
-for IDLE_WORK_DELAY_S, it runs the engine's idle work (decode CUDA graphs left for later), one piece at a time,
-checking for requests in between: a request that arrives meanwhile waits for at most one piece. Each step's outputs
-go to the loop in one `call_soon_threadsafe`; each request has a queue of its own, whose reader takes what piled up
-since it last read as one output (a busy loop then does one chunk's work for several tokens). A step that raises is
-logged,
-and the requests it was running (or, when none ran, all queued ones) are aborted and receive EngineStepFailed;
-the loop goes on serving the others.
+The step loop runs on a thread of this process (an `Engine`: LocalCore) or in the engine's own process
+(`engine_process.RemoteCore`). Each step's batch of outputs reaches the event loop in one call; each request has a
+queue of its own, whose reader takes what piled up since it last read as one output (a busy loop then does one
+chunk's work for several tokens). A step that raises fails the requests it was running (EngineStepFailed); the
+loop goes on serving the others. A loop that dies fails everything in flight and /health turns 503.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from quickmoe.engine.engine import Engine, StepOutput
-from quickmoe.engine.outputs import merge_outputs
+from quickmoe.engine.outputs import StepOutput, merge_outputs
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import QuickMoEError
+from quickmoe.server.engine_core import IDLE_WORK_DELAY_S, CoreBatch, CoreClient, LocalCore
 from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
-from quickmoe.server.stats_log import StatsLogger
 
 __all__ = ["AsyncEngine", "EngineDrained", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable",
-           "RequestStream", "TimedOutput"]
+           "IDLE_WORK_DELAY_S", "RequestStream", "TimedOutput"]
 
 logger = logging.getLogger(__name__)
-
-IDLE_WORK_DELAY_S = 0.5  # idle this long (no request in the engine) before the engine's idle work starts
 
 
 class EngineOverloaded(QuickMoEError):
@@ -120,42 +113,37 @@ class RequestStream:
 
 
 class AsyncEngine:
-    """Runs `Engine.step()` on one thread for requests made on one asyncio loop (see the module docstring)."""
+    """Serves requests made on one asyncio loop from an engine's step loop (see the module docstring). `engine`: an
+    `Engine` (its loop then runs on a thread here) or a `CoreClient` (e.g. a RemoteCore)."""
 
-    def __init__(self, engine: Engine, *, max_waiting: int, metrics: ServerMetrics | None = None,
+    def __init__(self, engine, *, max_waiting: int, metrics: ServerMetrics | None = None,
                  stats_interval_s: float | None = None, log_requests: bool = False, time_steps: bool = False) -> None:
         if max_waiting < 1:
             raise ValueError(f"max_waiting = {max_waiting}: expected >= 1")
-        self.engine = engine
+        self.core: CoreClient = engine if isinstance(engine, CoreClient) else \
+            LocalCore(engine, stats_interval_s=stats_interval_s, time_steps=time_steps)
         self.max_waiting = max_waiting
         self.metrics = metrics
-        self.stats = StatsLogger(stats_interval_s) if stats_interval_s else None
         self.log_requests = log_requests
-        self.time_steps = time_steps  # the engine times its steps (device, idle and host time: /metrics shows them)
         self.snapshot = EngineSnapshot()
         self._streams: dict[str, RequestStream] = {}  # event-loop side: requests not finished
-        self._wakeup = threading.Condition()
-        self._stop = False
+        self._started = False
         self._draining = False
         self._dead = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
 
     # -- life cycle (event loop) --------------------------------------------------------------------
     def start(self) -> None:
-        """Start the engine thread; call from the event loop that will make the requests."""
-        assert self._thread is None, "AsyncEngine.start() twice"
+        """Start the step loop; call from the event loop that will make the requests."""
+        assert not self._started, "AsyncEngine.start() twice"
         self._loop = asyncio.get_running_loop()
-        if self.time_steps:
-            self.engine.time_steps()
-        self._snapshot()
-        self._thread = threading.Thread(target=self._run, name="quickmoe-engine", daemon=True)
-        self._thread.start()
+        self._started = True
+        self.core.start(self._post)
 
     @property
     def running(self) -> bool:
-        """Started, its thread alive, and not shutting down."""
-        return self._thread is not None and self._thread.is_alive() and not self._dead and not self._draining
+        """Started, its step loop alive, and not shutting down."""
+        return self._started and self.core.alive and not self._dead and not self._draining
 
     def begin_drain(self) -> None:
         """Refuse new requests (503); the ones in flight go on."""
@@ -172,18 +160,12 @@ class AsyncEngine:
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         """End what is still in flight (its handlers get EngineDrained), let the engine free it, and stop the
-        thread."""
+        step loop."""
         self._draining = True
         self.end_in_flight("this request did not finish before the server stopped")
-        with self._wakeup:
-            self._stop = True
-            self._wakeup.notify()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, timeout)
-            if self._thread.is_alive():
-                logger.error("the engine thread did not stop within %.0f s", timeout)
-            else:
-                logger.info("engine stopped; %d sequence(s) hold KV blocks", self.engine.blocks.num_sequences)
+        self.core.stop()
+        if self._started and not await asyncio.to_thread(self.core.join, timeout):
+            logger.error("the engine loop did not stop within %.0f s", timeout)
 
     # -- requests (event loop) ----------------------------------------------------------------------
     @property
@@ -197,7 +179,7 @@ class AsyncEngine:
         everything it is given (nothing waits in it for KV blocks), so a burst to an idle server is not counted
         as waiting before the engine had a step to run it."""
         snapshot = self.snapshot
-        free_slots = 0 if snapshot.num_waiting else max(self.engine.scheduler.max_num_seqs - snapshot.num_running, 0)
+        free_slots = 0 if snapshot.num_waiting else max(self.core.max_num_seqs - snapshot.num_running, 0)
         return max(len(self._streams) - snapshot.num_running - free_slots, 0)
 
     def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams,
@@ -209,11 +191,10 @@ class AsyncEngine:
             raise EngineOverloaded(f"{self.num_waiting} requests are waiting already (the queue holds "
                                    f"{self.max_waiting}); retry later")
         stream = RequestStream(request_id, len(prompt_ids), arrival, params.n)
-        self.engine.add_request(request_id, list(prompt_ids), params)  # RequestError before anything is kept
+        self.core.add_request(request_id, list(prompt_ids), params)  # RequestError before anything is kept
         if self.log_requests:
             logger.info("request %s: %d prompt tokens, %s", request_id, len(prompt_ids), params)
         self._streams[request_id] = stream
-        self._wake()
         return stream
 
     def abort(self, request_id: str, reason: str = "abort") -> None:
@@ -221,20 +202,14 @@ class AsyncEngine:
         reply itself ("stop": a chat stop string). Nothing happens for a finished or unknown request."""
         stream = self._streams.pop(request_id, None)
         if stream is not None:
-            self.engine.abort(request_id)
-            self._wake()
+            self.core.abort(request_id)
             self._finished(stream, reason, time.monotonic())
 
     def abort_sample(self, request_id: str, index: int) -> None:
         """Stop one of a request's n samples (the server found its end: a chat stop string); its stream still
         receives that sample's finished output."""
         if request_id in self._streams:
-            self.engine.abort(request_id, index)
-            self._wake()
-
-    def _wake(self) -> None:
-        with self._wakeup:
-            self._wakeup.notify()
+            self.core.abort(request_id, index)
 
     def _deliver(self, outputs: list[StepOutput], now: float) -> None:
         metrics = self.metrics
@@ -269,93 +244,29 @@ class AsyncEngine:
             logger.info("request %s finished (%s): %d prompt + %d generated tokens in %.3f s", stream.request_id,
                         reason, stream.num_prompt_tokens, stream.num_output_tokens, now - stream.arrival)
 
-    def _fail(self, request_ids: list[str], exc: BaseException) -> None:
+    def _fail(self, request_ids: Sequence[str], error: str) -> None:
         ids = request_ids or list(self._streams)
         for request_id in ids:
             stream = self._streams.pop(request_id, None)
             if stream is not None:
-                self.engine.abort(request_id)
-                stream._put(EngineStepFailed(f"the engine failed while running this request "
-                                             f"({type(exc).__name__}: {exc})"))
-        self._wake()
+                if self.core.alive:
+                    self.core.abort(request_id)
+                stream._put(EngineStepFailed(f"the engine failed while running this request ({error})"))
 
-    # -- the engine thread --------------------------------------------------------------------------
-    def _post(self, callback, *args) -> None:
+    def _on_batch(self, batch: CoreBatch) -> None:
+        """A batch from the step loop (on the event loop)."""
+        if batch.snapshot is not None:
+            self.snapshot = batch.snapshot
+        if batch.outputs:
+            self._deliver(batch.outputs, batch.time)
+        if batch.dead:
+            self._dead = True
+        if batch.failed is not None:
+            self._fail(batch.failed, batch.error)
+
+    # -- the step loop's thread ---------------------------------------------------------------------
+    def _post(self, batch: CoreBatch) -> None:
         try:
-            self._loop.call_soon_threadsafe(callback, *args)
+            self._loop.call_soon_threadsafe(self._on_batch, batch)
         except RuntimeError:  # the loop is closed: nobody is listening any more
             logger.debug("event loop closed; dropping engine outputs")
-
-    def _snapshot(self) -> None:
-        stats = self.engine.stats()
-        self.snapshot = EngineSnapshot(num_running=stats.num_running, num_waiting=stats.num_waiting,
-                                       kv_cache_usage=tuple(sorted(stats.kv_cache_usage.items())),
-                                       num_sequences_with_blocks=self.engine.blocks.num_sequences,
-                                       num_preemptions=stats.num_preemptions,
-                                       num_prefix_queries=stats.num_prefix_queries,
-                                       num_prefix_hits=stats.num_prefix_hits,
-                                       num_scheduled_tokens=stats.num_scheduled_tokens, steps=stats.steps)
-
-    def _run(self) -> None:
-        try:
-            self._serve_steps()
-        except BaseException as exc:  # the loop itself broke: nothing will serve the requests in flight
-            self._dead = True
-            logger.critical("the engine thread died; failing every request in flight", exc_info=exc)
-            self._post(self._fail, [], exc)
-        finally:
-            self._snapshot()
-        logger.debug("engine thread stopped")
-
-    def _wait_for_work(self) -> bool:
-        """Sleep until the engine has requests (True) or the loop is stopped with none left (False). Idle for
-        IDLE_WORK_DELAY_S, run the engine's idle work one piece at a time until it has none (or fails: logged)."""
-        engine = self.engine
-        delay: float | None = IDLE_WORK_DELAY_S
-        while True:
-            with self._wakeup:
-                deadline = None if delay is None else time.monotonic() + delay
-                if self.time_steps and not engine.has_unfinished():
-                    engine.note_idle()  # the wait for requests is not the device waiting for the host
-                while not self._stop and not engine.has_unfinished():
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        break
-                    self._wakeup.wait(remaining)
-                else:
-                    return engine.has_unfinished()
-            try:
-                delay = 0.0 if engine.idle_work() else None
-            except Exception:  # e.g. a capture out of memory: the steps still run (eagerly where no graph)
-                logger.exception("the engine's idle work failed; no more of it")
-                delay = None
-
-    def _serve_steps(self) -> None:
-        engine = self.engine
-        failures = 0
-        while True:
-            if not self._wait_for_work():
-                return
-            try:
-                outputs = engine.step()
-            except Exception as exc:  # a bug or a device error: fail the requests of this step, keep serving
-                failures += 1
-                scheduler = engine.scheduler
-                failed = [seq.request_id for seq in scheduler.running] or [s.request_id for s in scheduler.waiting]
-                logger.exception("engine step failed; failing %s", f"{len(failed)} request(s)" if failed
-                                 else "every request in flight")
-                for request_id in failed:
-                    engine.abort(request_id)
-                self._post(self._fail, failed, exc)
-                time.sleep(0.001 * 2 ** min(failures, 10))  # a failure that repeats must not spin
-                continue
-            failures = 0
-            self._snapshot()
-            if self.stats is not None:
-                self.stats.count_generated(sum(len(out.token_ids) for out in outputs))
-                self.stats.maybe_log(self.snapshot)
-            if outputs:
-                self._post(self._deliver, outputs, time.monotonic())
-            elif self.snapshot.num_running == 0:
-                with self._wakeup:  # queued but nothing admitted (nor anything to wait for): do not spin
-                    self._wakeup.wait(0.005)

@@ -69,7 +69,8 @@ class ServerConfig:
     max_body_bytes: larger request bodies get 413. access_log: log every HTTP request. log_requests: log each
     generation request (its id, prompt length and parameters) and its end. stats_interval_s: how often the engine
     thread logs its one-line stats while it runs (None: never). sampling_defaults: values for the sampling fields
-    a request leaves out.
+    a request leaves out. frontend_process: `quickmoe serve` runs the HTTP server in a process of its own beside
+    the engine's (server/engine_process.py); false: both in one process.
     """
 
     host: str = "127.0.0.1"
@@ -83,6 +84,7 @@ class ServerConfig:
     log_requests: bool = False
     stats_interval_s: float | None = 10.0
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
+    frontend_process: bool = True
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -113,6 +115,8 @@ class ServerConfig:
             raise fail("access_log", "true or false")
         if not isinstance(self.log_requests, bool):
             raise fail("log_requests", "true or false")
+        if not isinstance(self.frontend_process, bool):
+            raise fail("frontend_process", "true or false")
         if self.stats_interval_s is not None and (isinstance(self.stats_interval_s, bool) or not isinstance(
                 self.stats_interval_s, (int, float)) or not 0 < self.stats_interval_s < float("inf")):
             raise fail("stats_interval_s", "None or a number of seconds > 0")

@@ -90,7 +90,7 @@ class ServingContext:
     async def prompt_ids(self, prompt: str | Sequence[int], field: str) -> list[int]:
         """Tokenize (on a worker thread: long prompts must not stall the event loop) and check a prompt."""
         try:
-            return await asyncio.to_thread(self.engine.engine.prompt_ids, prompt)
+            return await asyncio.to_thread(self.engine.core.checker.prompt_ids, prompt)
         except (RequestError, TokenizerError) as exc:
             raise prompt_error(exc, field) from None
 
@@ -127,7 +127,7 @@ class ServingContext:
         if params.structured is None:
             return
         try:
-            await asyncio.to_thread(self.engine.engine.check_structured, params.structured)
+            await asyncio.to_thread(self.engine.core.checker.structured, params.structured)
         except RequestError as exc:
             raise APIError(400, str(exc), param=req.structured_field, code="invalid_value") from None
 

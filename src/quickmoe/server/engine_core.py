@@ -1,0 +1,226 @@
+"""EngineCore: the engine's step loop as a server runs it, and the two ways a server reaches it.
+
+    core = EngineCore(engine, publish)   # publish(CoreBatch) after every step that has something to say
+    core.add_request(rid, prompt_ids, params); core.abort(rid)   # any thread
+    core.run()                            # the loop, on its own thread (or a process's main thread) until stop()
+
+The loop sleeps while the engine has nothing to do and steps while it has. Once idle for IDLE_WORK_DELAY_S it runs
+the engine's idle work (decode CUDA graphs left for later, MoE kernels of prefill sizes), one piece at a time,
+checking for requests in between. A step that raises is logged, the requests it ran (or, when none ran, every
+queued one) are aborted and published as failed, and the loop goes on; a loop that breaks publishes `dead`.
+
+`CoreClient` is what `AsyncEngine` talks to: `LocalCore` runs an EngineCore on a thread of this process (its
+batches reach the event loop through `call_soon_threadsafe`); `engine_process.RemoteCore` reaches one in another
+process, so the step loop and the HTTP event loop do not share a GIL.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from quickmoe.engine.outputs import StepOutput
+from quickmoe.engine.request_checks import RequestChecker
+from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.server.metrics import EngineSnapshot
+from quickmoe.server.stats_log import StatsLogger
+
+__all__ = ["CoreBatch", "CoreClient", "EngineCore", "IDLE_WORK_DELAY_S", "LocalCore"]
+
+logger = logging.getLogger(__name__)
+
+IDLE_WORK_DELAY_S = 0.5  # idle this long (no request in the engine) before the engine's idle work starts
+
+
+@dataclass(frozen=True)
+class CoreBatch:
+    """What the loop publishes: the outputs of one step and the engine's state after it (`time`: time.monotonic()
+    when the step ended, one clock for every process of the machine); or the requests a failed step was running
+    (`failed`, empty: every request in flight) with the error; or `dead`: the loop stopped for good."""
+
+    outputs: list[StepOutput] = field(default_factory=list)
+    time: float = 0.0
+    snapshot: EngineSnapshot | None = None
+    failed: tuple[str, ...] | None = None
+    error: str = ""
+    dead: bool = False
+
+
+def engine_snapshot(engine) -> EngineSnapshot:
+    stats = engine.stats()
+    return EngineSnapshot(num_running=stats.num_running, num_waiting=stats.num_waiting,
+                          kv_cache_usage=tuple(sorted(stats.kv_cache_usage.items())),
+                          num_sequences_with_blocks=engine.blocks.num_sequences, num_preemptions=stats.num_preemptions,
+                          num_prefix_queries=stats.num_prefix_queries, num_prefix_hits=stats.num_prefix_hits,
+                          num_scheduled_tokens=stats.num_scheduled_tokens, steps=stats.steps)
+
+
+class EngineCore:
+    """The step loop over one `Engine` (see the module docstring); `publish` is called on the loop's thread."""
+
+    def __init__(self, engine, publish: Callable[[CoreBatch], None], *, stats_interval_s: float | None = None,
+                 time_steps: bool = False) -> None:
+        self.engine = engine
+        self.publish = publish
+        self.stats = StatsLogger(stats_interval_s) if stats_interval_s else None
+        self.time_steps = time_steps  # the engine times its steps (device, idle and host time: /metrics shows them)
+        self._wakeup = threading.Condition()
+        self._stop = False
+
+    def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams) -> None:
+        """Queue a request (RequestError when the engine refuses it; nothing is kept then)."""
+        self.engine.add_request(request_id, list(prompt_ids), params)
+        self._wake()
+
+    def abort(self, request_id: str, index: int | None = None) -> None:
+        self.engine.abort(request_id, index) if index is not None else self.engine.abort(request_id)
+        self._wake()
+
+    def stop(self) -> None:
+        """End the loop once the engine has nothing left to run (abort what should not finish first)."""
+        with self._wakeup:
+            self._stop = True
+            self._wakeup.notify()
+
+    def _wake(self) -> None:
+        with self._wakeup:
+            self._wakeup.notify()
+
+    def run(self) -> None:
+        if self.time_steps:
+            self.engine.time_steps()
+        try:
+            self._serve_steps()
+        except BaseException as exc:  # the loop itself broke: nothing will serve the requests in flight
+            logger.critical("the engine loop died; failing every request in flight", exc_info=exc)
+            self.publish(CoreBatch(time=time.monotonic(), snapshot=engine_snapshot(self.engine), failed=(),
+                                   error=f"{type(exc).__name__}: {exc}", dead=True))
+            return
+        self.publish(CoreBatch(time=time.monotonic(), snapshot=engine_snapshot(self.engine)))
+        logger.debug("engine loop stopped")
+
+    def _wait_for_work(self) -> bool:
+        """Sleep until the engine has requests (True) or the loop is stopped with none left (False). Idle for
+        IDLE_WORK_DELAY_S, run the engine's idle work one piece at a time until it has none (or fails: logged)."""
+        engine = self.engine
+        delay: float | None = IDLE_WORK_DELAY_S
+        while True:
+            with self._wakeup:
+                deadline = None if delay is None else time.monotonic() + delay
+                if self.time_steps and not engine.has_unfinished():
+                    engine.note_idle()  # the wait for requests is not the device waiting for the host
+                while not self._stop and not engine.has_unfinished():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        break
+                    self._wakeup.wait(remaining)
+                else:
+                    return engine.has_unfinished()
+            try:
+                delay = 0.0 if engine.idle_work() else None
+            except Exception:  # e.g. a capture out of memory: the steps still run (eagerly where no graph)
+                logger.exception("the engine's idle work failed; no more of it")
+                delay = None
+
+    def _serve_steps(self) -> None:
+        engine = self.engine
+        failures = 0
+        while True:
+            if not self._wait_for_work():
+                return
+            try:
+                outputs = engine.step()
+            except Exception as exc:  # a bug or a device error: fail the requests of this step, keep serving
+                failures += 1
+                scheduler = engine.scheduler
+                failed = [seq.request_id for seq in scheduler.running] or [s.request_id for s in scheduler.waiting]
+                logger.exception("engine step failed; failing %s", f"{len(failed)} request(s)" if failed
+                                 else "every request in flight")
+                for request_id in failed:
+                    engine.abort(request_id)
+                self.publish(CoreBatch(time=time.monotonic(), snapshot=engine_snapshot(engine),
+                                       failed=tuple(dict.fromkeys(failed)), error=f"{type(exc).__name__}: {exc}"))
+                time.sleep(0.001 * 2 ** min(failures, 10))  # a failure that repeats must not spin
+                continue
+            failures = 0
+            snapshot = engine_snapshot(engine)
+            if self.stats is not None:
+                self.stats.count_generated(sum(len(out.token_ids) for out in outputs))
+                self.stats.maybe_log(snapshot)
+            self.publish(CoreBatch(outputs, time.monotonic(), snapshot))
+            if not outputs and snapshot.num_running == 0:
+                with self._wakeup:  # queued but nothing admitted (nor anything to wait for): do not spin
+                    self._wakeup.wait(0.005)
+
+
+class CoreClient:
+    """What AsyncEngine needs of an engine loop: start it with a `publish` callback (called on a thread other than
+    the event loop's), requests and aborts (from the event loop), stop, and the facts the server answers with."""
+
+    checker: RequestChecker
+    max_num_seqs: int
+
+    def start(self, publish: Callable[[CoreBatch], None]) -> None:
+        raise NotImplementedError
+
+    def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams) -> None:
+        raise NotImplementedError
+
+    def abort(self, request_id: str, index: int | None = None) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the loop to end; False when it did not within `timeout`."""
+        raise NotImplementedError
+
+    @property
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+
+class LocalCore(CoreClient):
+    """An EngineCore on a thread of this process."""
+
+    def __init__(self, engine, *, stats_interval_s: float | None = None, time_steps: bool = False) -> None:
+        self.engine = engine
+        self.checker = getattr(engine, "checker", None)
+        self.max_num_seqs = engine.scheduler.max_num_seqs
+        self._stats_interval_s = stats_interval_s
+        self._time_steps = time_steps
+        self._core: EngineCore | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, publish: Callable[[CoreBatch], None]) -> None:
+        assert self._thread is None, "LocalCore.start() twice"
+        self._core = EngineCore(self.engine, publish, stats_interval_s=self._stats_interval_s,
+                                time_steps=self._time_steps)
+        self._thread = threading.Thread(target=self._core.run, name="quickmoe-engine", daemon=True)
+        self._thread.start()
+
+    def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams) -> None:
+        self._core.add_request(request_id, prompt_ids, params)
+
+    def abort(self, request_id: str, index: int | None = None) -> None:
+        self._core.abort(request_id, index)
+
+    def stop(self) -> None:
+        if self._core is not None:
+            self._core.stop()
+
+    def join(self, timeout: float) -> bool:
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            logger.info("engine stopped; %d sequence(s) hold KV blocks", self.engine.blocks.num_sequences)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
