@@ -15,6 +15,7 @@
 #   serve      quickmoe serve on each Qwen3-30B-A3B checkpoint (fp8, nvfp4, then bf16: 61 GB, written last; the
 #              disk holds 64 GB, so SERVE_FORMATS="fp8 nvfp4" after make), bench serve at concurrency 1 and 32
 #              (1000 -> 256)
+#   fp8-gemm   the FP8 dense GEMM's tests on CUDA and scripts/probes/fp8_gemm_probe.py (Qwen3-30B-A3B dense shapes)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once
@@ -57,7 +58,10 @@ for stage in "$@"; do
       done ;;
     serve)
       for fmt in ${SERVE_FORMATS:-fp8 nvfp4 bf16}; do serve_bench "$fmt"; done ;;
-    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve)"; exit 2 ;;
+    fp8-gemm)
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fp8_gemm.py 2>&1 | tail -2
+      python3 scripts/probes/fp8_gemm_probe.py 2>&1 | tee "$OUT/fp8_gemm_probe.txt" ;;
+    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"

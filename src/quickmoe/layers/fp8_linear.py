@@ -2,8 +2,10 @@
 dense layer's `LinearMethod` from the checkpoint's quantization config.
 
 The weight stays float8_e4m3fn [out, in] with `weight_scale_inv` [ceil(out/bn), ceil(in/bk)] (float32 here;
-bf16 or float32 in the checkpoint). On the CPU and in the torch path the product dequantizes the weight to
-the activations' dtype, then runs the plain linear (formats.fp8); the FP8 tensor-core GEMM is GPU work.
+bf16 or float32 in the checkpoint). On CUDA (with triton, and bk = 128) the product quantizes the activations
+to FP8 per token and 128 columns (kernels/fp8_quant.py), then runs the FP8 block-scaled tensor-core GEMM
+(kernels/fp8_gemm.py): the weight is never dequantized. Elsewhere (the CPU, or another bk) it dequantizes the
+weight to the activations' dtype and runs the plain linear (formats.fp8), with unquantized activations.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import torch.nn.functional as F
 from quickmoe.config import ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.formats.fp8 import FP8_DTYPE, block_scale_shape, dequantize_fp8_block
+from quickmoe.kernels import fp8_gemm
+from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 from quickmoe.distributed import Shard
 from quickmoe.layers.linear import Linear, LinearMethod
 from quickmoe.layers.sharding import narrow_param
@@ -25,7 +29,8 @@ SCALE_DTYPES = (torch.bfloat16, torch.float32, torch.float16)  # weight_scale_in
 
 
 class Fp8BlockLinearMethod:
-    """weight float8_e4m3fn [out, in] + weight_scale_inv [ceil(out/bn), ceil(in/bk)], dequantized per call."""
+    """weight float8_e4m3fn [out, in] + weight_scale_inv [ceil(out/bn), ceil(in/bk)]: the FP8 GEMM on CUDA,
+    else dequantized per call."""
 
     def __init__(self, block: tuple[int, int]) -> None:
         self.block = block
@@ -52,7 +57,17 @@ class Fp8BlockLinearMethod:
     def process_weights_after_loading(self, layer: Linear) -> None:
         pass
 
+    def uses_fp8_gemm(self, x: torch.Tensor) -> bool:
+        """Whether `apply` runs the FP8 tensor-core GEMM on x (else the dequantizing torch path)."""
+        return x.is_cuda and fp8_gemm.triton is not None and self.block[1] == fp8_gemm.FP8_GROUP
+
     def apply(self, layer: Linear, x: torch.Tensor) -> torch.Tensor:
+        if self.uses_fp8_gemm(x):
+            rows = x.reshape(-1, x.shape[-1])  # [M, in]
+            x_q, x_scales = quantize_fp8_per_token_group(rows, fp8_gemm.FP8_GROUP)
+            out = fp8_gemm.fp8_block_linear(x_q, x_scales, layer.weight, layer.weight_scale_inv, self.block,
+                                            layer.bias, out_dtype=x.dtype)
+            return out.reshape(*x.shape[:-1], out.shape[-1])
         weight = dequantize_fp8_block(layer.weight, layer.weight_scale_inv, self.block, x.dtype)  # [out, in]
         return F.linear(x, weight, layer.bias)
 

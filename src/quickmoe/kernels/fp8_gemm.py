@@ -1,0 +1,191 @@
+"""FP8 block-scaled dense GEMM on tensor cores: `fp8_block_linear` (Triton) beside `fp8_block_linear_ref` (torch),
+same signature. The product of the FP8 dense layers (layers/fp8_linear.py) on CUDA.
+
+Operands (formats/fp8.py): activations x_q float8_e4m3fn [M, K] with float32 scales x_scales [M, ceil(K/128)],
+one per token and group of 128 columns (kernels/fp8_quant.py); weights w float8_e4m3fn [N, K] with float32
+w_scale_inv [ceil(N/bn), ceil(K/bk)], one per block of bn rows x bk columns, bk = 128. Both dequantize by one
+multiplication, x[m, k] = x_q[m, k] * x_scales[m, k // 128] and W[n, k] = w[n, k] * w_scale_inv[n // bn, k // 128],
+so within one 128-column group g both scales are constant along k and factor out of the group's dot:
+
+    out[m, n] = sum_g (x_scales[m, g] * w_scale_inv[n // bn, g]) * sum_{k in g} x_q[m, k] * w[n, k]  (+ bias[n])
+
+The kernel steps K by one group (128 columns): an e4m3 x e4m3 tensor-core dot of the step's tiles into a fresh
+float32 tile (every product of two e4m3 values is exact in float32), scaled by the step's factor [BM, BN] (the
+outer product of the two scale vectors; one scalar for the weights when BLOCK_N divides bn), added to the float32
+accumulator; bias after the K loop, one rounding into out_dtype at the store. Ragged M, N and K are masked (the
+loads give 0 past the edges, so a partial last group adds nothing spurious). Triton's CPU interpreter runs the
+dots on float32 operands (exact conversions of e4m3, as kernels/moe_gemm.py does).
+
+Orientation (`swap_ab`, as the MoE GEMMs): x_q @ w^T ([BM, BK] x [BK, BN]), or the transposed product
+w @ x_q^T ([BN, BK] x [BK, BM]), which puts the weights on the wide side of Hopper's wgmma (M >= 64 per warp
+group) and the tokens on the narrow one (16 at decode). Both operands are read K-contiguous, as FP8 wgmma needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from quickmoe.formats.fp8 import FP8_DTYPE, block_scale_shape, dequantize_fp8_block, expand_block_scales
+
+try:  # CPU installs without triton keep the torch reference
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
+
+__all__ = ["FP8_GROUP", "Fp8GemmConfig", "fp8_block_linear", "fp8_block_linear_ref"]
+
+FP8_GROUP = 128  # columns per activation scale and per weight scale block (bk): the kernel's K step
+OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+@dataclass(frozen=True)
+class Fp8GemmConfig:
+    block_m: int
+    block_n: int
+    num_warps: int = 4
+    num_stages: int = 3
+    swap_ab: bool = False
+
+
+def _config(m: int, n: int, k: int) -> Fp8GemmConfig:
+    """The launch config for M tokens: a starting point, tuned once on the H100 for Qwen3-30B-A3B's qkv_proj
+    (2048 -> 5120) and o_proj (4096 -> 2048): the best sum of both per M of scripts/probes/fp8_gemm_probe.py --sweep
+    (1, 8, 64, 256, 1024, 4096, 8192; re-tune there for other shapes). Up to 64 tokens they sit on wgmma's narrow
+    side (swap_ab; the plain orientation at BLOCK_M 16 compiles to fp16 mma.sync, not fp8 wgmma), with narrow N
+    tiles for more programs over the weight stream; larger M: 64 x 64, then 64 x 128 tiles. The choices were within
+    10% of one another at 1024+ tokens."""
+    if m <= 16:
+        return Fp8GemmConfig(16, 64, num_warps=4, num_stages=6, swap_ab=True)
+    if m <= 64:
+        return Fp8GemmConfig(32, 64, num_warps=4, num_stages=4, swap_ab=True)
+    if m <= 256:
+        return Fp8GemmConfig(64, 64, num_warps=4, num_stages=4)
+    return Fp8GemmConfig(64, 128, num_warps=4, num_stages=3)
+
+
+def _check(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype) -> None:
+    if x_q.dim() != 2 or w.dim() != 2 or x_q.dtype != FP8_DTYPE or w.dtype != FP8_DTYPE:
+        raise ValueError(f"fp8_block_linear: expected float8_e4m3fn x_q [M, K] and w [N, K], got x_q {x_q.dtype} "
+                         f"{tuple(x_q.shape)}, w {w.dtype} {tuple(w.shape)}")
+    (m, k), n = x_q.shape, w.shape[0]
+    if w.shape[1] != k:
+        raise ValueError(f"fp8_block_linear: x_q {tuple(x_q.shape)} and w {tuple(w.shape)} differ in K")
+    if tuple(block)[1:] != (FP8_GROUP,) or len(block) != 2 or block[0] <= 0:
+        raise ValueError(f"fp8_block_linear: block = {tuple(block)}: expected (bn, {FP8_GROUP}), the activations' "
+                         "scale group along K")
+    groups = -(-k // FP8_GROUP)
+    if x_scales.dtype != torch.float32 or tuple(x_scales.shape) != (m, groups):
+        raise ValueError(f"fp8_block_linear: expected float32 x_scales [{m}, {groups}], got {x_scales.dtype} "
+                         f"{tuple(x_scales.shape)}")
+    want = block_scale_shape((n, k), tuple(block))
+    if w_scale_inv.dtype != torch.float32 or tuple(w_scale_inv.shape) != want:
+        raise ValueError(f"fp8_block_linear: w {tuple(w.shape)} with blocks {tuple(block)} needs float32 "
+                         f"w_scale_inv {list(want)}, got {w_scale_inv.dtype} {tuple(w_scale_inv.shape)}")
+    if bias is not None and tuple(bias.shape) != (n,):
+        raise ValueError(f"fp8_block_linear: expected bias [{n}], got {tuple(bias.shape)}")
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"fp8_block_linear: out_dtype {out_dtype}: expected one of {OUT_DTYPES}")
+    devices = {t.device for t in (x_q, x_scales, w, w_scale_inv, bias) if t is not None}
+    if len(devices) > 1:
+        raise ValueError(f"fp8_block_linear: operands on several devices: {sorted(map(str, devices))}")
+
+
+def fp8_block_linear_ref(x_q: torch.Tensor, x_scales: torch.Tensor, w: torch.Tensor, w_scale_inv: torch.Tensor,
+                         block: tuple[int, int], bias: torch.Tensor | None = None,
+                         out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """Both operands dequantized (exact in float64), multiplied in float64, rounded once into out_dtype."""
+    _check(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype)
+    m, k = x_q.shape
+    x = x_q.double() * expand_block_scales(x_scales, m, k, (1, FP8_GROUP)).double()
+    out = x @ dequantize_fp8_block(w, w_scale_inv, tuple(block), torch.float64).T
+    if bias is not None:
+        out += bias.double()
+    return out.to(out_dtype)
+
+
+def fp8_block_linear(x_q: torch.Tensor, x_scales: torch.Tensor, w: torch.Tensor, w_scale_inv: torch.Tensor,
+                     block: tuple[int, int], bias: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16,
+                     *, config: Fp8GemmConfig | None = None) -> torch.Tensor:
+    """The Triton kernel of `fp8_block_linear_ref` -> [M, N] out_dtype. `config`: a launch config other than
+    `_config`'s (the probe's sweep)."""
+    _check(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype)
+    if triton is None:
+        raise RuntimeError("fp8_block_linear needs triton; fp8_block_linear_ref is the torch version")
+    (m, k), n = x_q.shape, w.shape[0]
+    out = torch.empty(m, n, dtype=out_dtype, device=x_q.device)
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        return out.copy_(bias.to(out_dtype).expand(m, n)) if bias is not None else out.zero_()
+    x_q, w = (t if t.stride(1) == 1 else t.contiguous() for t in (x_q, w))
+    cfg = config or _config(m, n, k)
+    on_cpu = x_q.device.type == "cpu"  # the interpreter: float32 operands, exact products, IEEE dots
+    grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n))
+    _fp8_gemm_kernel[grid](
+        x_q, x_scales, w, w_scale_inv, bias if bias is not None else out, out, m, n,
+        x_q.stride(0), x_scales.stride(0), x_scales.stride(1), w.stride(0), w_scale_inv.stride(0),
+        w_scale_inv.stride(1), out.stride(0), K=k, BN_SCALE=block[0], HAS_BIAS=bias is not None,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=FP8_GROUP, SWAP_AB=cfg.swap_ab,
+        DOT_DTYPE=tl.float32 if on_cpu else tl.float8e4nv, PRECISION="ieee" if on_cpu else "tf32",
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    return out
+
+
+if triton is not None:
+
+    @triton.jit(do_not_specialize=["M"])  # one compilation per (K, config) for every token count
+    def _fp8_gemm_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, out_ptr, M, N, stride_xm, stride_xsm, stride_xsg,
+                         stride_wn, stride_wsn, stride_wsg, stride_om, K: tl.constexpr, BN_SCALE: tl.constexpr,
+                         HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                         PRECISION: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # [BM] tokens
+        cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
+        m_ok = rows < M
+        n_ok = cols < N
+        kk = tl.arange(0, BLOCK_K)
+        x_rows = x_ptr + rows.to(tl.int64) * stride_xm  # [BM] row pointers (int64: M x K may pass 2^31)
+        w_rows = w_ptr + cols.to(tl.int64) * stride_wn  # [BN]
+        xs_rows = xs_ptr + rows.to(tl.int64) * stride_xsm
+        ONE_W_SCALE: tl.constexpr = BN_SCALE % BLOCK_N == 0  # the tile lies in one scale row
+        if ONE_W_SCALE:
+            ws_row = ws_ptr + (tl.program_id(1) * BLOCK_N // BN_SCALE) * stride_wsn
+        else:
+            ws_rows = ws_ptr + (cols // BN_SCALE) * stride_wsn  # [BN]
+        if SWAP_AB:
+            acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+        else:
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            g = k0 // BLOCK_K  # the scale group
+            k = k0 + kk
+            k_ok = k < K
+            w = tl.load(w_rows[:, None] + k[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)  # [BN, BK]
+            a_s = tl.load(xs_rows + g * stride_xsg, mask=m_ok, other=0.0)  # [BM]
+            if ONE_W_SCALE:
+                w_s = tl.load(ws_row + g * stride_wsg)
+            else:
+                w_s = tl.load(ws_rows + g * stride_wsg, mask=n_ok, other=0.0)  # [BN]
+            if SWAP_AB:
+                a = tl.load(x_rows[None, :] + k[:, None], mask=k_ok[:, None] & m_ok[None, :], other=0.0)  # [BK, BM]
+                part = tl.dot(w.to(DOT_DTYPE), a.to(DOT_DTYPE), input_precision=PRECISION)  # [BN, BM]
+                if ONE_W_SCALE:
+                    acc += part * (a_s * w_s)[None, :]
+                else:
+                    acc += part * (w_s[:, None] * a_s[None, :])
+            else:
+                a = tl.load(x_rows[:, None] + k[None, :], mask=m_ok[:, None] & k_ok[None, :], other=0.0)  # [BM, BK]
+                part = tl.dot(a.to(DOT_DTYPE), tl.trans(w.to(DOT_DTYPE)), input_precision=PRECISION)  # [BM, BN]
+                if ONE_W_SCALE:
+                    acc += part * (a_s * w_s)[:, None]
+                else:
+                    acc += part * (a_s[:, None] * w_s[None, :])
+        if SWAP_AB:
+            acc = tl.trans(acc)  # [BM, BN]
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + cols, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+        out = out_ptr + rows.to(tl.int64)[:, None] * stride_om + cols[None, :]
+        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
