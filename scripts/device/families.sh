@@ -20,7 +20,7 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once
   local dir=/tmp/qwen3-30b-a3b-$1
-  [ -f "$dir/config.json" ] || python3 -m quickmoe make-checkpoint "$dir" --preset qwen3-30b-a3b --weights "$1" -q
+  [ -f "$dir/config.json" ] || python3 -m quickmoe make-checkpoint "$dir" --preset qwen3-30b-a3b --weights "$1" -q >&2
   echo "$dir"
 }
 serve_bench() {  # serve_bench FORMAT

@@ -41,3 +41,28 @@ def test_help_imports_no_torch():
     for args in (["--help"], ["generate", "--help"], ["serve", "--help"]):
         modules = imported(*args)
         assert "quickmoe.cli" in modules and loaded(modules, ("torch", "numpy", "triton") + SERVER_ONLY) == [], args
+
+
+def test_the_http_frontend_imports_no_torch():
+    """The frontend process of `quickmoe serve` (server/engine_process.py) imports the server stack and unpickles
+    the engine's batches (outputs, snapshot, step totals) without torch: it starts while the model loads, beside the
+    engine's own import of torch."""
+    code = """
+import pickle, sys, time
+from quickmoe.engine.outputs import StepOutput
+from quickmoe.executor.step_totals import StepTotals
+from quickmoe.server.engine_core import CoreBatch
+from quickmoe.server.metrics import EngineSnapshot
+batch = CoreBatch([StepOutput("r", [5], "x", None, False, None, None, 3, 1)], time.monotonic(),
+                  EngineSnapshot(num_running=1, steps=StepTotals(steps={"decode": 1})))
+data = pickle.dumps(batch)
+for name in [m for m in sys.modules if m.startswith("quickmoe")]:
+    del sys.modules[name]
+import quickmoe.server.app, quickmoe.server.engine_process, quickmoe.server.serve
+assert pickle.loads(data).snapshot.steps.steps == {"decode": 1}
+print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[]"

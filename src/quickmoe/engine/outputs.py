@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from quickmoe.executor.step_timer import StepTotals
+    from quickmoe.executor.step_totals import StepTotals
 
 __all__ = ["EngineStats", "StepOutput", "TokenLogprob", "merge_outputs"]
 

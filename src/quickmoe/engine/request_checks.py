@@ -1,7 +1,7 @@
 """RequestChecker: what a request must satisfy before an engine takes it (its prompt within the vocabulary and the
 context, its logit bias within the vocabulary, its grammar compiling), with no model attached. The engine checks
 every request with one; a server whose engine runs in another process checks with its own, so a bad request is
-answered 400 at once and never crosses to the engine."""
+answered 400 at once and never crosses to the engine. Torch-free until a request brings a grammar."""
 
 from __future__ import annotations
 
@@ -9,10 +9,14 @@ import numbers
 import threading
 from collections.abc import Sequence as Seq
 
+from typing import TYPE_CHECKING
+
 from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
-from quickmoe.engine.structured_output import GrammarBackend
 from quickmoe.errors import RequestError
-from quickmoe.tokenizer.base import Tokenizer
+
+if TYPE_CHECKING:
+    from quickmoe.engine.structured_output import GrammarBackend
+    from quickmoe.tokenizer.base import Tokenizer
 
 __all__ = ["RequestChecker"]
 
@@ -34,8 +38,11 @@ class RequestChecker:
 
     @property
     def grammars(self) -> GrammarBackend:
+        """The grammar engine (imported and made at the first structured request: it needs torch)."""
         with self._lock:
             if self._grammars is None:
+                from quickmoe.engine.structured_output import GrammarBackend
+
                 self._grammars = GrammarBackend(self.tokenizer, self.vocab_size)
             return self._grammars
 

@@ -25,29 +25,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from quickmoe.executor.step_totals import STEP_KINDS, StepTotals, step_kind
+
 __all__ = ["STEP_KINDS", "StepTimer", "StepTotals", "step_kind"]
-
-STEP_KINDS = ("decode", "mixed", "prefill")
-
-
-def step_kind(query_lens: list[int]) -> str:
-    """"decode" when every row brings one token, "prefill" when none does, else "mixed"."""
-    single = sum(1 for n in query_lens if n == 1)
-    return "decode" if single == len(query_lens) else "prefill" if single == 0 else "mixed"
-
-
-@dataclass(frozen=True)
-class StepTotals:
-    """Running sums over the steps the device has finished, by kind (`STEP_KINDS`): steps, tokens, device seconds;
-    and over all of them: the device's idle seconds between consecutive steps of busy stretches (waiting for the
-    host) and the host's seconds queueing steps."""
-
-    steps: dict[str, int] = field(default_factory=dict)
-    tokens: dict[str, int] = field(default_factory=dict)
-    device_seconds: dict[str, float] = field(default_factory=dict)
-    idle_seconds: float = 0.0
-    host_seconds: float = 0.0
-
 
 class _HostMark:
     """A step mark on a CPU device: the host's clock when the mark was made (the work before it is done)."""

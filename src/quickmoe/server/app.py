@@ -26,7 +26,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from quickmoe import __version__
-from quickmoe.engine.engine import Engine
 from quickmoe.server.api_errors import APIError, error_body
 from quickmoe.server.async_engine import AsyncEngine
 from quickmoe.server.chat import create_chat_completion
@@ -54,7 +53,7 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
     if isinstance(model, CoreClient):  # an engine process: what the app needs of the model came with it
         engine, tokenizer, max_model_len, vocab_size = model, model.tokenizer, model.max_model_len, model.vocab_size
     else:
-        engine = model if isinstance(model, Engine) else model.engine
+        engine = getattr(model, "engine", model)  # an LLM's, or the Engine itself
         tokenizer, max_model_len, vocab_size = engine.tokenizer, engine.max_model_len, engine.config.vocab_size
     startup_report = startup_report if startup_report is not None else getattr(model, "startup_report", None)
     model_dir = model_dir if model_dir is not None else getattr(model, "model_dir", None)

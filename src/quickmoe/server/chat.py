@@ -15,7 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from quickmoe.engine.engine import StepOutput
+from quickmoe.engine.outputs import StepOutput
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.async_engine import EngineStepFailed, RequestStream
 from quickmoe.server.chat_output import ChatOutputSplitter, ToolCallDelta, reply_token_ids

@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from quickmoe.engine.engine import StepOutput
+from quickmoe.engine.outputs import StepOutput
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.async_engine import EngineStepFailed, RequestStream
 from quickmoe.server.context import ServingContext

@@ -21,7 +21,7 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from quickmoe.executor.step_timer import STEP_KINDS
+from quickmoe.executor.step_totals import STEP_KINDS
 from quickmoe.startup.report import StartupReport
 
 __all__ = ["CONTENT_TYPE", "EngineSnapshot", "ServerMetrics"]

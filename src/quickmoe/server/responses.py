@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from quickmoe.engine.engine import TokenLogprob
+from quickmoe.engine.outputs import TokenLogprob
 from quickmoe.tokenizer.base import Tokenizer
 
 __all__ = ["AbortingStreamingResponse", "JSONBytesResponse", "completion_id", "dumps", "finite", "sse",
