@@ -45,8 +45,9 @@ def test_generate_with_two_spawned_ranks_equals_one_process():
     assert _generate("-tp", "2", launcher=torchrun) == one
 
 
-def _children(pid: int) -> list[int]:
-    """Spawned multiprocessing children of `pid` (not its resource tracker)."""
+def _children(pid: int, frontends: bool = False) -> list[int]:
+    """Spawned multiprocessing children of `pid` (not its resource tracker): the ranks it spawned, or with
+    `frontends` its HTTP frontend (`quickmoe serve`'s, which runs in a process group of its own)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -56,8 +57,9 @@ def _children(pid: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and "spawn_main" in cmdline:
+        fields = stat.rsplit(")", 1)[1].split()
+        ppid, own_group = int(fields[1]), int(fields[2]) == int(entry.name)
+        if ppid == pid and "spawn_main" in cmdline and own_group == frontends:
             found.append(int(entry.name))
     return found
 

@@ -113,19 +113,10 @@ def test_serve_imports_nothing_it_does_not_serve_with():
 
 
 def _frontends(pid: int) -> list[int]:
-    """The frontend processes of the server `pid` (its children that run multiprocessing's spawn_main)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
-            found.append(int(entry.name))
-    return found
+    """The HTTP frontend process of the server `pid` (its spawned child in a process group of its own)."""
+    from tests.distributed.test_processes import _children
+
+    return _children(pid, frontends=True)
 
 
 def _alive(pid: int) -> bool:
