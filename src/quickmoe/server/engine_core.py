@@ -76,7 +76,10 @@ class EngineCore:
         self._wake()
 
     def abort(self, request_id: str, index: int | None = None) -> None:
-        self.engine.abort(request_id, index) if index is not None else self.engine.abort(request_id)
+        if index is None:
+            self.engine.abort(request_id)
+        else:
+            self.engine.abort(request_id, index)
         self._wake()
 
     def stop(self) -> None:

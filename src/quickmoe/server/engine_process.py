@@ -65,7 +65,6 @@ class RemoteCore(CoreClient):
 
     def __init__(self, conn, info: EngineInfo, tokenizer) -> None:
         self.conn = conn
-        self.info = info
         self.tokenizer = tokenizer
         self.model_dir = Path(info.model_dir)
         self.vocab_size = info.vocab_size
@@ -111,10 +110,12 @@ class RemoteCore(CoreClient):
                 logger.debug("engine pipe closed; dropping %s", message[0])
 
     def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams) -> None:
+        """RequestError now, as `Engine.add_request` raises it in one process (the same checks; a grammar the
+        handler checked already comes from the checker's cache)."""
         params = self.checker.params(request_id, params)
         ids = self.checker.prompt_ids(list(prompt_ids))
         if params.structured is not None:
-            self.checker.structured(params.structured)  # compiled (cached) by the handler already
+            self.checker.structured(params.structured)
         self._send(("add", request_id, ids, params))
 
     def abort(self, request_id: str, index: int | None = None) -> None:
