@@ -88,6 +88,21 @@ for stage in "$@"; do
         { echo "-- $run"; grep -E "^quickmoe |decode at batch 1: median|by step kind|by op family" "/tmp/ab_gen_$run.log"
           grep -E "^\| [1248] \|" "/tmp/ab_sb_$run.log" | tr '\n' ' '; echo; } | tee -a "$OUT/ab_generate.txt"
       done ;;
+    ab-profile)
+      # bench generate's batch-1 step and op families (64 x 1000 -> 64) in turns between the work tree ("new") and
+      # trees in .ab/NAME, as ab-generate; the batch-1 step's kernels by time beside (ab_profile.txt)
+      make_20b
+      for run in ${AB_RUNS:-new base new base}; do
+        root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
+        PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench generate "$CKPT" --num-prompts 64 --input-len 1000 \
+          --output-len 64 --json "/tmp/ab_prof_$run.json" > "/tmp/ab_prof_$run.log" 2>&1
+        { echo "-- $run"; grep -E "decode at batch 1: |by op family" "/tmp/ab_prof_$run.log"
+          python3 -c "import json, sys; d = json.load(open(sys.argv[1]))['op_families']['batch1']
+print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:40]}' for k, ms in d['top']))" \
+            "/tmp/ab_prof_$run.json"; } | tee -a "$OUT/ab_profile.txt"
+      done ;;
+    router)
+      python3 scripts/probes/router_probe.py 2>&1 | tee "$OUT/router_probe.log" | sed -n '/== summary/,$p' ;;
     variants)
       python3 scripts/probes/moe_variant_probe.py --json "$OUT/moe_variants.json" 2>&1 | tee "$OUT/moe_variants.log"
       python3 scripts/probes/moe_variant_probe.py --prefill 2>&1 | tee "$OUT/moe_variants_prefill.log" ;;

@@ -79,7 +79,7 @@ def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict:
     families = {f: 0.0 for f in OP_FAMILIES}
     for name, us in per_kernel.items():
         families[op_family(name)] += us
-    top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:12]
+    top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:32]
     return {"batch_size": len(prompts), "steps": steps, "gpu_ms_per_step": total_us / 1e3 / steps,
             "kernels_per_step": calls / steps,
             "shares": {f: us / total_us if total_us else 0.0 for f, us in families.items()},

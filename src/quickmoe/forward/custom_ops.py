@@ -9,8 +9,8 @@ decoder layer serves every layer of its kind, in any order and with any layer sk
 - `quickmoe::paged_attention`: gpt-oss attention (sinks, window, GQA) of every sequence of the step over one
   layer's paged cache: the decode kernel for one token per sequence, else the prefill kernel.
 - `quickmoe::route_experts`: the router (linear, bias optional), then top-k and softmax in either order (gpt-oss:
-  top-k then softmax; Mixtral, Qwen: softmax then top-k); weights float32, ids int32 with the kernel (gpt-oss's
-  torch reference keeps the logits' dtype and int64 ids).
+  top-k then softmax; Mixtral, Qwen: softmax then top-k), in one kernel where faster (`kernels/router.py`);
+  weights float32, ids int32 with the kernels (gpt-oss's torch reference keeps the logits' dtype and int64 ids).
 - `quickmoe::moe_experts`: the MoE experts (`fused_moe` with the Triton kernels, else `fused_moe_ref`): MXFP4,
   NVFP4, FP8 block-scaled or dense weights, gpt-oss's SwiGLU or SiLU * up.
 Each op has a fake (meta) implementation giving the output's shape, so compilation never runs it. Outside
@@ -29,6 +29,7 @@ from quickmoe.kernels.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
 from quickmoe.kernels.rms_norm import rms_norm as rms_norm_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv as rotary_write_kv_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
+from quickmoe.kernels.router import router_route, router_route_preferred
 from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
 __all__ = ["fused_add_rms_norm", "moe_experts", "paged_attention", "rms_norm", "rotary_write_kv", "route_experts"]
@@ -108,9 +109,12 @@ def _route_experts(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
                    softmax_first: bool, renormalize: bool, use_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden [T, H] -> (topk_weights [T, k], topk_ids [T, k]): the router's logits hidden W^T + b (one GEMM),
     then gpt-oss's scoring (the k largest logits, a softmax over them) or, with softmax_first, Mixtral's and
-    Qwen's (a softmax over all experts, the k largest, divided by their sum when renormalize)."""
-    router_logits = torch.nn.functional.linear(hidden, weight, bias)  # [T, E]
+    Qwen's (a softmax over all experts, the k largest, divided by their sum when renormalize). The kernels do
+    both in one launch (`router_route`) where that was measured faster (`router_route_preferred`)."""
     scoring = "softmax_topk" if softmax_first else "topk_softmax"
+    if use_kernels and router_route_preferred(weight.shape[0], hidden.shape[0]):
+        return router_route(hidden, weight, bias, top_k, scoring=scoring, renormalize=renormalize)
+    router_logits = torch.nn.functional.linear(hidden, weight, bias)  # [T, E]
     if use_kernels:
         return route(router_logits, top_k, scoring=scoring, renormalize=renormalize)
     if softmax_first:

@@ -25,9 +25,13 @@ import functools
 
 import torch
 
+from quickmoe.kernels.pdl import pdl_kwargs
+
 try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 else:
@@ -99,10 +103,11 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         float(scale) * LOG2E,
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim, D_POW2=d_pow2,
         BLOCK_SIZE=block_size, KV=num_kv, BLOCK_N=block_n, SPLITS=splits, FP32_DOT=fp32_dot,
-        num_warps=4, num_stages=2)
+        num_warps=4, num_stages=2, **pdl_kwargs(q.device))
     if splits > 1:
         _decode_combine_kernel[(batch, num_heads)](partial_acc, partial_ml, sinks, out, out.stride(0), out.stride(1),
-                                           D=head_dim, D_POW2=d_pow2, SPLITS=splits, num_warps=1)
+                                           D=head_dim, D_POW2=d_pow2, SPLITS=splits, num_warps=1,
+                                           **pdl_kwargs(q.device))
     return out
 
 
@@ -114,7 +119,8 @@ if triton is not None:
                              stride_bt, window, qk_scale,
                              GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                              BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, BLOCK_N: tl.constexpr,
-                             SPLITS: tl.constexpr, FP32_DOT: tl.constexpr):
+                             SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
         seq = tl.program_id(0)
         kv_head = tl.program_id(1)
         split = tl.program_id(2)
@@ -167,7 +173,8 @@ if triton is not None:
 
     @triton.jit
     def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, sinks_ptr, out_ptr, stride_ob, stride_oh,
-                        D: tl.constexpr, D_POW2: tl.constexpr, SPLITS: tl.constexpr):
+                        D: tl.constexpr, D_POW2: tl.constexpr, SPLITS: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
         seq = tl.program_id(0)
         head = tl.program_id(1)
         num_heads = tl.num_programs(1)

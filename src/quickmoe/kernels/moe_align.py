@@ -26,9 +26,13 @@ from dataclasses import dataclass
 
 import torch
 
+from quickmoe.kernels.pdl import pdl_kwargs
+
 try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -102,7 +106,7 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
     chunk = min(triton.next_power_of_2(num_assignments), max(_ONE_HOT_ELEMENTS // e_pow2, 16))  # C
     _align_kernel[(1,)](ids, sorted_ids, block_expert, num_padded, num_assignments, num_experts, capacity,
                         capacity // block_m, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2, CAP_CHUNK=1024,
-                        TILE_CHUNK=256, num_warps=8)
+                        TILE_CHUNK=256, num_warps=8, **pdl_kwargs(device))
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
                         block_m=block_m, num_assignments=num_assignments)
 
@@ -112,7 +116,8 @@ if triton is not None:
     @triton.jit(do_not_specialize=["A", "capacity", "num_tiles"])
     def _align_kernel(ids_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, A, E, capacity, num_tiles,
                       BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, E_POW2: tl.constexpr, CAP_CHUNK: tl.constexpr,
-                      TILE_CHUNK: tl.constexpr):
+                      TILE_CHUNK: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
         experts = tl.arange(0, E_POW2)
         lanes = tl.arange(0, CHUNK)
         # pass 1: each expert's count over all chunks

@@ -37,10 +37,13 @@ import torch
 from quickmoe.formats.mxfp4_mma_pairs import BIT_PLACES
 from quickmoe.kernels.moe_align import MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
+from quickmoe.kernels.pdl import pdl_kwargs
 
 try:  # CPU installs without triton keep the torch references
     import triton
     import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -120,7 +123,8 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_N=block_n, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
-        ROW_SCALE=w1_row_scale is not None, **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config))
+        ROW_SCALE=w1_row_scale is not None, **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
+        **pdl_kwargs(acts.device))
     return inter
 
 
@@ -151,7 +155,7 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
         align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, ROW_SCALE=w2_row_scale is not None,
-        **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config))
+        **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config), **pdl_kwargs(acts.device))
     return out
 
 
@@ -163,7 +167,7 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
                       device=per_assignment.device)
     if out.shape[0]:
         _moe_combine_kernel[(out.shape[0], triton.cdiv(hidden_size, block_h))](
-            per_assignment, out, hidden_size, TOP_K=top_k, BLOCK_H=block_h)
+            per_assignment, out, hidden_size, TOP_K=top_k, BLOCK_H=block_h, **pdl_kwargs(per_assignment.device))
     return out
 
 
@@ -454,7 +458,9 @@ if triton is not None:
                              GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                              PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr,
-                             HAS_BIAS: tl.constexpr, SILU: tl.constexpr, ROW_SCALE: tl.constexpr):
+                             HAS_BIAS: tl.constexpr, SILU: tl.constexpr, ROW_SCALE: tl.constexpr,
+                             PDL: tl.constexpr):
+        pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
@@ -527,7 +533,8 @@ if triton is not None:
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      ROW_SCALE: tl.constexpr):
+                      ROW_SCALE: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
             expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
@@ -567,7 +574,8 @@ if triton is not None:
                      mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit
-    def _moe_combine_kernel(src_ptr, out_ptr, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr):
+    def _moe_combine_kernel(src_ptr, out_ptr, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
         token = tl.program_id(0)
         cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
         ok = cols < H

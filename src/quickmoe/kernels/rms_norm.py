@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import torch
 
+from quickmoe.kernels.pdl import pdl_kwargs
+
 try:  # CPU installs without triton keep the torch references
     import triton
     import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -55,7 +59,8 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
         _rms_norm_kernel[(num_rows,)](
             x, residual if residual is not None else x, weight, out, summed if summed is not None else out,
             x.stride(0), residual.stride(0) if residual is not None else 0, hidden, eps,
-            HAS_RESIDUAL=residual is not None, BLOCK=block, num_warps=min(16, max(1, block // 256)))
+            HAS_RESIDUAL=residual is not None, BLOCK=block, num_warps=min(16, max(1, block // 256)),
+            **pdl_kwargs(x.device))
     return out, summed
 
 
@@ -75,7 +80,8 @@ if triton is not None:
 
     @triton.jit
     def _rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, sum_ptr, stride_x, stride_r, hidden, eps,
-                         HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr):
+                         HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
         ok = cols < hidden

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import torch
 
+from quickmoe.kernels.pdl import pdl_kwargs
+
 try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -74,7 +78,7 @@ def rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: t
             q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, q_rot,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), cos_sin_cache.stride(0),
             H=num_heads, H_POW2=triton.next_power_of_2(num_heads), KV=num_kv, KV_POW2=triton.next_power_of_2(num_kv),
-            HALF=half, HALF_POW2=triton.next_power_of_2(half), num_warps=4)
+            HALF=half, HALF_POW2=triton.next_power_of_2(half), num_warps=4, **pdl_kwargs(qkv.device))
     return q_rot
 
 
@@ -92,7 +96,9 @@ if triton is not None:
     def _rotary_write_kv_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, slot_ptr,
                                 q_out_ptr, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                                 stride_cs, H: tl.constexpr, H_POW2: tl.constexpr, KV: tl.constexpr,
-                                KV_POW2: tl.constexpr, HALF: tl.constexpr, HALF_POW2: tl.constexpr):
+                                KV_POW2: tl.constexpr, HALF: tl.constexpr, HALF_POW2: tl.constexpr,
+                                PDL: tl.constexpr):
+        pdl_wait(PDL)
         token = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, HALF_POW2)
         col_ok = cols < HALF

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import torch
 
+from quickmoe.kernels.pdl import pdl_kwargs
+
 try:  # CPU installs without triton keep the torch references
     import triton
     import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover - exercised only where triton is absent
     triton = None
 
@@ -81,7 +85,8 @@ def route(router_logits: torch.Tensor, top_k: int, *, scoring: str = "topk_softm
     grid = (triton.cdiv(num_tokens, block_t),)
     _route_kernel[grid](logits, weights, ids, num_tokens, num_experts, logits.stride(0),
                         TOP_K=top_k, BLOCK_T=block_t, BLOCK_E=block_e, BLOCK_K=triton.next_power_of_2(top_k),
-                        SOFTMAX_FIRST=scoring == "softmax_topk", RENORMALIZE=renormalize)
+                        SOFTMAX_FIRST=scoring == "softmax_topk", RENORMALIZE=renormalize,
+                        **pdl_kwargs(logits.device))
     return weights, ids
 
 
@@ -90,7 +95,8 @@ if triton is not None:
     @triton.jit
     def _route_kernel(logits_ptr, weights_ptr, ids_ptr, num_tokens, num_experts, stride_t,
                       TOP_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
-                      SOFTMAX_FIRST: tl.constexpr, RENORMALIZE: tl.constexpr):
+                      SOFTMAX_FIRST: tl.constexpr, RENORMALIZE: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
         rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)  # [BT] tokens
         cols = tl.arange(0, BLOCK_E)  # [BE] experts
         row_ok = rows < num_tokens
@@ -98,6 +104,15 @@ if triton is not None:
         # rows past the end read zeros (no NaN from an all -inf row); experts past E never win
         x = tl.load(logits_ptr + rows[:, None] * stride_t + cols[None, :],
                     mask=row_ok[:, None] & col_ok[None, :], other=0.0).to(tl.float32)  # [BT, BE]
+        select_and_store_topk(x, rows, row_ok, cols, col_ok, weights_ptr, ids_ptr, TOP_K=TOP_K, BLOCK_T=BLOCK_T,
+                              BLOCK_K=BLOCK_K, SOFTMAX_FIRST=SOFTMAX_FIRST, RENORMALIZE=RENORMALIZE)
+
+    @triton.jit
+    def select_and_store_topk(x, rows, row_ok, cols, col_ok, weights_ptr, ids_ptr, TOP_K: tl.constexpr,
+                              BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, SOFTMAX_FIRST: tl.constexpr,
+                              RENORMALIZE: tl.constexpr):
+        """x [BT, BE] float32 scores of tokens `rows` (experts `cols`; col_ok masks the padding) -> the k
+        experts and their weights stored at rows * TOP_K: the scoring of the module docstring."""
         x = tl.where(col_ok[None, :], x, float("-inf"))
         if SOFTMAX_FIRST:
             p = tl.exp(x - tl.max(x, axis=1)[:, None])

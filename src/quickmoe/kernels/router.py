@@ -1,0 +1,186 @@
+"""The MoE router and its top-k in one kernel: `router_route` (Triton) beside `router_route_ref` (torch), same
+signature.
+
+logits = hidden W^T + b ([T, H] x [E, H] -> [T, E], accumulated in float32 and rounded to the hidden dtype, as
+`F.linear`'s output is), then a scoring of `kernels/routing.py` ("topk_softmax": gpt-oss; "softmax_topk",
+optionally renormalized: Mixtral, Qwen-MoE) -> (topk_weights [T, k] float32, topk_ids [T, k] int32).
+
+Why one kernel: at decode sizes the router is a GEMV over a few hundred KB of weights (gpt-oss-20b: 32 x 2880
+bf16, 184 KB), and as a cuBLAS GEMM (split-K at one row, then its reduction) followed by the routing kernel it
+took three launches a layer, ~8 us of a batch-1 step's layer on the H100, about 4x the weights' read time.
+One program reading all of them is no faster (~8 us: one SM's loads in flight), so the weights are read by
+SPLIT programs per BLOCK_T = 16 tokens, each over H / SPLIT columns with tensor-core dots, writing float32
+partial logits; the last program of the 16 tokens to finish (a ticket counter, taken after the partials are
+stored, reset by that program) sums the SPLIT partials in order, adds the bias, rounds, and selects the k
+experts.
+
+Batch invariance: the tile shape, SPLIT and the warps depend on E and H only, never on T, and a token's logits
+are its own row's partial sums added in a fixed order, so a token's experts and weights are the same bits alone
+or in a batch of any size (tests/kernels/test_router.py checks it).
+
+The ticket counters are a per-device workspace of ROUTER_MAX_TOKENS / 16 int32, zero between calls: calls on one
+device must run one at a time (one stream), as the model's layers do.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from quickmoe.kernels.pdl import pdl_kwargs
+from quickmoe.kernels.routing import MAX_EXPERTS, SCORINGS, route_ref
+
+try:  # CPU installs without triton keep the torch reference
+    import triton
+    import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_wait
+    from quickmoe.kernels.routing import select_and_store_topk
+except ImportError:  # pragma: no cover - exercised only where triton is absent
+    triton = None
+
+__all__ = ["ROUTER_MAX_EXPERTS", "ROUTER_MAX_TOKENS", "router_route", "router_route_preferred", "router_route_ref",
+           "router_supported"]
+
+ROUTER_MAX_EXPERTS = 256  # all E logits of 16 tokens in one program's registers
+ROUTER_MAX_TOKENS = 65536  # tokens a call: one ticket counter per 16 (more go to the linear, then `route`)
+_BLOCK_T = 16  # tokens per program (the dot's smallest M)
+_SPLIT = 8  # programs reading one 16-token block's weights (each H / 8 columns)
+_TILE_ELEMENTS = 8192  # BLOCK_E x BLOCK_H weight elements per K step: 16 KB of bf16
+_COUNTERS: dict[torch.device, torch.Tensor] = {}  # per device: ROUTER_MAX_TOKENS / 16 int32 tickets, zero at rest
+
+
+def _check(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, scoring: str) -> None:
+    if hidden.dim() != 2 or weight.dim() != 2 or hidden.shape[1] != weight.shape[1]:
+        raise ValueError(f"router: hidden {tuple(hidden.shape)} and weight {tuple(weight.shape)}: expected [T, H] "
+                         "and [E, H]")
+    num_experts = weight.shape[0]
+    if bias is not None and tuple(bias.shape) != (num_experts,):
+        raise ValueError(f"router: bias of shape {tuple(bias.shape)}; expected ({num_experts},)")
+    if not 1 <= top_k <= num_experts:
+        raise ValueError(f"top_k = {top_k}: expected 1 <= top_k <= num_experts = {num_experts}")
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring = {scoring!r}: expected one of {list(SCORINGS)}")
+
+
+def router_route_ref(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, *,
+                     scoring: str = "topk_softmax", renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """hidden [T, H], weight [E, H], bias [E] or None -> (topk_weights [T, k] float32, topk_ids [T, k] int32):
+    `route_ref` of F.linear's logits."""
+    _check(hidden, weight, bias, top_k, scoring)
+    logits = torch.nn.functional.linear(hidden, weight, bias)  # [T, E] in hidden's dtype
+    return route_ref(logits, top_k, scoring=scoring, renormalize=renormalize)
+
+
+def router_supported(num_experts: int, num_tokens: int = 0) -> bool:
+    """Whether `router_route` takes this many experts and tokens (else: the linear, then `routing.route`)."""
+    return triton is not None and num_experts <= min(ROUTER_MAX_EXPERTS, MAX_EXPERTS) and \
+        num_tokens <= ROUTER_MAX_TOKENS
+
+
+def router_route_preferred(num_experts: int, num_tokens: int) -> bool:
+    """Whether the model should route with `router_route` rather than the linear, then `routing.route`: where
+    it was measured faster on the H100 (scripts/probes/router_probe.py, 2026-11-24: 1.4-1.8x for 8 and 32
+    experts at T <= 1024, 0.8-0.9x at 8192; 0.3-0.8x for Qwen3's 128 experts, so E > 64 keeps the linear)."""
+    return router_supported(num_experts, num_tokens) and num_experts <= 64
+
+
+def router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, *,
+                 scoring: str = "topk_softmax", renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Triton kernel of `router_route_ref` (same arguments; same results up to float rounding and ties)."""
+    _check(hidden, weight, bias, top_k, scoring)
+    if not router_supported(weight.shape[0], hidden.shape[0]):
+        raise ValueError(f"router_route: {weight.shape[0]} experts and {hidden.shape[0]} tokens; the kernel takes "
+                         f"at most {ROUTER_MAX_EXPERTS} experts and {ROUTER_MAX_TOKENS} tokens")
+    block_e = max(16, triton.next_power_of_2(weight.shape[0]))  # the dot's N is at least 16
+    block_h = max(32, min(256, _TILE_ELEMENTS // block_e, triton.next_power_of_2(hidden.shape[1])))
+    return launch_router_route(hidden, weight, bias, top_k, scoring, renormalize, block_h=block_h, split=_SPLIT,
+                               num_warps=4, num_stages=3)
+
+
+def _counters(device: torch.device) -> torch.Tensor:
+    """The device's ticket counters (made once, zero; each call's finishing programs set theirs back to zero)."""
+    counters = _COUNTERS.get(device)
+    if counters is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("router_route: first call on this device inside a CUDA graph capture; run it once "
+                               "eagerly first (the warm-up before capture does)")
+        counters = _COUNTERS[device] = torch.zeros(ROUTER_MAX_TOKENS // _BLOCK_T, dtype=torch.int32, device=device)
+    return counters
+
+
+def launch_router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
+                        scoring: str, renormalize: bool, *, block_h: int, split: int, num_warps: int,
+                        num_stages: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`router_route` at a given K step, split and launch configuration (checked arguments; for probes and
+    tuning: the configuration must not depend on T, or batch invariance is lost)."""
+    num_tokens, hidden_size = hidden.shape
+    num_experts = weight.shape[0]
+    hidden = hidden if hidden.stride(1) == 1 else hidden.contiguous()
+    weight = weight if weight.stride(1) == 1 else weight.contiguous()
+    weights = torch.empty(num_tokens, top_k, dtype=torch.float32, device=hidden.device)
+    ids = torch.empty(num_tokens, top_k, dtype=torch.int32, device=hidden.device)
+    if num_tokens == 0:
+        return weights, ids
+    block_e = max(16, triton.next_power_of_2(num_experts))
+    # each program's columns: H / split rounded up to whole K steps (the last program's may be fewer)
+    h_per_split = triton.cdiv(triton.cdiv(hidden_size, split), block_h) * block_h
+    split = triton.cdiv(hidden_size, h_per_split)
+    num_blocks = triton.cdiv(num_tokens, _BLOCK_T)
+    partials = torch.empty(num_blocks * split * _BLOCK_T * block_e, dtype=torch.float32, device=hidden.device)
+    cpu = hidden.device.type == "cpu"
+    # float32 activations multiply exactly (never tf32); the interpreter's dot mishandles bf16, and bf16
+    # products are exact in float32, so it computes in float32
+    dot_dtype = tl.float32 if cpu or hidden.dtype == torch.float32 else \
+        {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}[hidden.dtype]
+    out_dtype = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[hidden.dtype]
+    _router_route_kernel[(num_blocks, split)](
+        hidden, weight, bias if bias is not None else weight, partials, _counters(hidden.device), weights, ids,
+        num_tokens, hidden.stride(0), weight.stride(0), H=hidden_size, E=num_experts, HAS_BIAS=bias is not None,
+        TOP_K=top_k, BLOCK_T=_BLOCK_T, BLOCK_E=block_e, BLOCK_H=block_h, H_PER_SPLIT=h_per_split, SPLIT=split,
+        BLOCK_K=triton.next_power_of_2(top_k), SOFTMAX_FIRST=scoring == "softmax_topk", RENORMALIZE=renormalize,
+        DOT_DTYPE=dot_dtype, OUT_DTYPE=out_dtype, PRECISION="ieee" if dot_dtype == tl.float32 else "tf32",
+        num_warps=num_warps, num_stages=num_stages, **pdl_kwargs(hidden.device))
+    return weights, ids
+
+
+if triton is not None:
+
+    @triton.jit(do_not_specialize=["num_tokens"])
+    def _router_route_kernel(hidden_ptr, weight_ptr, bias_ptr, partial_ptr, counter_ptr, weights_ptr, ids_ptr,
+                             num_tokens, stride_t, stride_e, H: tl.constexpr, E: tl.constexpr, HAS_BIAS: tl.constexpr,
+                             TOP_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr,
+                             H_PER_SPLIT: tl.constexpr, SPLIT: tl.constexpr, BLOCK_K: tl.constexpr,
+                             SOFTMAX_FIRST: tl.constexpr, RENORMALIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                             OUT_DTYPE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
+        block = tl.program_id(0)
+        part = tl.program_id(1)
+        lanes = tl.arange(0, BLOCK_T)
+        rows = block * BLOCK_T + lanes  # [BT] tokens
+        cols = tl.arange(0, BLOCK_E)  # [BE] experts
+        row_ok = rows < num_tokens
+        col_ok = cols < E
+        acc = tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.float32)
+        for step in range(0, H_PER_SPLIT, BLOCK_H):  # this program's columns, in order
+            hs = part * H_PER_SPLIT + step + tl.arange(0, BLOCK_H)
+            h_ok = hs < H
+            x = tl.load(hidden_ptr + rows[:, None] * stride_t + hs[None, :], mask=row_ok[:, None] & h_ok[None, :],
+                        other=0.0)  # [BT, BH]
+            w = tl.load(weight_ptr + cols[:, None] * stride_e + hs[None, :], mask=col_ok[:, None] & h_ok[None, :],
+                        other=0.0)  # [BE, BH]
+            acc = tl.dot(x.to(DOT_DTYPE), tl.trans(w.to(DOT_DTYPE)), acc, input_precision=PRECISION)  # [BT, BE]
+        tile = lanes[:, None] * BLOCK_E + cols[None, :]  # [BT, BE] offsets of one partial
+        tl.store(partial_ptr + (block * SPLIT + part) * BLOCK_T * BLOCK_E + tile, acc)
+        tl.debug_barrier()  # every thread's partial is stored before the ticket is taken
+        ticket = tl.atomic_add(counter_ptr + block, 1, sem="acq_rel", scope="gpu")
+        if ticket == SPLIT - 1:  # the last of the block's programs: the others' partials are visible
+            logits = tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.float32)
+            for i in tl.static_range(SPLIT):  # in order: the same sum whichever program finished last
+                logits += tl.load(partial_ptr + (block * SPLIT + i) * BLOCK_T * BLOCK_E + tile, cache_modifier=".cg")
+            tl.atomic_xchg(counter_ptr + block, 0, sem="relaxed", scope="gpu")  # zero for the next call
+            if HAS_BIAS:
+                logits += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+            logits = logits.to(OUT_DTYPE).to(tl.float32)  # rounded as F.linear's output is
+            select_and_store_topk(logits, rows, row_ok, cols, col_ok, weights_ptr, ids_ptr, TOP_K=TOP_K,
+                                  BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K, SOFTMAX_FIRST=SOFTMAX_FIRST,
+                                  RENORMALIZE=RENORMALIZE)
