@@ -81,8 +81,10 @@ def test_fp8_experts_match_the_reference_with_fp8_activations(monkeypatch, num_t
         fused_moe(x, weights, ids, w1.float(), None, w2.float(), None, gate_up_group=64, fp8_activations=True)
 
 
-@pytest.mark.parametrize("shape", [(5, 256), (3, 200), (1, 128)])
+@pytest.mark.parametrize("shape", [(5, 256), (3, 200), (1, 128), (37, 1100), (70, 3000), (521, 2112)])
 def test_fp8_activation_quantizer_is_bit_exact(shape):
+    """Tiles of one group, of several groups of a row, and of two rows of 16 groups (521 x 2112): ragged rows,
+    a ragged last group, and groups past a program's span."""
     g = torch.Generator().manual_seed(shape[1])
     x = torch.randn(shape, generator=g) * torch.exp(torch.randn(shape[0], 1, generator=g) * 3)
     x[0, :5] = 0.0
