@@ -8,6 +8,7 @@ PROBE_DRY_RUN=1 with TRITON_INTERPRET=1 checks the script on CPU at small shapes
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -90,23 +91,25 @@ def router_rows() -> list[str]:
     return rows
 
 
-def sweep_rows() -> list[str]:
-    experts, hidden_size, top_k, has_bias, scoring, renorm = SHAPES["gpt-oss-20b"]
+def sweep_rows(shape: str) -> list[str]:
+    experts, hidden_size, top_k, has_bias, scoring, renorm = SHAPES[shape]
     weights = pool(lambda: (torch.randn(experts, hidden_size, device=DEV, dtype=DTYPE),
-                            torch.randn(experts, device=DEV, dtype=DTYPE)), experts * hidden_size * 2)
+                            torch.randn(experts, device=DEV, dtype=DTYPE) if has_bias else None),
+                   experts * hidden_size * 2)
+    wide = experts > 64
     rows = []
     for tokens in ((1,) if DRY else (1, 64, 8192)):
         x = torch.randn(tokens, hidden_size, device=DEV, dtype=DTYPE)
-        for block_h in ((128,) if DRY else (64, 128, 256)):
-            for split in ((4,) if DRY else (4, 8, 12, 16, 24)):
-                for warps in ((4,) if DRY else (2, 4)):
+        for block_h in ((128,) if DRY else (32, 64, 128) if wide else (64, 128, 256)):
+            for split in ((4,) if DRY else (8, 16, 32) if wide else (4, 8, 12, 16, 24)):
+                for warps in ((4,) if DRY else (4, 8) if wide else (2, 4)):
                     for stages in ((2,) if DRY else (2, 3)):
-                        if tokens == 8192 and (warps, stages) != (4, 2):
+                        if tokens == 8192 and (warps, stages) != (4, 3):
                             continue
                         us = graph_us([lambda w=w, b=b: launch_router_route(
                             x, w, b, top_k, scoring, renorm, block_h=block_h, split=split, num_warps=warps,
                             num_stages=stages) for w, b in weights])
-                        rows.append(f"| {tokens} | {block_h} | {split} | {warps} | {stages} | {us:.2f} |")
+                        rows.append(f"| {shape} | {tokens} | {block_h} | {split} | {warps} | {stages} | {us:.2f} |")
                         print(rows[-1], flush=True)
     return rows
 
@@ -138,14 +141,20 @@ def dense_rows() -> list[str]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweep", default="gpt-oss-20b", help=f"shapes to sweep, comma-separated: {list(SHAPES)}")
+    parser.add_argument("--no-dense", action="store_true", help="skip the dense projections")
+    args = parser.parse_args()
     print("router: us a call; old = F.linear + route, new = router_route; same ids on one weight")
     print("| shape | T | old | new | old/new | same ids |\n|---|---|---|---|---|---|")
     router = router_rows()
-    print("\nrouter_route K step / split / warps / stages at gpt-oss-20b's shape, us a call")
-    print("| T | block_h | split | warps | stages | us |\n|---|---|---|---|---|---|")
-    sweep = sweep_rows()
-    print("\ndense projections, us a call (roofline at 3.0 TB/s last)")
-    dense = dense_rows()
+    print("\nrouter_route K step / split / warps / stages, us a call")
+    print("| shape | T | block_h | split | warps | stages | us |\n|---|---|---|---|---|---|---|")
+    sweep = [row for shape in args.sweep.split(",") for row in sweep_rows(shape)]
+    dense = []
+    if not args.no_dense:
+        print("\ndense projections, us a call (roofline at 3.0 TB/s last)")
+        dense = dense_rows()
     print("\n== summary")
     for line in router + sweep + dense:
         print(line)
