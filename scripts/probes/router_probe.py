@@ -129,10 +129,10 @@ def dense_rows() -> list[str]:
             for way, fn in ways.items():
                 cells.append(f"{way} {graph_us([lambda w=w, b=b: fn(w, b) for w, b in weights]):.2f}")
             if not DRY:
-                torch.backends.cuda.preferred_blas_library("cublas")
-                cells.append(f"F.linear (cublas) {graph_us([lambda w=w, b=b: ways['F.linear'](w, b) for w, b in weights]):.2f}")
-                torch.backends.cuda.preferred_blas_library("cublaslt")
-                cells.append(f"F.linear (cublaslt) {graph_us([lambda w=w, b=b: ways['F.linear'](w, b) for w, b in weights]):.2f}")
+                for library in ("cublas", "cublaslt"):
+                    torch.backends.cuda.preferred_blas_library(library)
+                    us = graph_us([lambda w=w, b=b: ways["F.linear"](w, b) for w, b in weights])
+                    cells.append(f"F.linear ({library}) {us:.2f}")
                 torch.backends.cuda.preferred_blas_library("default")
             roof = n * k * 2 / 3.0e12 * 1e6
             rows.append(f"| {name} | {m} | {' / '.join(cells)} | {roof:.2f} |")

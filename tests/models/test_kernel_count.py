@@ -1,8 +1,8 @@
 """The kernels one decoder layer launches in a decode step, counted, so that the fused glue stays fused: with the
 Triton kernels, a layer is two fused residual-add + RMSNorms, the QKV GEMM, RoPE + KV write, decode attention (and
 its split combine), the output projection, the router with its top-k (one kernel), and the MoE's alignment, two
-GEMMs and combine. On CPU the count is of Triton launches (the interpreter) plus torch ops that would launch a kernel (not
-views or allocations); on the GPU it is of CUDA kernels in a profiler trace."""
+GEMMs and combine. On CPU the count is of Triton launches (the interpreter) plus torch ops that would launch a
+kernel (not views or allocations); on the GPU it is of CUDA kernels in a profiler trace."""
 
 from __future__ import annotations
 

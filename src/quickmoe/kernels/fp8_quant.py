@@ -46,8 +46,8 @@ def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128) -> tuple[tor
         per_program = min(triton.next_power_of_2(groups), max(1, min(tile, _ROW_ELEMENTS) // group))  # of a row
         rows = max(1, tile // (per_program * group))
         _quantize_kernel[(triton.cdiv(num_rows, rows), triton.cdiv(groups, per_program))](
-            x, q.view(torch.uint8), scales, num_rows, k, groups, x.stride(0), x.stride(1), GROUP=group, GROUPS=per_program, ROWS=rows,
-            num_warps=4)
+            x, q.view(torch.uint8), scales, num_rows, k, groups, x.stride(0), x.stride(1), GROUP=group,
+            GROUPS=per_program, ROWS=rows, num_warps=4)
     return q, scales
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from quickmoe.kernels.pdl import pdl_kwargs
-from quickmoe.kernels.routing import MAX_EXPERTS, SCORINGS, route_ref
+from quickmoe.kernels.routing import MAX_EXPERTS, check_scoring, route_ref
 
 try:  # CPU installs without triton keep the torch reference
     import triton
@@ -56,10 +56,7 @@ def _check(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     num_experts = weight.shape[0]
     if bias is not None and tuple(bias.shape) != (num_experts,):
         raise ValueError(f"router: bias of shape {tuple(bias.shape)}; expected ({num_experts},)")
-    if not 1 <= top_k <= num_experts:
-        raise ValueError(f"top_k = {top_k}: expected 1 <= top_k <= num_experts = {num_experts}")
-    if scoring not in SCORINGS:
-        raise ValueError(f"scoring = {scoring!r}: expected one of {list(SCORINGS)}")
+    check_scoring(num_experts, top_k, scoring)
 
 
 def router_route_ref(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, *,
@@ -80,7 +77,9 @@ def router_supported(num_experts: int, num_tokens: int = 0) -> bool:
 def router_route_preferred(num_experts: int, num_tokens: int) -> bool:
     """Whether the model should route with `router_route` rather than the linear, then `routing.route`: where
     it was measured faster on the H100 (scripts/probes/router_probe.py, 2026-11-24: 1.4-1.8x for 8 and 32
-    experts at T <= 1024, 0.8-0.9x at 8192; 0.3-0.8x for Qwen3's 128 experts, so E > 64 keeps the linear)."""
+    experts at T <= 1024, 0.8-0.9x at 8192). For Qwen3's 128 experts the best configuration swept was 1.4x at
+    decode sizes but 0.2-0.3x at 8192 tokens; one configuration has to serve every T (batch invariance), so
+    E > 64 keeps the linear."""
     return router_supported(num_experts, num_tokens) and num_experts <= 64
 
 

@@ -26,7 +26,7 @@ try:  # CPU installs without triton keep the torch references
 except ImportError:  # pragma: no cover - exercised only where triton is absent
     triton = None
 
-__all__ = ["SCORINGS", "route", "route_ref", "topk_softmax_ref"]
+__all__ = ["SCORINGS", "check_scoring", "route", "route_ref", "topk_softmax_ref"]
 
 SCORINGS = ("topk_softmax", "softmax_topk")
 MAX_EXPERTS = 1024  # one token's logits live in registers
@@ -35,7 +35,11 @@ MAX_EXPERTS = 1024  # one token's logits live in registers
 def _check(router_logits: torch.Tensor, top_k: int, scoring: str) -> None:
     if router_logits.dim() != 2:
         raise ValueError(f"router_logits: expected [T, E], got shape {tuple(router_logits.shape)}")
-    num_experts = router_logits.shape[1]
+    check_scoring(router_logits.shape[1], top_k, scoring)
+
+
+def check_scoring(num_experts: int, top_k: int, scoring: str) -> None:
+    """The routing arguments every router entry point takes: 1 <= top_k <= E and a known scoring."""
     if not 1 <= top_k <= num_experts:
         raise ValueError(f"top_k = {top_k}: expected 1 <= top_k <= num_experts = {num_experts}")
     if scoring not in SCORINGS:
