@@ -26,6 +26,9 @@
 #   serve-ab   quickmoe serve with its defaults, without prefix caching, and with every graph captured at start-up
 #              (or the variants of SERVE_AB): bench serve at concurrency 1 and 128 (1000 -> 256) for each, one table
 #              per variant
+#   glue       scripts/probes/glue_probe.py: residual add + RMSNorm by warps and rows; decode attention with RoPE + KV
+#              write in one launch vs two
+#   glue-tests the glue, attention, router, alignment and PDL kernel tests on CUDA, the kernel count, CUDA graphs
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 CKPT=/tmp/gpt-oss-20b
@@ -100,6 +103,18 @@ for stage in "$@"; do
           python3 -c "import json, sys; d = json.load(open(sys.argv[1]))['op_families']['batch1']
 print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:40]}' for k, ms in d['top']))" \
             "/tmp/ab_prof_$run.json"; } | tee -a "$OUT/ab_profile.txt"
+      done ;;
+    glue)
+      python3 scripts/probes/glue_probe.py --json "$OUT/glue_probe.json" 2>&1 | tee "$OUT/glue_probe.log" ;;
+    glue-tests)
+      # the glue, attention, router and alignment kernel tests on CUDA, the kernel count, the CUDA-graph tests
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_glue_kernels.py \
+        tests/kernels/test_attention_kernels.py tests/kernels/test_router.py tests/kernels/test_moe_align.py \
+        tests/kernels/test_pdl.py tests/models/test_kernel_count.py > "$OUT/glue_tests.log" 2>&1
+      QUICKMOE_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider tests/models/test_cuda_graphs.py \
+        > "$OUT/graph_tests.log" 2>&1
+      for log in glue_tests graph_tests; do
+        echo "$log: $(tail -1 "$OUT/$log.log")"; grep -E '^(FAILED|ERROR)' "$OUT/$log.log" | head -20
       done ;;
     router)
       python3 scripts/probes/router_probe.py 2>&1 | tee "$OUT/router_probe.log" | sed -n '/== summary/,$p' ;;

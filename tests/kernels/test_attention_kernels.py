@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from quickmoe.kernels.decode_attention import paged_decode_attention, paged_decode_attention_ref
+from quickmoe.kernels.decode_attention import (paged_decode_attention, paged_decode_attention_ref,
+                                               rotary_paged_decode_attention, rotary_paged_decode_attention_ref)
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.layers.attention import sink_attention_ref
 
@@ -153,3 +154,57 @@ def test_decode_kernel_in_bf16():
     got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, 0, 32**-0.5, num_splits=4)
     want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, 0, 32**-0.5)
     assert (got.float() - want.float()).norm() / want.float().norm() < 2e-2
+
+
+def _rotary_decode_case(contexts, num_heads, num_kv, head_dim, dtype, g):
+    """A decode step: each sequence's new token at position context - 1, its slot in its last block (-1 and
+    context 0 for a padding row); qkv, RoPE table and the paged cache random."""
+    k_cache, v_cache, tables = _paged_cache([max(c, 1) for c in contexts], num_kv, head_dim, dtype, g)
+    qkv = torch.randn(len(contexts), (num_heads + 2 * num_kv) * head_dim, generator=g).to(dtype).to(DEVICE)
+    cos_sin = torch.randn(256, head_dim, generator=g).to(DEVICE)
+    positions = torch.tensor([max(c - 1, 0) for c in contexts], device=DEVICE)
+    slots = torch.tensor([tables[b, (c - 1) // BLOCK].item() * BLOCK + (c - 1) % BLOCK if c else -1
+                          for b, c in enumerate(contexts)], device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
+    return qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks
+
+
+@pytest.mark.parametrize("splits", [1, 4, 32])
+@pytest.mark.parametrize("window", [0, 40])
+def test_rotary_decode_kernel_matches_rotary_write_then_attention(splits, window):
+    """One launch for RoPE, the new token's K/V write and the attention: the same cache contents (every byte) and
+    outputs as `rotary_write_kv_ref` then `paged_decode_attention_ref`; the new key is read in the step that
+    writes it (a query whose only visible key is its own gets exactly its own v)."""
+    g = torch.Generator().manual_seed(20 + splits + window)
+    contexts = [1, 16, 17, 50, 130, 0]  # the new token alone, at and past block ends, several key tiles, padding
+    qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks = _rotary_decode_case(
+        contexts, 8, 2, 32, torch.float32, g)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    want = rotary_paged_decode_attention_ref(qkv, positions, cos_sin, want_k, want_v, slots, tables, lens, sinks,
+                                             window, 32**-0.5)
+    got = rotary_paged_decode_attention(qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks,
+                                        window, 32**-0.5, num_splits=splits)
+    assert torch.allclose(k_cache, want_k, atol=1e-6) and torch.equal(v_cache, want_v)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+    assert not got[-1].any()  # the padding row: no key, no write
+    # sequence 0 sees only its new token: softmax over (its logit, the sink) times its own v, per head
+    for head, v_new in ((0, qkv[0, -64:-32]), (5, qkv[0, -32:])):  # KV head 0's v (heads 0..3), KV head 1's
+        assert torch.nn.functional.cosine_similarity(got[0, head], v_new, dim=0) > 1 - 1e-5
+
+
+def test_rotary_decode_kernel_in_bf16_is_the_two_step_path():
+    """bf16 (the serving dtype): the cache bits equal the Triton RoPE + KV write's, the output is within bf16
+    rounding of the two-step kernels'."""
+    from quickmoe.kernels.rotary_kv_write import rotary_write_kv
+
+    g = torch.Generator().manual_seed(21)
+    qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks = _rotary_decode_case(
+        [100, 37, 5], 8, 2, 64, torch.bfloat16, g)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    q = rotary_write_kv(qkv, positions, cos_sin, want_k, want_v, slots)
+    want = paged_decode_attention(q, want_k, want_v, tables, lens, sinks, 0, 0.125, num_splits=4)
+    got = rotary_paged_decode_attention(qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks, 0,
+                                        0.125, num_splits=4)
+    assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
+    assert torch.equal(got, want) or (got.float() - want.float()).abs().max() <= 1e-2 * want.float().abs().max()

@@ -4,10 +4,10 @@ Every argument is a tensor or a plain number: no layer names, indices or counter
 decoder layer serves every layer of its kind, in any order and with any layer skipped on any step.
 `use_kernels` picks the Triton kernel (kernels/) or its torch reference, which have the same signatures.
 - `quickmoe::rms_norm` / `quickmoe::fused_add_rms_norm`: RMSNorm, alone or after the residual add.
-- `quickmoe::rotary_write_kv`: RoPE on q and k, K and V written into one layer's paged cache (mutates the
-  cache in place); returns the rotated q.
-- `quickmoe::paged_attention`: gpt-oss attention (sinks, window, GQA) of every sequence of the step over one
-  layer's paged cache: the decode kernel for one token per sequence, else the prefill kernel.
+- `quickmoe::attention`: RoPE on q and k, K and V written into one layer's paged cache (mutated in place), then
+  gpt-oss attention (sinks, window, GQA) of every sequence of the step over that cache: for one token per
+  sequence (decode) one kernel does both (`rotary_paged_decode_attention`), else `rotary_write_kv`, then the
+  prefill kernel.
 - `quickmoe::route_experts`: the router (linear, bias optional), then top-k and softmax in either order (gpt-oss:
   top-k then softmax; Mixtral, Qwen: softmax then top-k), in one kernel where faster (`kernels/router.py`);
   weights float32, ids int32 with the kernels (gpt-oss's torch reference keeps the logits' dtype and int64 ids).
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from quickmoe.kernels.decode_attention import paged_decode_attention, paged_decode_attention_ref
+from quickmoe.kernels.decode_attention import (paged_decode_attention, paged_decode_attention_ref,
+                                               rotary_paged_decode_attention, rotary_supported)
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.kernels.rms_norm import fused_add_rms_norm as fused_add_rms_norm_kernel
@@ -32,7 +33,7 @@ from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 from quickmoe.kernels.router import router_route, router_route_preferred
 from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
-__all__ = ["fused_add_rms_norm", "moe_experts", "paged_attention", "rms_norm", "rotary_write_kv", "route_experts"]
+__all__ = ["attention", "fused_add_rms_norm", "moe_experts", "rms_norm", "route_experts"]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_kernels: bool) -> torch.Tensor:
@@ -62,30 +63,18 @@ def _fused_add_rms_norm_fake(x, residual, weight, eps, use_kernels):
 
 
 def _rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
-                     v_cache: torch.Tensor, slot_mapping: torch.Tensor, num_heads: int, head_dim: int,
-                     use_kernels: bool) -> torch.Tensor:
-    """qkv [T, (H + 2 KV) D] -> rotated q [T, H, D]; rotated k and v into the cache at slot_mapping [T] (-1: skip).
-    H and D are given as numbers (the layer's constants), so a compiled graph knows q's shape but for T."""
+                     v_cache: torch.Tensor, slot_mapping: torch.Tensor, use_kernels: bool) -> torch.Tensor:
+    """qkv [T, (H + 2 KV) D] -> rotated q [T, H, D]; rotated k and v into the cache at slot_mapping [T] (-1: skip)."""
     impl = rotary_write_kv_kernel if use_kernels else rotary_write_kv_ref
     return impl(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
-
-
-rotary_write_kv_op = torch.library.custom_op("quickmoe::rotary_write_kv", _rotary_write_kv,
-                                             mutates_args=("k_cache", "v_cache"))
-
-
-@rotary_write_kv_op.register_fake
-def _rotary_write_kv_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, num_heads, head_dim,
-                          use_kernels):
-    return qkv.new_empty((qkv.shape[0], num_heads, head_dim))
 
 
 def _paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                      cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
                      sinks: torch.Tensor, window: int, scale: float, use_kernels: bool) -> torch.Tensor:
     """q [T, H, D] (sequences packed in order) -> [T, H, D] over one layer's paged cache; window <= 0: full
-    attention. A step with one token per sequence (T == B: decode, the CUDA-graph case) runs the decode
-    kernel, which reads nothing on the host; others the prefill kernel, gridded by `max_query_len` (CPU)."""
+    attention. A step with one token per sequence (T == B: decode) runs the decode kernel, which reads nothing on
+    the host; others the prefill kernel, gridded by `max_query_len` (CPU)."""
     if q.shape[0] == context_lens.shape[0]:
         decode = paged_decode_attention if use_kernels else paged_decode_attention_ref
         return decode(q, k_cache, v_cache, block_tables, context_lens, sinks, window, scale)
@@ -96,13 +85,31 @@ def _paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                                        window, scale)
 
 
-paged_attention_op = torch.library.custom_op("quickmoe::paged_attention", _paged_attention, mutates_args=())
+def _attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
+               v_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
+               cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
+               sinks: torch.Tensor, window: int, scale: float, num_heads: int, head_dim: int,
+               use_kernels: bool) -> torch.Tensor:
+    """qkv [T, (H + 2 KV) D] -> [T, H, D]: RoPE, the KV-cache write at slot_mapping [T] (-1: skip), then the
+    attention of every sequence (packed in order) over one layer's paged cache; window <= 0: full attention. H
+    and D are given as numbers (the layer's constants), so a compiled graph knows the output's shape but for T.
+    A step with one token per sequence (T == B: decode, the CUDA-graph case) runs one kernel that reads nothing on
+    the host; others `rotary_write_kv` and the prefill kernel, gridded by `max_query_len` (CPU)."""
+    if use_kernels and qkv.shape[0] == context_lens.shape[0] and rotary_supported(head_dim):
+        return rotary_paged_decode_attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
+                                             block_tables, context_lens, sinks, window, scale)
+    q = _rotary_write_kv(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, use_kernels)
+    return _paged_attention(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, max_query_len, sinks,
+                            window, scale, use_kernels)
 
 
-@paged_attention_op.register_fake
-def _paged_attention_fake(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, max_query_len, sinks,
-                          window, scale, use_kernels):
-    return torch.empty_like(q)
+attention_op = torch.library.custom_op("quickmoe::attention", _attention, mutates_args=("k_cache", "v_cache"))
+
+
+@attention_op.register_fake
+def _attention_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, block_tables, cu_query_lens,
+                    context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels):
+    return qkv.new_empty((qkv.shape[0], num_heads, head_dim))
 
 
 def _route_experts(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
@@ -171,7 +178,6 @@ def _dispatch(op, impl):
 
 rms_norm = _dispatch(rms_norm_op, _rms_norm)
 fused_add_rms_norm = _dispatch(fused_add_rms_norm_op, _fused_add_rms_norm)
-rotary_write_kv = _dispatch(rotary_write_kv_op, _rotary_write_kv)
-paged_attention = _dispatch(paged_attention_op, _paged_attention)
+attention = _dispatch(attention_op, _attention)
 route_experts = _dispatch(route_experts_op, _route_experts)
 moe_experts = _dispatch(moe_experts_op, _moe_experts)

@@ -1,5 +1,7 @@
 """Paged decode attention (one new query per sequence), split over the context: `paged_decode_attention`
-(Triton) beside `paged_decode_attention_ref` (torch), same signature.
+(Triton) beside `paged_decode_attention_ref` (torch), same signature; and the same with RoPE and the KV-cache
+write of the new token first, `rotary_paged_decode_attention` beside `rotary_paged_decode_attention_ref`
+(= `rotary_write_kv_ref`, then `paged_decode_attention_ref`).
 
 q [B, H, D] holds each sequence's query at position context_lens[b] - 1; it attends to the keys j <= that
 position (with a window W > 0 only j > position - W) of its paged cache, GQA (head h reads KV head
@@ -14,9 +16,18 @@ visible keys, BLOCK_N keys per iteration gathered across cache blocks through th
 online softmax (running max m, sum l, accumulator acc, base-2 exponentials). With one split it finishes the
 softmax itself (sink included); with several, each writes (m, l, acc) and `_decode_combine_kernel` merges them:
     M = max(max_s m_s, sink),  out = sum_s 2^(m_s - M) acc_s / (sum_s 2^(m_s - M) l_s + 2^(sink - M)).
+(Merging in the split kernel instead, by its last program to take a ticket, was measured slower on the H100:
+13.1 against 8.6 us a gpt-oss-20b layer at batch 1 for the three launches it replaced, 2026-11-24.)
 The number of splits depends on B only (a CUDA graph fixes it at capture); each program finds its span from
 context_lens on the device, so nothing is read on the host. A sliding-window layer's spans cover only the
 window: released blocks are never read.
+
+With RoPE (`rotary_paged_decode_attention`, the decode step's path: one launch where RoPE + KV write and the
+attention were two): q is read from the fused projection's output qkv [B, (H + 2 KV) D] and rotated in each
+program (the rounding of `rotary_write_kv`: cos and sin in the activations' dtype, each output in float32 rounded
+once), and the program whose span holds the new position (context_lens[b] - 1) rotates that token's k of its KV
+head, writes k and v into the cache at slot_mapping[b] (-1: padding, nothing written) and synchronises its
+threads before reading the span, which ends at that key. Other programs never read the new position.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import functools
 import torch
 
 from quickmoe.kernels.pdl import pdl_kwargs
+from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 
 try:  # CPU installs without triton keep the torch reference
     import triton
@@ -37,7 +49,8 @@ except ImportError:  # pragma: no cover
 else:
     from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
 
-__all__ = ["decode_num_splits", "paged_decode_attention", "paged_decode_attention_ref"]
+__all__ = ["decode_num_splits", "paged_decode_attention", "paged_decode_attention_ref", "rotary_paged_decode_attention",
+           "rotary_paged_decode_attention_ref"]
 
 LOG2E = 1.4426950408889634
 
@@ -75,17 +88,56 @@ def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_s
     return min(max_splits, triton.next_power_of_2(want)) if want > 1 else 1
 
 
+def rotary_paged_decode_attention_ref(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
+                                      k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                                      block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
+                                      window: int, scale: float) -> torch.Tensor:
+    """qkv [B, (H + 2 KV) D] -> [B, H, D]: `rotary_write_kv_ref` (RoPE; the new k and v into the cache), then
+    `paged_decode_attention_ref` of the rotated q."""
+    q = rotary_write_kv_ref(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
+    return paged_decode_attention_ref(q, k_cache, v_cache, block_tables, context_lens, sinks, window, scale)
+
+
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
                            window: int, scale: float, num_splits: int | None = None) -> torch.Tensor:
-    """`paged_decode_attention_ref` in one or two Triton launches (see the module docstring). `num_splits`
-    None picks `decode_num_splits(B)`."""
+    """`paged_decode_attention_ref` in one or two Triton launches (see the module docstring). `num_splits` None picks
+    `decode_num_splits(B)`."""
+    return _launch(q, None, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits)
+
+
+def rotary_paged_decode_attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
+                                  k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                                  block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
+                                  window: int, scale: float, num_splits: int | None = None) -> torch.Tensor:
+    """`rotary_paged_decode_attention_ref` in one or two Triton launches, as `paged_decode_attention` (head_dim
+    a power of two >= 16: `rotary_supported`)."""
+    num_kv, head_dim = k_cache.shape[2], k_cache.shape[3]
+    if not rotary_supported(head_dim):
+        raise ValueError(f"rotary_paged_decode_attention: head_dim {head_dim}; the kernel takes powers of two >= 16")
+    if qkv.dim() != 2 or qkv.stride(1) != 1 or qkv.shape[1] % head_dim or qkv.shape[1] // head_dim <= 2 * num_kv:
+        raise ValueError(f"rotary_paged_decode_attention: qkv {tuple(qkv.shape)}; expected [B, (H + 2 KV) D] with "
+                         f"D = {head_dim}, KV = {num_kv}, rows contiguous")
+    num_heads = qkv.shape[1] // head_dim - 2 * num_kv
+    q = qkv[:, :num_heads * head_dim].view(qkv.shape[0], num_heads, head_dim)  # the kernel reads q, k, v from qkv
+    rotary = (qkv, positions, cos_sin_cache, slot_mapping)
+    return _launch(q, rotary, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits)
+
+
+def rotary_supported(head_dim: int) -> bool:
+    """Whether `rotary_paged_decode_attention` takes this head size (else RoPE + KV write, then the attention)."""
+    return triton is not None and head_dim >= 16 and head_dim & (head_dim - 1) == 0
+
+
+def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cache: torch.Tensor,
+            block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor, window: int, scale: float,
+            num_splits: int | None) -> torch.Tensor:
     if triton is None:
         raise RuntimeError("paged_decode_attention needs triton; paged_decode_attention_ref is the torch version")
     batch, num_heads, head_dim = q.shape
     _, block_size, num_kv, _ = k_cache.shape
     group = num_heads // num_kv
-    out = torch.empty_like(q)
+    out = torch.empty(batch, num_heads, head_dim, dtype=q.dtype, device=q.device)
     if batch == 0:
         return out
     splits = num_splits if num_splits is not None else decode_num_splits(batch, num_kv, q.device)
@@ -97,29 +149,71 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     else:
         partial_acc = torch.empty(batch, num_heads, splits, d_pow2, dtype=torch.float32, device=q.device)
         partial_ml = torch.empty(batch, num_heads, splits, 2, dtype=torch.float32, device=q.device)
+    if rotary is not None:
+        qkv, positions, cos_sin_cache, slot_mapping = rotary
+        rope = dict(pos_ptr=positions, cos_sin_ptr=cos_sin_cache, slot_ptr=slot_mapping,
+                    stride_cs=cos_sin_cache.stride(0))
+        q_arg, stride_qb, stride_qh = qkv, qkv.stride(0), head_dim
+    else:
+        rope = dict(pos_ptr=q, cos_sin_ptr=q, slot_ptr=q, stride_cs=0)
+        q_arg, stride_qb, stride_qh = q, q.stride(0), q.stride(1)
     _decode_split_kernel[(batch, num_kv, splits)](
-        q, k_cache, v_cache, block_tables, context_lens, sinks, out, partial_acc, partial_ml,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1), block_tables.stride(0), window,
-        float(scale) * LOG2E,
+        q_arg, k_cache, v_cache, block_tables, context_lens, sinks, out, partial_acc, partial_ml,
+        stride_qb=stride_qb, stride_qh=stride_qh, stride_ob=out.stride(0), stride_oh=out.stride(1),
+        stride_bt=block_tables.stride(0), window=window, qk_scale=float(scale) * LOG2E, **rope,
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim, D_POW2=d_pow2,
         BLOCK_SIZE=block_size, KV=num_kv, BLOCK_N=block_n, SPLITS=splits, FP32_DOT=fp32_dot,
+        ROTARY=rotary is not None,
         num_warps=4, num_stages=2, **pdl_kwargs(q.device))
     if splits > 1:
         _decode_combine_kernel[(batch, num_heads)](partial_acc, partial_ml, sinks, out, out.stride(0), out.stride(1),
-                                           D=head_dim, D_POW2=d_pow2, SPLITS=splits, num_warps=1,
-                                           **pdl_kwargs(q.device))
+                                                   D=head_dim, D_POW2=d_pow2, SPLITS=splits, num_warps=1,
+                                                   **pdl_kwargs(q.device))
     return out
 
 
 if triton is not None:
 
     @triton.jit
+    def _rotate_and_write_kv(qkv_ptr, pos_ptr, cos_sin_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, seq, kv_head, heads,
+                             row_ok, write, stride_qb, stride_cs, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
+                             KV: tl.constexpr, D: tl.constexpr):
+        """The fused path's start: q's rows `heads` rotated [GROUP_PAD, D] in qkv's dtype; when `write`, this KV
+        head's new k (rotated) and v stored at the sequence's slot."""
+        HALF: tl.constexpr = D // 2
+        dtype = qkv_ptr.dtype.element_ty
+        cols = tl.arange(0, HALF)
+        pos = tl.load(pos_ptr + seq).to(tl.int64)
+        # cos and sin rounded to the activations' dtype, as `rotary_write_kv` uses them
+        cos = tl.load(cos_sin_ptr + pos * stride_cs + cols).to(dtype).to(tl.float32)
+        sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + cols).to(dtype).to(tl.float32)
+        row = qkv_ptr + seq.to(tl.int64) * stride_qb
+        offsets = heads[:, None] * D + cols[None, :]  # [G, HALF]
+        q1 = tl.load(row + offsets, mask=row_ok[:, None], other=0.0).to(tl.float32)
+        q2 = tl.load(row + HALF + offsets, mask=row_ok[:, None], other=0.0).to(tl.float32)
+        q1, q2 = q1 * cos[None, :] - q2 * sin[None, :], q2 * cos[None, :] + q1 * sin[None, :]
+        q = tl.reshape(tl.permute(tl.join(q1.to(dtype), q2.to(dtype)), (0, 2, 1)), (GROUP_PAD, D))  # [G, D] halves
+        if write:
+            slot = tl.load(slot_ptr + seq).to(tl.int64)
+            cache = (slot * KV + kv_head) * D
+            k = row + (GROUP * KV + kv_head) * D  # this KV head's k in qkv, then its v KV heads later
+            k1 = tl.load(k + cols).to(tl.float32)
+            k2 = tl.load(k + HALF + cols).to(tl.float32)
+            tl.store(k_cache_ptr + cache + cols, (k1 * cos - k2 * sin).to(k_cache_ptr.dtype.element_ty))
+            tl.store(k_cache_ptr + cache + HALF + cols, (k2 * cos + k1 * sin).to(k_cache_ptr.dtype.element_ty))
+            dims = tl.arange(0, D)
+            v = tl.load(k + KV * D + dims)
+            tl.store(v_cache_ptr + cache + dims, v.to(v_cache_ptr.dtype.element_ty))
+            tl.debug_barrier()  # every thread's cache stores land before any thread reads the span
+        return q
+
+    @triton.jit
     def _decode_split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr, sinks_ptr,
-                             out_ptr, part_acc_ptr, part_ml_ptr, stride_qb, stride_qh, stride_ob, stride_oh,
-                             stride_bt, window, qk_scale,
+                             out_ptr, part_acc_ptr, part_ml_ptr, pos_ptr, cos_sin_ptr, slot_ptr,
+                             stride_qb, stride_qh, stride_ob, stride_oh, stride_bt, stride_cs, window, qk_scale,
                              GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                              BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, BLOCK_N: tl.constexpr,
-                             SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, PDL: tl.constexpr):
+                             SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, ROTARY: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         seq = tl.program_id(0)
         kv_head = tl.program_id(1)
@@ -134,8 +228,14 @@ if triton is not None:
         per_split = tl.cdiv(tl.cdiv(ctx - first, SPLITS), BLOCK_N) * BLOCK_N
         lo = first + split * per_split
         hi = tl.minimum(lo + per_split, ctx)
-        q = tl.load(q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :],
-                    mask=row_ok[:, None] & dim_ok[None, :], other=0.0)  # [G, D]
+        if ROTARY:  # the new key (position ctx - 1) is in this program's span: write it first
+            write = (ctx > 0) & (lo < ctx) & (hi == ctx) & (tl.load(slot_ptr + seq) >= 0)
+            q = _rotate_and_write_kv(q_ptr, pos_ptr, cos_sin_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, seq, kv_head,
+                                     heads, row_ok, write, stride_qb, stride_cs, GROUP=GROUP, GROUP_PAD=GROUP_PAD,
+                                     KV=KV, D=D)
+        else:
+            q = tl.load(q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :],
+                        mask=row_ok[:, None] & dim_ok[None, :], other=0.0)  # [G, D]
         if FP32_DOT:
             q = q.to(tl.float32)
         m = tl.full([GROUP_PAD], float("-inf"), tl.float32)  # running max of the base-2 logits
@@ -156,14 +256,14 @@ if triton is not None:
             acc = acc * alpha[:, None] + pv_dot(p, v, FP32_DOT)  # [G, D]
             m = m_new
         out_mask = row_ok[:, None] & dim_ok[None, :]
+        out_offsets = seq * stride_ob + heads[:, None] * stride_oh + dims[None, :]
         if SPLITS == 1:
             sink = tl.load(sinks_ptr + heads, mask=row_ok, other=0.0).to(tl.float32) * 1.4426950408889634
             m_all = tl.maximum(m, sink)
             scale_acc = tl.exp2(m - m_all)  # 0 where no key was visible (m = -inf)
             denom = l_sum * scale_acc + tl.exp2(sink - m_all)
             result = acc * (scale_acc / denom)[:, None]
-            tl.store(out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :],
-                     result.to(out_ptr.dtype.element_ty), mask=out_mask)
+            tl.store(out_ptr + out_offsets, result.to(out_ptr.dtype.element_ty), mask=out_mask)
         else:
             part = (seq * (GROUP * KV) + heads) * SPLITS + split  # [G] row of (b, h, split)
             # every column, the padding ones too (zeros): the combine reads whole rows
@@ -173,7 +273,7 @@ if triton is not None:
 
     @triton.jit
     def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, sinks_ptr, out_ptr, stride_ob, stride_oh,
-                        D: tl.constexpr, D_POW2: tl.constexpr, SPLITS: tl.constexpr, PDL: tl.constexpr):
+                               D: tl.constexpr, D_POW2: tl.constexpr, SPLITS: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         seq = tl.program_id(0)
         head = tl.program_id(1)

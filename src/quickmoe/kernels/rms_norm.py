@@ -43,8 +43,10 @@ def fused_add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor, weight: torc
     return rms_norm_ref(summed, weight, eps), summed
 
 
-def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
-            eps: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
+            num_warps: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The kernel; `num_warps` None: the default for the hidden size (probes may pass another; it must not depend
+    on the number of rows, or a row's bits would depend on its batch)."""
     if triton is None:
         raise RuntimeError("the RMSNorm kernels need triton; rms_norm_ref / fused_add_rms_norm_ref are the torch "
                            "versions")
@@ -59,9 +61,14 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
         _rms_norm_kernel[(num_rows,)](
             x, residual if residual is not None else x, weight, out, summed if summed is not None else out,
             x.stride(0), residual.stride(0) if residual is not None else 0, hidden, eps,
-            HAS_RESIDUAL=residual is not None, BLOCK=block, num_warps=min(16, max(1, block // 256)),
+            HAS_RESIDUAL=residual is not None, BLOCK=block, num_warps=num_warps or _num_warps(block),
             **pdl_kwargs(x.device))
     return out, summed
+
+
+def _num_warps(block: int) -> int:
+    """Warps of a row of `block` (a power of two) columns."""
+    return min(16, max(1, block // 256))
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

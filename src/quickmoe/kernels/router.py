@@ -18,8 +18,8 @@ Batch invariance: the tile shape, SPLIT and the warps depend on E and H only, ne
 are its own row's partial sums added in a fixed order, so a token's experts and weights are the same bits alone
 or in a batch of any size (tests/kernels/test_router.py checks it).
 
-The ticket counters are a per-device workspace of ROUTER_MAX_TOKENS / 16 int32, zero between calls: calls on one
-device must run one at a time (one stream), as the model's layers do.
+The ticket counters (`kernels/tickets.py`, one per 16 tokens) are zero between calls: calls on one device must run
+one at a time (one stream), as the model's layers do.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import torch
 
 from quickmoe.kernels.pdl import pdl_kwargs
 from quickmoe.kernels.routing import MAX_EXPERTS, check_scoring, route_ref
+from quickmoe.kernels.tickets import MAX_TICKETS, ticket_counters
 
 try:  # CPU installs without triton keep the torch reference
     import triton
@@ -42,11 +43,11 @@ __all__ = ["ROUTER_MAX_EXPERTS", "ROUTER_MAX_TOKENS", "router_route", "router_ro
            "router_supported"]
 
 ROUTER_MAX_EXPERTS = 256  # all E logits of 16 tokens in one program's registers
-ROUTER_MAX_TOKENS = 65536  # tokens a call: one ticket counter per 16 (more go to the linear, then `route`)
 _BLOCK_T = 16  # tokens per program (the dot's smallest M)
+ROUTER_MAX_TOKENS = 65536  # tokens a call (more go to the linear, then `route`): one ticket counter per 16
+assert ROUTER_MAX_TOKENS // _BLOCK_T <= MAX_TICKETS
 _SPLIT = 8  # programs reading one 16-token block's weights (each H / 8 columns)
 _TILE_ELEMENTS = 8192  # BLOCK_E x BLOCK_H weight elements per K step: 16 KB of bf16
-_COUNTERS: dict[torch.device, torch.Tensor] = {}  # per device: ROUTER_MAX_TOKENS / 16 int32 tickets, zero at rest
 
 
 def _check(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, scoring: str) -> None:
@@ -96,17 +97,6 @@ def router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
                                num_warps=4, num_stages=3)
 
 
-def _counters(device: torch.device) -> torch.Tensor:
-    """The device's ticket counters (made once, zero; each call's finishing programs set theirs back to zero)."""
-    counters = _COUNTERS.get(device)
-    if counters is None:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("router_route: first call on this device inside a CUDA graph capture; run it once "
-                               "eagerly first (the warm-up before capture does)")
-        counters = _COUNTERS[device] = torch.zeros(ROUTER_MAX_TOKENS // _BLOCK_T, dtype=torch.int32, device=device)
-    return counters
-
-
 def launch_router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
                         scoring: str, renormalize: bool, *, block_h: int, split: int, num_warps: int,
                         num_stages: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,7 +123,8 @@ def launch_router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.
         {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}[hidden.dtype]
     out_dtype = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[hidden.dtype]
     _router_route_kernel[(num_blocks, split)](
-        hidden, weight, bias if bias is not None else weight, partials, _counters(hidden.device), weights, ids,
+        hidden, weight, bias if bias is not None else weight, partials, ticket_counters(hidden.device, "router_route"),
+        weights, ids,
         num_tokens, hidden.stride(0), weight.stride(0), H=hidden_size, E=num_experts, HAS_BIAS=bias is not None,
         TOP_K=top_k, BLOCK_T=_BLOCK_T, BLOCK_E=block_e, BLOCK_H=block_h, H_PER_SPLIT=h_per_split, SPLIT=split,
         BLOCK_K=triton.next_power_of_2(top_k), SOFTMAX_FIRST=scoring == "softmax_topk", RENORMALIZE=renormalize,

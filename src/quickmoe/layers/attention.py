@@ -52,7 +52,7 @@ class Attention(nn.Module):
     logit in the softmax denominator (gpt-oss; checkpoint tensor `sinks`), else none. `qk_norm`: RMSNorm over
     each head of q and k before RoPE (Qwen3; `q_norm` / `k_norm`). Quantized projections as the config says
     (fp8_linear). Unquantized q, k and v are one GEMM (`qkv_proj`, whose row slices are the checkpoint's q_proj,
-    k_proj and v_proj parameters); RoPE and the KV-cache write are one op (`rotary_write_kv`).
+    k_proj and v_proj parameters); RoPE, the KV-cache write and the attention are one op (`attention`).
 
     Tensor parallel (`parallel`): this rank computes its share of the query heads (q, o and the sinks split with
     them) and of the KV heads (replicated when there are fewer than ranks); q/k/v are column-parallel, o
@@ -120,10 +120,8 @@ class Attention(nn.Module):
         compiled graph serves every layer of the same kind."""
         num_tokens = hidden.shape[0]
         use_kernels = self.kernels == "triton"
-        q = custom_ops.rotary_write_kv(self._qkv(hidden), attn.positions, cos_sin_cache, k_cache, v_cache,
-                                       kv.slot_mapping, self.num_heads, self.head_dim,
-                                       use_kernels)  # [T, H, D]; K, V into the cache
-        out = custom_ops.paged_attention(q, k_cache, v_cache, kv.block_tables, attn.cu_query_lens,
-                                         attn.context_lens, attn.max_query_len, self.sinks,
-                                         self.window if self.window is not None else 0, self.scale, use_kernels)
+        out = custom_ops.attention(self._qkv(hidden), attn.positions, cos_sin_cache, k_cache, v_cache,
+                                   kv.slot_mapping, kv.block_tables, attn.cu_query_lens, attn.context_lens,
+                                   attn.max_query_len, self.sinks, self.window if self.window is not None else 0,
+                                   self.scale, self.num_heads, self.head_dim, use_kernels)  # [T, H, D]; K, V cached
         return self.parallel.all_reduce(self.o_proj(out.view(num_tokens, -1)))

@@ -8,8 +8,9 @@ original context. The correction dimension for r rotations is d*ln(L/(2*pi*r)) /
 `truncate` the ramp ends are floored/ceiled (gpt-oss sets truncate=false). cos and sin are finally
 scaled by 0.1*ln(factor)+1 (`RopeScaling.cos_sin_scale`), which sharpens attention logits.
 
-The rotation itself happens in the attention layer's `rotary_write_kv` op (kernels/rotary_kv_write.py), fused
-with the KV-cache write; this module owns the table it reads.
+The rotation itself happens in the attention layer's `attention` op, fused with the KV-cache write
+(kernels/rotary_kv_write.py) and, in decode steps, with the attention (kernels/decode_attention.py); this module
+owns the table they read.
 """
 
 from __future__ import annotations
