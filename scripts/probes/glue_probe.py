@@ -29,7 +29,10 @@ def _norm_rows(device: torch.device) -> list[dict]:
         sets = [(torch.randn(tokens, 2880, generator=g).to(device, torch.bfloat16),
                  torch.randn(tokens, 2880, generator=g).to(device, torch.bfloat16)) for _ in range(4)]
         for warps in (1, 2, 4, 8, 16):
-            us = time_in_graph(lambda i: norm._launch(sets[i][0], sets[i][1], w, 1e-5, num_warps=warps), 4, 50) * 1e6
+            def call(i, s=sets, n=warps):
+                return norm._launch(s[i][0], s[i][1], w, 1e-5, num_warps=n)
+
+            us = time_in_graph(call, 4, 50) * 1e6
             rows.append({"tokens": tokens, "num_warps": warps, "us": round(us, 2)})
             print(f"fused_add_rms_norm T={tokens:5d} warps={warps:2d}: {us:7.2f} us", flush=True)
     return rows
