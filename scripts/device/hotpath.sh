@@ -28,6 +28,8 @@
 #              per variant
 #   glue       scripts/probes/glue_probe.py: residual add + RMSNorm by warps and rows; decode attention with RoPE + KV
 #              write in one launch vs two
+#   dense      the dense GEMM's kernel tests on CUDA (bits across configs and row counts), then
+#              scripts/probes/dense_gemm_probe.py: every launch config vs cuBLAS on the attention projections
 #   glue-tests the glue, attention, router, alignment and PDL kernel tests on CUDA, the kernel count, CUDA graphs
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
@@ -106,6 +108,11 @@ print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:4
       done ;;
     glue)
       python3 scripts/probes/glue_probe.py --json "$OUT/glue_probe.json" 2>&1 | tee "$OUT/glue_probe.log" ;;
+    dense)
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_dense_gemm.py > "$OUT/dense_tests.log" 2>&1
+      echo "dense_tests: $(tail -1 "$OUT/dense_tests.log")"; grep -E '^(FAILED|ERROR)|Error' "$OUT/dense_tests.log" | head
+      python3 scripts/probes/dense_gemm_probe.py --json "$OUT/dense_gemm_probe.json" 2>&1 \
+        | tee "$OUT/dense_gemm_probe.log" | grep -vE '^ {20}' ;;
     glue-tests)
       # the glue, attention, router and alignment kernel tests on CUDA, the kernel count, the CUDA-graph tests
       python3 -m pytest -q -p no:cacheprovider tests/kernels/test_glue_kernels.py \

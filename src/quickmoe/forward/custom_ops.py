@@ -8,6 +8,8 @@ decoder layer serves every layer of its kind, in any order and with any layer sk
   gpt-oss attention (sinks, window, GQA) of every sequence of the step over that cache: for one token per
   sequence (decode) one kernel does both (`rotary_paged_decode_attention`), else `rotary_write_kv`, then the
   prefill kernel.
+- `quickmoe::decode_linear`: x W^T + b of an unquantized projection; in a decode step (one token per sequence)
+  the Triton GEMM (`dense_gemm`, whose rounding does not depend on the batch), else cuBLAS.
 - `quickmoe::route_experts`: the router (linear, bias optional), then top-k and softmax in either order (gpt-oss:
   top-k then softmax; Mixtral, Qwen: softmax then top-k), in one kernel where faster (`kernels/router.py`);
   weights float32, ids int32 with the kernels (gpt-oss's torch reference keeps the logits' dtype and int64 ids).
@@ -21,8 +23,13 @@ from __future__ import annotations
 
 import torch
 
-from quickmoe.kernels.decode_attention import (paged_decode_attention, paged_decode_attention_ref,
-                                               rotary_paged_decode_attention, rotary_supported)
+from quickmoe.kernels.decode_attention import (
+    paged_decode_attention,
+    paged_decode_attention_ref,
+    rotary_paged_decode_attention,
+    rotary_supported,
+)
+from quickmoe.kernels.dense_gemm import dense_gemm, dense_gemm_supported
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.kernels.rms_norm import fused_add_rms_norm as fused_add_rms_norm_kernel
@@ -33,7 +40,7 @@ from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 from quickmoe.kernels.router import router_route, router_route_preferred
 from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
-__all__ = ["attention", "fused_add_rms_norm", "moe_experts", "rms_norm", "route_experts"]
+__all__ = ["attention", "decode_linear", "fused_add_rms_norm", "moe_experts", "rms_norm", "route_experts"]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_kernels: bool) -> torch.Tensor:
@@ -112,6 +119,25 @@ def _attention_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mappin
     return qkv.new_empty((qkv.shape[0], num_heads, head_dim))
 
 
+def _decode_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, context_lens: torch.Tensor,
+                   use_kernels: bool) -> torch.Tensor:
+    """x [T, K] -> x W^T + b [T, N]. In a decode step (T == B, one token per sequence: context_lens [B]) the Triton
+    GEMM (`dense_gemm`): one launch that reads W once at one row (cuBLAS splits K there and sums the parts in a
+    second launch), with the same rounding at every batch size, so a sequence's tokens do not depend on its
+    batch. Other steps (prompts) take cuBLAS, faster at thousands of rows (kernels/dense_gemm.py)."""
+    if use_kernels and x.shape[0] == context_lens.shape[0] and dense_gemm_supported(x, weight):
+        return dense_gemm(x, weight, bias)
+    return torch.nn.functional.linear(x, weight, bias)
+
+
+decode_linear_op = torch.library.custom_op("quickmoe::decode_linear", _decode_linear, mutates_args=())
+
+
+@decode_linear_op.register_fake
+def _decode_linear_fake(x, weight, bias, context_lens, use_kernels):
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
 def _route_experts(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
                    softmax_first: bool, renormalize: bool, use_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden [T, H] -> (topk_weights [T, k], topk_ids [T, k]): the router's logits hidden W^T + b (one GEMM),
@@ -179,5 +205,6 @@ def _dispatch(op, impl):
 rms_norm = _dispatch(rms_norm_op, _rms_norm)
 fused_add_rms_norm = _dispatch(fused_add_rms_norm_op, _fused_add_rms_norm)
 attention = _dispatch(attention_op, _attention)
+decode_linear = _dispatch(decode_linear_op, _decode_linear)
 route_experts = _dispatch(route_experts_op, _route_experts)
 moe_experts = _dispatch(moe_experts_op, _moe_experts)

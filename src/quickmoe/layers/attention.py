@@ -124,4 +124,9 @@ class Attention(nn.Module):
                                    kv.slot_mapping, kv.block_tables, attn.cu_query_lens, attn.context_lens,
                                    attn.max_query_len, self.sinks, self.window if self.window is not None else 0,
                                    self.scale, self.num_heads, self.head_dim, use_kernels)  # [T, H, D]; K, V cached
-        return self.parallel.all_reduce(self.o_proj(out.view(num_tokens, -1)))
+        out = out.view(num_tokens, -1)  # [T, H D]
+        if self.o_proj.quant_method is None:  # the Triton GEMM in decode steps (see custom_ops.decode_linear)
+            out = custom_ops.decode_linear(out, self.o_proj.weight, self.o_proj.bias, attn.context_lens, use_kernels)
+        else:
+            out = self.o_proj(out)
+        return self.parallel.all_reduce(out)
