@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from quickmoe.kernels.rms_norm import fused_add_rms_norm, fused_add_rms_norm_ref, rms_norm, rms_norm_ref
+from quickmoe.kernels.moe_gemm import moe_combine
+from quickmoe.kernels.rms_norm import combine_ref, fused_add_rms_norm, fused_add_rms_norm_ref, rms_norm, rms_norm_ref
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv, rotary_write_kv_ref, split_qkv
 
 pytest.importorskip("triton")
@@ -44,6 +45,28 @@ def test_fused_add_rms_norm_rounds_the_sum_to_the_activations_dtype():
     assert summed.dtype == torch.float16 and torch.equal(summed, x + residual)
     ref = rms_norm_ref(x + residual, w, 1e-6)
     assert (out.float() - ref.float()).abs().max() <= 2e-3 * ref.float().abs().max()
+
+
+@pytest.mark.parametrize("top_k", [1, 4])
+def test_fused_add_rms_norm_takes_an_moe_output_before_its_combine(top_k):
+    """x [T, k, H] (an MoE's rows before the combine; float16, exact in the interpreter): the same bits as
+    `moe_combine`, then the fused add + norm (two launches), and as the torch reference; the combine itself
+    against a float64 sum."""
+    g = torch.Generator().manual_seed(top_k)
+    tokens, hidden = 6, 80
+    parts = (torch.randn(tokens, top_k, hidden, generator=g) * 20).half().to(DEVICE)
+    residual = (torch.randn(tokens, hidden, generator=g) * 20).half().to(DEVICE)
+    w = (torch.rand(hidden, generator=g) + 0.5).to(DEVICE)
+    out, summed = fused_add_rms_norm(parts, residual, w, 1e-6)
+    assert out.shape == summed.shape == (tokens, hidden)
+    combined = moe_combine(parts.reshape(tokens * top_k, hidden), top_k)  # [T, H]
+    two_out, two_summed = fused_add_rms_norm(combined, residual, w, 1e-6)
+    assert torch.equal(summed, two_summed) and torch.equal(out, two_out)
+    ref_out, ref_summed = fused_add_rms_norm_ref(parts, residual, w, 1e-6)
+    assert torch.equal(summed, ref_summed) and torch.equal(combine_ref(parts), combined)
+    assert (out.float() - ref_out.float()).abs().max() <= 2e-3 * ref_out.float().abs().max()
+    exact = parts.double().sum(1)  # [T, H]
+    assert ((combine_ref(parts).double() - exact).abs() <= exact.abs() * 2.0 ** -11 + 1e-3).all()
 
 
 def _rope_case(g, num_tokens=6, num_heads=4, num_kv=2, head_dim=16, num_blocks=5, block=4, dtype=torch.float32):

@@ -3,7 +3,8 @@
 Every argument is a tensor or a plain number: no layer names, indices or counters, so one compiled
 decoder layer serves every layer of its kind, in any order and with any layer skipped on any step.
 `use_kernels` picks the Triton kernel (kernels/) or its torch reference, which have the same signatures.
-- `quickmoe::rms_norm` / `quickmoe::fused_add_rms_norm`: RMSNorm, alone or after the residual add.
+- `quickmoe::rms_norm` / `quickmoe::fused_add_rms_norm`: RMSNorm, alone or after the residual add (x [T, H], or
+  an MoE output before its combine, [T, k, H], summed first).
 - `quickmoe::attention`: RoPE on q and k, K and V written into one layer's paged cache (mutated in place), then
   gpt-oss attention (sinks, window, GQA) of every sequence of the step over that cache: for one token per
   sequence (decode) one kernel does both (`rotary_paged_decode_attention`), else `rotary_write_kv`, then the
@@ -66,7 +67,7 @@ fused_add_rms_norm_op = torch.library.custom_op("quickmoe::fused_add_rms_norm", 
 
 @fused_add_rms_norm_op.register_fake
 def _fused_add_rms_norm_fake(x, residual, weight, eps, use_kernels):
-    return torch.empty_like(x), torch.empty_like(x)
+    return torch.empty_like(residual), torch.empty_like(residual)
 
 
 def _rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
@@ -170,13 +171,19 @@ def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
                  w1_bias: torch.Tensor | None, w2: torch.Tensor, w2_bias: torch.Tensor | None,
                  w1_scales: torch.Tensor | None, w2_scales: torch.Tensor | None, gate_up_group: int,
                  swiglu_limit: float, swiglu_alpha: float, use_kernels: bool, activation: str = "swiglu_gpt_oss",
-                 w1_row_scale: torch.Tensor | None = None, w2_row_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton)."""
-    experts = fused_moe if use_kernels else fused_moe_ref
-    return experts(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
-                   w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
-                   swiglu_alpha=swiglu_alpha, activation=activation, w1_row_scale=w1_row_scale,
-                   w2_row_scale=w2_row_scale)
+                 w1_row_scale: torch.Tensor | None = None, w2_row_scale: torch.Tensor | None = None,
+                 combine: bool = True) -> torch.Tensor:
+    """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton). With the kernels
+    and combine False: [T, k, H] before the combine, which the next `fused_add_rms_norm` sums (one launch less)."""
+    if not use_kernels:
+        return fused_moe_ref(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
+                             w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
+                             swiglu_alpha=swiglu_alpha, activation=activation, w1_row_scale=w1_row_scale,
+                             w2_row_scale=w2_row_scale)
+    return fused_moe(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
+                     w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
+                     swiglu_alpha=swiglu_alpha, activation=activation, w1_row_scale=w1_row_scale,
+                     w2_row_scale=w2_row_scale, combine=combine)
 
 
 moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, mutates_args=())
@@ -185,7 +192,9 @@ moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, 
 @moe_experts_op.register_fake
 def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales, w2_scales, gate_up_group,
                       swiglu_limit, swiglu_alpha, use_kernels, activation="swiglu_gpt_oss", w1_row_scale=None,
-                      w2_row_scale=None):
+                      w2_row_scale=None, combine=True):
+    if use_kernels and not combine:
+        return hidden.new_empty((hidden.shape[0], topk_ids.shape[1], hidden.shape[1]))
     return torch.empty_like(hidden)
 
 

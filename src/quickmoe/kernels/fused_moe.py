@@ -158,6 +158,7 @@ def fused_moe(
     w1_row_scale: torch.Tensor | None = None,
     w2_row_scale: torch.Tensor | None = None,
     fp8_activations: bool = False,
+    combine: bool = True,
 ) -> torch.Tensor:
     """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
     grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine. With
@@ -165,7 +166,9 @@ def fused_moe(
     decoded inside the GEMMs; on Hopper the MXFP4 x MXFP8 product is emulated in bf16.
     `gate_up_group` must be a power of two >= 16 (the layout's groups are the kernel's column tiles). FP8
     weights always take FP8 activations (per token and 128 columns: the reference with fp8_activations=True);
-    `mxfp8_activations` applies to the others."""
+    `mxfp8_activations` applies to the others. `combine` False: the result before the combine, [T, k, H], each
+    token's k rows weighted (their sum in float32, in order, rounded to hidden's dtype, is the result: the next
+    residual add + RMSNorm does it, `kernels/rms_norm.py`)."""
     from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_configs import moe_kernel_config
@@ -201,4 +204,6 @@ def fused_moe(
     acts, act_scales = quantize(inter) if quantize else (inter, None)
     per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
                                out_dtype=hidden.dtype, config=config2, w2_row_scale=w2_row_scale)
+    if not combine:
+        return per_assignment.view(num_tokens, top_k, -1)  # [T, k, H]
     return moe_combine(per_assignment, top_k)

@@ -35,7 +35,8 @@ class MoEQuantMethod(Protocol):
     def process_weights_after_loading(self, layer: "FusedMoE") -> None: ...
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor) -> torch.Tensor: ...
+              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
+        """[T, H] -> [T, H]; with the kernels and combine False [T, k, H] (custom_ops.moe_experts)."""
 
 
 class UnquantizedMoEMethod:
@@ -73,11 +74,11 @@ class UnquantizedMoEMethod:
         self.gate_up_group = self.layout.gate_up_group
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
         return custom_ops.moe_experts(
             hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.gate_up_proj_bias, layer.down_proj,
             layer.down_proj_bias, None, None, self.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha,
-            _use_kernels(layer, hidden) and self.gate_up_group > 1)
+            _use_kernels(layer, hidden) and self.gate_up_group > 1, "swiglu_gpt_oss", None, None, combine)
 
 
 def _use_kernels(layer: nn.Module, hidden: torch.Tensor) -> bool:
@@ -137,13 +138,14 @@ class Mxfp4MoEMethod:
         logger.debug("MXFP4 experts in kernel layout (%s); %s", self.layout, cache.stats())
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
         if not layer.experts_in_kernel_layout:
             raise RuntimeError("MXFP4 experts used before process_weights_after_loading converted them")
         return custom_ops.moe_experts(
             hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
             layer.down_proj_blocks, layer.down_proj_bias, layer.gate_up_proj_scales, layer.down_proj_scales,
-            self.layout.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, _use_kernels(layer, hidden))
+            self.layout.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, _use_kernels(layer, hidden),
+            "swiglu_gpt_oss", None, None, combine)
 
 
 def _mma_pairs_kernel(blocks: torch.Tensor):
@@ -196,10 +198,15 @@ class FusedMoE(nn.Module):
         mine = (local >= 0) & (local < self.num_experts)
         return torch.where(mine, topk_weights, 0.0), torch.where(mine, local, 0)
 
-    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
-        if self.parallel.expert_parallel and self.parallel.sharded:
-            topk_weights, topk_ids = self.local_assignments(topk_weights, topk_ids)
-        return self.parallel.all_reduce(self.quant_method.apply(self, hidden, topk_weights, topk_ids))
+    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
+                combine: bool = True) -> torch.Tensor:
+        """[T, H] -> [T, H]. combine False (one rank only): the Triton path may return its output before the
+        combine, [T, k, H], for the next residual add + RMSNorm to sum (the reference returns [T, H] anyway)."""
+        if self.parallel.sharded:  # the all-reduce takes the combined output
+            combine = True
+            if self.parallel.expert_parallel:
+                topk_weights, topk_ids = self.local_assignments(topk_weights, topk_ids)
+        return self.parallel.all_reduce(self.quant_method.apply(self, hidden, topk_weights, topk_ids, combine))
 
 
 def expert_shards(layer: nn.Module) -> tuple[Shard, Shard]:
@@ -232,6 +239,8 @@ class GptOssMLP(nn.Module):
     """Router (linear with bias, top-k then softmax) followed by the experts. `kernels` ("torch" or "triton",
     set by the runner with the experts') picks the routing kernel or its reference."""
 
+    defers_combine = True  # forward(hidden, combine=False) may return [T, k, H] (models/decoder.py)
+
     def __init__(self, config: ModelConfig, layer_idx: int, *, dtype: torch.dtype,
                  device: torch.device | str, parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
@@ -243,7 +252,8 @@ class GptOssMLP(nn.Module):
         self.experts = FusedMoE(config, method, activation="swiglu_gpt_oss", dtype=dtype, device=device,
                                 parallel=parallel)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, combine: bool = True) -> torch.Tensor:
+        """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`)."""
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.router.weight, self.router.bias, self.top_k,
                                                           False, False, _use_kernels(self, hidden))  # [T, k] each
-        return self.experts(hidden, topk_weights, topk_ids)
+        return self.experts(hidden, topk_weights, topk_ids, combine)

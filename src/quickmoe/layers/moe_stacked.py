@@ -107,11 +107,11 @@ class _StackedMethod:
     def _experts(self, layer: FusedMoE, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
                  w1: torch.Tensor, w2: torch.Tensor, w1_scales: torch.Tensor | None = None,
                  w2_scales: torch.Tensor | None = None, w1_row_scale: torch.Tensor | None = None,
-                 w2_row_scale: torch.Tensor | None = None, kernels: bool = False) -> torch.Tensor:
+                 w2_row_scale: torch.Tensor | None = None, kernels: bool = False, combine: bool = True) -> torch.Tensor:
         self._check_processed()
         return custom_ops.moe_experts(hidden, topk_weights, topk_ids, w1, None, w2, None, w1_scales, w2_scales,
                                       self.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, kernels,
-                                      layer.activation, w1_row_scale, w2_row_scale)
+                                      layer.activation, w1_row_scale, w2_row_scale, combine)
 
 
 class StackedUnquantizedMoEMethod(_StackedMethod):
@@ -135,9 +135,9 @@ class StackedUnquantizedMoEMethod(_StackedMethod):
         self.gate_up_group = self.layout.gate_up_group
 
     def apply(self, layer: FusedMoE, hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
-                             kernels=_use_kernels(layer, hidden))
+                             kernels=_use_kernels(layer, hidden), combine=combine)
 
 
 class StackedFp8MoEMethod(_StackedMethod):
@@ -182,10 +182,10 @@ class StackedFp8MoEMethod(_StackedMethod):
         logger.debug("FP8 experts in kernel layout (%s); %s", self.layout, cache.stats())
 
     def apply(self, layer: FusedMoE, hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
                              layer.gate_up_proj_scale_inv, layer.down_proj_scale_inv,
-                             kernels=_use_kernels(layer, hidden))  # FP8 x FP8 on the GPU (activations per 128)
+                             kernels=_use_kernels(layer, hidden), combine=combine)  # FP8 x FP8 (activations per 128)
 
 
 class StackedNvfp4MoEMethod(_StackedMethod):
@@ -228,10 +228,10 @@ class StackedNvfp4MoEMethod(_StackedMethod):
         logger.debug("NVFP4 experts in kernel layout (%s); %s", self.layout, cache.stats())
 
     def apply(self, layer: FusedMoE, hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
                              layer.gate_up_proj_scale, layer.down_proj_scale, layer.gate_up_proj_row_scale,
-                             layer.down_proj_row_scale, kernels=_use_kernels(layer, hidden))
+                             layer.down_proj_row_scale, kernels=_use_kernels(layer, hidden), combine=combine)
 
 
 def stacked_moe_method(scheme: str | None, names: ExpertNames, block: tuple[int, int] | None) -> _StackedMethod:

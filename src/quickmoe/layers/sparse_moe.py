@@ -20,6 +20,8 @@ class SparseMoeBlock(nn.Module):
     quantized as the config says for `<prefix>.experts`; the router never is. `kernels` ("torch" or "triton",
     set by the runner with the experts') picks the routing kernel or its reference."""
 
+    defers_combine = True  # forward(hidden, combine=False) may return [T, k, H] (models/decoder.py)
+
     def __init__(self, config: ModelConfig, prefix: str, names: ExpertNames, *, dtype: torch.dtype,
                  device: torch.device | str, parallel: ParallelContext = SINGLE) -> None:
         super().__init__()
@@ -31,7 +33,8 @@ class SparseMoeBlock(nn.Module):
                                     q.weight_block_size if q is not None else None)
         self.experts = FusedMoE(config, method, activation="silu", dtype=dtype, device=device, parallel=parallel)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, combine: bool = True) -> torch.Tensor:
+        """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`)."""
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.gate.weight, None, self.top_k, True,
                                                           self.renormalize, _use_kernels(self, hidden))  # [T, k]
-        return self.experts(hidden, topk_weights, topk_ids)
+        return self.experts(hidden, topk_weights, topk_ids, combine)

@@ -39,7 +39,8 @@ class DecoderLayer(nn.Module):
     def forward(self, delta: torch.Tensor, residual: torch.Tensor, cos_sin_cache: torch.Tensor,
                 k_cache: torch.Tensor, v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata,
                 run_mlp: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """(delta, residual) [T, H] each -> the same after this layer. Tensors and plain values only (the unit
+        """(delta, residual) [T, H] each -> the same after this layer (delta may be an MoE output before its
+        combine, [T, k, H], which the next norm takes). Tensors and plain values only (the unit
         torch.compile compiles once per layer kind). run_mlp=False skips the MLP block (a model that runs some
         MoE layers conditionally)."""
         x, residual = self.input_layernorm(delta, residual)
@@ -47,7 +48,11 @@ class DecoderLayer(nn.Module):
         if not run_mlp:
             return attn_out, residual
         x, residual = self.post_attention_layernorm(attn_out, residual)
-        return self._modules[self.mlp_name](x), residual
+        mlp = self._modules[self.mlp_name]
+        if getattr(mlp, "defers_combine", False) and not torch.compiler.is_compiling():
+            # an MoE block's output may come before its combine ([T, k, H]): the next norm sums it
+            return mlp(x, combine=False), residual
+        return mlp(x), residual
 
 
 class DecoderModel(nn.Module):
