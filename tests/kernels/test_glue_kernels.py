@@ -47,15 +47,17 @@ def test_fused_add_rms_norm_rounds_the_sum_to_the_activations_dtype():
     assert (out.float() - ref.float()).abs().max() <= 2e-3 * ref.float().abs().max()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 @pytest.mark.parametrize("top_k", [1, 4])
-def test_fused_add_rms_norm_takes_an_moe_output_before_its_combine(top_k):
-    """x [T, k, H] (an MoE's rows before the combine; float16, exact in the interpreter): the same bits as
-    `moe_combine`, then the fused add + norm (two launches), and as the torch reference; the combine itself
-    against a float64 sum."""
+def test_fused_add_rms_norm_takes_an_moe_output_before_its_combine(top_k, dtype):
+    """x [T, k, H] (an MoE's rows before the combine; float16 and float32, exact in the interpreter; float32 rows
+    of magnitudes 1e-4 .. 1e4, whose float32 sum depends on its order): the same bits as `moe_combine`, then the
+    fused add + norm (two launches), and as the torch reference; the combine itself against a float64 sum."""
     g = torch.Generator().manual_seed(top_k)
     tokens, hidden = 6, 80
-    parts = (torch.randn(tokens, top_k, hidden, generator=g) * 20).half().to(DEVICE)
-    residual = (torch.randn(tokens, hidden, generator=g) * 20).half().to(DEVICE)
+    scale = 20.0 if dtype == torch.float16 else 10.0 ** torch.randint(-4, 5, (tokens, top_k, hidden), generator=g)
+    parts = (torch.randn(tokens, top_k, hidden, generator=g) * scale).to(dtype).to(DEVICE)
+    residual = (torch.randn(tokens, hidden, generator=g) * 20).to(dtype).to(DEVICE)
     w = (torch.rand(hidden, generator=g) + 0.5).to(DEVICE)
     out, summed = fused_add_rms_norm(parts, residual, w, 1e-6)
     assert out.shape == summed.shape == (tokens, hidden)
@@ -66,7 +68,8 @@ def test_fused_add_rms_norm_takes_an_moe_output_before_its_combine(top_k):
     assert torch.equal(summed, ref_summed) and torch.equal(combine_ref(parts), combined)
     assert (out.float() - ref_out.float()).abs().max() <= 2e-3 * ref_out.float().abs().max()
     exact = parts.double().sum(1)  # [T, H]
-    assert ((combine_ref(parts).double() - exact).abs() <= exact.abs() * 2.0 ** -11 + 1e-3).all()
+    ulp = 2.0 ** -11 if dtype == torch.float16 else 2.0 ** -22
+    assert ((combine_ref(parts).double() - exact).abs() <= parts.double().abs().sum(1) * ulp + 1e-3).all()
 
 
 def _rope_case(g, num_tokens=6, num_heads=4, num_kv=2, head_dim=16, num_blocks=5, block=4, dtype=torch.float32):
