@@ -45,7 +45,7 @@ def _candidates(rows: int) -> list[DenseConfig]:
             for stages in (3, 4):
                 out.append(DenseConfig(bm, bn, 64, warps, stages))
     out = [c for c in out if (c.block_m + c.block_n) * c.block_k * 2 * c.num_stages <= 200 * 1024]  # shared memory
-    table = dense_config(rows, 0, 0)
+    table = dense_config(rows)
     return out if table in out else [table, *out]
 
 
@@ -86,7 +86,7 @@ def _timings(name: str, k: int, n: int, rows_list, device: torch.device, g: torc
             us = time_in_graph(lambda i, c=cfg, xs=xs: dense_gemm(xs[i], ws[i], bs[i], c), SETS, reps) * 1e6
             results.append((us, cfg))
         results.sort(key=lambda r: r[0])
-        table_cfg = dense_config(rows, n, k)
+        table_cfg = dense_config(rows)
         t_table = next(us for us, cfg in results if cfg == table_cfg)
         gbs = (n * k * 2 + rows * (k + n) * 2) / (results[0][0] * 1e-6) / 1e9
         print(f"{name:6s} rows={rows:5d}: cuBLAS {t_cublas:8.2f} us; best {results[0][0]:8.2f} us ({gbs:5.0f} GB/s) "

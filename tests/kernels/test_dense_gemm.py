@@ -68,7 +68,7 @@ def test_dense_gemm_no_rows_and_bad_operands():
 
 def test_dense_config_covers_every_row_count():
     for rows in (1, 16, 17, 64, 65, 256, 257, 8192, 1 << 20):
-        assert isinstance(dense_config(rows, 2880, 4096), DenseConfig)
+        assert isinstance(dense_config(rows), DenseConfig)
 
 
 @pytest.mark.gpu
