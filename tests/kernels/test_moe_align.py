@@ -42,6 +42,7 @@ def test_alignment_rejects_bad_shapes():
 
 @pytest.mark.parametrize("num_tokens,top_k,num_experts,block_m", [(1, 4, 32, 16), (7, 1, 8, 16), (33, 4, 8, 16),
                                                                   (64, 4, 128, 16), (13, 2, 5, 32), (40, 4, 40, 64),
+                                                                  (1, 4, 128, 16),  # gpt-oss-120b decode at batch 1
                                                                   # several chunks: decode batches past 64
                                                                   (256, 4, 32, 64), (300, 4, 128, 16),
                                                                   (1024, 4, 32, 128), (77, 8, 200, 16),
