@@ -36,17 +36,17 @@ SIGNATURE = {"x_ptr": "*bf16", "xs_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8"
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_x"]
 
 
-def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int,
-                  block_m: int = 16, swap_ab: bool = False) -> triton.compiler.CompiledKernel:
+def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: int = 16, swap_ab: bool = False,
+                  maxnreg: int | None = None) -> triton.compiler.CompiledKernel:
     kernel = moe_gemm._gemm1_swiglu_kernel
     constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=block_m,
                       BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True, MXFP4_PTX=True,
-                      SWAP_AB=swap_ab, HAS_BIAS=True, SILU=False, ROW_SCALE=False)
+                      SWAP_AB=swap_ab, HAS_BIAS=True, SILU=False, ROW_SCALE=False, PDL=True)
     names = list(kernel.arg_names)
     signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
     source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages, "maxnreg": maxnreg})
 
 
 def loop_mix(sass: str) -> collections.Counter:
@@ -71,8 +71,10 @@ def main() -> None:
     parser.add_argument("--warps", type=int, default=4)
     parser.add_argument("--stages", type=int, default=3)
     parser.add_argument("--swap-ab", action="store_true", help="the transposed orientation (weights the left operand)")
+    parser.add_argument("--maxnreg", type=int, default=None, help="cap the registers per thread (ptxas)")
     args = parser.parse_args()
-    compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages, args.block_m, args.swap_ab)
+    compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages, args.block_m, args.swap_ab,
+                             args.maxnreg)
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "gemm1.cubin"

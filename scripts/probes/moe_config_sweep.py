@@ -1,0 +1,124 @@
+"""Launch-config sweep of the MoE GEMMs at chosen T, each GEMM alone in a CUDA graph, on the GPU.
+
+PYTHONPATH=src python3 scripts/probes/moe_config_sweep.py --tokens 1 --block-n 16,32 --block-k 256,512 \
+    --warps 1,2 --stages 3,4,6 --swap 1 [--proxy-half-k] [--json PATH]
+
+Times every (block_m, block_n, block_k, warps, stages, swap, group_m) of the grid for GEMM 1 (gate_up + SwiGLU)
+and GEMM 2 (down) with `scripts/tune_moe.py`'s timer (a graph of 16 calls over 8 rotating random input sets,
+median of 5 replays), beside the tuned config of the committed data file, and prints the fastest per GEMM.
+`--proxy-half-k`: the question "what would K split in two programs give at this T": twice the tokens (so about
+twice the expert tiles) over experts whose K is 1536 instead of 2880 (GEMM 1: hidden 1536, GEMM 2:
+intermediate 1536; N unchanged), i.e. the programs and K steps of a two-part split without its finish.
+A probe, not a benchmark: `quickmoe bench moe` gives the figures that count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: the tuner's timer
+from tune_moe import SETS, graph_seconds
+
+from quickmoe.bench.moe_experts import GROUP, SHAPES, MoEShape, make_experts
+from quickmoe.kernels import moe_configs
+from quickmoe.kernels.moe_align import moe_align
+from quickmoe.kernels.moe_configs import MoEKernelConfig
+from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+from quickmoe.kernels.routing import route_ref
+
+
+def ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",")]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", default="gpt-oss-20b")
+    ap.add_argument("--tokens", default="1")
+    ap.add_argument("--block-m", default="16")
+    ap.add_argument("--block-n", default="16,32", help="GEMM 1 caps it at the gate/up group (64)")
+    ap.add_argument("--block-n2", default=None, help="GEMM 2's block_n (default: --block-n)")
+    ap.add_argument("--block-k", default="256")
+    ap.add_argument("--warps", default="2")
+    ap.add_argument("--stages", default="3")
+    ap.add_argument("--swap", default="1")
+    ap.add_argument("--group-m", default="1")
+    ap.add_argument("--tuned-only", action="store_true",
+                    help="time the committed tuned config only, at its own block_m")
+    ap.add_argument("--proxy-half-k", action="store_true")
+    ap.add_argument("--top", type=int, default=6)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    device = torch.device("cuda")
+    spec = SHAPES[args.shape]
+    g = torch.Generator().manual_seed(0)
+    if args.proxy_half_k:
+        ex1 = make_experts(MoEShape(1536, spec.inter, spec.experts, spec.top_k, spec.activation), "mxfp4", device, g)
+        ex2 = make_experts(MoEShape(spec.hidden, 1536, spec.experts, spec.top_k, spec.activation), "mxfp4", device, g)
+    else:
+        ex1 = ex2 = make_experts(spec, "mxfp4", device, g)
+    name = torch.cuda.get_device_name(device)
+    results = []
+    for tokens in ints(args.tokens):
+        t_run = 2 * tokens if args.proxy_half_k else tokens
+        ids_sets = [route_ref(torch.randn(t_run, spec.experts, generator=g).to(device), spec.top_k)
+                    for _ in range(SETS)]
+        xs = [torch.randn(t_run, ex1.shape.hidden, generator=g).to(torch.bfloat16).to(device) for _ in range(SETS)]
+        inter = [torch.randn(t_run * spec.top_k, ex2.shape.inter, generator=g).to(torch.bfloat16).to(device)
+                 for _ in range(SETS)]
+        tuned = [moe_configs.moe_kernel_config(spec.experts, n, k, "mxfp4", name, tokens)
+                 for n, k in ((2 * spec.inter, spec.hidden), (spec.hidden, spec.inter))]
+        for block_m in ([tuned[0].block_m] if args.tuned_only else ints(args.block_m)):
+            aligns = [moe_align(ids, spec.experts, block_m) for _, ids in ids_sets]
+
+            def gemm1(i, config, aligns=aligns, xs=xs):
+                return moe_gemm1_swiglu(xs[i], aligns[i], spec.top_k, ex1.w1, ex1.b1, ex1.kwargs["w1_scales"],
+                                        GROUP, 7.0, 1.702, config=config, activation=spec.activation)
+
+            def gemm2(i, config, aligns=aligns, inter=inter, ids_sets=ids_sets):
+                return moe_gemm2(inter[i], aligns[i], ids_sets[i][0], ex2.w2, ex2.b2, ex2.kwargs["w2_scales"],
+                                 config=config)
+
+            for which, run, n_list in ((1, gemm1, args.block_n), (2, gemm2, args.block_n2 or args.block_n)):
+                if args.tuned_only:
+                    grid = [tuned[which - 1]]
+                else:
+                    grid = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s,
+                                            swap_ab=bool(sw), group_m=gm)
+                            for n, k, w, s, sw, gm in itertools.product(
+                                ints(n_list), ints(args.block_k), ints(args.warps), ints(args.stages),
+                                ints(args.swap), ints(args.group_m))]
+                timed = []
+                for config in grid:
+                    try:
+                        timed.append((graph_seconds(lambda i, c=config, run=run: run(i, c), SETS), config))
+                    except Exception as exc:  # noqa: BLE001 - a probe: a config too big for the chip is skipped
+                        print(f"  gemm{which} {config}: skipped ({type(exc).__name__})", flush=True)
+                timed.sort(key=lambda tc: tc[0])
+                ref_config = tuned[which - 1]
+                ref = None
+                if ref_config.block_m == block_m:
+                    ref = graph_seconds(lambda i, c=ref_config, run=run: run(i, c), SETS)
+                ref_text = f"{ref * 1e6:.1f} us" if ref is not None else "other block_m"
+                print(f"T={tokens}{' (proxy: 2T, K 1536)' if args.proxy_half_k else ''} block_m {block_m} "
+                      f"gemm{which}: tuned {ref_text} ({ref_config})", flush=True)
+                for sec, config in timed[:args.top]:
+                    print(f"  {sec * 1e6:8.1f} us  n{config.block_n} k{config.block_k} w{config.num_warps} "
+                          f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m}",
+                          flush=True)
+                fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")
+                results.append({"tokens": tokens, "block_m": block_m, "gemm": which, "proxy": args.proxy_half_k,
+                                "tuned_us": None if ref is None else ref * 1e6,
+                                "timed": [{"us": sec * 1e6, **{k: getattr(c, k) for k in fields}} for sec, c in timed]})
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
