@@ -103,7 +103,9 @@ def main() -> None:
                 timed.sort(key=lambda tc: tc[0])
                 ref_config = tuned[which - 1]
                 ref = None
-                if ref_config.block_m == block_m:
+                if args.tuned_only and timed:
+                    ref = timed[0][0]  # the grid is the tuned config
+                elif ref_config.block_m == block_m:
                     ref = graph_seconds(lambda i, c=ref_config, run=run: run(i, c), SETS)
                 ref_text = f"{ref * 1e6:.1f} us" if ref is not None else "other block_m"
                 print(f"T={tokens}{' (proxy: 2T, K 1536)' if args.proxy_half_k else ''} block_m {block_m} "
