@@ -46,14 +46,19 @@ def test_alignment_rejects_bad_shapes():
                                                                   # several chunks: decode batches past 64
                                                                   (256, 4, 32, 64), (300, 4, 128, 16),
                                                                   (1024, 4, 32, 128), (77, 8, 200, 16),
-                                                                  (1024, 4, 32, 16)])  # > 256 tiles: two tile chunks
-def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_experts, block_m):
+                                                                  (1024, 4, 32, 16),  # > 256 tiles: two tile chunks
+                                                                  (256, 4, 128, 64)])  # gpt-oss-120b at batch 256
+@pytest.mark.parametrize("skew", [0.0, 4.0])
+def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_experts, block_m, skew):
+    """skew > 0 biases every token towards the same few experts: long runs beside empty experts."""
     pytest.importorskip("triton")
     from quickmoe.kernels.moe_align import moe_align
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     g = torch.Generator().manual_seed(num_tokens * 3 + num_experts)
-    topk_ids = torch.topk(torch.rand(num_tokens, num_experts, generator=g), top_k, -1).indices.to(torch.int32)
+    bias = skew * torch.rand(num_experts, generator=g) ** 4  # [E] a few experts far ahead
+    scores = torch.rand(num_tokens, num_experts, generator=g) + bias
+    topk_ids = torch.topk(scores, top_k, -1).indices.to(torch.int32)  # [T, k] distinct experts per token
     got = moe_align(topk_ids.to(device), num_experts, block_m)
     want = moe_align_ref(topk_ids, num_experts, block_m)
     assert torch.equal(got.sorted_ids.cpu(), want.sorted_ids)
