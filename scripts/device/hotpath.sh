@@ -20,6 +20,9 @@
 #              ("new") and other trees carried in .ab/NAME (src/ and scripts/ of another commit: `git archive REV
 #              src scripts | tar -x -C .ab/base`); AB_RUNS="new base new base" (the default) names the turns;
 #              a few lines per run (ab_generate.txt)
+#   ab-moe     the alignment and fused_moe tests on CUDA, then in turns between the work tree and trees in
+#              .ab/NAME (AB_RUNS, as ab-generate): scripts/probes/moe_kernel_split_probe.py (kernels by time,
+#              20b and 120b, T = 1-1024) and bench moe at T = 64, 256, 1024 (ab_moe.txt, kernel_split_NAME.log)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
 #   serve-variants quickmoe serve from the work tree or trees in .ab/, with or without uvloop/httptools, or another
 #              GIL switch interval (SERVE_VARIANTS; see the stage): bench serve at concurrency 1 and 128 for each
@@ -92,6 +95,19 @@ for stage in "$@"; do
           --output-len 1000 > "/tmp/ab_gen_$run.log" 2>&1
         { echo "-- $run"; grep -E "^quickmoe |decode at batch 1: median|by step kind|by op family" "/tmp/ab_gen_$run.log"
           grep -E "^\| [1248] \|" "/tmp/ab_sb_$run.log" | tr '\n' ' '; echo; } | tee -a "$OUT/ab_generate.txt"
+      done ;;
+    ab-moe)
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_align.py tests/kernels/test_fused_moe.py \
+        > "$OUT/align_tests.log" 2>&1
+      echo "align_tests: $(tail -1 "$OUT/align_tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/align_tests.log" | head
+      for run in ${AB_RUNS:-new base}; do
+        root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
+        PYTHONPATH=/tmp/site:$root/src python3 "$root/scripts/probes/moe_kernel_split_probe.py" \
+          --shapes gpt-oss-20b,gpt-oss-120b --tokens 1,16,64,256,1024 2>&1 | grep -v -i warn > "$OUT/kernel_split_$run.log"
+        PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench moe --shapes gpt-oss-20b,gpt-oss-120b \
+          --tokens 64,256,1024 --no-baselines 2>&1 | grep -v INFO > "/tmp/ab_moe_$run.log"
+        { echo "-- $run"; grep -E "T=(64|256|1024):" "$OUT/kernel_split_$run.log"; cat "/tmp/ab_moe_$run.log"; } \
+          | tee -a "$OUT/ab_moe.txt"
       done ;;
     ab-profile)
       # bench generate's batch-1 step and op families (64 x 1000 -> 64) in turns between the work tree ("new") and

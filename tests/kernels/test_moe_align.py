@@ -47,7 +47,8 @@ def test_alignment_rejects_bad_shapes():
                                                                   (256, 4, 32, 64), (300, 4, 128, 16),
                                                                   (1024, 4, 32, 128), (77, 8, 200, 16),
                                                                   (1024, 4, 32, 16),  # > 256 tiles: two tile chunks
-                                                                  (256, 4, 128, 64)])  # gpt-oss-120b at batch 256
+                                                                  (256, 4, 128, 64),  # gpt-oss-120b at batch 256
+                                                                  (700, 4, 128, 32)])  # 3 sort chunks, the last ragged
 @pytest.mark.parametrize("skew", [0.0, 4.0])
 def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_experts, block_m, skew):
     """skew > 0 biases every token towards the same few experts: long runs beside empty experts."""

@@ -12,10 +12,30 @@ import torch
 from quickmoe.executor.kernel_warmup import warmup_token_counts
 
 
-def test_the_ladder_is_powers_of_two_then_the_budget():
-    assert warmup_token_counts(8192) == [1 << i for i in range(14)]
-    assert warmup_token_counts(1000) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]
+def test_the_ladder_is_powers_of_two_and_their_successors_then_the_budget():
+    assert warmup_token_counts(8192) == sorted({1 << i for i in range(14)} | {(1 << i) + 1 for i in range(13)})
+    assert warmup_token_counts(1000) == [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257, 512, 513,
+                                         1000]
     assert warmup_token_counts(1) == [1]
+
+
+@pytest.mark.parametrize("device_name", ["NVIDIA H100 80GB HBM3", "a GPU without tuned tables"])
+@pytest.mark.parametrize("experts,top_k", [(32, 4), (128, 4), (128, 8), (8, 2)])
+def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, experts, top_k):
+    """The single-program alignment compiles one variant per (block_m of the tuned entry nearest T, sort chunk of
+    T x top_k): every T a step can have picks a pair some T of the ladder picked (a pair left out would compile
+    in the middle of serving: 0.75 s of a timed bench generate on the H100)."""
+    from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, align_chunk
+    from quickmoe.kernels.moe_configs import moe_kernel_config
+
+    def variant(tokens: int) -> tuple[int, int]:
+        config = moe_kernel_config(experts, 5760, 2880, "mxfp4", device_name, tokens)  # GEMM 1 sets block_m
+        return config.block_m, align_chunk(tokens * top_k)
+
+    budget = 8192
+    warmed = {variant(t) for t in warmup_token_counts(budget)}
+    needed = {variant(t) for t in range(1, budget + 1) if t * top_k <= SINGLE_PROGRAM_MAX}
+    assert needed <= warmed, f"variants no ladder step runs: {sorted(needed - warmed)}"
 
 
 def test_a_cpu_engine_has_nothing_to_warm(ckpt_factory):
@@ -26,11 +46,11 @@ def test_a_cpu_engine_has_nothing_to_warm(ckpt_factory):
 
 
 def _gemm_variants() -> int:
-    """Compiled variants of the two MoE GEMM kernels in this process."""
-    from quickmoe.kernels import moe_gemm
+    """Compiled variants of the two MoE GEMM kernels and the alignment in this process."""
+    from quickmoe.kernels import moe_align, moe_gemm
 
     return sum(len(kernel.device_caches[device][0]) for kernel in (moe_gemm._gemm1_swiglu_kernel,
-                                                                   moe_gemm._gemm2_kernel)
+                                                                   moe_gemm._gemm2_kernel, moe_align._align_kernel)
                for device in list(kernel.device_caches))
 
 
@@ -55,6 +75,6 @@ def test_after_the_idle_work_no_prefill_size_compiles_a_moe_kernel(ckpt_factory)
         pieces += 1
     assert pieces >= len(warmup_token_counts(2048))
     warm = _gemm_variants()
-    for length in (3, 40, 700, 2000):
+    for length in (3, 33, 40, 130, 700, 2000):
         llm.generate([[rng.randrange(vocab) for _ in range(length)]], params)
     assert _gemm_variants() == warm

@@ -4,7 +4,7 @@ The MoE GEMMs take their tiles from tuned configs keyed by batch size (kernels/m
 of each new size class compiles its kernels (about a second each on an empty kernel cache): on the H100 the first
 8,192-token prefill step of a `bench generate` run took 1.32 s against 0.16 s for the next ones. Decode sizes
 are compiled when their CUDA graphs are captured; `MoEKernelWarmup` covers the rest: one piece of idle work per
-batch size of a ladder (powers of two up to max_num_batched_tokens, and that), each running the experts of one
+batch size of a ladder (powers of two up to max_num_batched_tokens and the counts after them, and that), each running the experts of one
 layer per distinct MoE shape once on random rows, so every tuned config a step can select is compiled (or loaded
 from the kernel cache) before a request needs it (the shipped tables are keyed by powers of two, each of which
 the ladder hits; a table with other keys would be covered up to the nearest power of two).
@@ -26,9 +26,14 @@ logger = logging.getLogger(__name__)
 
 
 def warmup_token_counts(max_num_batched_tokens: int) -> list[int]:
-    """1, 2, 4, ... up to max_num_batched_tokens, and max_num_batched_tokens itself."""
-    counts = [1 << i for i in range(max_num_batched_tokens.bit_length()) if 1 << i <= max_num_batched_tokens]
-    return counts if counts[-1] == max_num_batched_tokens else counts + [max_num_batched_tokens]
+    """1, 2, 3, 4, 5, 8, 9, 16, 17, ... up to max_num_batched_tokens, and max_num_batched_tokens itself: each
+    power of two and the count after it. A step's kernel variants are those of the tuned entry nearest its T
+    (shipped tables keyed by powers of two) with the alignment's sort chunk of T x top_k (moe_align.align_chunk,
+    a power of two): T = 2^j + 1 takes 2^j's entry with the next chunk, which 2^j itself does not reach."""
+    counts = set()
+    for i in range(max_num_batched_tokens.bit_length()):
+        counts.update(t for t in (1 << i, (1 << i) + 1) if t <= max_num_batched_tokens)
+    return sorted(counts | {max_num_batched_tokens})
 
 
 class MoEKernelWarmup:

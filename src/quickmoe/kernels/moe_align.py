@@ -14,12 +14,14 @@ capacity = block_m * (A // block_m + min(E, A)): each expert adds at most one pa
 cumsums: about fifteen launches, none reading back to the host, so it can be captured in a CUDA graph).
 `moe_align` (same signature) does it in one Triton program when A <= SINGLE_PROGRAM_MAX (every decode batch,
 where the reference's launches cost as much as the GEMMs: at batch 256 they were 2 ms of a 16 ms step). The
-program holds all A assignments at once: a histogram gives each expert's count, and one bitonic sort of the
-keys `expert * A_POW2 + a` puts the assignments in the reference's order (by expert, then by index: the keys
-are distinct, so the sort needs no stability). The i-th sorted assignment then goes to row i plus the padding
-of the experts before its own (an exclusive cumulative sum over E, gathered by expert). The work is
-O(A log^2 A), whatever E: the earlier one-hot ranks cost O(A E) in a serial loop of [C, E] scans, 61.5 us a
-call at A = 1,024 and 128 experts on the H100.
+program takes the assignments in chunks of C <= 1,024: a histogram per chunk gives each expert's count, and one
+bitonic sort of the chunk's keys `expert * C + lane` puts its assignments in the reference's order (by expert,
+then by index: the keys are distinct, so the sort needs no stability). The i-th sorted assignment of a chunk
+goes to its expert's first row, plus the expert's assignments in earlier chunks, plus its rank in the chunk's
+run (i minus the run's start: an exclusive cumulative sum of the chunk's histogram, gathered by expert). The work
+is O(A log^2 C), whatever E: the earlier one-hot ranks cost O(A E) in a serial loop of [C, E] scans, 61.5 us a
+call at A = 1,024 and 128 experts on the H100 (9.7 us sorted); one sort of all 4,096 assignments took 72 us at
+32 experts, more than chunks of 1,024 (the network's depth grows as log^2 C, its width is one warp's lanes).
 Prefill-sized A goes to the reference, whose launches the GEMMs then dwarf.
 """
 
@@ -39,9 +41,10 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "SINGLE_PROGRAM_MAX"]
+__all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "align_chunk", "SINGLE_PROGRAM_MAX"]
 
-SINGLE_PROGRAM_MAX = 4096  # assignments handled by one program (A_POW2 sort keys: 16 registers a thread at 8 warps)
+SINGLE_PROGRAM_MAX = 4096  # assignments handled by one program
+SORT_CHUNK_MAX = 1024  # assignments sorted together (4 keys a thread at 8 warps)
 _TILE_COMPARE_ELEMENTS = 8192  # TILE_CHUNK x E per pass of the tiles' expert search: 32 registers a thread
 
 
@@ -90,6 +93,13 @@ def moe_align_ref(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoE
                         block_m=block_m, num_assignments=num_assignments)
 
 
+def align_chunk(num_assignments: int) -> int:
+    """The single-program kernel's sort chunk C for A assignments: A's power of two, at least 16, at most
+    SORT_CHUNK_MAX. A compile-time shape: with E and block_m it names the kernel's variant (a few a model, most
+    compiled by the decode graphs' capture, the rest by the idle warm-up, executor/kernel_warmup.py)."""
+    return min(max(1 << max(num_assignments - 1, 0).bit_length(), 16), SORT_CHUNK_MAX)
+
+
 def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
     """`moe_align_ref` in one Triton program for A <= SINGLE_PROGRAM_MAX (identical results)."""
     num_assignments = topk_ids.numel()
@@ -104,14 +114,12 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
     num_padded = torch.empty(1, dtype=torch.int32, device=device)
     ids = topk_ids.reshape(-1)
     e_pow2 = triton.next_power_of_2(num_experts)
-    # compile-time shapes depend on E, block_m and A's power-of-two bucket only (a few variants a model, most
-    # of them compiled by the decode graphs' capture), not on A itself: mixed steps of new sizes reuse them
-    a_pow2 = max(triton.next_power_of_2(num_assignments), 16)
+    chunk = align_chunk(num_assignments)
     # tiles whose expert one pass finds: a [TILE_CHUNK, E] comparison (with 256 tiles at 128 experts it
     # spilled 1.3 KB a thread: 24 us a call on the H100, 2.5 us at 32 experts)
     tile_chunk = max(_TILE_COMPARE_ELEMENTS // e_pow2, 16)
     _align_kernel[(1,)](ids, sorted_ids, block_expert, num_padded, num_assignments, num_experts, capacity,
-                        capacity // block_m, BLOCK_M=block_m, A_POW2=a_pow2, E_POW2=e_pow2, CAP_CHUNK=1024,
+                        capacity // block_m, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2, CAP_CHUNK=1024,
                         TILE_CHUNK=tile_chunk, num_warps=8, **pdl_kwargs(device))
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
                         block_m=block_m, num_assignments=num_assignments)
@@ -121,29 +129,36 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["A", "capacity", "num_tiles"])
     def _align_kernel(ids_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, A, E, capacity, num_tiles,
-                      BLOCK_M: tl.constexpr, A_POW2: tl.constexpr, E_POW2: tl.constexpr, CAP_CHUNK: tl.constexpr,
+                      BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, E_POW2: tl.constexpr, CAP_CHUNK: tl.constexpr,
                       TILE_CHUNK: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
-        lanes = tl.arange(0, A_POW2)
-        valid = lanes < A
-        ids = tl.load(ids_ptr + lanes, mask=valid, other=0).to(tl.int32)  # [A_POW2]
-        counts = tl.histogram(ids, E_POW2, mask=valid)  # [E] assignments of each expert
+        lanes = tl.arange(0, CHUNK)
+        counts = tl.zeros([E_POW2], dtype=tl.int32)  # pass 1: each expert's assignments
+        for c0 in range(0, A, CHUNK):
+            valid = c0 + lanes < A
+            ids = tl.load(ids_ptr + c0 + lanes, mask=valid, other=0).to(tl.int32)  # [C]
+            counts += tl.histogram(ids, E_POW2, mask=valid)  # [E]
         padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
         padded_end = tl.cumsum(padded, axis=0)  # [E]
         total = tl.sum(padded, axis=0)
-        # an expert's run starts at padded_start[e] in sorted_ids and at run_start[e] in the sorted list; the
-        # difference is the padding of the experts before it
-        padding = padded - counts
-        shift = tl.cumsum(padding, axis=0) - padding  # [E] padded_start - run_start
-        # sorted keys: by expert, then by assignment index; masked lanes sort last (key E_POW2 * A_POW2)
-        keys = tl.sort(tl.where(valid, ids * A_POW2 + lanes, E_POW2 * A_POW2))  # [A_POW2]
-        expert_of = tl.minimum(keys // A_POW2, E_POW2 - 1)  # [A_POW2] (masked lanes clamped: not stored)
-        row = lanes + tl.gather(shift, expert_of, 0)  # [A_POW2] sorted position + padding before the expert
         for s0 in range(0, capacity, CAP_CHUNK):  # every row a sentinel first
             slots = s0 + tl.arange(0, CAP_CHUNK)
             tl.store(sorted_ids_ptr + slots, tl.full([CAP_CHUNK], 0, tl.int32) + A, mask=slots < capacity)
         tl.debug_barrier()  # the sentinels land before the assignments overwrite their rows
-        tl.store(sorted_ids_ptr + row, keys % A_POW2, mask=valid)  # the first A sorted keys are the real ones
+        # pass 2: the chunk's i-th sorted assignment goes to row i + first[e], where first[e] = its expert's first
+        # row + the expert's assignments in earlier chunks - the start of the expert's run in the sorted chunk
+        first = padded_end - padded  # [E] (advanced by each chunk's counts)
+        for c0 in range(0, A, CHUNK):
+            valid = c0 + lanes < A
+            ids = tl.load(ids_ptr + c0 + lanes, mask=valid, other=0).to(tl.int32)  # [C]
+            hist = tl.histogram(ids, E_POW2, mask=valid)  # [E]
+            run_start = tl.cumsum(hist, axis=0) - hist  # [E]
+            # by expert, then by index; masked lanes sort last (key E_POW2 * C), after the chunk's real ones
+            keys = tl.sort(tl.where(valid, ids * CHUNK + lanes, E_POW2 * CHUNK))  # [C]
+            expert_of = tl.minimum(keys // CHUNK, E_POW2 - 1)  # [C] (masked lanes clamped: not stored)
+            row = lanes + tl.gather(first - run_start, expert_of, 0)  # [C]
+            tl.store(sorted_ids_ptr + row, c0 + keys % CHUNK, mask=valid)  # the first valid-count keys are real
+            first += hist
         for t0 in range(0, num_tiles, TILE_CHUNK):
             tiles = t0 + tl.arange(0, TILE_CHUNK)
             tile_start = tiles * BLOCK_M
