@@ -16,6 +16,9 @@
 #              disk holds 64 GB, so SERVE_FORMATS="fp8 nvfp4" after make), bench serve at concurrency 1 and 32
 #              (1000 -> 256)
 #   fp8-gemm   the FP8 dense GEMM's tests on CUDA and scripts/probes/fp8_gemm_probe.py (Qwen3-30B-A3B dense shapes)
+#   moe-sweep  scripts/probes/moe_config_sweep.py for SWEEP_FORMAT (fp8) experts of both shapes at SWEEP_TOKENS
+#              (8192): the prefill launch configs (BLOCK_M 64-256, 4 / 8 warps, 3 / 4 stages, M-tile groups of 1 / 8;
+#              GEMM 2's BLOCK_N 64-256), each GEMM alone in a CUDA graph (moe_sweep_FORMAT.{log,json})
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once
@@ -61,7 +64,15 @@ for stage in "$@"; do
     fp8-gemm)
       python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fp8_gemm.py 2>&1 | tail -2
       python3 scripts/probes/fp8_gemm_probe.py 2>&1 | tee "$OUT/fp8_gemm_probe.txt" ;;
-    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm)"; exit 2 ;;
+    moe-sweep)
+      fmt=${SWEEP_FORMAT:-fp8}
+      for shape in ${SWEEP_SHAPES:-qwen3-30b-a3b mixtral-8x7b}; do
+        python3 scripts/probes/moe_config_sweep.py --shape "$shape" --format "$fmt" --tokens "${SWEEP_TOKENS:-8192}" \
+          --block-m "${SWEEP_BLOCK_M:-64,128,256}" --block-n 64 --block-n2 "${SWEEP_BLOCK_N2:-64,128,256}" --block-k "${SWEEP_BLOCK_K:-128}" \
+          --warps "${SWEEP_WARPS:-4,8}" --stages "${SWEEP_STAGES:-3,4}" --swap 0 --group-m "${SWEEP_GROUP_M:-1,8}" --top 4 \
+          --json "$OUT/moe_sweep_${fmt}_$shape.json" 2>&1 | grep -v "skipped" | tee -a "$OUT/moe_sweep_$fmt.log"
+      done ;;
+    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, moe-sweep)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"

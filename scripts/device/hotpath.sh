@@ -20,7 +20,7 @@
 #              ("new") and other trees carried in .ab/NAME (src/ and scripts/ of another commit: `git archive REV
 #              src scripts | tar -x -C .ab/base`); AB_RUNS="new base new base" (the default) names the turns;
 #              a few lines per run (ab_generate.txt)
-#   ab-moe     the alignment and fused_moe tests on CUDA, then in turns between the work tree and trees in
+#   ab-moe     the alignment and kernel warm-up tests on CUDA (and AB_MOE_TESTS), then in turns between the work tree and trees in
 #              .ab/NAME (AB_RUNS, as ab-generate): scripts/probes/moe_kernel_split_probe.py (kernels by time,
 #              20b and 120b, T = 1-1024) and bench moe at T = 64, 256, 1024 (ab_moe.txt, kernel_split_NAME.log)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
@@ -97,8 +97,8 @@ for stage in "$@"; do
           grep -E "^\| [1248] \|" "/tmp/ab_sb_$run.log" | tr '\n' ' '; echo; } | tee -a "$OUT/ab_generate.txt"
       done ;;
     ab-moe)
-      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_align.py tests/kernels/test_fused_moe.py \
-        > "$OUT/align_tests.log" 2>&1
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_align.py tests/models/test_kernel_warmup.py \
+        ${AB_MOE_TESTS:-} > "$OUT/align_tests.log" 2>&1
       echo "align_tests: $(tail -1 "$OUT/align_tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/align_tests.log" | head
       for run in ${AB_RUNS:-new base}; do
         root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run

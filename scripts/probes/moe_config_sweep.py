@@ -1,11 +1,14 @@
 """Launch-config sweep of the MoE GEMMs at chosen T, each GEMM alone in a CUDA graph, on the GPU.
 
 PYTHONPATH=src python3 scripts/probes/moe_config_sweep.py --tokens 1 --block-n 16,32 --block-k 256,512 \
-    --warps 1,2 --stages 3,4,6 --swap 1 [--proxy-half-k] [--json PATH]
+    --warps 1,2 --stages 3,4,6 --swap 1 [--shape gpt-oss-20b] [--format mxfp4] [--proxy-half-k] [--json PATH]
 
 Times every (block_m, block_n, block_k, warps, stages, swap, group_m) of the grid for GEMM 1 (gate_up + SwiGLU)
 and GEMM 2 (down) with `scripts/tune_moe.py`'s timer (a graph of 16 calls over 8 rotating random input sets,
 median of 5 replays), beside the tuned config of the committed data file, and prints the fastest per GEMM.
+`--format`: the experts' weight format (one of the shape's, `bench.moe_experts`): FP8 experts take FP8
+activations quantized per token and 128 columns before the graph (the GEMM alone is timed; its K step is
+always one 128-column scale group, so --block-k does not apply), NVFP4 ones their per-row global scales.
 `--proxy-half-k`: the question "what would K split in two programs give at this T": twice the tokens (so about
 twice the expert tiles) over experts whose K is 1536 instead of 2880 (GEMM 1: hidden 1536, GEMM 2:
 intermediate 1536; N unchanged), i.e. the programs and K steps of a two-part split without its finish.
@@ -27,6 +30,7 @@ from tune_moe import SETS, graph_seconds
 
 from quickmoe.bench.moe_experts import GROUP, SHAPES, MoEShape, make_experts
 from quickmoe.kernels import moe_configs
+from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
@@ -40,6 +44,7 @@ def ints(text: str) -> list[int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="gpt-oss-20b")
+    ap.add_argument("--format", default=None, help="weight format (default: the shape's first)")
     ap.add_argument("--tokens", default="1")
     ap.add_argument("--block-m", default="16")
     ap.add_argument("--block-n", default="16,32", help="GEMM 1 caps it at the gate/up group (64)")
@@ -57,33 +62,41 @@ def main() -> None:
     args = ap.parse_args()
     device = torch.device("cuda")
     spec = SHAPES[args.shape]
+    fmt = args.format or spec.formats[0]
+    weights = {"bf16": "dense"}.get(fmt, fmt)  # the config files' name of the format
     g = torch.Generator().manual_seed(0)
     if args.proxy_half_k:
-        ex1 = make_experts(MoEShape(1536, spec.inter, spec.experts, spec.top_k, spec.activation), "mxfp4", device, g)
-        ex2 = make_experts(MoEShape(spec.hidden, 1536, spec.experts, spec.top_k, spec.activation), "mxfp4", device, g)
+        ex1 = make_experts(MoEShape(1536, spec.inter, spec.experts, spec.top_k, spec.activation), fmt, device, g)
+        ex2 = make_experts(MoEShape(spec.hidden, 1536, spec.experts, spec.top_k, spec.activation), fmt, device, g)
     else:
-        ex1 = ex2 = make_experts(spec, "mxfp4", device, g)
+        ex1 = ex2 = make_experts(spec, fmt, device, g)
+    # FP8 weights multiply FP8 activations (quantized here, outside the timed graph); the others take bf16
+    quantize = quantize_fp8_per_token_group if fmt == "fp8" else (lambda x: (x, None))
     name = torch.cuda.get_device_name(device)
     results = []
     for tokens in ints(args.tokens):
         t_run = 2 * tokens if args.proxy_half_k else tokens
         ids_sets = [route_ref(torch.randn(t_run, spec.experts, generator=g).to(device), spec.top_k)
                     for _ in range(SETS)]
-        xs = [torch.randn(t_run, ex1.shape.hidden, generator=g).to(torch.bfloat16).to(device) for _ in range(SETS)]
-        inter = [torch.randn(t_run * spec.top_k, ex2.shape.inter, generator=g).to(torch.bfloat16).to(device)
+        xs = [quantize(torch.randn(t_run, ex1.shape.hidden, generator=g).to(torch.bfloat16).to(device))
+              for _ in range(SETS)]  # (activations, their scales or None)
+        inter = [quantize(torch.randn(t_run * spec.top_k, ex2.shape.inter, generator=g).to(torch.bfloat16).to(device))
                  for _ in range(SETS)]
-        tuned = [moe_configs.moe_kernel_config(spec.experts, n, k, "mxfp4", name, tokens)
+        tuned = [moe_configs.moe_kernel_config(spec.experts, n, k, weights, name, tokens)
                  for n, k in ((2 * spec.inter, spec.hidden), (spec.hidden, spec.inter))]
         for block_m in ([tuned[0].block_m] if args.tuned_only else ints(args.block_m)):
             aligns = [moe_align(ids, spec.experts, block_m) for _, ids in ids_sets]
 
             def gemm1(i, config, aligns=aligns, xs=xs):
-                return moe_gemm1_swiglu(xs[i], aligns[i], spec.top_k, ex1.w1, ex1.b1, ex1.kwargs["w1_scales"],
-                                        GROUP, 7.0, 1.702, config=config, activation=spec.activation)
+                return moe_gemm1_swiglu(xs[i][0], aligns[i], spec.top_k, ex1.w1, ex1.b1, ex1.kwargs.get("w1_scales"),
+                                        GROUP, 7.0, 1.702, act_scales=xs[i][1], out_dtype=torch.bfloat16,
+                                        config=config, activation=spec.activation,
+                                        w1_row_scale=ex1.kwargs.get("w1_row_scale"))
 
             def gemm2(i, config, aligns=aligns, inter=inter, ids_sets=ids_sets):
-                return moe_gemm2(inter[i], aligns[i], ids_sets[i][0], ex2.w2, ex2.b2, ex2.kwargs["w2_scales"],
-                                 config=config)
+                return moe_gemm2(inter[i][0], aligns[i], ids_sets[i][0], ex2.w2, ex2.b2, ex2.kwargs.get("w2_scales"),
+                                 act_scales=inter[i][1], out_dtype=torch.bfloat16, config=config,
+                                 w2_row_scale=ex2.kwargs.get("w2_row_scale"))
 
             for which, run, n_list in ((1, gemm1, args.block_n), (2, gemm2, args.block_n2 or args.block_n)):
                 if args.tuned_only:
@@ -108,14 +121,14 @@ def main() -> None:
                 elif ref_config.block_m == block_m:
                     ref = graph_seconds(lambda i, c=ref_config, run=run: run(i, c), SETS)
                 ref_text = f"{ref * 1e6:.1f} us" if ref is not None else "other block_m"
-                print(f"T={tokens}{' (proxy: 2T, K 1536)' if args.proxy_half_k else ''} block_m {block_m} "
+                print(f"{args.shape} {fmt} T={tokens}{' (proxy: 2T, K 1536)' if args.proxy_half_k else ''} block_m {block_m} "
                       f"gemm{which}: tuned {ref_text} ({ref_config})", flush=True)
                 for sec, config in timed[:args.top]:
                     print(f"  {sec * 1e6:8.1f} us  n{config.block_n} k{config.block_k} w{config.num_warps} "
                           f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m}",
                           flush=True)
                 fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")
-                results.append({"tokens": tokens, "block_m": block_m, "gemm": which, "proxy": args.proxy_half_k,
+                results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which, "proxy": args.proxy_half_k,
                                 "tuned_us": None if ref is None else ref * 1e6,
                                 "timed": [{"us": sec * 1e6, **{k: getattr(c, k) for k in fields}} for sec, c in timed]})
     if args.json:

@@ -207,7 +207,7 @@ if triton is not None:
             tl.debug_barrier()  # every thread's cache stores land before any thread reads the span
         return q
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["stride_bt"])  # the tables' width varies in eager steps (prefill_attention.py)
     def _decode_split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr, sinks_ptr,
                              out_ptr, part_acc_ptr, part_ml_ptr, pos_ptr, cos_sin_ptr, slot_ptr,
                              stride_qb, stride_qh, stride_ob, stride_oh, stride_bt, stride_cs, window, qk_scale,
