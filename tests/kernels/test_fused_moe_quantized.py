@@ -113,3 +113,28 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     # straddle an e4m3 rounding boundary (a few % of elements) they land one e4m3 step (2^-3 relative) apart, which
     # alone measured 1.2% on the H100. A wrong scale, block or expert is off by far more than either bound.
     assert (got.double() - want).norm() / want.norm() < (2e-2 if fmt == "fp8" else 1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,fmt,num_tokens", [
+    ("qwen3-30b-a3b", "fp8", 1024), ("qwen3-30b-a3b", "fp8", 2048), ("qwen3-30b-a3b", "fp8", 8192),
+    ("mixtral-8x7b", "fp8", 1024), ("mixtral-8x7b", "fp8", 8192),
+    ("mixtral-8x7b", "nvfp4", 1024), ("mixtral-8x7b", "nvfp4", 8192),
+])
+def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
+    """The H100's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
+    ...) at their real sizes, against the float64 reference; the bounds of test_quantized_experts_bf16_on_the_gpu."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from quickmoe.bench.moe_experts import SHAPES, make_experts
+
+    spec = SHAPES[shape]
+    g = torch.Generator().manual_seed(num_tokens)
+    ex = make_experts(spec, fmt, torch.device(DEVICE), g)
+    x = torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).to(DEVICE)
+    weights, ids = route_ref(torch.randn(num_tokens, spec.experts, generator=g).to(DEVICE), spec.top_k,
+                             scoring="softmax_topk", renormalize=True)
+    got = fused_moe(x, weights, ids, ex.w1, None, ex.w2, None, **ex.kwargs)
+    want = fused_moe_ref(x.double(), weights.double(), ids.long(), ex.w1, None, ex.w2, None,
+                         fp8_activations=fmt == "fp8", **ex.kwargs)
+    assert (got.double() - want).norm() / want.norm() < (2e-2 if fmt == "fp8" else 1e-2)

@@ -19,17 +19,31 @@ def test_the_ladder_is_powers_of_two_and_their_successors_then_the_budget():
     assert warmup_token_counts(1) == [1]
 
 
+def _shipped_shapes() -> list[tuple[int, int, int, str]]:
+    """(experts, N, K, weights) of every tuned table shipped in kernels/configs/."""
+    from quickmoe.kernels.moe_configs import CONFIG_DIR
+
+    shapes = []
+    for path in sorted(CONFIG_DIR.glob("E*_N*_K*_*.json")):
+        e, n, k, weights = path.name.split("_")[:4]
+        shapes.append((int(e[1:]), int(n[1:]), int(k[1:]), weights))
+    return shapes
+
+
 @pytest.mark.parametrize("device_name", ["NVIDIA H100 80GB HBM3", "a GPU without tuned tables"])
-@pytest.mark.parametrize("experts,top_k", [(32, 4), (128, 4), (128, 8), (8, 2)])
-def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, experts, top_k):
+@pytest.mark.parametrize("shape", _shipped_shapes(), ids=lambda s: "E{}_N{}_K{}_{}".format(*s))
+@pytest.mark.parametrize("top_k", [2, 4, 8])
+def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, shape, top_k):
     """The single-program alignment compiles one variant per (block_m of the tuned entry nearest T, sort chunk of
     T x top_k): every T a step can have picks a pair some T of the ladder picked (a pair left out would compile
     in the middle of serving: 0.75 s of a timed bench generate on the H100)."""
     from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, align_chunk
     from quickmoe.kernels.moe_configs import moe_kernel_config
 
+    experts, n, k, weights = shape
+
     def variant(tokens: int) -> tuple[int, int]:
-        config = moe_kernel_config(experts, 5760, 2880, "mxfp4", device_name, tokens)  # GEMM 1 sets block_m
+        config = moe_kernel_config(experts, n, k, weights, device_name, tokens)
         return config.block_m, align_chunk(tokens * top_k)
 
     budget = 8192
