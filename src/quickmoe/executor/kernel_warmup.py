@@ -4,10 +4,11 @@ The MoE GEMMs take their tiles from tuned configs keyed by batch size (kernels/m
 of each new size class compiles its kernels (about a second each on an empty kernel cache): on the H100 the first
 8,192-token prefill step of a `bench generate` run took 1.32 s against 0.16 s for the next ones. Decode sizes
 are compiled when their CUDA graphs are captured; `MoEKernelWarmup` covers the rest: one piece of idle work per
-batch size of a ladder (powers of two up to max_num_batched_tokens and the counts after them, and that), each running the experts of one
-layer per distinct MoE shape once on random rows, so every tuned config a step can select is compiled (or loaded
-from the kernel cache) before a request needs it (the shipped tables are keyed by powers of two, each of which
-the ladder hits; a table with other keys would be covered up to the nearest power of two).
+batch size of a ladder (powers of two up to max_num_batched_tokens and the counts after them, and that), each
+running the experts of one layer per distinct MoE shape once on random rows, so every tuned config a step can
+select, and every alignment variant (moe_align.align_chunk), is compiled (or loaded from the kernel cache)
+before a request needs it (the shipped tables are keyed by powers of two and a few of their successors, which
+the ladder hits; tests/models/test_kernel_warmup.py checks every shipped table).
 """
 
 from __future__ import annotations
