@@ -12,18 +12,27 @@
 #   coldstart  Qwen3-30B-A3B checkpoints in FP8 and NVFP4 (bf16 attention), bench coldstart -n 3 with
 #              --compare-uncached (the PermutationCache's ratio): processing <= 0.5 s, cache misses = distinct keys,
 #              weights_ready <= import torch + 2 s
-#   serve      quickmoe serve on each Qwen3-30B-A3B checkpoint (fp8, nvfp4, then bf16: 61 GB, written last; the
-#              disk holds 64 GB, so SERVE_FORMATS="fp8 nvfp4" after make), bench serve at concurrency 1 and 32
-#              (1000 -> 256)
+#   serve      quickmoe serve on each Qwen3-30B-A3B checkpoint (fp8, nvfp4, bf16; bf16's 61 GB go to /dev/shm: the
+#              disk holds 64 GB), bench serve at concurrency 1 and 32 (1000 -> 256)
 #   fp8-gemm   the FP8 dense GEMM's tests on CUDA and scripts/probes/fp8_gemm_probe.py (Qwen3-30B-A3B dense shapes)
 #   moe-sweep  scripts/probes/moe_config_sweep.py for SWEEP_FORMAT (fp8) experts of both shapes at SWEEP_TOKENS
 #              (8192): the prefill launch configs (BLOCK_M 64-256, 4 / 8 warps, 3 / 4 stages, M-tile groups of 1 / 8;
 #              GEMM 2's BLOCK_N 64-256), each GEMM alone in a CUDA graph (moe_sweep_FORMAT.{log,json})
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once
-  local dir=/tmp/qwen3-30b-a3b-$1
-  [ -f "$dir/config.json" ] || python3 -m quickmoe make-checkpoint "$dir" --preset qwen3-30b-a3b --weights "$1" -q >&2
+qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once (bf16, 61 GB, in
+  # /dev/shm: the disk holds 64 GB)
+  local dir=/tmp/qwen3-30b-a3b-$1 free_gb
+  [ "$1" = bf16 ] && dir=/dev/shm/qwen3-30b-a3b-bf16
+  if [ ! -f "$dir/config.json" ]; then
+    if [ "$1" = bf16 ]; then
+      free_gb=$(df -BG --output=avail /dev/shm | tail -1 | tr -dc 0-9)
+      [ "$free_gb" -ge 66 ] || mount -o remount,size=100G /dev/shm || { echo "/dev/shm: ${free_gb} GB" >&2; exit 1; }
+    fi
+    local start=$SECONDS
+    python3 -m quickmoe make-checkpoint "$dir" --preset qwen3-30b-a3b --weights "$1" -q >&2
+    echo "made $dir in $((SECONDS - start)) s" >> "$OUT/make.txt"
+  fi
   echo "$dir"
 }
 serve_bench() {  # serve_bench FORMAT
