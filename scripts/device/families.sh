@@ -77,8 +77,9 @@ for stage in "$@"; do
       fmt=${SWEEP_FORMAT:-fp8}
       for shape in ${SWEEP_SHAPES:-qwen3-30b-a3b mixtral-8x7b}; do
         python3 scripts/probes/moe_config_sweep.py --shape "$shape" --format "$fmt" --tokens "${SWEEP_TOKENS:-8192}" \
-          --block-m "${SWEEP_BLOCK_M:-64,128,256}" --block-n 64 --block-n2 "${SWEEP_BLOCK_N2:-64,128,256}" --block-k "${SWEEP_BLOCK_K:-128}" \
-          --warps "${SWEEP_WARPS:-4,8}" --stages "${SWEEP_STAGES:-3,4}" --swap 0 --group-m "${SWEEP_GROUP_M:-1,8}" --top 4 \
+          --block-m "${SWEEP_BLOCK_M:-64,128,256}" --block-n 64 --block-n2 "${SWEEP_BLOCK_N2:-64,128,256}" \
+          --block-k "${SWEEP_BLOCK_K:-128}" --warps "${SWEEP_WARPS:-4,8}" --stages "${SWEEP_STAGES:-3,4}" --swap 0 \
+          --group-m "${SWEEP_GROUP_M:-1,8}" --top 4 \
           --json "$OUT/moe_sweep_${fmt}_$shape.json" 2>&1 | grep -v "skipped" | tee -a "$OUT/moe_sweep_$fmt.log"
       done ;;
     *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, moe-sweep)"; exit 2 ;;

@@ -20,8 +20,8 @@
 #              ("new") and other trees carried in .ab/NAME (src/ and scripts/ of another commit: `git archive REV
 #              src scripts | tar -x -C .ab/base`); AB_RUNS="new base new base" (the default) names the turns;
 #              a few lines per run (ab_generate.txt)
-#   ab-moe     the alignment and kernel warm-up tests on CUDA (and AB_MOE_TESTS), then in turns between the work tree and trees in
-#              .ab/NAME (AB_RUNS, as ab-generate): scripts/probes/moe_kernel_split_probe.py (kernels by time,
+#   ab-moe     the alignment and kernel warm-up tests on CUDA (and AB_MOE_TESTS), then in turns between the work
+#              tree and trees in .ab/NAME (AB_RUNS, as ab-generate): scripts/probes/moe_kernel_split_probe.py (kernels by time,
 #              20b and 120b, T = 1-1024) and bench moe at T = 64, 256, 1024 (ab_moe.txt, kernel_split_NAME.log)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
 #   serve-variants quickmoe serve from the work tree or trees in .ab/, with or without uvloop/httptools, or another

@@ -121,14 +121,16 @@ def main() -> None:
                 elif ref_config.block_m == block_m:
                     ref = graph_seconds(lambda i, c=ref_config, run=run: run(i, c), SETS)
                 ref_text = f"{ref * 1e6:.1f} us" if ref is not None else "other block_m"
-                print(f"{args.shape} {fmt} T={tokens}{' (proxy: 2T, K 1536)' if args.proxy_half_k else ''} block_m {block_m} "
-                      f"gemm{which}: tuned {ref_text} ({ref_config})", flush=True)
+                proxy = " (proxy: 2T, K 1536)" if args.proxy_half_k else ""
+                print(f"{args.shape} {fmt} T={tokens}{proxy} block_m {block_m} gemm{which}: tuned {ref_text} "
+                      f"({ref_config})", flush=True)
                 for sec, config in timed[:args.top]:
                     print(f"  {sec * 1e6:8.1f} us  n{config.block_n} k{config.block_k} w{config.num_warps} "
                           f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m}",
                           flush=True)
                 fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")
-                results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which, "proxy": args.proxy_half_k,
+                results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which,
+                                "proxy": args.proxy_half_k,
                                 "tuned_us": None if ref is None else ref * 1e6,
                                 "timed": [{"us": sec * 1e6, **{k: getattr(c, k) for k in fields}} for sec, c in timed]})
     if args.json:
