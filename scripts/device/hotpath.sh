@@ -23,6 +23,8 @@
 #   ab-moe     the alignment and kernel warm-up tests on CUDA (and AB_MOE_TESTS), then in turns between the work
 #              tree and trees in .ab/NAME (AB_RUNS, as ab-generate): scripts/probes/moe_kernel_split_probe.py (kernels by time,
 #              20b and 120b, T = 1-1024) and bench moe at T = 64, 256, 1024 (ab_moe.txt, kernel_split_NAME.log)
+#   ab-prefill-moe the prefill-sized MoE in turns (as ab-moe): each GEMM alone at T = 8192, fused_moe's kernels at
+#              T = 2048 and 8192, bench moe at T = 1024-8192 (ab_prefill_moe.txt)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
 #   serve-variants quickmoe serve from the work tree or trees in .ab/, with or without uvloop/httptools, or another
 #              GIL switch interval (SERVE_VARIANTS; see the stage): bench serve at concurrency 1 and 128 for each
@@ -108,6 +110,27 @@ for stage in "$@"; do
           --tokens 64,256,1024 --no-baselines 2>&1 | grep -v INFO > "/tmp/ab_moe_$run.log"
         { echo "-- $run"; grep -E "T=(64|256|1024):" "$OUT/kernel_split_$run.log"; cat "/tmp/ab_moe_$run.log"; } \
           | tee -a "$OUT/ab_moe.txt"
+      done ;;
+    ab-prefill-moe)
+      # prefill-sized MoE (sub-tiles, chunked alignment): the alignment and fused_moe tests on CUDA, then in turns
+      # between the work tree and trees in .ab/NAME (AB_RUNS, default "new base"): each GEMM alone at T = 8192 with
+      # its tuned config (random routing), fused_moe's kernels by time at T = 2048 and 8192, and bench moe at
+      # T = 1024-8192 (ab_prefill_moe.txt)
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_align.py tests/kernels/test_fused_moe.py \
+        tests/models/test_kernel_warmup.py > "$OUT/prefill_moe_tests.log" 2>&1
+      echo "prefill_moe_tests: $(tail -1 "$OUT/prefill_moe_tests.log")"
+      grep -E '^(FAILED|ERROR)' "$OUT/prefill_moe_tests.log" | head
+      for run in ${AB_RUNS:-new base}; do
+        root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
+        { echo "-- $run"
+          for shape in gpt-oss-120b gpt-oss-20b; do
+            PYTHONPATH=/tmp/site:$root/src python3 "$PWD/scripts/probes/moe_config_sweep.py" --shape $shape \
+              --tokens 8192 --tuned-only 2>&1 | grep "tuned"
+          done
+          PYTHONPATH=/tmp/site:$root/src python3 "$root/scripts/probes/moe_kernel_split_probe.py" \
+            --shapes gpt-oss-20b,gpt-oss-120b --tokens 2048,8192 2>&1 | grep -v -i warn
+          PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench moe --shapes gpt-oss-20b,gpt-oss-120b \
+            --tokens 1024,2048,4096,8192 --no-baselines 2>&1 | grep -v INFO; } | tee -a "$OUT/ab_prefill_moe.txt"
       done ;;
     ab-profile)
       # bench generate's batch-1 step and op families (64 x 1000 -> 64) in turns between the work tree ("new") and

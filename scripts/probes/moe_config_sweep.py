@@ -2,6 +2,7 @@
 
 PYTHONPATH=src python3 scripts/probes/moe_config_sweep.py --tokens 1 --block-n 16,32 --block-k 256,512 \
     --warps 1,2 --stages 3,4,6 --swap 1 [--shape gpt-oss-20b] [--format mxfp4] [--proxy-half-k] [--json PATH]
+    [--routing balanced]
 
 Times every (block_m, block_n, block_k, warps, stages, swap, group_m) of the grid for GEMM 1 (gate_up + SwiGLU)
 and GEMM 2 (down) with `scripts/tune_moe.py`'s timer (a graph of 16 calls over 8 rotating random input sets,
@@ -41,6 +42,13 @@ def ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",")]
 
 
+def balanced_ids(tokens: int, top_k: int, experts: int, g: torch.Generator) -> torch.Tensor:
+    """[T, k] int32 expert ids, each expert (T*k)/E times when E divides T*k, labels randomly permuted."""
+    perm = torch.randperm(experts, generator=g)
+    slots = torch.arange(tokens * top_k).reshape(tokens, top_k) % experts  # [T, k]
+    return perm[slots].to(torch.int32)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="gpt-oss-20b")
@@ -57,6 +65,9 @@ def main() -> None:
     ap.add_argument("--tuned-only", action="store_true",
                     help="time the committed tuned config only, at its own block_m")
     ap.add_argument("--proxy-half-k", action="store_true")
+    ap.add_argument("--routing", choices=("random", "balanced"), default="random",
+                    help="balanced: every expert gets exactly T*k/E assignments (no partial tiles when block_m "
+                         "divides it): how much of a GEMM's time the experts' partial last tiles cost")
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -78,6 +89,8 @@ def main() -> None:
         t_run = 2 * tokens if args.proxy_half_k else tokens
         ids_sets = [route_ref(torch.randn(t_run, spec.experts, generator=g).to(device), spec.top_k)
                     for _ in range(SETS)]
+        if args.routing == "balanced":  # token t's j-th expert: perm[(t*k + j) % E], distinct for k <= E
+            ids_sets = [(w, balanced_ids(t_run, spec.top_k, spec.experts, g).to(device)) for w, _ in ids_sets]
         xs = [quantize(torch.randn(t_run, ex1.shape.hidden, generator=g).to(torch.bfloat16).to(device))
               for _ in range(SETS)]  # (activations, their scales or None)
         inter = [quantize(torch.randn(t_run * spec.top_k, ex2.shape.inter, generator=g).to(torch.bfloat16).to(device))

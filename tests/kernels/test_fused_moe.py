@@ -183,3 +183,29 @@ def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_
     got = fused_moe(x, weights, ids, w1, b1, w2, b2, **kw)
     want = fused_moe_ref(x, weights, ids.long(), w1, b1, w2, b2, **kw)
     assert (got - want).norm() / want.norm() < 1e-5
+
+
+@pytest.mark.parametrize("mxfp4", [True, False])
+def test_partial_tiles_take_the_quarter_tile_path_and_match_the_reference(monkeypatch, mxfp4):
+    """Prefill-sized tiles (BLOCK_M 64 here) run an expert's last tile on a quarter of its rows when its valid
+    rows fit there (`SUB_TILE_MIN_BLOCK_M`): runs that end exactly at 16 rows (the limit) and one past it, at 32,
+    33 and 64, runs of several tiles whose last holds 9 or 40 rows, and an idle expert, in one launch; each row
+    must be the reference's."""
+    from quickmoe.kernels import moe_configs
+
+    config = moe_configs.MoEKernelConfig(block_m=64, block_n=64, block_k=64, num_warps=4, group_m=2)
+    monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
+    counts = [7, 16, 17, 32, 33, 64, 0, 64 + 9, 128 + 40]  # assignments per expert
+    g = torch.Generator().manual_seed(77 + mxfp4)
+    flat = torch.cat([torch.full((c,), e) for e, c in enumerate(counts)])
+    flat = flat[torch.randperm(flat.numel(), generator=g)]  # [A], A even
+    top_k, num_tokens = 2, flat.numel() // 2
+    ids = flat.reshape(num_tokens, top_k).to(torch.int32).to(DEVICE)
+    weights = torch.rand(num_tokens, top_k, generator=g).to(DEVICE)
+    w1, b1, w2, b2, s1, s2 = _experts(len(counts), 64, 64, mxfp4, torch.float32, g)
+    x = torch.randn(num_tokens, 64, generator=g).to(DEVICE)
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64)
+    got = fused_moe(x, weights, ids, w1, b1, w2, b2, **kw)
+    want = fused_moe_ref(x, weights, ids.long(), w1, b1, w2, b2, **kw)
+    row_error = ((got.double() - want.double()).norm(dim=1) / want.double().norm(dim=1))  # [T]
+    assert row_error.max() < 1e-5, f"{int((row_error > 1e-5).sum())} of {num_tokens} tokens differ"

@@ -65,3 +65,27 @@ def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_expe
     assert torch.equal(got.sorted_ids.cpu(), want.sorted_ids)
     assert torch.equal(got.block_expert.cpu(), want.block_expert)
     assert torch.equal(got.num_padded.cpu(), want.num_padded)
+
+
+@pytest.mark.parametrize("num_tokens,top_k,num_experts,block_m,skew", [
+    (2000, 4, 128, 128, 0.0),  # 8 chunks, the last ragged; gpt-oss-120b's experts and prefill tile
+    (1100, 4, 32, 64, 4.0),  # 5 chunks: gpt-oss-20b just past the single program
+    (700, 8, 60, 16, 0.0),  # top-8 over 60 experts (not a power of two): 6 chunks, many tiles
+    (1025, 4, 8, 128, 4.0)])  # the last chunk holds 4 assignments
+def test_chunked_kernels_match_the_reference(num_tokens, top_k, num_experts, block_m, skew):
+    """Prefill-sized A (> SINGLE_PROGRAM_MAX): the three launches over chunks give the reference's alignment;
+    skew > 0 leaves experts with no assignment beside long runs across chunks."""
+    pytest.importorskip("triton")
+    from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, moe_align
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    assert num_tokens * top_k > SINGLE_PROGRAM_MAX
+    g = torch.Generator().manual_seed(num_tokens * 5 + num_experts + int(skew))
+    bias = skew * torch.rand(num_experts, generator=g) ** 4  # [E]
+    scores = torch.rand(num_tokens, num_experts, generator=g) + bias
+    topk_ids = torch.topk(scores, top_k, -1).indices.to(torch.int32)  # [T, k]
+    got = moe_align(topk_ids.to(device), num_experts, block_m)
+    want = moe_align_ref(topk_ids, num_experts, block_m)
+    assert torch.equal(got.sorted_ids.cpu(), want.sorted_ids)
+    assert torch.equal(got.block_expert.cpu(), want.block_expert)
+    assert torch.equal(got.num_padded.cpu(), want.num_padded)

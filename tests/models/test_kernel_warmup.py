@@ -35,8 +35,9 @@ def _shipped_shapes() -> list[tuple[int, int, int, str]]:
 @pytest.mark.parametrize("top_k", [2, 4, 8])
 def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, shape, top_k):
     """The single-program alignment compiles one variant per (block_m of the tuned entry nearest T, sort chunk of
-    T x top_k): every T a step can have picks a pair some T of the ladder picked (a pair left out would compile
-    in the middle of serving: 0.75 s of a timed bench generate on the H100)."""
+    T x top_k), the chunked one (T x top_k > SINGLE_PROGRAM_MAX) one per block_m: every T a step can have picks a
+    variant some T of the ladder picked (one left out would compile in the middle of serving: 0.75 s of a timed
+    bench generate on the H100)."""
     from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, align_chunk
     from quickmoe.kernels.moe_configs import moe_kernel_config
 
@@ -44,11 +45,12 @@ def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, sh
 
     def variant(tokens: int) -> tuple[int, int]:
         config = moe_kernel_config(experts, n, k, weights, device_name, tokens)
-        return config.block_m, align_chunk(tokens * top_k)
+        chunked = tokens * top_k > SINGLE_PROGRAM_MAX
+        return config.block_m, 0 if chunked else align_chunk(tokens * top_k)
 
     budget = 8192
     warmed = {variant(t) for t in warmup_token_counts(budget)}
-    needed = {variant(t) for t in range(1, budget + 1) if t * top_k <= SINGLE_PROGRAM_MAX}
+    needed = {variant(t) for t in range(1, budget + 1)}
     assert needed <= warmed, f"variants no ladder step runs: {sorted(needed - warmed)}"
 
 
@@ -63,9 +65,9 @@ def _gemm_variants() -> int:
     """Compiled variants of the two MoE GEMM kernels and the alignment in this process."""
     from quickmoe.kernels import moe_align, moe_gemm
 
-    return sum(len(kernel.device_caches[device][0]) for kernel in (moe_gemm._gemm1_swiglu_kernel,
-                                                                   moe_gemm._gemm2_kernel, moe_align._align_kernel)
-               for device in list(kernel.device_caches))
+    kernels = (moe_gemm._gemm1_swiglu_kernel, moe_gemm._gemm2_kernel, moe_align._align_kernel,
+               moe_align._align_count_kernel, moe_align._align_plan_kernel, moe_align._align_scatter_kernel)
+    return sum(len(kernel.device_caches[device][0]) for kernel in kernels for device in list(kernel.device_caches))
 
 
 @pytest.mark.gpu

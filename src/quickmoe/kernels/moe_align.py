@@ -22,7 +22,11 @@ run (i minus the run's start: an exclusive cumulative sum of the chunk's histogr
 is O(A log^2 C), whatever E: the earlier one-hot ranks cost O(A E) in a serial loop of [C, E] scans, 61.5 us a
 call at A = 1,024 and 128 experts on the H100 (9.7 us sorted); one sort of all 4,096 assignments took 72 us at
 32 experts, more than chunks of 1,024 (the network's depth grows as log^2 C, its width is one warp's lanes).
-Prefill-sized A goes to the reference, whose launches the GEMMs then dwarf.
+Prefill-sized A (above SINGLE_PROGRAM_MAX) takes three launches over chunks of SORT_CHUNK_MAX in parallel: each
+chunk's histogram (its program also writes a share of the sentinels), one program that turns them into every
+chunk's first row per expert (the expert's first padded row plus its assignments in earlier chunks) and the tiles'
+experts, then each chunk's sort and scatter as above. The reference's fifteen launches, a radix sort among them,
+took ~120 us at A = 32,768 on the H100 (gpt-oss at 8,192 tokens), a few % of the MoE layer.
 """
 
 from __future__ import annotations
@@ -101,10 +105,12 @@ def align_chunk(num_assignments: int) -> int:
 
 
 def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
-    """`moe_align_ref` in one Triton program for A <= SINGLE_PROGRAM_MAX (identical results)."""
+    """`moe_align_ref` in Triton (identical results): one program for A <= SINGLE_PROGRAM_MAX, else one per chunk."""
     num_assignments = topk_ids.numel()
-    if triton is None or num_assignments == 0 or num_assignments > SINGLE_PROGRAM_MAX or num_experts > 256:
+    if triton is None or num_assignments == 0 or num_experts > 256:
         return moe_align_ref(topk_ids, num_experts, block_m)
+    if num_assignments > SINGLE_PROGRAM_MAX:
+        return _moe_align_chunked(topk_ids, num_experts, block_m)
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids: expected [T, k], got shape {tuple(topk_ids.shape)}")
     capacity = alignment_capacity(num_assignments, num_experts, block_m)
@@ -125,7 +131,90 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
                         block_m=block_m, num_assignments=num_assignments)
 
 
+def _moe_align_chunked(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
+    """The alignment of prefill-sized A in three launches over chunks of SORT_CHUNK_MAX (module docstring)."""
+    if topk_ids.dim() != 2:
+        raise ValueError(f"topk_ids: expected [T, k], got shape {tuple(topk_ids.shape)}")
+    num_assignments = topk_ids.numel()
+    capacity = alignment_capacity(num_assignments, num_experts, block_m)
+    device = topk_ids.device
+    chunk = SORT_CHUNK_MAX
+    num_chunks = triton.cdiv(num_assignments, chunk)
+    e_pow2 = triton.next_power_of_2(num_experts)
+    sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
+    block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
+    num_padded = torch.empty(1, dtype=torch.int32, device=device)
+    chunk_rows = torch.empty(num_chunks, e_pow2, dtype=torch.int32, device=device)  # histograms, then first rows
+    ids = topk_ids.reshape(-1)
+    fill = triton.cdiv(triton.cdiv(capacity, num_chunks), 1024) * 1024  # sentinel rows per program
+    pdl = pdl_kwargs(device)
+    _align_count_kernel[(num_chunks,)](ids, chunk_rows, sorted_ids, num_assignments, capacity, fill, CHUNK=chunk,
+                                       E_POW2=e_pow2, num_warps=8, **pdl)
+    _align_plan_kernel[(1,)](chunk_rows, block_expert, num_padded, num_chunks, capacity // block_m,
+                             BLOCK_M=block_m, E_POW2=e_pow2, TILE_CHUNK=max(_TILE_COMPARE_ELEMENTS // e_pow2, 16),
+                             num_warps=8, **pdl)
+    _align_scatter_kernel[(num_chunks,)](ids, chunk_rows, sorted_ids, num_assignments, CHUNK=chunk, E_POW2=e_pow2,
+                                         num_warps=8, **pdl)
+    return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
+                        block_m=block_m, num_assignments=num_assignments)
+
+
 if triton is not None:
+
+    @triton.jit(do_not_specialize=["A", "capacity", "fill"])
+    def _align_count_kernel(ids_ptr, chunk_rows_ptr, sorted_ids_ptr, A, capacity, fill, CHUNK: tl.constexpr,
+                            E_POW2: tl.constexpr, PDL: tl.constexpr):
+        """Chunk c's histogram into row c of chunk_rows; sentinels into sorted_ids rows [c * fill, (c+1) * fill)."""
+        pdl_wait(PDL)
+        c = tl.program_id(0)
+        lanes = tl.arange(0, CHUNK)
+        valid = c * CHUNK + lanes < A
+        ids = tl.load(ids_ptr + c * CHUNK + lanes, mask=valid, other=0).to(tl.int32)  # [C]
+        tl.store(chunk_rows_ptr + c * E_POW2 + tl.arange(0, E_POW2), tl.histogram(ids, E_POW2, mask=valid))
+        for s0 in range(c * fill, tl.minimum((c + 1) * fill, capacity), 1024):
+            slots = s0 + tl.arange(0, 1024)
+            tl.store(sorted_ids_ptr + slots, tl.full([1024], 0, tl.int32) + A, mask=slots < capacity)
+
+    @triton.jit(do_not_specialize=["num_chunks", "num_tiles"])
+    def _align_plan_kernel(chunk_rows_ptr, block_expert_ptr, num_padded_ptr, num_chunks, num_tiles,
+                           BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, TILE_CHUNK: tl.constexpr, PDL: tl.constexpr):
+        """Histograms [chunks, E] -> each chunk's first row per expert (in place), the tiles' experts, the used
+        rows."""
+        pdl_wait(PDL)
+        experts = tl.arange(0, E_POW2)
+        counts = tl.zeros([E_POW2], dtype=tl.int32)
+        for c in range(num_chunks):
+            counts += tl.load(chunk_rows_ptr + c * E_POW2 + experts)
+        padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+        padded_end = tl.cumsum(padded, axis=0)  # [E]
+        total = tl.sum(padded, axis=0)
+        first = padded_end - padded  # [E] advanced by each chunk's counts
+        for c in range(num_chunks):
+            hist = tl.load(chunk_rows_ptr + c * E_POW2 + experts)
+            tl.store(chunk_rows_ptr + c * E_POW2 + experts, first)
+            first += hist
+        for t0 in range(0, num_tiles, TILE_CHUNK):  # as in _align_kernel
+            tiles = t0 + tl.arange(0, TILE_CHUNK)
+            tile_start = tiles * BLOCK_M
+            tile_expert = tl.sum((padded_end[None, :] <= tile_start[:, None]).to(tl.int32), axis=1)
+            tl.store(block_expert_ptr + tiles, tl.where(tile_start < total, tile_expert, -1), mask=tiles < num_tiles)
+        tl.store(num_padded_ptr, total)
+
+    @triton.jit(do_not_specialize=["A"])
+    def _align_scatter_kernel(ids_ptr, chunk_rows_ptr, sorted_ids_ptr, A, CHUNK: tl.constexpr, E_POW2: tl.constexpr,
+                              PDL: tl.constexpr):
+        """Chunk c's assignments sorted by (expert, index) and written from their experts' first rows for c."""
+        pdl_wait(PDL)
+        c = tl.program_id(0)
+        lanes = tl.arange(0, CHUNK)
+        valid = c * CHUNK + lanes < A
+        ids = tl.load(ids_ptr + c * CHUNK + lanes, mask=valid, other=0).to(tl.int32)  # [C]
+        hist = tl.histogram(ids, E_POW2, mask=valid)  # [E]
+        first = tl.load(chunk_rows_ptr + c * E_POW2 + tl.arange(0, E_POW2)) - (tl.cumsum(hist, axis=0) - hist)
+        keys = tl.sort(tl.where(valid, ids * CHUNK + lanes, E_POW2 * CHUNK))  # [C], as in _align_kernel
+        expert_of = tl.minimum(keys // CHUNK, E_POW2 - 1)
+        row = lanes + tl.gather(first, expert_of, 0)  # [C]
+        tl.store(sorted_ids_ptr + row, c * CHUNK + keys % CHUNK, mask=valid)  # valid lanes: a prefix
 
     @triton.jit(do_not_specialize=["A", "capacity", "num_tiles"])
     def _align_kernel(ids_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, A, E, capacity, num_tiles,

@@ -449,6 +449,23 @@ if triton is not None:
     # (Hopper's wgmma reads it from registers) and the assignments the narrow side (16 for decode). The
     # epilogues work on [BM, R] either way.
 
+    @triton.jit
+    def _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M: tl.constexpr):
+        """How many rows of M tile pid_m hold assignments: an expert's run fills its tiles from their first row,
+        so the sentinels (A) of its last tile are its last rows."""
+        assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
+        return tl.sum((assign < num_assignments).to(tl.int32), axis=0)
+
+    # Sub-tiles (prefill-sized tiles, BLOCK_M >= SUB_TILE_MIN_BLOCK_M): each expert's last M tile is partly
+    # sentinels, and a tile's dots cost its BLOCK_M rows whatever they hold. At gpt-oss-120b's T = 8192 (128
+    # experts, ~256 assignments each, BLOCK_M 128) half the experts have a third tile of a few rows: 20% of the
+    # tiles, 17% of each GEMM's time (the same GEMMs with every expert at exactly 256 rows). A tile whose valid rows
+    # (its first ones) fit a quarter of it runs the same code on BM = BLOCK_M / 4 rows: the same weights decoded,
+    # a quarter of the dots. The H100 gained 2-13% of the MoE layer at T = 1,024-8,192 (docs/benchmarks.md, twelfth
+    # session); a half-size path as well lost up to 9% at some T (20b T = 256, 120b T = 1,024), so there is none.
+    # A row's products are the same in the same K order whichever BM computes it (float32: identical bits).
+    SUB_TILE_MIN_BLOCK_M = tl.constexpr(64)
+
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])  # one compilation for every T
     def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                              block_expert_ptr, num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m,
@@ -463,67 +480,94 @@ if triton is not None:
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
-            expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
-            assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
-            m_ok = assign < num_assignments  # the sentinel A pads each expert's run
-            token = assign // top_k
-            group = pid_n // (GROUP // BLOCK_N)  # the gate/up group, and this program's part of its columns
-            cols = (pid_n % (GROUP // BLOCK_N)) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] within the group
-            size = tl.minimum(I - group * GROUP, GROUP)  # s_n: GROUP except in a ragged last group
-            n_ok = cols < size
-            gate_rows = 2 * group * GROUP + cols  # [BN] this group's slab: s_n gate rows, then s_n up rows
-            up_rows = gate_rows + size
-            acc_gate = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            acc_up = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            if MXFP4_PTX and BLOCK_M >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
-                s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, 0, 2 * I, H, BLOCK_K)
-                s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, 0, 2 * I, H, BLOCK_K)
-            else:
-                s_gate_next = 0
-                s_up_next = 0
-            for k0 in range(0, H, BLOCK_K):
-                kk = k0 + tl.arange(0, BLOCK_K)
-                s_gate = s_gate_next
-                s_up = s_up_next
-                if MXFP4_PTX and BLOCK_M < _SCALES_AHEAD_BLOCK_M:
-                    s_gate = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, BLOCK_K)
-                    s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_K)
-                a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-                w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
-                                      BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate)  # [BN, BK]
-                w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
-                                    BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up)
-                if MXFP4_PTX and BLOCK_M >= _SCALES_AHEAD_BLOCK_M:
-                    s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
-                    s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
-                if W_FP8:  # one 128-column step: its dots in float32, scaled, then added
-                    acc_gate += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * _fp8_step_scales(
-                        xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
-                    acc_up += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w_up, a, PRECISION, SWAP_AB) * _fp8_step_scales(
-                        xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
+            first = pid_m * BLOCK_M  # the tile's first row of sorted_ids
+            if BLOCK_M >= SUB_TILE_MIN_BLOCK_M:  # a tile of few rows: a quarter of them (SUB_TILE_MIN_BLOCK_M)
+                if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
+                    _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+                                block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
+                                limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M // 4, BLOCK_N,
+                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
                 else:
-                    acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
-                    acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
-            gate = _rows_last(acc_gate, SWAP_AB)  # [BM, BN]
-            up = _rows_last(acc_up, SWAP_AB)
-            if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
-                gate *= _PAIRS_ACC
-                up *= _PAIRS_ACC
-            if ROW_SCALE:  # NVFP4's global scale, constant along K
-                gate *= tl.load(row_scale_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0)[None, :]
-                up *= tl.load(row_scale_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0)[None, :]
-            if HAS_BIAS:
-                gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-                up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-            if SILU:  # Mixtral, Qwen-MoE: SiLU(gate) * up
-                y = gate * tl.sigmoid(gate) * up
-            else:  # gpt-oss: gate clamped above, up on both sides, (up + 1) * gate * sigmoid(alpha * gate)
-                gate = tl.minimum(gate, limit)
-                up = tl.minimum(tl.maximum(up, -limit), limit)
-                y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
-            out_cols = group * GROUP + cols  # [BN]
-            tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
-                     mask=m_ok[:, None] & n_ok[None, :])
+                    _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+                                block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
+                                limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
+                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
+            else:
+                _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+                            block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
+                            limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
+                            BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
+
+    @triton.jit
+    def _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
+                    pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
+                    H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+                    W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BM: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                    PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
+                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr):
+        """GEMM 1 + SwiGLU of rows [first, first + BM) of sorted_ids (one expert's) and the program's columns."""
+        expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
+        assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
+        m_ok = assign < num_assignments  # the sentinel A pads each expert's run
+        token = assign // top_k
+        group = pid_n // (GROUP // BLOCK_N)  # the gate/up group, and this program's part of its columns
+        cols = (pid_n % (GROUP // BLOCK_N)) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] within the group
+        size = tl.minimum(I - group * GROUP, GROUP)  # s_n: GROUP except in a ragged last group
+        n_ok = cols < size
+        gate_rows = 2 * group * GROUP + cols  # [BN] this group's slab: s_n gate rows, then s_n up rows
+        up_rows = gate_rows + size
+        acc_gate = _zeros(BLOCK_N, BM, SWAP_AB)
+        acc_up = _zeros(BLOCK_N, BM, SWAP_AB)
+        if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
+            s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, 0, 2 * I, H, BLOCK_K)
+            s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, 0, 2 * I, H, BLOCK_K)
+        else:
+            s_gate_next = 0
+            s_up_next = 0
+        for k0 in range(0, H, BLOCK_K):
+            kk = k0 + tl.arange(0, BLOCK_K)
+            s_gate = s_gate_next
+            s_up = s_up_next
+            if MXFP4_PTX and BM < _SCALES_AHEAD_BLOCK_M:
+                s_gate = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, BLOCK_K)
+                s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_K)
+            a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
+            w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
+                                  BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate)  # [BN, BK]
+            w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
+                                BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up)
+            if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
+                s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+            if W_FP8:  # one 128-column step: its dots in float32, scaled, then added
+                acc_gate += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                    xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
+                acc_up += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w_up, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                    xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
+            else:
+                acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
+                acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
+        gate = _rows_last(acc_gate, SWAP_AB)  # [BM, BN]
+        up = _rows_last(acc_up, SWAP_AB)
+        if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
+            gate *= _PAIRS_ACC
+            up *= _PAIRS_ACC
+        if ROW_SCALE:  # NVFP4's global scale, constant along K
+            gate *= tl.load(row_scale_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0)[None, :]
+            up *= tl.load(row_scale_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0)[None, :]
+        if HAS_BIAS:
+            gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+            up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+        if SILU:  # Mixtral, Qwen-MoE: SiLU(gate) * up
+            y = gate * tl.sigmoid(gate) * up
+        else:  # gpt-oss: gate clamped above, up on both sides, (up + 1) * gate * sigmoid(alpha * gate)
+            gate = tl.minimum(gate, limit)
+            up = tl.minimum(tl.maximum(up, -limit), limit)
+            y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
+        out_cols = group * GROUP + cols  # [BN]
+        tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
+                 mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])
     def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
@@ -537,41 +581,67 @@ if triton is not None:
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
-            expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
-            assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
-            m_ok = assign < num_assignments
-            rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
-            n_ok = rows < H
-            acc = _zeros(BLOCK_N, BLOCK_M, SWAP_AB)
-            if MXFP4_PTX and BLOCK_M >= _SCALES_AHEAD_BLOCK_M:
-                s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, 0, H, I, BLOCK_K)
-            else:
-                s_w_next = 0
-            for k0 in range(0, I, BLOCK_K):
-                kk = k0 + tl.arange(0, BLOCK_K)
-                s_w = s_w_next
-                if MXFP4_PTX and BLOCK_M < _SCALES_AHEAD_BLOCK_M:
-                    s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_K)
-                a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-                w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
-                                 DOT_DTYPE, PTX, MXFP4_PTX, s_w)
-                if MXFP4_PTX and BLOCK_M >= _SCALES_AHEAD_BLOCK_M:
-                    s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
-                if W_FP8:
-                    acc += _mma(_zeros(BLOCK_N, BLOCK_M, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
-                        xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, k0, H, I, stride_xs, SWAP_AB)
+            first = pid_m * BLOCK_M
+            if BLOCK_M >= SUB_TILE_MIN_BLOCK_M:  # a tile of few rows: a quarter of them (SUB_TILE_MIN_BLOCK_M)
+                if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
+                    _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
+                                sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
+                                stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M // 4, BLOCK_N, BLOCK_K,
+                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
                 else:
-                    acc = _mma(acc, w, a, PRECISION, SWAP_AB)
-            acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
-            if MXFP4_PTX:
-                acc *= _PAIRS_ACC
-            if ROW_SCALE:
-                acc *= tl.load(row_scale_ptr + expert * H + rows, mask=n_ok, other=0.0)[None, :]
-            if HAS_BIAS:
-                acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-            acc *= tl.load(route_w_ptr + assign, mask=m_ok, other=0.0).to(tl.float32)[:, None]
-            tl.store(out_ptr + assign[:, None] * H + rows[None, :], acc.to(out_ptr.dtype.element_ty),
-                     mask=m_ok[:, None] & n_ok[None, :])
+                    _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
+                                sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
+                                stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
+                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
+            else:
+                _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
+                            sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
+                            stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
+                            PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
+
+    @triton.jit
+    def _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
+                    block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x, stride_xs,
+                    H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+                    W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
+                    MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr):
+        """GEMM 2 of rows [first, first + BM) of sorted_ids (one expert's) and the program's output columns."""
+        expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
+        assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
+        m_ok = assign < num_assignments
+        rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
+        n_ok = rows < H
+        acc = _zeros(BLOCK_N, BM, SWAP_AB)
+        if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
+            s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, 0, H, I, BLOCK_K)
+        else:
+            s_w_next = 0
+        for k0 in range(0, I, BLOCK_K):
+            kk = k0 + tl.arange(0, BLOCK_K)
+            s_w = s_w_next
+            if MXFP4_PTX and BM < _SCALES_AHEAD_BLOCK_M:
+                s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_K)
+            a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
+            w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
+                             DOT_DTYPE, PTX, MXFP4_PTX, s_w)
+            if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
+                s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
+            if W_FP8:
+                acc += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                    xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, k0, H, I, stride_xs, SWAP_AB)
+            else:
+                acc = _mma(acc, w, a, PRECISION, SWAP_AB)
+        acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
+        if MXFP4_PTX:
+            acc *= _PAIRS_ACC
+        if ROW_SCALE:
+            acc *= tl.load(row_scale_ptr + expert * H + rows, mask=n_ok, other=0.0)[None, :]
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + expert * H + rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+        acc *= tl.load(route_w_ptr + assign, mask=m_ok, other=0.0).to(tl.float32)[:, None]
+        tl.store(out_ptr + assign[:, None] * H + rows[None, :], acc.to(out_ptr.dtype.element_ty),
+                 mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit
     def _moe_combine_kernel(src_ptr, out_ptr, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
