@@ -41,7 +41,7 @@ def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: 
     kernel = moe_gemm._gemm1_swiglu_kernel
     constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=block_m,
                       BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True, MXFP4_PTX=True,
-                      SWAP_AB=swap_ab, HAS_BIAS=True, SILU=False, ROW_SCALE=False, PDL=True)
+                      SWAP_AB=swap_ab, HAS_BIAS=True, SILU=False, ROW_SCALE=False, SUB_TILES=False, PDL=True)
     names = list(kernel.arg_names)
     signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}

@@ -191,10 +191,11 @@ def test_partial_tiles_take_the_quarter_tile_path_and_match_the_reference(monkey
     rows fit there (`SUB_TILE_MIN_BLOCK_M`): runs that end exactly at 16 rows (the limit) and one past it, at 32,
     33 and 64, runs of several tiles whose last holds 9 or 40 rows, and an idle expert, in one launch; each row
     must be the reference's."""
-    from quickmoe.kernels import moe_configs
+    from quickmoe.kernels import moe_configs, moe_gemm
 
     config = moe_configs.MoEKernelConfig(block_m=64, block_n=64, block_k=64, num_warps=4, group_m=2)
     monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
+    monkeypatch.setattr(moe_gemm, "SINGLE_PROGRAM_MAX", 0)  # sub-tiles for this small prefill-like launch
     counts = [7, 16, 17, 32, 33, 64, 0, 64 + 9, 128 + 40]  # assignments per expert
     g = torch.Generator().manual_seed(77 + mxfp4)
     flat = torch.cat([torch.full((c,), e) for e, c in enumerate(counts)])
@@ -209,3 +210,20 @@ def test_partial_tiles_take_the_quarter_tile_path_and_match_the_reference(monkey
     want = fused_moe_ref(x, weights, ids.long(), w1, b1, w2, b2, **kw)
     row_error = ((got.double() - want.double()).norm(dim=1) / want.double().norm(dim=1))  # [T]
     assert row_error.max() < 1e-5, f"{int((row_error > 1e-5).sum())} of {num_tokens} tokens differ"
+
+
+def test_only_prefill_sized_launches_of_large_tiles_take_sub_tiles():
+    """Decode launches (A <= SINGLE_PROGRAM_MAX) compile the GEMMs without the sub-tile branch (it cost the 20b's
+    batch-256 step 2% on the H100), and so do tiles under SUB_TILE_MIN_BLOCK_M rows."""
+    from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
+    from quickmoe.kernels.moe_gemm import SUB_TILE_MIN_BLOCK_M, _sub_tiles
+
+    def align(num_assignments, block_m):
+        empty = torch.empty(0, dtype=torch.int32)
+        return MoEAlignment(empty, empty, empty, block_m=block_m, num_assignments=num_assignments)
+
+    assert _sub_tiles(align(SINGLE_PROGRAM_MAX + 1, SUB_TILE_MIN_BLOCK_M))
+    assert _sub_tiles(align(32768, 128))
+    assert not _sub_tiles(align(SINGLE_PROGRAM_MAX, 128))
+    assert not _sub_tiles(align(1024, 64))  # gpt-oss-20b's batch-256 decode
+    assert not _sub_tiles(align(32768, SUB_TILE_MIN_BLOCK_M // 2))

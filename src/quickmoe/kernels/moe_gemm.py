@@ -35,7 +35,7 @@ import dataclasses
 import torch
 
 from quickmoe.formats.mxfp4_mma_pairs import BIT_PLACES
-from quickmoe.kernels.moe_align import MoEAlignment
+from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 from quickmoe.kernels.pdl import pdl_kwargs
 
@@ -90,6 +90,23 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.T
                 num_stages=config.num_stages)
 
 
+SUB_TILE_MIN_BLOCK_M = 64
+
+
+def _sub_tiles(align: MoEAlignment) -> bool:
+    """Whether the GEMMs run an expert's nearly empty last tile on a quarter of its rows: prefill-sized launches
+    (A > SINGLE_PROGRAM_MAX) with tiles of >= SUB_TILE_MIN_BLOCK_M rows. Each expert's last M tile is partly
+    sentinels, and a tile's dots cost its BLOCK_M rows whatever they hold: at gpt-oss-120b's T = 8,192 (128
+    experts, ~256 assignments each, BLOCK_M 128) half the experts have a third tile of a few rows, 20% of the
+    tiles and 17% of each GEMM's time (the same GEMMs with every expert at exactly 256 rows). A tile whose valid
+    rows (its first ones) fit BLOCK_M / 4 runs the same code on those: the same weights decoded, a quarter of the
+    dots; a row's products are the same in the same K order (float32: identical bits). On the H100 it gained 2-13%
+    of the MoE layer at T = 1,024-8,192; a half-size path as well lost up to 9% (20b T = 256, 120b T = 1,024), and
+    at decode sizes (20b batch 256 takes BLOCK_M 64) the decode step grew 2% in a whole-model run, so decode
+    launches compile without the branch (docs/benchmarks.md, twelfth session)."""
+    return align.num_assignments > SINGLE_PROGRAM_MAX and align.block_m >= SUB_TILE_MIN_BLOCK_M
+
+
 def _packed(w_scales: torch.Tensor | None, w: torch.Tensor) -> bool:
     """Whether w holds two 4-bit values per byte (MXFP4, NVFP4)."""
     return w_scales is not None and w.dtype == torch.uint8
@@ -123,7 +140,8 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_N=block_n, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
-        ROW_SCALE=w1_row_scale is not None, **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
+        ROW_SCALE=w1_row_scale is not None, SUB_TILES=_sub_tiles(align),
+        **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
         **pdl_kwargs(acts.device))
     return inter
 
@@ -155,7 +173,8 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
         align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, ROW_SCALE=w2_row_scale is not None,
-        **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config), **pdl_kwargs(acts.device))
+        SUB_TILES=_sub_tiles(align), **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config),
+        **pdl_kwargs(acts.device))
     return out
 
 
@@ -456,15 +475,6 @@ if triton is not None:
         assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
         return tl.sum((assign < num_assignments).to(tl.int32), axis=0)
 
-    # Sub-tiles (prefill-sized tiles, BLOCK_M >= SUB_TILE_MIN_BLOCK_M): each expert's last M tile is partly
-    # sentinels, and a tile's dots cost its BLOCK_M rows whatever they hold. At gpt-oss-120b's T = 8192 (128
-    # experts, ~256 assignments each, BLOCK_M 128) half the experts have a third tile of a few rows: 20% of the
-    # tiles, 17% of each GEMM's time (the same GEMMs with every expert at exactly 256 rows). A tile whose valid rows
-    # (its first ones) fit a quarter of it runs the same code on BM = BLOCK_M / 4 rows: the same weights decoded,
-    # a quarter of the dots. The H100 gained 2-13% of the MoE layer at T = 1,024-8,192 (docs/benchmarks.md, twelfth
-    # session); a half-size path as well lost up to 9% at some T (20b T = 256, 120b T = 1,024), so there is none.
-    # A row's products are the same in the same K order whichever BM computes it (float32: identical bits).
-    SUB_TILE_MIN_BLOCK_M = tl.constexpr(64)
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])  # one compilation for every T
     def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
@@ -476,12 +486,12 @@ if triton is not None:
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                              PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr,
                              HAS_BIAS: tl.constexpr, SILU: tl.constexpr, ROW_SCALE: tl.constexpr,
-                             PDL: tl.constexpr):
+                             SUB_TILES: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
             first = pid_m * BLOCK_M  # the tile's first row of sorted_ids
-            if BLOCK_M >= SUB_TILE_MIN_BLOCK_M:  # a tile of few rows: a quarter of them (SUB_TILE_MIN_BLOCK_M)
+            if SUB_TILES:  # a tile of few rows: a quarter of them (see _sub_tiles)
                 if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
                     _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
@@ -577,12 +587,12 @@ if triton is not None:
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      ROW_SCALE: tl.constexpr, PDL: tl.constexpr):
+                      ROW_SCALE: tl.constexpr, SUB_TILES: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
             first = pid_m * BLOCK_M
-            if BLOCK_M >= SUB_TILE_MIN_BLOCK_M:  # a tile of few rows: a quarter of them (SUB_TILE_MIN_BLOCK_M)
+            if SUB_TILES:  # a tile of few rows: a quarter of them (see _sub_tiles)
                 if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                                 sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
