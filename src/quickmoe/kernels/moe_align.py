@@ -109,10 +109,10 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
     num_assignments = topk_ids.numel()
     if triton is None or num_assignments == 0 or num_experts > 256:
         return moe_align_ref(topk_ids, num_experts, block_m)
-    if num_assignments > SINGLE_PROGRAM_MAX:
-        return _moe_align_chunked(topk_ids, num_experts, block_m)
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids: expected [T, k], got shape {tuple(topk_ids.shape)}")
+    if num_assignments > SINGLE_PROGRAM_MAX:
+        return _moe_align_chunked(topk_ids, num_experts, block_m)
     capacity = alignment_capacity(num_assignments, num_experts, block_m)
     device = topk_ids.device
     sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
@@ -133,8 +133,6 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
 
 def _moe_align_chunked(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
     """The alignment of prefill-sized A in three launches over chunks of SORT_CHUNK_MAX (module docstring)."""
-    if topk_ids.dim() != 2:
-        raise ValueError(f"topk_ids: expected [T, k], got shape {tuple(topk_ids.shape)}")
     num_assignments = topk_ids.numel()
     capacity = alignment_capacity(num_assignments, num_experts, block_m)
     device = topk_ids.device

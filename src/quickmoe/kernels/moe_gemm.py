@@ -475,7 +475,6 @@ if triton is not None:
         assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
         return tl.sum((assign < num_assignments).to(tl.int32), axis=0)
 
-
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])  # one compilation for every T
     def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                              block_expert_ptr, num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m,
