@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from quickmoe.kernels.decode_attention import (paged_decode_attention, paged_decode_attention_ref,
-                                               rotary_paged_decode_attention, rotary_paged_decode_attention_ref)
+from quickmoe.kernels.decode_attention import (DecodeLaunchConfig, decode_launch_config, paged_decode_attention,
+                                               paged_decode_attention_ref, rotary_paged_decode_attention,
+                                               rotary_paged_decode_attention_ref)
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.layers.attention import sink_attention_ref
 
@@ -49,6 +50,53 @@ def test_decode_kernel_matches_the_reference(splits, window, num_heads, num_kv, 
     want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, head_dim**-0.5)
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
     assert not got[-1].any()  # no visible key: the sink takes all the weight and the output is 0
+
+
+@pytest.mark.parametrize("config", [DecodeLaunchConfig(16, 2, 1, True), DecodeLaunchConfig(32, 4, 3, True),
+                                    DecodeLaunchConfig(128, 4, 2, False), DecodeLaunchConfig(64, 2, 4, True)])
+@pytest.mark.parametrize("splits,window", [(1, 0), (4, 40), (32, 0)])
+def test_decode_launch_configs_match_the_reference(config, splits, window):
+    """Launch shapes (keys per iteration 16-128, warps, stages, the KV heads on either grid axis) compute the
+    reference: spans of a split that end inside a key tile, tiles wider than a split's span."""
+    g = torch.Generator().manual_seed(config.block_n + splits + window)
+    contexts = [1, 16, 17, 50, 130, 0, 200]
+    k_cache, v_cache, tables = _paged_cache([max(c, 1) for c in contexts], 2, 32, torch.float32, g)
+    q = torch.randn(len(contexts), 8, 32, generator=g).to(DEVICE)
+    sinks = (torch.randn(8, generator=g) * 2).to(DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, 32**-0.5, num_splits=splits,
+                                 config=config)
+    want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, 32**-0.5)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+
+
+def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
+    """bf16 batch invariance: at every batch size the tuned configs keep 64 keys per iteration (which group a row's
+    online softmax), so only warps, stages and the grid's order vary; larger heads keep the config they were
+    tested with."""
+    for num_kv in (1, 2, 8):
+        configs = {decode_launch_config(batch, num_kv, 64) for batch in (1, 2, 3, 8, 9, 64, 65, 256, 1024)}
+        assert {c.block_n for c in configs} == {64} and len(configs) == 3
+    assert decode_launch_config(256, 8, 128) == DecodeLaunchConfig(64, 4, 2, False)
+
+
+def test_warps_stages_and_grid_order_change_no_bit():
+    """The tuned configs of one batch size and another differ in warps, stages and the grid's order only: the
+    outputs are the same bits (bf16 on the GPU, where a different reduction grouping would show), so a row decodes
+    alike alone and in a batch."""
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+    g = torch.Generator().manual_seed(51)
+    contexts = [1, 17, 300, 1000]
+    k_cache, v_cache, tables = _paged_cache(contexts, 8, 64, dtype, g)
+    q = torch.randn(len(contexts), 64, 64, generator=g).to(dtype).to(DEVICE)
+    sinks = torch.randn(64, generator=g).to(DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    for window, splits in ((0, 1), (0, 8), (128, 4)):
+        outs = [paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, 0.125, num_splits=splits,
+                                       config=config)
+                for config in (DecodeLaunchConfig(), DecodeLaunchConfig(64, 4, 3, True),
+                               DecodeLaunchConfig(64, 2, 4, True))]
+        assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
 
 def test_decode_reference_matches_the_contiguous_reference():

@@ -10,15 +10,17 @@ h // (H / KV)), and gpt-oss's per-head sink logit joins the softmax denominator 
 Cache layout per layer: k_cache, v_cache [num_blocks, block_size, KV, D]; position p of sequence b is row
 p % block_size of block block_tables[b][p // block_size] (-1 where a sliding window released it).
 
-The kernel (flash-decoding): grid (B, KV heads, splits). A program takes the GROUP = H / KV query heads of
-its KV head together (padded to 16 rows: one tensor-core tile, `tl.dot`) and one contiguous span of the
-visible keys, BLOCK_N keys per iteration gathered across cache blocks through the block table; it keeps an
+The kernel (flash-decoding): grid (B, KV heads, splits), or (KV heads, B, splits) (`DecodeLaunchConfig`: the
+heads of a sequence launched side by side read its cache blocks together). A program takes the GROUP = H / KV
+query heads of its KV head together (padded to 16 rows: one tensor-core tile, `tl.dot`) and one contiguous span
+of the visible keys, BLOCK_N keys per iteration gathered across cache blocks through the block table; it keeps an
 online softmax (running max m, sum l, accumulator acc, base-2 exponentials). With one split it finishes the
 softmax itself (sink included); with several, each writes (m, l, acc) and `_decode_combine_kernel` merges them:
     M = max(max_s m_s, sink),  out = sum_s 2^(m_s - M) acc_s / (sum_s 2^(m_s - M) l_s + 2^(sink - M)).
 (Merging in the split kernel instead, by its last program to take a ticket, was measured slower on the H100:
 13.1 against 8.6 us a gpt-oss-20b layer at batch 1 for the three launches it replaced, 2026-11-24.)
-The number of splits depends on B only (a CUDA graph fixes it at capture); each program finds its span from
+The number of splits and the launch config depend on B only (a CUDA graph fixes them at capture;
+`decode_num_splits`, `decode_launch_config`, tuned on the H100); each program finds its span from
 context_lens on the device, so nothing is read on the host. A sliding-window layer's spans cover only the
 window: released blocks are never read.
 
@@ -33,6 +35,7 @@ threads before reading the span, which ends at that key. Other programs never re
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
 
@@ -49,7 +52,8 @@ except ImportError:  # pragma: no cover
 else:
     from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
 
-__all__ = ["decode_num_splits", "paged_decode_attention", "paged_decode_attention_ref", "rotary_paged_decode_attention",
+__all__ = ["DecodeLaunchConfig", "decode_launch_config", "decode_num_splits", "paged_decode_attention",
+           "paged_decode_attention_ref", "rotary_paged_decode_attention",
            "rotary_paged_decode_attention_ref"]
 
 LOG2E = 1.4426950408889634
@@ -76,6 +80,51 @@ def paged_decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
     return out
 
 
+@dataclass(frozen=True)
+class DecodeLaunchConfig:
+    """How the split kernel is launched: keys per iteration, warps, software-pipeline stages, and whether the KV
+    heads of a sequence are the grid's fastest axis (launched side by side, they read the same cache blocks at
+    about the same time). Warps, stages and the grid's order change no result bit; keys per iteration do (they
+    group the online softmax's steps)."""
+
+    block_n: int = 64
+    num_warps: int = 4
+    num_stages: int = 2
+    kv_fastest: bool = False
+
+    def __post_init__(self) -> None:
+        if self.block_n < 16 or self.block_n & (self.block_n - 1):
+            raise ValueError(f"DecodeLaunchConfig.block_n = {self.block_n}: expected a power of two >= 16")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"DecodeLaunchConfig.num_warps = {self.num_warps}: expected 1, 2, 4, 8 or 16")
+        if self.num_stages < 1:
+            raise ValueError(f"DecodeLaunchConfig.num_stages = {self.num_stages}: expected >= 1")
+
+
+def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int) -> DecodeLaunchConfig:
+    """The launch config of a decode step of `batch` sequences (full and sliding layers alike).
+
+    Tuned on the H100 for gpt-oss (8 KV heads of 64; `scripts/probes/decode_attention_sweep.py`, docs/benchmarks.md)
+    among the configs that keep a row's result the same as before at every batch size: 64 keys per iteration and
+    the split count of `decode_num_splits`, so warps, stages and the grid's order are all that vary. Other tiles
+    read up to 5% faster at some sizes, and a sliding window's 128 keys in one tile of one program 20% faster up to
+    batch 32, but each regrouped rows' online softmax differently at different batch sizes or between decode and
+    mixed steps: 80% (tiles of 32 and 128 by batch size) and 97.7% (the one-tile window) of greedy tokens agreed
+    between prompts run alone and in a batch of 64 on the embedded model in bf16, against a bar of 99% (100% with
+    these). Up to 8 (sequence, KV head) programs (gpt-oss at batch 1) the untuned 4 warps and 2 stages: with the
+    tuned config there too (and a combine that first read the context length) the batch-1 decode step's attention
+    took 0.158 against 0.150 ms in the profiler, with these 0.151. Then, with the KV heads on the fastest grid axis, 3 stages up to 512 programs and 2 warps with 4 stages above (more programs
+    resident, each with loads in flight): 3-5% faster than 4 warps and 2 stages at 8 x 4k, 64 x 4k and
+    256 x 1k-4k."""
+    block_n = 64 if head_dim <= 128 else 32
+    programs = batch * num_kv_heads
+    if head_dim > 64 or programs <= 8:
+        return DecodeLaunchConfig(block_n=block_n)
+    if programs <= 512:
+        return DecodeLaunchConfig(block_n, 4, 3, True)
+    return DecodeLaunchConfig(block_n, 2, 4, True)
+
+
 @functools.lru_cache(maxsize=8)
 def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
@@ -100,16 +149,18 @@ def rotary_paged_decode_attention_ref(qkv: torch.Tensor, positions: torch.Tensor
 
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
-                           window: int, scale: float, num_splits: int | None = None) -> torch.Tensor:
+                           window: int, scale: float, num_splits: int | None = None,
+                           config: DecodeLaunchConfig | None = None) -> torch.Tensor:
     """`paged_decode_attention_ref` in one or two Triton launches (see the module docstring). `num_splits` None picks
-    `decode_num_splits(B)`."""
-    return _launch(q, None, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits)
+    `decode_num_splits(B)`, `config` None `decode_launch_config`."""
+    return _launch(q, None, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits, config)
 
 
 def rotary_paged_decode_attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
                                   k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
                                   block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
-                                  window: int, scale: float, num_splits: int | None = None) -> torch.Tensor:
+                                  window: int, scale: float, num_splits: int | None = None,
+                                  config: DecodeLaunchConfig | None = None) -> torch.Tensor:
     """`rotary_paged_decode_attention_ref` in one or two Triton launches, as `paged_decode_attention` (head_dim
     a power of two >= 16: `rotary_supported`)."""
     num_kv, head_dim = k_cache.shape[2], k_cache.shape[3]
@@ -121,7 +172,7 @@ def rotary_paged_decode_attention(qkv: torch.Tensor, positions: torch.Tensor, co
     num_heads = qkv.shape[1] // head_dim - 2 * num_kv
     q = qkv[:, :num_heads * head_dim].view(qkv.shape[0], num_heads, head_dim)  # the kernel reads q, k, v from qkv
     rotary = (qkv, positions, cos_sin_cache, slot_mapping)
-    return _launch(q, rotary, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits)
+    return _launch(q, rotary, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits, config)
 
 
 def rotary_supported(head_dim: int) -> bool:
@@ -131,7 +182,7 @@ def rotary_supported(head_dim: int) -> bool:
 
 def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cache: torch.Tensor,
             block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor, window: int, scale: float,
-            num_splits: int | None) -> torch.Tensor:
+            num_splits: int | None, config: DecodeLaunchConfig | None) -> torch.Tensor:
     if triton is None:
         raise RuntimeError("paged_decode_attention needs triton; paged_decode_attention_ref is the torch version")
     batch, num_heads, head_dim = q.shape
@@ -143,7 +194,7 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
     splits = num_splits if num_splits is not None else decode_num_splits(batch, num_kv, q.device)
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
     d_pow2 = max(16, triton.next_power_of_2(head_dim))
-    block_n = 64 if d_pow2 <= 128 else 32
+    config = config if config is not None else decode_launch_config(batch, num_kv, head_dim)
     if splits == 1:
         partial_acc = partial_ml = out  # unused: the program normalises and writes `out` itself
     else:
@@ -157,14 +208,15 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
     else:
         rope = dict(pos_ptr=q, cos_sin_ptr=q, slot_ptr=q, stride_cs=0)
         q_arg, stride_qb, stride_qh = q, q.stride(0), q.stride(1)
-    _decode_split_kernel[(batch, num_kv, splits)](
+    grid = (num_kv, batch, splits) if config.kv_fastest else (batch, num_kv, splits)
+    _decode_split_kernel[grid](
         q_arg, k_cache, v_cache, block_tables, context_lens, sinks, out, partial_acc, partial_ml,
         stride_qb=stride_qb, stride_qh=stride_qh, stride_ob=out.stride(0), stride_oh=out.stride(1),
         stride_bt=block_tables.stride(0), window=window, qk_scale=float(scale) * LOG2E, **rope,
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim, D_POW2=d_pow2,
-        BLOCK_SIZE=block_size, KV=num_kv, BLOCK_N=block_n, SPLITS=splits, FP32_DOT=fp32_dot,
-        ROTARY=rotary is not None,
-        num_warps=4, num_stages=2, **pdl_kwargs(q.device))
+        BLOCK_SIZE=block_size, KV=num_kv, BLOCK_N=config.block_n, SPLITS=splits, FP32_DOT=fp32_dot,
+        ROTARY=rotary is not None, KV_FASTEST=config.kv_fastest,
+        num_warps=config.num_warps, num_stages=config.num_stages, **pdl_kwargs(q.device))
     if splits > 1:
         _decode_combine_kernel[(batch, num_heads)](partial_acc, partial_ml, sinks, out, out.stride(0), out.stride(1),
                                                    D=head_dim, D_POW2=d_pow2, SPLITS=splits, num_warps=1,
@@ -213,10 +265,15 @@ if triton is not None:
                              stride_qb, stride_qh, stride_ob, stride_oh, stride_bt, stride_cs, window, qk_scale,
                              GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                              BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, BLOCK_N: tl.constexpr,
-                             SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, ROTARY: tl.constexpr, PDL: tl.constexpr):
+                             SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, ROTARY: tl.constexpr,
+                             KV_FASTEST: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
-        seq = tl.program_id(0)
-        kv_head = tl.program_id(1)
+        if KV_FASTEST:
+            kv_head = tl.program_id(0)
+            seq = tl.program_id(1)
+        else:
+            seq = tl.program_id(0)
+            kv_head = tl.program_id(1)
         split = tl.program_id(2)
         rows = tl.arange(0, GROUP_PAD)  # query heads of this KV head, padded to a tensor-core tile
         row_ok = rows < GROUP
