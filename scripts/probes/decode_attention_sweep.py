@@ -71,7 +71,8 @@ def _set(batch: int, context: int, window: int, block: int, g: torch.Generator) 
         return torch.randn(shape, generator=g, device="cuda", dtype=torch.bfloat16)
 
     return {"q": torch.randn(batch, HEADS, DIM, generator=g, device="cuda", dtype=torch.bfloat16),
-            "k": cache(), "v": cache(), "tables": tables.cuda(), "sinks": torch.randn(HEADS, generator=g, device="cuda"),
+            "k": cache(), "v": cache(), "tables": tables.cuda(),
+            "sinks": torch.randn(HEADS, generator=g, device="cuda"),
             "lens": torch.full((batch,), context, dtype=torch.long, device="cuda")}
 
 
@@ -189,7 +190,8 @@ def main() -> None:
         b = r["best"]
         best_any = min([b["us"], *r["splits"].values()])
         print(f"| {r['batch']} x {r['context']}, {r['window']} | {r['kv_bytes'] / 1e6:.1f} | {r['default_us']:.1f} "
-              f"({pct(r['default_us']):.0f}%) | {best_any:.1f} ({pct(best_any):.0f}%) | n{b['block_n']} w{b['num_warps']} "
+              f"({pct(r['default_us']):.0f}%) | {best_any:.1f} ({pct(best_any):.0f}%) | "
+              f"n{b['block_n']} w{b['num_warps']} "
               f"s{b['num_stages']}{' kv-fastest' if b['kv_fastest'] else ''} | "
               f"{', '.join(f'{s}: {us}' for s, us in r['splits'].items())} | {r['sdpa_us']:.1f} | "
               f"{r['sdpa_us'] / best_any:.2f} |")

@@ -113,9 +113,9 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int) -> Decode
     between prompts run alone and in a batch of 64 on the embedded model in bf16, against a bar of 99% (100% with
     these). Up to 8 (sequence, KV head) programs (gpt-oss at batch 1) the untuned 4 warps and 2 stages: with the
     tuned config there too (and a combine that first read the context length) the batch-1 decode step's attention
-    took 0.158 against 0.150 ms in the profiler, with these 0.151. Then, with the KV heads on the fastest grid axis, 3 stages up to 512 programs and 2 warps with 4 stages above (more programs
-    resident, each with loads in flight): 3-5% faster than 4 warps and 2 stages at 8 x 4k, 64 x 4k and
-    256 x 1k-4k."""
+    took 0.158 against 0.150 ms in the profiler, with these 0.151. Above, the KV heads on the fastest grid axis,
+    3 stages up to 512 programs and 2 warps with 4 stages beyond (more programs resident, each with loads in
+    flight): 3-5% faster than 4 warps and 2 stages at 8 x 4k, 64 x 4k and 256 x 1k-4k."""
     block_n = 64 if head_dim <= 128 else 32
     programs = batch * num_kv_heads
     if head_dim > 64 or programs <= 8:
