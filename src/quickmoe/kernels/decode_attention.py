@@ -107,7 +107,7 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int) -> Decode
     Tuned on the H100 for gpt-oss (8 KV heads of 64; `scripts/probes/decode_attention_sweep.py`, docs/benchmarks.md)
     among the configs that keep a row's result the same as before at every batch size: 64 keys per iteration and
     the split count of `decode_num_splits`, so warps, stages and the grid's order are all that vary. Other tiles
-    read up to 5% faster at some sizes, and a sliding window's 128 keys in one tile of one program 20% faster up to
+    read up to 5% faster at some sizes, and a sliding window's 128 keys in one tile of one program 12-27% faster up to
     batch 32, but each regrouped rows' online softmax differently at different batch sizes or between decode and
     mixed steps: 80% (tiles of 32 and 128 by batch size) and 97.7% (the one-tile window) of greedy tokens agreed
     between prompts run alone and in a batch of 64 on the embedded model in bf16, against a bar of 99% (100% with
