@@ -5,8 +5,8 @@
 #   tests      GPU tests (pytest -m gpu), the kernel tests on CUDA, the kernel-count test, and the engine's
 #              equivalences on CUDA in float32 (batched = alone, chunked, preempted, fast paths = reference)
 #   attention  bench attention: decode grid and prefill points vs SDPA (GB/s vs HBM, TFLOP/s)
-#   attention-sweep scripts/probes/decode_attention_sweep.py: decode attention's launch configs, split counts and
-#              cache layouts per (batch, context, window) point, beside SDPA (attention_sweep.{log,json})
+#   attention-sweep scripts/probes/decode_attention_sweep.py: decode attention's launch configs and split counts
+#              per (batch, context, window) point, beside SDPA (attention_sweep.{log,json})
 #   generate   bench generate on a gpt-oss-20b-shaped checkpoint with the serving defaults: 256 prompts x 1000 ->
 #              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families; the SM
 #              clock and power logged beside it (clocks.csv, summarized by scripts/probes/clock_summary.py)
@@ -71,7 +71,8 @@ for stage in "$@"; do
     attention-sweep)
       python3 scripts/probes/decode_attention_sweep.py --json "$OUT/attention_sweep.json" 2>&1 \
         | grep -v -i warn > "$OUT/attention_sweep.log"
-      sed -n '/^| batch x context/,$p' "$OUT/attention_sweep.log"; grep -E "^(HBM|compiled|Traceback)|Error" "$OUT/attention_sweep.log" ;;
+      sed -n '/^| batch x context/,$p' "$OUT/attention_sweep.log"
+      grep -E "^(HBM|compiled|Traceback)|Error" "$OUT/attention_sweep.log" ;;
     generate)
       make_20b
       # the SM clock, power and throttle reasons every 0.5 s beside the run (clocks.csv): sustained load may clock down

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from quickmoe.bench.attention import time_in_graph
+from quickmoe.bench.attention import _paged_set, time_in_graph
 from quickmoe.bench.moe import measure_ceilings
 from quickmoe.kernels.decode_attention import (DecodeLaunchConfig, decode_launch_config, decode_num_splits,
                                                paged_decode_attention)
@@ -59,21 +59,12 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
-def _set(batch: int, context: int, window: int, block: int, g: torch.Generator) -> dict:
-    per_seq = -(-context // block)
-    first_kept = max(context - window, 0) // block if window > 0 else 0
-    held = per_seq - first_kept
-    tables = torch.full((batch, per_seq), -1, dtype=torch.int32)
-    tables[:, first_kept:] = torch.randperm(batch * held).to(torch.int32).view(batch, held)
-    shape = (batch * held, block, KV, DIM)
-
-    def cache() -> torch.Tensor:
-        return torch.randn(shape, generator=g, device="cuda", dtype=torch.bfloat16)
-
-    return {"q": torch.randn(batch, HEADS, DIM, generator=g, device="cuda", dtype=torch.bfloat16),
-            "k": cache(), "v": cache(), "tables": tables.cuda(),
-            "sinks": torch.randn(HEADS, generator=g, device="cuda"),
-            "lens": torch.full((batch,), context, dtype=torch.long, device="cuda")}
+def _set(batch: int, context: int, window: int, g: torch.Generator) -> dict:
+    """`bench attention`'s input set (a bf16 cache of 16-position blocks in random order) with its q and lengths."""
+    device = torch.device("cuda")
+    return {**_paged_set(batch, context, window, g, device),
+            "q": torch.randn(batch, HEADS, DIM, generator=g, device=device, dtype=torch.bfloat16),
+            "lens": torch.full((batch,), context, dtype=torch.long, device=device)}
 
 
 def _time(sets: list[dict], window: int, splits: int | None, config: DecodeLaunchConfig | None, reps: int) -> float:
@@ -88,7 +79,7 @@ def _compile(jobs: list[tuple[int, int, DecodeLaunchConfig]]) -> int:
     """Runs each (batch, splits, config) once on a small cache of the same specialization (fills Triton's cache)."""
     g = torch.Generator("cuda").manual_seed(0)
     for batch, splits, config in jobs:
-        s = _set(batch, 256, 0, 16, g)
+        s = _set(batch, 256, 0, g)
         paged_decode_attention(s["q"], s["k"], s["v"], s["tables"], s["lens"], s["sinks"], 0, 0.125,
                                num_splits=splits, config=config)
     torch.cuda.synchronize()
@@ -117,7 +108,7 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--quick", action="store_true", help="the first config of each grid axis only (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="4 configs at 3 points (a smoke run)")
     ap.add_argument("--batches", type=_ints, default=None)
     ap.add_argument("--contexts", type=_ints, default=[1024, 4096])
     ap.add_argument("--windows", type=_ints, default=[0, 128])
@@ -149,7 +140,7 @@ def main() -> None:
         kv_bytes = 2 * batch * visible * KV * DIM * 2
         nsets = max(2, min(16, -(-ROTATE_BYTES // kv_bytes)))
         row = {"batch": batch, "context": context, "window": window, "kv_bytes": kv_bytes}
-        sets = [_set(batch, context, window, 16, g) for _ in range(nsets)]
+        sets = [_set(batch, context, window, g) for _ in range(nsets)]
         default = decode_launch_config(batch, KV, DIM)
         row["default_us"] = _time(sets, window, None, default, args.reps) * 1e6
         timed = []
@@ -177,8 +168,7 @@ def main() -> None:
         del contiguous
         torch.cuda.empty_cache()
         results.append(row)
-        top = ", ".join(f"{us:.1f} n{c.block_n}w{c.num_warps}s{c.num_stages}{'k' if c.kv_fastest else ''}"
-                        for us, c in timed[:4])
+        top = ", ".join(f"{us:.1f} {_name(c)}" for us, c in timed[:4])
         print(f"B={batch:4d} ctx={context:6d} win={window:4d}: default {row['default_us']:7.1f} us, best {top}; "
               f"splits {row['splits']}; SDPA {row['sdpa_us']:.1f}", flush=True)
 

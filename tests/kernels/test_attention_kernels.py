@@ -76,7 +76,7 @@ def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
     tested with."""
     for num_kv in (1, 2, 8):
         configs = {decode_launch_config(batch, num_kv, 64) for batch in (1, 2, 3, 8, 9, 64, 65, 256, 1024)}
-        assert {c.block_n for c in configs} == {64} and len(configs) == 3
+        assert {c.block_n for c in configs} == {64}
     assert decode_launch_config(256, 8, 128) == DecodeLaunchConfig(64, 4, 2, False)
 
 
