@@ -23,6 +23,9 @@
 #                 request's first chunk right after
 #   120b          gpt-oss-120b (36 layers, MXFP4, 65 GB) written to /dev/shm; bench coldstart: process start -> first
 #                 token <= 12 s, weights_ready, GPU memory and the KV cache left
+#   bytecode      the bytecode cache (QUICKMOE_BYTECODE_CACHE, startup/bytecode_cache.py): bench coldstart 20b with it
+#                 off, then auto (the untimed first start writes it), then serve's /health, off / auto alternating;
+#                 on an image that ships no .pyc the imports phase should drop by about 3 s
 #   120b-serve    quickmoe serve on it: /health, then bench serve at concurrency 1 and 16 (1000 -> 1000): no failure;
 #                 the KV cache's size and nvidia-smi's memory in use
 set -uo pipefail
@@ -107,6 +110,19 @@ stage_serve() {
   make_20b
   python3 scripts/probes/serve_probe.py -n 3 --json "$OUT/serve_probe.json" -- "$CKPT" 2>&1 | tee "$OUT/serve_probe.txt"
 }
+stage_bytecode() {
+  make_20b
+  QUICKMOE_BYTECODE_CACHE=off bench cold2_20b_bytecode_off "$CKPT" -n 3 --device cuda
+  bench cold2_20b_bytecode_auto "$CKPT" -n 3 --device cuda
+  du -sh "$QUICKMOE_CACHE_DIR/pycache" | tee "$OUT/pycache_size.txt"
+  for turn in a b; do
+    for mode in off auto; do
+      echo "== serve, QUICKMOE_BYTECODE_CACHE=$mode, turn $turn"
+      QUICKMOE_BYTECODE_CACHE=$mode python3 scripts/probes/serve_probe.py -n 1 \
+        --json "$OUT/serve_probe_bytecode_${mode}_$turn.json" -- "$CKPT" 2>&1 | tee "$OUT/serve_bytecode_${mode}_$turn.txt"
+    done
+  done
+}
 stage_120b() {
   make_120b
   bench cold2_120b "$CKPT120" -n 3 --device cuda
@@ -129,7 +145,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 for stage in "$@"; do
   run="stage_${stage//-/_}"
   declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
-    "imports, compile, compile-ratio, serve, 120b, 120b-serve)"; exit 2; }
+    "imports, compile, compile-ratio, serve, bytecode, 120b, 120b-serve)"; exit 2; }
   echo "== $stage ($(date +%T))"
   "$run"
 done

@@ -1,7 +1,8 @@
 """The `quickmoe` command: `main` parses (cli/parser.py) and runs one subcommand (cli/commands.py,
 cli/bench_commands.py) with the shared engine options of cli/args.py.
 
-Subcommands import their heavy dependencies lazily so `quickmoe --help` answers at once. Bad input
+Subcommands import their heavy dependencies lazily so `quickmoe --help` answers at once; before they do, the
+bytecode cache (startup/bytecode_cache.py) gives Python compiled bytecode where the installation has none. Bad input
 raises a `QuickMoEError`, printed as one line without a traceback (exit status 2).
 """
 
@@ -18,6 +19,7 @@ from quickmoe.cli.args import (
 )
 from quickmoe.cli.parser import build_parser
 from quickmoe.errors import QuickMoEError
+from quickmoe.startup.bytecode_cache import enable_bytecode_cache
 
 __all__ = ["_engine_options", "_parallel_flags", "build_parser", "checked_inputs", "main", "parse_bytes",
            "setup_logging"]
@@ -35,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose, args.quiet)
     try:
+        enable_bytecode_cache()  # before torch is imported: compiled bytecode where the image ships none
         return args.func(args)
     except QuickMoEError as exc:
         print(f"error: {exc}", file=sys.stderr)
