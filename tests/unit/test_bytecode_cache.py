@@ -42,7 +42,7 @@ def _run(root: Path, *flags: str, **env: str) -> tuple[dict, str]:
     full = {**base, "PYTHONPATH": os.pathsep.join([str(root / "site"), SRC]), "PYTHONDONTWRITEBYTECODE": "1",
             "QUICKMOE_CACHE_DIR": str(root / "cache"), **env}
     proc = subprocess.run([sys.executable, *flags, "-c", PROBE], capture_output=True, text=True, env=full,
-                          timeout=120)
+                          timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
