@@ -8,7 +8,8 @@ runs, with the page-cache state: warm (every shard read once before the runs) or
 run first; `--compare-cold-kernels` adds runs that each start with an empty one. `--compare-uncached` repeats the
 runs with the PermutationCache disabled (indices rebuilt per expert) and prints the ratio of the processing phase;
 `--baseline transformers` runs transformers' from_pretrained + one forward on the same checkpoint the same way,
-side by side. `--compile` adds compiled starts with fresh caches (compile and Triton) and then with warm ones.
+side by side (one untimed run first too). Every run inherits the bytecode cache the bench's own process set up
+(startup/bytecode_cache.py; QUICKMOE_BYTECODE_CACHE=off for none), the baseline's included. `--compile` adds compiled starts with fresh caches (compile and Triton) and then with warm ones.
 """
 
 from __future__ import annotations
@@ -191,6 +192,7 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
     if opts.baseline == "transformers":
         device = opts.device if opts.device != "auto" else "cuda"
         hf_cmd = [sys.executable, "-m", "quickmoe.bench.transformers_baseline", str(model_dir), "--device", device]
+        _one_run(hf_cmd, env)  # untimed, as quickmoe's first: its runs then read the bytecode cache as quickmoe's do
         results["transformers"] = _series(opts, hf_cmd, env, "transformers")
     summary = {name: _summary(reports) for name, reports in results.items()}
     info = results["quickmoe"][0].get("info", {})
