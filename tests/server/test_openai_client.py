@@ -12,6 +12,7 @@ import random
 from quickmoe.tokenizer.vocab import CHANNEL, END, MESSAGE, RETURN, START
 
 from .conftest import MODEL, metric_values
+from .greedy import TOP, assert_same_greedy, chat_tokens, completion_tokens
 
 GREEDY = dict(temperature=0, extra_body={"ignore_eos": True})
 
@@ -119,35 +120,46 @@ def test_chat_reasoning_is_never_mixed_into_content(client, server, monkeypatch)
 
 
 def test_16_concurrent_requests_get_what_each_gets_alone(client, aclient, server):
+    """Each request's greedy tokens in a batch of 16 are those it gets alone (tie-aware: tests/server/greedy.py),
+    and where the tokens are the same, so is the text."""
     rng = random.Random()
     requests = []
     for i in range(16):
         max_tokens = rng.randint(3, 10)
         if i % 3 == 0:
             requests.append(("chat", dict(messages=[{"role": "user", "content": _random_text(rng)}],
-                                          max_tokens=max_tokens, temperature=0)))
+                                          max_tokens=max_tokens, temperature=0, logprobs=True, top_logprobs=TOP)))
         elif i % 3 == 1:
-            requests.append(("completion", dict(prompt=_random_text(rng), max_tokens=max_tokens, **GREEDY)))
+            requests.append(("completion", dict(prompt=_random_text(rng), max_tokens=max_tokens, logprobs=TOP,
+                                                **GREEDY)))
         else:
             ids = [rng.randrange(1000, 190000) for _ in range(rng.randint(1, 40))]
-            requests.append(("completion", dict(prompt=ids, max_tokens=max_tokens, **GREEDY)))
+            requests.append(("completion", dict(prompt=ids, max_tokens=max_tokens, logprobs=TOP, **GREEDY)))
 
-    def text(kind, response):
-        return response.choices[0].message.content if kind == "chat" else response.choices[0].text
+    def answer(kind, response):
+        choice = response.choices[0]
+        if kind == "chat":
+            return choice.message.content, chat_tokens(choice.logprobs)
+        return choice.text, completion_tokens(choice.logprobs)
 
     alone = []
     for kind, kw in requests:
         create = client.chat.completions.create if kind == "chat" else client.completions.create
-        alone.append(text(kind, create(model=MODEL, **kw)))
+        alone.append(answer(kind, create(model=MODEL, **kw)))
 
     async def together():
         calls = [(aclient.chat.completions.create if kind == "chat" else aclient.completions.create)(model=MODEL, **kw)
                  for kind, kw in requests]
         return await asyncio.gather(*calls)
 
-    concurrent = [text(kind, r) for (kind, _), r in zip(requests, asyncio.run(together()))]
-    assert concurrent == alone
-    assert len(set(alone)) > 8
+    concurrent = [answer(kind, r) for (kind, _), r in zip(requests, asyncio.run(together()))]
+    for (text, tokens), (text_alone, tokens_alone), (kind, kw) in zip(concurrent, alone, requests):
+        # completions ignore EOS: every token is there; a chat reply may end at a stop token first
+        assert len(tokens) == len(tokens_alone) == kw["max_tokens"] or kind == "chat"
+        assert_same_greedy(tokens, tokens_alone)
+        if [t for t, _, _ in tokens] == [t for t, _, _ in tokens_alone]:
+            assert text == text_alone
+    assert len({text for text, _ in alone}) > 8
 
 
 def test_metrics_count_the_served_tokens(client, http, server):

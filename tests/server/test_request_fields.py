@@ -16,6 +16,7 @@ from quickmoe.server.protocol import UNSUPPORTED
 
 from ..models.conftest import load_hf_reference
 from .conftest import MODEL
+from .greedy import TOP, assert_same_greedy, completion_tokens
 
 OK = {"completions": {"model": MODEL, "prompt": "Hello", "max_tokens": 2, "temperature": 0},
       "chat/completions": {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
@@ -60,25 +61,6 @@ def test_every_openai_field_not_implemented_is_a_400_naming_it(http, endpoint):
         assert response.status_code == 400 and response.json()["error"]["param"] == name
 
 
-TIE = 1e-3  # log-probability gap below which two greedy continuations may differ (float32 CPU sums differ by ~1e-6)
-
-
-def _greedy_tokens(logprobs) -> list[tuple[str, float, dict[str, float]]]:
-    """(token, its logprob, the top logprobs) per generated token of a completions choice's logprobs."""
-    return list(zip(logprobs.tokens, logprobs.token_logprobs, logprobs.top_logprobs))
-
-
-def _assert_same_greedy(a, b) -> None:
-    """Two greedy continuations of one prompt run in different batches: the same tokens, except that from a near
-    tie on (the batch changes the float sums' order, so a tie may break either way) they may part. At the first
-    difference, b's token must be in a's top log-probabilities within TIE of a's own token's, and vice versa."""
-    for (tok_a, lp_a, top_a), (tok_b, lp_b, top_b) in zip(a, b):
-        if tok_a != tok_b:
-            assert tok_b in top_a and abs(top_a[tok_b] - lp_a) < TIE, (tok_a, tok_b, top_a)
-            assert tok_a in top_b and abs(top_b[tok_a] - lp_b) < TIE, (tok_a, tok_b, top_b)
-            return
-
-
 def test_n_prompts_lists_and_default_max_tokens(client, server):
     rng = random.Random()
     prompts = [" ".join(rng.choice(["a", "b", "router", "expert"]) for _ in range(rng.randint(1, 6))) for _ in range(3)]
@@ -90,11 +72,11 @@ def test_n_prompts_lists_and_default_max_tokens(client, server):
     tok = server.serving.tokenizer
     assert out.usage.prompt_tokens == sum(len(tok.encode(p)) for p in prompts)
     # each prompt's greedy choice is what it gets alone
-    greedy_args = dict(model=MODEL, max_tokens=4, temperature=0, logprobs=5, extra_body={"ignore_eos": True})
+    greedy_args = dict(model=MODEL, max_tokens=4, temperature=0, logprobs=TOP, extra_body={"ignore_eos": True})
     greedy = client.completions.create(prompt=prompts, **greedy_args)
     for i, p in enumerate(prompts):
         alone = client.completions.create(prompt=p, **greedy_args)
-        _assert_same_greedy(_greedy_tokens(greedy.choices[i].logprobs), _greedy_tokens(alone.choices[0].logprobs))
+        assert_same_greedy(completion_tokens(greedy.choices[i].logprobs), completion_tokens(alone.choices[0].logprobs))
     chat = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompts[0]}], n=4,
                                           max_tokens=5, temperature=1.0, seed=rng.randrange(10**6))
     assert [c.index for c in chat.choices] == [0, 1, 2, 3]
@@ -105,12 +87,12 @@ def test_n_prompts_lists_and_default_max_tokens(client, server):
     texts: dict[int, str] = {}
     for chunk in streamed:
         for c in chunk.choices:
-            tokens.setdefault(c.index, []).extend(_greedy_tokens(c.logprobs) if c.logprobs else [])
+            tokens.setdefault(c.index, []).extend(completion_tokens(c.logprobs) if c.logprobs else [])
             texts[c.index] = texts.get(c.index, "") + c.text
     assert sorted(tokens) == [0, 1, 2, 3] and all(len(t) == 3 for t in tokens.values())
     for index, prompt in ((0, 0), (1, 0), (2, 1), (3, 1)):
-        want = _greedy_tokens(greedy.choices[prompt].logprobs)
-        _assert_same_greedy(tokens[index], want)
+        want = completion_tokens(greedy.choices[prompt].logprobs)
+        assert_same_greedy(tokens[index], want)
         if [t for t, _, _ in tokens[index]] == [t for t, _, _ in want[:3]]:
             assert texts[index] == greedy.choices[prompt].text[:len(texts[index])]
 
