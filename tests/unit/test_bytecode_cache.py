@@ -56,7 +56,8 @@ def test_missing_bytecode_is_written_under_the_cache_and_read_from_it(tmp_path):
     assert first["child"] == [str(cache), "0"]
     # the bytecode mirrors the sources under the cache; nothing is written beside them
     tag = sys.implementation.cache_tag
-    pycs = {name: cache / package.relative_to(package.anchor) / f"{name}.{tag}.pyc" for name in ("__init__", "ops_table")}
+    pycs = {name: cache / package.relative_to(package.anchor) / f"{name}.{tag}.pyc"
+            for name in ("__init__", "ops_table")}
     assert all(p.is_file() for p in pycs.values()), sorted(str(p) for p in cache.rglob("*.pyc"))[:5]
     assert not (package / "__pycache__").exists()
     # the next start reads it (python -v names the code object's file)

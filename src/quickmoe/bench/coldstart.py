@@ -9,7 +9,8 @@ run first; `--compare-cold-kernels` adds runs that each start with an empty one.
 runs with the PermutationCache disabled (indices rebuilt per expert) and prints the ratio of the processing phase;
 `--baseline transformers` runs transformers' from_pretrained + one forward on the same checkpoint the same way,
 side by side (one untimed run first too). Every run inherits the bytecode cache the bench's own process set up
-(startup/bytecode_cache.py; QUICKMOE_BYTECODE_CACHE=off for none), the baseline's included. `--compile` adds compiled starts with fresh caches (compile and Triton) and then with warm ones.
+(startup/bytecode_cache.py; QUICKMOE_BYTECODE_CACHE=off for none), the baseline's included. `--compile` adds
+compiled starts with fresh caches (compile and Triton) and then with warm ones.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ compiles torch's 2,000-odd modules again. On the H100 machine of docs/benchmarks
 Python's bytecode at `<quickmoe cache>/pycache` (sys.pycache_prefix: a mirror of the source tree, written there
 instead of beside the sources, so PYTHONDONTWRITEBYTECODE's intent, no files in the source trees, still holds)
 when torch's bytecode is missing beside its sources and would not be written there: the first
-start writes it (about 70 MB; a second slower than a start without the cache), every later one reads it. Python
+start writes it (about 70 MB; 1-2 s slower, once, than a start without the cache), every later one reads it. Python
 checks each .pyc against its source's size and modification time, so an upgraded package is compiled again, not
 served stale. The setting goes into the environment too, so the processes quickmoe starts (the engine process of
 `serve`, tensor-parallel ranks, Inductor's compile workers, `bench`'s runs) use the same cache.
