@@ -11,6 +11,7 @@
 #   coldstart     bench coldstart 20b with the serving defaults vs transformers, and starts with an empty Triton
 #                 cache: process start -> first token <= 6.0 s; capture <= 0.5 s; 0 kernels compiled at start-up
 #                 and for the first token; first_token <= 0.2 s
+#   quick         bench coldstart 20b with the serving defaults alone (no baselines): the phases after a change
 #   capture       the capture strategy: buckets 1-8 at start-up (default) vs all 9 (--cuda-graphs-startup-max 256)
 #                 vs no graphs: the capture phase and total of each
 #   imports       import_probe (bare torch, torch + triton, the issue's import line, generate/serve imports) and
@@ -26,6 +27,8 @@
 #   bytecode      the bytecode cache (QUICKMOE_BYTECODE_CACHE, startup/bytecode_cache.py): bench coldstart 20b with it
 #                 off, then auto (the untimed first start writes it), then serve's /health, off / auto alternating;
 #                 on an image that ships no .pyc the imports phase should drop by about 3 s
+#   first-token   scripts/probes/first_token_probe.py on the 20b, plain, cprofile (pstats files kept) and torch.profiler:
+#                 where the capture phase's warm-ups and the first request's time go; `-X importtime` of generate
 #   120b-serve    quickmoe serve on it: /health, then bench serve at concurrency 1 and 16 (1000 -> 1000): no failure;
 #                 the KV cache's size and nvidia-smi's memory in use
 set -uo pipefail
@@ -79,6 +82,10 @@ stage_coldstart() {
   make_20b
   bench cold2_20b "$CKPT" -n 3 --device cuda --baseline transformers --compare-cold-kernels
 }
+stage_quick() {
+  make_20b
+  bench cold2_20b_quick "$CKPT" -n 3 --device cuda
+}
 stage_capture() {
   make_20b
   bench cold2_20b_all_buckets "$CKPT" -n 3 --device cuda --generate-args="--cuda-graphs-startup-max 256"
@@ -123,6 +130,18 @@ stage_bytecode() {
     done
   done
 }
+stage_first_token() {
+  make_20b
+  for mode in plain cprofile torch; do
+    echo "== first_token_probe --mode $mode"
+    python3 scripts/probes/first_token_probe.py "$CKPT" --mode $mode --top 40 --dump "$OUT/first_token" \
+      > "$OUT/first_token_$mode.txt" 2>&1
+    echo "exit $?"; grep -E "^(imports|LLM|first request)|  (capture|first_token|total) " "$OUT/first_token_$mode.txt"
+  done
+  python3 -X importtime -m quickmoe generate "$CKPT" --prompt "Hello world" --max-tokens 1 --device cuda -q \
+    2> "$OUT/importtime_generate.txt" > /dev/null
+  echo "importtime of generate: exit $?, $(grep -c 'import time:' "$OUT/importtime_generate.txt") lines"
+}
 stage_120b() {
   make_120b
   bench cold2_120b "$CKPT120" -n 3 --device cuda
@@ -145,7 +164,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 for stage in "$@"; do
   run="stage_${stage//-/_}"
   declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
-    "imports, compile, compile-ratio, serve, bytecode, 120b, 120b-serve)"; exit 2; }
+    "quick, imports, compile, compile-ratio, serve, bytecode, first-token, 120b, 120b-serve)"; exit 2; }
   echo "== $stage ($(date +%T))"
   "$run"
 done

@@ -351,3 +351,46 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_dir() == tmp_path / "home" / ".cache" / "quickmoe"
+
+
+def test_hf_decode_bytes_of_every_id_is_the_o200k_table(tok, exported_dir):
+    """HFTokenizer looks each id's bytes up on first use; the reference is O200kHarmonyTokenizer's table, built from
+    the tiktoken vocabulary file (not from tokenizer.json)."""
+    hf = load_tokenizer(exported_dir)
+    assert isinstance(hf, HFTokenizer)
+    ids = random.Random(7).sample(range(VOCAB_SIZE), 50)
+    assert hf.decode_bytes(ids) == tok.decode_bytes(ids)
+    assert sum(piece is not None for piece in hf._id_to_bytes) == len(ids)  # only what was decoded was looked up
+    for start in range(0, VOCAB_SIZE, 4096):
+        chunk = list(range(start, min(start + 4096, VOCAB_SIZE)))
+        assert [hf.decode_bytes([i]) for i in chunk] == [tok.decode_bytes([i]) for i in chunk], start
+
+
+def test_hf_decode_bytes_sentencepiece_byte_fallback_and_added_tokens(tmp_path):
+    """A SentencePiece-style BPE (U+2581 for spaces, <0xNN> byte-fallback tokens, an added special token): each
+    id's bytes against the vocabulary read from the saved tokenizer.json itself."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models
+
+    rng = random.Random(11)
+    words = sorted({"".join(rng.choice("abcdeéñ") for _ in range(rng.randint(1, 5))) for _ in range(60)})
+    vocab = {"<unk>": 0, **{f"<0x{b:02X}>": 1 + b for b in range(256)}}
+    for word in words + ["\u2581" + w for w in words] + ["\u2581"]:
+        vocab.setdefault(word, len(vocab))
+    hf_tok = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", byte_fallback=True))
+    hf_tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    hf_tok.add_special_tokens(["<|im_end|>"])
+    hf_tok.save(str(tmp_path / "tokenizer.json"))
+    hf = load_tokenizer(tmp_path)
+    assert isinstance(hf, HFTokenizer) and not hf.uses_harmony
+    saved = json.loads((tmp_path / "tokenizer.json").read_text())
+    expected = {i: (bytes([int(t[3:5], 16)]) if t.startswith("<0x") else t.replace("\u2581", " ").encode())
+                for t, i in saved["model"]["vocab"].items()}
+    special = {t["id"]: t["content"].encode() for t in saved["added_tokens"]}
+    expected.update(special)
+    assert len(expected) == hf.vocab_size
+    order = list(expected)
+    rng.shuffle(order)
+    for i in order:
+        assert hf.decode_bytes([i]) == expected[i], i
+    assert hf.decode_bytes(order[:40]) == b"".join(expected[i] for i in order[:40])
