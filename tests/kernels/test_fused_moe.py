@@ -227,3 +227,39 @@ def test_only_prefill_sized_launches_of_large_tiles_take_sub_tiles():
     assert not _sub_tiles(align(SINGLE_PROGRAM_MAX, 128))
     assert not _sub_tiles(align(1024, 64))  # gpt-oss-20b's batch-256 decode
     assert not _sub_tiles(align(32768, SUB_TILE_MIN_BLOCK_M // 2))
+
+
+@pytest.mark.parametrize("mxfp4", [True, False])
+@pytest.mark.parametrize("top_k,swap_ab", [(4, True), (4, False), (1, True)])
+def test_one_token_needs_no_alignment_launch_and_gives_the_aligned_bits(monkeypatch, mxfp4, top_k, swap_ab):
+    """T = 1 (every MoE layer of a batch-1 decode step) takes `single_token_alignment`: no alignment kernel (moe_align
+    replaced by one that fails), each GEMM's output bit-identical to the same GEMM over `moe_align`'s sorted tiles,
+    the layer equal to the float64 reference; a repeated expert (expert parallel maps other ranks' assignments to
+    expert 0, weight 0) too."""
+    from quickmoe.kernels import moe_align as align_module
+    from quickmoe.kernels import moe_configs
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+
+    config = moe_configs.MoEKernelConfig(block_m=16, block_n=32, block_k=64, swap_ab=swap_ab)
+    monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
+    g = torch.Generator().manual_seed(5 + top_k + 2 * swap_ab + 4 * mxfp4)
+    w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, mxfp4, torch.float32, g)
+    x = torch.randn(1, 96, generator=g).to(DEVICE)
+    for ids in (torch.randperm(8, generator=g)[:top_k], torch.tensor([0, 0, 3, 0][:top_k])):
+        ids = ids.to(torch.int32).reshape(1, top_k).to(DEVICE)
+        weights = torch.rand(1, top_k, generator=g).to(DEVICE)
+        one = align_module.single_token_alignment(ids, config.block_m)
+        sorted_tiles = align_module.moe_align(ids, 8, config.block_m)
+        inter = [moe_gemm1_swiglu(x, a, top_k, w1, b1, s1, 64, 7.0, 1.702, config=config) for a in (one, sorted_tiles)]
+        assert torch.equal(inter[0], inter[1])
+        out = [moe_gemm2(inter[0], a, weights, w2, b2, s2, config=config) for a in (one, sorted_tiles)]
+        assert torch.equal(out[0], out[1])
+        kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64)
+        with monkeypatch.context() as m:
+            m.setattr(align_module, "moe_align", lambda *args: pytest.fail("moe_align ran for one token"))
+            got = fused_moe(x, weights, ids, w1, b1, w2, b2, **kw)
+        want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1 if mxfp4 else w1.double(), b1.double(),
+                             w2 if mxfp4 else w2.double(), b2.double(), **kw)
+        assert (got.double() - want).norm() / want.norm() < 1e-5
+    with pytest.raises(ValueError, match=r"\[1, k\]"):
+        align_module.single_token_alignment(torch.zeros(2, top_k, dtype=torch.int32), 16)

@@ -170,7 +170,7 @@ def fused_moe(
     token's k rows weighted (their sum in float32, in order, rounded to hidden's dtype, is the result: the next
     residual add + RMSNorm does it, `kernels/rms_norm.py`)."""
     from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
-    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_align import moe_align, single_token_alignment
     from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
@@ -195,7 +195,11 @@ def fused_moe(
                          "scale groups")
     config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens)
     config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens)
-    align = moe_align(topk_ids, w1.shape[0], config1.block_m)  # both GEMMs tile by this BLOCK_M
+    align = None
+    if num_tokens == 1 and topk_ids.dtype == torch.int32 and topk_ids.is_contiguous():
+        align = single_token_alignment(topk_ids, config1.block_m)  # batch-1 decode: no launch, the same bits
+    if align is None:
+        align = moe_align(topk_ids, w1.shape[0], config1.block_m)  # both GEMMs tile by this BLOCK_M
     quantize = quantize_fp8_per_token_group if fp8 else quantize_mxfp8 if mxfp8_activations else None
     acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
     inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,

@@ -45,7 +45,8 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "align_chunk", "SINGLE_PROGRAM_MAX"]
+__all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "align_chunk", "single_token_alignment",
+           "SINGLE_PROGRAM_MAX"]
 
 SINGLE_PROGRAM_MAX = 4096  # assignments handled by one program
 SORT_CHUNK_MAX = 1024  # assignments sorted together (4 keys a thread at 8 warps)
@@ -129,6 +130,37 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
                         TILE_CHUNK=tile_chunk, num_warps=8, **pdl_kwargs(device))
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
                         block_m=block_m, num_assignments=num_assignments)
+
+
+_SINGLE_TOKEN_ROWS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (device, k, block_m) -> constants
+
+
+def single_token_alignment(topk_ids: torch.Tensor, block_m: int) -> MoEAlignment | None:
+    """One token's k assignments (topk_ids int32 [1, k]) as k tiles of one row each, with no kernel: tile j holds
+    assignment j (then sentinels) and its expert is topk_ids[0, j], so `block_expert` is a view of topk_ids and
+    `sorted_ids`, `num_padded` are constants of (k, block_m), made once per device. The tiles are not in the
+    reference's expert order, which no GEMM needs (each row is written to its assignment's index), and each
+    row's products are those of the sorted tile (a tile's rows never mix), so the GEMMs give the same bits as
+    with `moe_align`. This is every MoE layer of a batch-1 decode step, where the alignment's launch cost
+    ~2.3 us a layer of a ~2.5 ms step (docs/benchmarks.md). Repeated experts (expert parallel maps other ranks'
+    assignments to expert 0) are each their own tile: still right. None while a CUDA graph is being captured before
+    the constants exist (a copy to the device cannot be captured; `moe_align` serves that call)."""
+    if topk_ids.dim() != 2 or topk_ids.shape[0] != 1 or topk_ids.dtype != torch.int32:
+        raise ValueError(f"single_token_alignment: expected int32 topk_ids of shape [1, k], got {topk_ids.dtype} "
+                         f"{tuple(topk_ids.shape)}")
+    top_k = topk_ids.shape[1]
+    key = (topk_ids.device, top_k, block_m)
+    constants = _SINGLE_TOKEN_ROWS.get(key)
+    if constants is None:
+        if topk_ids.is_cuda and torch.cuda.is_current_stream_capturing():
+            return None
+        sorted_ids = torch.full((top_k, block_m), top_k, dtype=torch.int32)  # [k, BM]: sentinel A = k
+        sorted_ids[:, 0] = torch.arange(top_k, dtype=torch.int32)
+        num_padded = torch.tensor([top_k * block_m], dtype=torch.int32)
+        constants = _SINGLE_TOKEN_ROWS[key] = (sorted_ids.reshape(-1).to(topk_ids.device), num_padded.to(topk_ids.device))
+    sorted_ids, num_padded = constants
+    return MoEAlignment(sorted_ids=sorted_ids, block_expert=topk_ids.reshape(-1), num_padded=num_padded,
+                        block_m=block_m, num_assignments=top_k)
 
 
 def _moe_align_chunked(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
