@@ -33,8 +33,8 @@ def main() -> None:
 
     enable_bytecode_cache()
     t0 = time.perf_counter()
-    from quickmoe.llm import LLM
     from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.llm import LLM
 
     print(f"imports {time.perf_counter() - t0:.3f} s")
     params = SamplingParams(max_tokens=1, temperature=0.0)

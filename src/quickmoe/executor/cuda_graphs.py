@@ -42,22 +42,6 @@ __all__ = ["DecodeGraphs", "decode_buckets"]
 logger = logging.getLogger(__name__)
 
 
-def capture_graph(graph: torch.cuda.CUDAGraph, pool, stream: torch.cuda.Stream, forward):
-    """`forward()` captured into `graph` (memory from `pool`) on the side stream `stream`; returns its output.
-    What `torch.cuda.graph` does, less what it adds before each capture: a device synchronize (the caller has
-    just synchronized after the warm-up), and emptying the device and page-locked host caches, which freed and
-    re-allocated memory for each of the start-up buckets (22 ms a capture for the host cache alone on the H100:
-    docs/benchmarks.md, Cold start II)."""
-    stream.wait_stream(torch.cuda.current_stream(stream.device))
-    with torch.cuda.stream(stream):
-        graph.capture_begin(pool)
-        try:
-            out = forward()
-        finally:
-            graph.capture_end()
-    torch.cuda.current_stream(stream.device).wait_stream(stream)
-    return out
-
 
 def decode_buckets(max_num_seqs: int, largest: int = 256) -> tuple[int, ...]:
     """Powers of two up to min(max_num_seqs, largest), and that bound itself: few graphs, so capture stays short,
@@ -107,7 +91,6 @@ class DecodeGraphs:
         self.outputs: dict[int, torch.Tensor] = {}
         self.replays: Counter[int] = Counter()  # bucket -> steps that ran it
         self.pool = torch.cuda.graph_pool_handle() if capture else None
-        self.capture_stream = torch.cuda.Stream(device) if capture else None
         self.startup_buckets = tuple(b for b in self.buckets if b <= startup_max)
         self.capture_seconds = 0.0  # of the start-up captures
         # the report's view (StartupReport.info["cuda_graphs"]), kept current as buckets are captured later
@@ -153,8 +136,8 @@ class DecodeGraphs:
             t1 = time.perf_counter()
             if self.capture_enabled:
                 graph = torch.cuda.CUDAGraph()
-                self.outputs[size] = capture_graph(graph, self.pool, self.capture_stream,
-                                                   lambda: self._forward(size))  # [size, V] float32, in the pool
+                with torch.cuda.graph(graph, pool=self.pool):
+                    self.outputs[size] = self._forward(size)  # [size, V] float32, in the pool
                 self._synchronize()
             else:
                 graph = _EagerReplay(self, size)
