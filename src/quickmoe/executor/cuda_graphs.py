@@ -42,7 +42,6 @@ __all__ = ["DecodeGraphs", "decode_buckets"]
 logger = logging.getLogger(__name__)
 
 
-
 def decode_buckets(max_num_seqs: int, largest: int = 256) -> tuple[int, ...]:
     """Powers of two up to min(max_num_seqs, largest), and that bound itself: few graphs, so capture stays short,
     and at most 2x padding."""
