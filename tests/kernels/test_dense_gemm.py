@@ -1,15 +1,13 @@
 """`dense_gemm` (Triton; the interpreter on CPU) against float64 x W^T + b, every launch-config family (swapped
 and plain tiles, K steps that do and do not divide K, partial row and column tiles), bf16 and fp16, with and
-without a bias, K split in parts summed by the last program (`split_k`); on the GPU, a row's bits the same under
-every config and every row count (batch invariance), split or not."""
+without a bias; on the GPU, a row's bits the same under every config and every row count (batch invariance)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from quickmoe.kernels.dense_gemm import DenseConfig, decode_split_k, dense_config, dense_gemm, dense_gemm_ref
-from quickmoe.kernels.tickets import ticket_counters
+from quickmoe.kernels.dense_gemm import DenseConfig, dense_config, dense_gemm, dense_gemm_ref
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
@@ -68,30 +66,6 @@ def test_dense_gemm_no_rows_and_bad_operands():
         DenseConfig(16, 16, 24, 4, 3)
 
 
-@pytest.mark.parametrize("split_k", [2, 4])
-@pytest.mark.parametrize("config", CONFIGS[:2] + CONFIGS[3:], ids=lambda c: f"m{c.block_m}n{c.block_n}k{c.block_k}")
-def test_dense_gemm_split_k_matches_float64_and_leaves_the_counters_zero(config, split_k):
-    """Each K part (256 / S columns: a K step of 128 straddles the parts of S = 4) summed by the tile's last
-    program; 70 rows x 150 columns make partial tiles both ways; a second call must find the counters zero."""
-    g = torch.Generator().manual_seed(31 + split_k)
-    x, w, b = _operands(70, 256, 150, torch.bfloat16, g)
-    first = dense_gemm(x, w, b, config, split_k=split_k)
-    _check(first, x, w, b)
-    assert not ticket_counters(x.device, "dense_gemm").any()
-    x2, _, _ = _operands(70, 256, 150, torch.bfloat16, g)
-    _check(dense_gemm(x2, w, b, config, split_k=split_k), x2, w, b)
-    with pytest.raises(ValueError, match="split_k = 3"):
-        dense_gemm(x, w, b, config, split_k=3)
-
-
-def test_decode_split_k_depends_on_the_weight_alone():
-    assert decode_split_k(2880, 4096) == 4  # gpt-oss o_proj: 45 column tiles for 132 SMs
-    assert decode_split_k(2048, 4096) == 4  # Qwen3-30B-A3B o_proj
-    assert decode_split_k(5120, 2880) == 1  # 80 column tiles: enough programs
-    assert decode_split_k(2880, 2048) == 1  # parts of 512 columns: too little work each
-    assert decode_split_k(64, 96) == 1
-
-
 def test_dense_config_covers_every_row_count():
     for rows in (1, 16, 17, 64, 65, 256, 257, 8192, 1 << 20):
         assert isinstance(dense_config(rows), DenseConfig)
@@ -104,12 +78,11 @@ def test_dense_gemm_bits_do_not_depend_on_config_or_rows():
     (gpt-oss's o_proj K; N not a multiple of the column tiles)."""
     g = torch.Generator().manual_seed(11)
     x, w, b = _operands(1000, 4096, 720, torch.bfloat16, g)
+    ref = dense_gemm(x, w, b, DenseConfig(128, 128, 64, 8, 3))
+    _check(ref, x, w, b)
     configs = CONFIGS + [DenseConfig(16, 128, 128, 4, 4, swap=True), DenseConfig(64, 128, 64, 4, 4),
                          DenseConfig(128, 256, 64, 8, 3)]
-    for split_k in (1, 4):
-        ref = dense_gemm(x, w, b, DenseConfig(128, 128, 64, 8, 3), split_k=split_k)
-        _check(ref, x, w, b)
-        for rows in (1, 3, 16, 17, 64, 200, 256, 1000):
-            for config in [None, *configs]:
-                got = dense_gemm(x[:rows], w, b, config, split_k=split_k)
-                assert torch.equal(got, ref[:rows]), f"rows {rows}, config {config}, split_k {split_k}"
+    for rows in (1, 3, 16, 17, 64, 200, 256, 1000):
+        for config in [None, *configs]:
+            got = dense_gemm(x[:rows], w, b, config)
+            assert torch.equal(got, ref[:rows]), f"rows {rows}, config {config}"

@@ -16,14 +16,6 @@ config (rows and columns a program owns, K a step, warps, pipeline stages, and `
 changes which program forms a sum, not the order of its terms, so the config may change with the row count. A
 GPU test checks the bits across configs and row counts (tests/kernels/test_dense_gemm.py).
 
-Split K. At one row gpt-oss's o_proj has 45 column tiles of 64 for 132 SMs: each program streams 512 KB of W and
-the GPU's memory system is far from busy (11.3 us a call). With `split_k` S > 1 the K range is cut into S fixed
-parts of K / S; the program of part s forms its part's float32 sum (in increasing K, as above) and stores it; the
-last of a tile's S programs to take a ticket (`kernels/tickets.py`) adds the S parts in order s = 0 .. S - 1, then
-the bias, and rounds once. The parts and their order depend on K and S only, so S, like the config, must not
-depend on the row count: `decode_split_k(n, k)` picks it from the weight's shape, and every decode step of a
-layer uses it. The bits differ from S = 1's (another order of the same terms), not across row counts.
-
 Where it runs: the o_proj of unquantized attention in decode steps (forward/custom_ops.py `decode_linear`). At
 1-16 rows it beats cuBLAS by 2.6 us a call; from 64 rows cuBLAS is faster (its tiles use the GPU better at these
 sizes) but the kernel must run at every batch size for the invariance above, a cost that stays under 4 us a
@@ -38,7 +30,6 @@ import torch
 import torch.nn.functional as F
 
 from quickmoe.kernels.pdl import pdl_kwargs
-from quickmoe.kernels.tickets import MAX_TICKETS, ticket_counters
 
 try:  # CPU installs without triton keep the torch reference
     import triton
@@ -48,9 +39,7 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["DenseConfig", "decode_split_k", "dense_config", "dense_gemm", "dense_gemm_ref", "dense_gemm_supported"]
-
-SPLIT_K_MIN_PART = 1024  # K columns a split part keeps at least (fewer: too little work per program)
+__all__ = ["DenseConfig", "dense_config", "dense_gemm", "dense_gemm_ref", "dense_gemm_supported"]
 
 
 @dataclass(frozen=True)
@@ -96,16 +85,6 @@ def dense_config(rows: int) -> DenseConfig:
     raise AssertionError("the last bound holds every row count")
 
 
-def decode_split_k(n: int, k: int) -> int:
-    """The K split of a [n, k] weight's decode GEMM: 4 parts of at least SPLIT_K_MIN_PART columns (each a whole
-    number of 16-column mma steps) when the weight has at most 64 column tiles of 64 (too few programs to keep
-    the memory system busy at a few rows), else 1. A function of the shape alone (see the module docstring)."""
-    parts = 4
-    if (n + 63) // 64 > 64 or k % (16 * parts) or k // parts < SPLIT_K_MIN_PART:
-        return 1
-    return parts
-
-
 def dense_gemm_supported(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether `dense_gemm` takes these operands: bf16 / fp16 of one dtype, each row of W contiguous along K."""
     return (triton is not None and x.dtype in (torch.bfloat16, torch.float16) and weight.dtype == x.dtype
@@ -118,9 +97,8 @@ def dense_gemm_ref(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def dense_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-               config: DenseConfig | None = None, split_k: int | None = None) -> torch.Tensor:
-    """`dense_gemm_ref` in one Triton launch (`dense_gemm_supported` operands); `config` None: `dense_config`;
-    `split_k` None: `decode_split_k` (else 1, or a divisor of K / 16)."""
+               config: DenseConfig | None = None) -> torch.Tensor:
+    """`dense_gemm_ref` in one Triton launch (`dense_gemm_supported` operands); `config` None: `dense_config`."""
     if not dense_gemm_supported(x, weight):
         raise ValueError(f"dense_gemm: x {tuple(x.shape)} {x.dtype}, weight {tuple(weight.shape)} {weight.dtype} "
                          f"(strides {weight.stride()}): expected bf16 or fp16 operands of one dtype, weight [N, K] "
@@ -132,62 +110,47 @@ def dense_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     rows, k = x2.shape
     n = weight.shape[0]
     out = torch.empty(rows, n, dtype=x.dtype, device=x.device)  # [M, N]
-    split = decode_split_k(n, k) if split_k is None else split_k
-    if split < 1 or (split > 1 and k % (16 * split)):
-        raise ValueError(f"dense_gemm: split_k = {split}: expected 1 or a divisor of K / 16 = {k / 16:g}")
     if rows:
         cfg = config or dense_config(rows)
-        tiles = triton.cdiv(rows, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-        if split > 1 and tiles > MAX_TICKETS:
-            raise ValueError(f"dense_gemm: {tiles} tiles of {cfg.block_m} x {cfg.block_n}: split_k > 1 takes at most "
-                             f"{MAX_TICKETS}")
-        parts = torch.empty(tiles * split * cfg.block_m * cfg.block_n if split > 1 else 0, dtype=torch.float32,
-                            device=x.device)  # [tiles, S, BM, BN] float32 sums of the K parts
-        counters = ticket_counters(x.device, "dense_gemm") if split > 1 else parts
-        _dense_gemm_kernel[(tiles * split,)](
-            x2, weight, bias if bias is not None else weight, out, parts, counters, rows, n, k, x2.stride(0),
-            weight.stride(0), HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            BLOCK_K=cfg.block_k, SWAP=cfg.swap, GROUP_M=cfg.group_m, SPLIT_K=split,
-            FP32_DOT=x.device.type == "cpu", num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-            **pdl_kwargs(x.device))
+        grid = (triton.cdiv(rows, cfg.block_m) * triton.cdiv(n, cfg.block_n),)
+        _dense_gemm_kernel[grid](
+            x2, weight, bias if bias is not None else weight, out, rows, n, k, x2.stride(0), weight.stride(0),
+            HAS_BIAS=bias is not None, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+            SWAP=cfg.swap, GROUP_M=cfg.group_m, FP32_DOT=x.device.type == "cpu", num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages, **pdl_kwargs(x.device))
     return out.view(*lead, n)
 
 
 if triton is not None:
 
     @triton.jit
-    def _dense_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, parts_ptr, counter_ptr, M, N, K, stride_x, stride_w,
-                           HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           SWAP: tl.constexpr, GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, FP32_DOT: tl.constexpr,
-                           PDL: tl.constexpr):
-        # program -> (tile, K part): a tile's S parts side by side; tiles GROUP_M row tiles at a time so that
-        # neighbours share W's tiles
-        tile = tl.program_id(0) // SPLIT_K
-        part = tl.program_id(0) % SPLIT_K
+    def _dense_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, stride_x, stride_w, HAS_BIAS: tl.constexpr,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP: tl.constexpr,
+                           GROUP_M: tl.constexpr, FP32_DOT: tl.constexpr, PDL: tl.constexpr):
+        # program -> (row tile, column tile), GROUP_M row tiles at a time so that neighbours share W's tiles
+        pid = tl.program_id(0)
         tiles_m = tl.cdiv(M, BLOCK_M)
         tiles_n = tl.cdiv(N, BLOCK_N)
         per_group = GROUP_M * tiles_n
-        first_m = (tile // per_group) * GROUP_M
+        first_m = (pid // per_group) * GROUP_M
         group_rows = tl.minimum(tiles_m - first_m, GROUP_M)
-        tile_m = first_m + (tile % per_group) % group_rows
-        tile_n = (tile % per_group) // group_rows
+        tile_m = first_m + (pid % per_group) % group_rows
+        tile_n = (pid % per_group) // group_rows
         rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)  # [BM] rows of x
         cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] rows of W = output columns
         row_ok = rows < M
         col_ok = cols < N
-        k_first = part * (K // SPLIT_K)  # this program's columns of K: [k_first, k_end)
-        k_end = k_first + K // SPLIT_K
         ks = tl.arange(0, BLOCK_K)
-        x_ptrs = x_ptr + rows[:, None].to(tl.int64) * stride_x + k_first + ks[None, :]  # [BM, BK]
-        w_ptrs = w_ptr + cols[:, None].to(tl.int64) * stride_w + k_first + ks[None, :]  # [BN, BK]
+        x_ptrs = x_ptr + rows[:, None].to(tl.int64) * stride_x + ks[None, :]  # [BM, BK]
+        w_ptrs = w_ptr + cols[:, None].to(tl.int64) * stride_w + ks[None, :]  # [BN, BK]
         pdl_wait(PDL)  # x is the previous kernel's output
         if SWAP:
             acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
         else:
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k0 in range(k_first, k_end, BLOCK_K):
-            k_ok = (k0 + ks) < k_end
-            # zeros past the part add exact zeros: the sum's terms and their order are those of any other BLOCK_K
+        for k0 in range(0, K, BLOCK_K):
+            k_ok = (k0 + ks) < K
+            # zeros past K add exact zeros: the sum's terms and their order are those of any other BLOCK_K
             x = tl.load(x_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)  # [BM, BK]
             w = tl.load(w_ptrs, mask=col_ok[:, None] & k_ok[None, :], other=0.0)  # [BN, BK]
             if FP32_DOT:  # Triton's CPU interpreter multiplies bf16 operands wrongly; float32 products are exact
@@ -203,23 +166,7 @@ if triton is not None:
             y = tl.trans(acc)  # [BM, BN]
         else:
             y = acc
+        if HAS_BIAS:
+            y += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
         out_ptrs = out_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
-        out_ok = row_ok[:, None] & col_ok[None, :]
-        if SPLIT_K == 1:
-            if HAS_BIAS:
-                y += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-            tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=out_ok)
-        else:
-            offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]  # [BM, BN] in a part
-            tile_parts = parts_ptr + tile.to(tl.int64) * SPLIT_K * BLOCK_M * BLOCK_N
-            tl.store(tile_parts + part * BLOCK_M * BLOCK_N + offsets, y)
-            tl.debug_barrier()  # every thread's part is stored before the ticket is taken
-            ticket = tl.atomic_add(counter_ptr + tile, 1, sem="acq_rel", scope="gpu")
-            if ticket == SPLIT_K - 1:  # the tile's last program: the other parts are visible
-                total = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-                for i in tl.static_range(SPLIT_K):  # in order: the same sum whichever program finished last
-                    total += tl.load(tile_parts + i * BLOCK_M * BLOCK_N + offsets, cache_modifier=".cg")
-                tl.atomic_xchg(counter_ptr + tile, 0, sem="relaxed", scope="gpu")  # zero for the next call
-                if HAS_BIAS:
-                    total += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-                tl.store(out_ptrs, total.to(out_ptr.dtype.element_ty), mask=out_ok)
+        tl.store(out_ptrs, y.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
