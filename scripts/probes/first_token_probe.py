@@ -7,6 +7,9 @@ plain:    the startup report, then the first, second and third one-token request
 cprofile: cProfile around the LLM's construction and around the first request; the functions with the most
           cumulative and own time in each (--dump: the pstats files too) (cProfile slows Python-heavy work ~1.5-2x: read shares, not seconds).
 torch:    torch.profiler around the first request: the host ops with the most own time, and the kernels run.
+timers:   wall time spent on the main thread during the LLM's construction in Triton's launches (a kernel's first
+          call apart), their per-variant work (JITFunction._do_compile: the kernel cache lookup and load;
+          CompiledKernel._init_handles: the module load into the context) and F.linear calls (cuBLAS's first ones).
 The `quickmoe` command's bytecode cache is enabled first, as `cli.main` does.
 """
 
@@ -23,7 +26,7 @@ import time
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model")
-    parser.add_argument("--mode", choices=("plain", "cprofile", "torch"), default="plain")
+    parser.add_argument("--mode", choices=("plain", "cprofile", "torch", "timers"), default="plain")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dump", help="cprofile: also write the two profiles as DUMP_construction.prof and "
@@ -38,6 +41,7 @@ def main() -> None:
 
     print(f"imports {time.perf_counter() - t0:.3f} s")
     params = SamplingParams(max_tokens=1, temperature=0.0)
+    timers = _install_timers() if args.mode == "timers" else None
     construct = cProfile.Profile() if args.mode == "cprofile" else None
     t0 = time.perf_counter()
     if construct is not None:
@@ -46,6 +50,12 @@ def main() -> None:
     if construct is not None:
         construct.disable()
     print(f"LLM(...) {time.perf_counter() - t0:.3f} s")
+    if timers is not None:
+        for name, calls in timers.items():
+            calls.sort(reverse=True)
+            print(f"timers: {name}: {len(calls)} calls, {sum(calls):.3f} s; slowest "
+                  + ", ".join(f"{c * 1e3:.1f}" for c in calls[:8]) + " ms")
+        timers.clear()
     llm.startup_report.log = lambda: None  # the report is printed below, once
     first = cProfile.Profile() if args.mode == "cprofile" else None
     prof = None
@@ -85,6 +95,51 @@ def main() -> None:
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top))
         print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=args.top))
     sys.stdout.flush()
+
+
+def _install_timers() -> dict[str, list[float]]:
+    """Wrap the functions named in the module docstring (mode timers) so that each call's wall time is recorded."""
+    import threading
+
+    import torch.nn.functional as F
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.jit import JITFunction
+
+    timers: dict[str, list[float]] = {}
+    main = threading.main_thread()
+
+    def wrap(owner, attr, name):
+        original = getattr(owner, attr)
+
+        def timed(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return original(*a, **kw)
+            finally:
+                if threading.current_thread() is main:
+                    timers.setdefault(name, []).append(time.perf_counter() - t0)
+
+        setattr(owner, attr, timed)
+
+    wrap(JITFunction, "_do_compile", "triton _do_compile (cache lookup + load)")
+    seen: set[int] = set()
+    run = JITFunction.run
+
+    def timed_run(self, *a, **kw):  # a kernel's first call (binder, specialization, ...) apart from the others
+        t0 = time.perf_counter()
+        try:
+            return run(self, *a, **kw)
+        finally:
+            if threading.current_thread() is main:
+                first = id(self) not in seen
+                seen.add(id(self))
+                timers.setdefault("triton run, first call of a kernel" if first else "triton run, later calls",
+                                  []).append(time.perf_counter() - t0)
+
+    JITFunction.run = timed_run
+    wrap(CompiledKernel, "_init_handles", "triton _init_handles (module load)")
+    wrap(F, "linear", "F.linear")
+    return timers
 
 
 if __name__ == "__main__":
