@@ -17,6 +17,7 @@ from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.errors import ConfigError
+from quickmoe.executor.cublas_start import CublasStart
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
 from quickmoe.executor.kernel_cache import KernelCache, use_triton_cache
 from quickmoe.executor.kernel_warmup import MoEKernelWarmup
@@ -103,6 +104,7 @@ class ModelRunner:
             torch.cuda.synchronize(self.device)
         self.kernel_cache: KernelCache = use_triton_cache(self.device)  # before any Triton kernel is compiled or loaded
         triton_start = TritonStart(self.device).start() if self._starts_triton() else None
+        cublas_start = CublasStart(self.device, self.dtype).start() if self.device.type == "cuda" else None
         self.report.mark("cuda_init")
         self.config = ModelConfig.from_dir(self.model_dir)
         reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
@@ -129,6 +131,8 @@ class ModelRunner:
             torch.cuda.reset_peak_memory_stats(self.device)
         if triton_start is not None:  # Triton's own start ran beside the load
             self.report.info["triton_start_seconds"] = triton_start.join()
+        if cublas_start is not None:  # and cuBLAS's
+            self.report.info["cublas_start_seconds"] = cublas_start.join()
         self.model.process_weights_after_loading()
         self.model.eval()
         if self.device.type == "cuda":
