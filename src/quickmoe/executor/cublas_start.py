@@ -11,49 +11,28 @@ never waits on the loader's copies.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-
 import torch
+
+from quickmoe.executor.background_start import BackgroundStart
 
 __all__ = ["CublasStart"]
 
-logger = logging.getLogger(__name__)
 
+class CublasStart(BackgroundStart):
+    """One small matmul in `dtype` on a daemon thread (`BackgroundStart`)."""
 
-class CublasStart:
-    """One small matmul in `dtype` on a daemon thread; `join()` waits for it (and logs, never raises, a failure:
-    the model's first matmul then meets the same error itself, with its own message)."""
+    name = "cublas-start"
 
     def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
-        self.device = device
+        super().__init__(device)
         self.dtype = dtype
-        self.seconds: float | None = None
-        self.error: str | None = None
-        self._thread = threading.Thread(target=self._run, name="quickmoe-cublas-start", daemon=True)
 
-    def start(self) -> CublasStart:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        started = time.perf_counter()
-        try:
-            with torch.cuda.device(self.device):
-                stream = torch.cuda.Stream(self.device)
-                with torch.cuda.stream(stream):
-                    x = torch.ones(16, 64, dtype=self.dtype, device=self.device)
-                    y = torch.nn.functional.linear(x, x)  # [16, 16]: 64 in each entry
-                stream.synchronize()
-                if y[0, 0].item() != 64:
-                    raise RuntimeError(f"a 16 x 64 matmul of ones gave {y[0, 0].item()}, expected 64")
-        except Exception as exc:  # noqa: BLE001 (a warm-up: whatever failed fails again where it is used)
-            self.error = f"{type(exc).__name__}: {exc}"
-            logger.debug("cuBLAS's start on a thread failed (%s); the first matmul starts it itself", self.error)
-        self.seconds = time.perf_counter() - started
-
-    def join(self) -> float | None:
-        """Wait for the call; its seconds (None if it never ran)."""
-        self._thread.join()
-        return self.seconds
+    def work(self) -> None:
+        with torch.cuda.device(self.device):
+            stream = torch.cuda.Stream(self.device)
+            with torch.cuda.stream(stream):
+                x = torch.ones(16, 64, dtype=self.dtype, device=self.device)
+                y = torch.nn.functional.linear(x, x)  # [16, 16]: 64 in each entry
+            stream.synchronize()
+            if y[0, 0].item() != 64:
+                raise RuntimeError(f"a 16 x 64 matmul of ones gave {y[0, 0].item()}, expected 64")
