@@ -1,11 +1,12 @@
 """Where start-up's last phases go: `capture` (the decode graphs' eager warm-ups) and `first_token` (the first
 request after ready), in one fresh process, as `quickmoe generate --max-tokens 1` runs them.
 
-    python scripts/probes/first_token_probe.py MODEL [--mode plain|cprofile|torch] [--top 30] [--device cuda]
+    python scripts/probes/first_token_probe.py MODEL [--mode plain|cprofile|torch|timers] [--top 30] [--device cuda] [--dump PREFIX]
 
 plain:    the startup report, then the first, second and third one-token requests' wall times.
 cprofile: cProfile around the LLM's construction and around the first request; the functions with the most
-          cumulative and own time in each (--dump: the pstats files too) (cProfile slows Python-heavy work ~1.5-2x: read shares, not seconds).
+          cumulative and own time in each (--dump: the pstats files too). cProfile slows Python-heavy work
+          ~1.5-2x, and it sees the other threads' calls too: read shares, not seconds.
 torch:    torch.profiler around the first request: the host ops with the most own time, and the kernels run.
 timers:   wall time spent on the main thread during the LLM's construction in Triton's launches (a kernel's first
           call apart), their per-variant work (JITFunction._do_compile: the kernel cache lookup and load;

@@ -45,8 +45,8 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "align_chunk", "single_token_alignment",
-           "SINGLE_PROGRAM_MAX"]
+__all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "align_chunk",
+           "single_token_alignment", "SINGLE_PROGRAM_MAX"]
 
 SINGLE_PROGRAM_MAX = 4096  # assignments handled by one program
 SORT_CHUNK_MAX = 1024  # assignments sorted together (4 keys a thread at 8 warps)
@@ -143,8 +143,8 @@ def single_token_alignment(topk_ids: torch.Tensor, block_m: int) -> MoEAlignment
     row's products are those of the sorted tile (a tile's rows never mix), so the GEMMs give the same bits as
     with `moe_align`. This is every MoE layer of a batch-1 decode step, where the alignment's launch cost
     ~2.3 us a layer of a ~2.5 ms step (docs/benchmarks.md). Repeated experts (expert parallel maps other ranks'
-    assignments to expert 0) are each their own tile: still right. None while a CUDA graph is being captured before
-    the constants exist (a copy to the device cannot be captured; `moe_align` serves that call)."""
+    assignments to expert 0) are each their own tile: still right. None while a CUDA graph is being captured
+    before the constants exist (a copy to the device cannot be captured; `moe_align` serves that call)."""
     if topk_ids.dim() != 2 or topk_ids.shape[0] != 1 or topk_ids.dtype != torch.int32:
         raise ValueError(f"single_token_alignment: expected int32 topk_ids of shape [1, k], got {topk_ids.dtype} "
                          f"{tuple(topk_ids.shape)}")
@@ -157,7 +157,8 @@ def single_token_alignment(topk_ids: torch.Tensor, block_m: int) -> MoEAlignment
         sorted_ids = torch.full((top_k, block_m), top_k, dtype=torch.int32)  # [k, BM]: sentinel A = k
         sorted_ids[:, 0] = torch.arange(top_k, dtype=torch.int32)
         num_padded = torch.tensor([top_k * block_m], dtype=torch.int32)
-        constants = _SINGLE_TOKEN_ROWS[key] = (sorted_ids.reshape(-1).to(topk_ids.device), num_padded.to(topk_ids.device))
+        constants = (sorted_ids.reshape(-1).to(topk_ids.device), num_padded.to(topk_ids.device))
+        _SINGLE_TOKEN_ROWS[key] = constants
     sorted_ids, num_padded = constants
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=topk_ids.reshape(-1), num_padded=num_padded,
                         block_m=block_m, num_assignments=top_k)

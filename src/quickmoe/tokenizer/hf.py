@@ -184,9 +184,9 @@ class HFTokenizer(Tokenizer):
     def _token_bytes(self, token_id: int) -> bytes:
         """The bytes of one id, from its token string: an added token's content as UTF-8, a byte-level token through
         the byte alphabet, a byte-fallback token `<0xNN>` as that byte, else SentencePiece-style text (U+2581 marks
-        a space). Looked up per id on first use, not for the whole vocabulary at the first decode: that table took
-        0.25 s for gpt-oss's 201,088 ids (`get_vocab` and a Python loop over it), all in the first request's first
-        token."""
+        a space). Looked up per id on first use, not for the whole vocabulary at the first decode: that table, for
+        gpt-oss's 201,088 ids (`get_vocab` and a Python loop over it), took 0.26 s on the development machine and
+        most of the first request's 0.63 s on the H100's host (docs/benchmarks.md, Cold start II)."""
         token = self._tokenizer.id_to_token(token_id)
         if token is None:
             raise TokenizerError(f"{self.name}: token id {token_id} has no token (the ids are not contiguous)")
