@@ -27,6 +27,8 @@
 #              20b and 120b, T = 1-1024) and bench moe at T = 64, 256, 1024 (ab_moe.txt, kernel_split_NAME.log)
 #   ab-prefill-moe the prefill-sized MoE in turns (as ab-moe): each GEMM alone at T = 8192, fused_moe's kernels at
 #              T = 2048 and 8192, bench moe at T = 1024-8192 (ab_prefill_moe.txt)
+#   ab-attention the attention kernel tests and the bf16 quality test on CUDA, then bench attention in turns between
+#              the work tree and trees in .ab/NAME (AB_RUNS, default "new base"; ab_attention.txt)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
 #   serve-variants quickmoe serve from the work tree or trees in .ab/, with or without uvloop/httptools, or another
 #              GIL switch interval (SERVE_VARIANTS; see the stage): bench serve at concurrency 1 and 128 for each
@@ -138,6 +140,18 @@ for stage in "$@"; do
             --shapes gpt-oss-20b,gpt-oss-120b --tokens 2048,8192 2>&1 | grep -v -i warn
           PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench moe --shapes gpt-oss-20b,gpt-oss-120b \
             --tokens 1024,2048,4096,8192 --no-baselines 2>&1 | grep -v INFO; } | tee -a "$OUT/ab_prefill_moe.txt"
+      done ;;
+    ab-attention)
+      # decode attention's kernel tests and the bf16 invariance / quality test on CUDA, then bench attention in turns
+      # between the work tree and trees in .ab/NAME (AB_RUNS, default "new base"): the decode grid's rows beside
+      # SDPA (ab_attention.txt, bench_attention_NAME.log)
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_attention_kernels.py \
+        tests/models/test_quality_gpu.py > "$OUT/attention_tests.log" 2>&1
+      echo "attention_tests: $(tail -1 "$OUT/attention_tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/attention_tests.log" | head
+      for run in ${AB_RUNS:-new base}; do
+        root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
+        PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench attention > "$OUT/bench_attention_$run.log" 2>&1
+        { echo "-- $run"; grep -E "^\| *[0-9]+ x|HBM" "$OUT/bench_attention_$run.log"; } | tee -a "$OUT/ab_attention.txt"
       done ;;
     ab-profile)
       # bench generate's batch-1 step and op families (64 x 1000 -> 64) in turns between the work tree ("new") and

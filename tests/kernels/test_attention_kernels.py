@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from quickmoe.kernels.decode_attention import (DecodeLaunchConfig, decode_launch_config, paged_decode_attention,
+from quickmoe.kernels.decode_attention import (WINDOW_KEYS_PER_SPLIT, DecodeLaunchConfig, decode_launch_config,
+                                               decode_num_splits, paged_decode_attention,
                                                paged_decode_attention_ref, rotary_paged_decode_attention,
                                                rotary_paged_decode_attention_ref)
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
@@ -75,8 +76,9 @@ def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
     online softmax), so only warps, stages and the grid's order vary; larger heads keep the config they were
     tested with."""
     for num_kv in (1, 2, 8):
-        configs = {decode_launch_config(batch, num_kv, 64) for batch in (1, 2, 3, 8, 9, 64, 65, 256, 1024)}
-        assert {c.block_n for c in configs} == {64}
+        for window in (0, 128):
+            configs = {decode_launch_config(batch, num_kv, 64, window) for batch in (1, 2, 3, 8, 9, 64, 65, 256, 1024)}
+            assert {c.block_n for c in configs} == {64}
     assert decode_launch_config(256, 8, 128) == DecodeLaunchConfig(64, 4, 2, False)
 
 
@@ -97,6 +99,48 @@ def test_warps_stages_and_grid_order_change_no_bit():
                 for config in (DecodeLaunchConfig(), DecodeLaunchConfig(64, 4, 3, True),
                                DecodeLaunchConfig(64, 2, 4, True))]
         assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def test_a_sliding_window_is_split_in_spans_of_enough_keys():
+    """The split rule of a sliding layer: at most one split per WINDOW_KEYS_PER_SPLIT keys of its window (a power
+    of two), never more than a full layer's at the same batch size; gpt-oss's 128-key window takes one at every
+    batch size."""
+    device = torch.device(DEVICE)
+    for batch in (1, 2, 8, 33, 256):
+        full = decode_num_splits(batch, 8, device)
+        assert decode_num_splits(batch, 8, device, window=128) == 1
+        for window in (1, WINDOW_KEYS_PER_SPLIT - 1, WINDOW_KEYS_PER_SPLIT, 3 * WINDOW_KEYS_PER_SPLIT, 4096, 10**6):
+            got = decode_num_splits(batch, 8, device, window=window)
+            spans = max(window // WINDOW_KEYS_PER_SPLIT, 1)
+            assert got == min(full, max(p for p in (1, 2, 4, 8, 16, 32, 64) if p <= spans)), (batch, window)
+
+
+@pytest.mark.parametrize("window", [40, 300])
+def test_a_sliding_layers_rows_decode_to_the_same_bits_alone_and_in_a_batch(window):
+    """Batch invariance of sliding layers with the default split rule and launch configs: a row decoded alone
+    (where a full layer splits its context) and in a larger batch (one split) gives the same bits. bf16 on the GPU;
+    on the CPU the interpreter's float32, whose 4 'multiprocessors' make batch 1 of 2 KV heads take 4 splits of a
+    full layer and batch 4 one. Before the window's own rule the lone row's spans went through the combine (3 of 4
+    splits held keys at window 300) and differed in the last bits."""
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+    num_kv = 8 if DEVICE == "cuda" else 2
+    batch = 64 if DEVICE == "cuda" else 4
+    g = torch.Generator().manual_seed(window + 7)
+    contexts = torch.randint(window + 1, window + 400, (batch,), generator=g).tolist()
+    contexts[0] = window // 2  # a context shorter than the window too
+    k_cache, v_cache, tables = _paged_cache(contexts, num_kv, 32, dtype, g)
+    q = torch.randn(batch, 4 * num_kv, 32, generator=g).to(dtype).to(DEVICE)
+    sinks = torch.randn(4 * num_kv, generator=g).to(DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    together = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, 32**-0.5)
+    assert decode_num_splits(1, num_kv, torch.device(DEVICE)) > 1  # a full layer would split the lone row
+    for b in (0, 1, batch - 1):
+        alone = paged_decode_attention(q[b:b + 1], k_cache, v_cache, tables[b:b + 1], lens[b:b + 1], sinks, window,
+                                       32**-0.5)
+        assert torch.equal(alone[0], together[b]), b
+    want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, 32**-0.5)
+    torch.testing.assert_close(together.float(), want.float(), atol=2e-2 if dtype == torch.bfloat16 else 1e-5,
+                               rtol=2e-2 if dtype == torch.bfloat16 else 1e-5)
 
 
 def test_decode_reference_matches_the_contiguous_reference():

@@ -19,8 +19,8 @@ softmax itself (sink included); with several, each writes (m, l, acc) and `_deco
     M = max(max_s m_s, sink),  out = sum_s 2^(m_s - M) acc_s / (sum_s 2^(m_s - M) l_s + 2^(sink - M)).
 (Merging in the split kernel instead, by its last program to take a ticket, was measured slower on the H100:
 13.1 against 8.6 us a gpt-oss-20b layer at batch 1 for the three launches it replaced, 2026-11-24.)
-The number of splits and the launch config depend on B only (a CUDA graph fixes them at capture;
-`decode_num_splits`, `decode_launch_config`, tuned on the H100); each program finds its span from
+The number of splits and the launch config depend on B and the layer's window only (a CUDA graph fixes them at
+capture; `decode_num_splits`, `decode_launch_config`, tuned on the H100); each program finds its span from
 context_lens on the device, so nothing is read on the host. A sliding-window layer's spans cover only the
 window: released blocks are never read.
 
@@ -52,8 +52,8 @@ except ImportError:  # pragma: no cover
 else:
     from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
 
-__all__ = ["DecodeLaunchConfig", "decode_launch_config", "decode_num_splits", "paged_decode_attention",
-           "paged_decode_attention_ref", "rotary_paged_decode_attention",
+__all__ = ["WINDOW_KEYS_PER_SPLIT", "DecodeLaunchConfig", "decode_launch_config", "decode_num_splits",
+           "paged_decode_attention", "paged_decode_attention_ref", "rotary_paged_decode_attention",
            "rotary_paged_decode_attention_ref"]
 
 LOG2E = 1.4426950408889634
@@ -101,7 +101,7 @@ class DecodeLaunchConfig:
             raise ValueError(f"DecodeLaunchConfig.num_stages = {self.num_stages}: expected >= 1")
 
 
-def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int) -> DecodeLaunchConfig:
+def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: int = 0) -> DecodeLaunchConfig:
     """The launch config of a decode step of `batch` sequences (full and sliding layers alike).
 
     Tuned on the H100 for gpt-oss (8 KV heads of 64; `scripts/probes/decode_attention_sweep.py`, docs/benchmarks.md)
@@ -115,10 +115,12 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int) -> Decode
     tuned config there too (and a combine that first read the context length) the batch-1 decode step's attention
     took 0.158 against 0.150 ms in the profiler, with these 0.151. Above, the KV heads on the fastest grid axis,
     3 stages up to 512 programs and 2 warps with 4 stages beyond (more programs resident, each with loads in
-    flight): 3-5% faster than 4 warps and 2 stages at 8 x 4k, 64 x 4k and 256 x 1k-4k."""
+    flight): 3-5% faster than 4 warps and 2 stages at 8 x 4k, 64 x 4k and 256 x 1k-4k. A sliding layer's one
+    split of its window (`decode_num_splits`) keeps 4 warps and 2 stages up to 256 programs: gpt-oss's 128-key
+    window at batch 2-16 took 3.5-5.6 us with them against 3.8-5.7 us with the full layers' config."""
     block_n = 64 if head_dim <= 128 else 32
     programs = batch * num_kv_heads
-    if head_dim > 64 or programs <= 8:
+    if head_dim > 64 or programs <= 8 or (window > 0 and programs <= 256):
         return DecodeLaunchConfig(block_n=block_n)
     if programs <= 512:
         return DecodeLaunchConfig(block_n, 4, 3, True)
@@ -130,11 +132,25 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
 
-def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_splits: int = 32) -> int:
-    """Splits of each sequence's context: enough programs for about two per multiprocessor, a power of two
-    (a function of the batch size only, so a CUDA graph captured for a batch size keeps it)."""
+WINDOW_KEYS_PER_SPLIT = 256  # a sliding layer splits its window only in spans of at least this many keys
+
+
+def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_splits: int = 32,
+                      window: int = 0) -> int:
+    """Splits of each sequence's context: enough programs for about two per multiprocessor, a power of two (a
+    function of the batch size and the layer's window only, so a CUDA graph captured for a batch size keeps it).
+
+    A sliding layer splits its window in spans of at least WINDOW_KEYS_PER_SPLIT keys: gpt-oss's 128 keys are one
+    program's two 64-key tiles at every batch size, so no combine launch. At batch 1 the full layers' rule gave 32
+    splits, two of them with a tile, then the combine: 3.9-4.0 us against SDPA's 3.6-3.7; one split takes 3.5-3.6 us,
+    and at batch 8 4.0-4.1 us where it took 4.7-4.8 (H100, `bench attention`, docs/benchmarks.md). A window's rows
+    also group their keys alike at every batch size this way (batch >= 33 took one split already)."""
     want = -(-2 * _num_sms(device) // max(batch * num_kv_heads, 1))
-    return min(max_splits, triton.next_power_of_2(want)) if want > 1 else 1
+    splits = min(max_splits, triton.next_power_of_2(want)) if want > 1 else 1
+    if window > 0:
+        spans = window // WINDOW_KEYS_PER_SPLIT
+        splits = min(splits, 1 << max(spans.bit_length() - 1, 0))  # the largest power of two <= spans, or 1
+    return splits
 
 
 def rotary_paged_decode_attention_ref(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
@@ -152,7 +168,7 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
                            window: int, scale: float, num_splits: int | None = None,
                            config: DecodeLaunchConfig | None = None) -> torch.Tensor:
     """`paged_decode_attention_ref` in one or two Triton launches (see the module docstring). `num_splits` None picks
-    `decode_num_splits(B)`, `config` None `decode_launch_config`."""
+    `decode_num_splits(B, window)`, `config` None `decode_launch_config`."""
     return _launch(q, None, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits, config)
 
 
@@ -191,10 +207,10 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
     out = torch.empty(batch, num_heads, head_dim, dtype=q.dtype, device=q.device)
     if batch == 0:
         return out
-    splits = num_splits if num_splits is not None else decode_num_splits(batch, num_kv, q.device)
+    splits = num_splits if num_splits is not None else decode_num_splits(batch, num_kv, q.device, window=window)
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
     d_pow2 = max(16, triton.next_power_of_2(head_dim))
-    config = config if config is not None else decode_launch_config(batch, num_kv, head_dim)
+    config = config if config is not None else decode_launch_config(batch, num_kv, head_dim, window)
     if splits == 1:
         partial_acc = partial_ml = out  # unused: the program normalises and writes `out` itself
     else:
