@@ -60,8 +60,8 @@ def checkpoint_bindings(model: nn.Module) -> dict[str, Binding]:
             for part in parts:
                 full = f"{prefix}.{part.name}" if prefix else part.name
                 loader = part.weight_loader
-                offset = (loader.offset(param) if isinstance(loader, SliceLoader) and param.dtype == part.dtype
-                          and part.narrow is None else None)
+                offset = (loader.offset(param) if isinstance(loader, SliceLoader) and part.narrow is None
+                          and param.dtype in (part.dtype, *part.alt_dtypes) else None)  # the sink checks the file's
                 spec = TensorSpec(full, tuple(part.shape), part.dtype, part.alt_dtypes)
                 found.append(Binding(name, param, spec, loader, offset, part.narrow))
         for binding in found:

@@ -29,6 +29,7 @@ from torch import nn
 
 from quickmoe.checkpoint.bindings import Binding, checkpoint_bindings
 from quickmoe.checkpoint.chunk_plan import plan_chunks
+from quickmoe.checkpoint.dtype_adoption import adopt_checkpoint_dtypes
 from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.narrow import rank_view
 from quickmoe.checkpoint.reader import CheckpointReader, TensorSpec
@@ -100,6 +101,7 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"load_weights option {option!r} = {value!r}: expected a positive integer")
     t_start = time.perf_counter()
+    adopt_checkpoint_dtypes(model, reader)  # before the bindings: their direct landing depends on the dtypes
     bindings = checkpoint_bindings(model)
     reader.validate({name: b.spec for name, b in bindings.items()})  # names, shapes, dtypes: all problems at once
     validate_seconds = time.perf_counter() - t_start

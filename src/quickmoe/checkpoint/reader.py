@@ -99,7 +99,7 @@ class CheckpointReader:
         if index_path.exists():  # not a regular file: refused when it is read
             self.index_path = index_path
             weight_map = _read_index(index_path)
-            self.files = sorted({d / shard for shard in weight_map.values()})
+            self.files = sorted(d / shard for shard in set(weight_map.values()))  # one Path per shard, not tensor
             missing = [f for f in self.files if not f.exists()]
             if missing:
                 f = missing[0]
@@ -107,7 +107,8 @@ class CheckpointReader:
                 raise CheckpointError(f"{index_path}: shard file {f.name} does not exist in {d} (the index names it "
                                       f"for {len(names)} tensor(s), e.g. {names[0]}); {len(missing)} of "
                                       f"{len(self.files)} shard file(s) missing")
-            stray = sorted(p.name for p in d.glob("*.safetensors") if p not in set(self.files))
+            indexed = set(self.files)
+            stray = sorted(p.name for p in d.glob("*.safetensors") if p not in indexed)
             if stray:
                 logger.warning("%s: ignoring safetensors file(s) not named by %s: %s", d, INDEX_NAME,
                                ", ".join(stray))

@@ -11,6 +11,7 @@ when it is a contiguous run of the parameter's elements (`offset`), its bytes la
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,8 +60,8 @@ class SliceLoader:
         """Element offset of the destination when it is one contiguous run of the parameter, else None."""
         if not param.is_contiguous():
             return None
-        per_index = param[0].numel() if param.dim() else 1
-        row = param[0][0].numel() if param.dim() > 1 else 1
+        per_index = math.prod(param.shape[1:])  # elements of param[index] (shape arithmetic: no views)
+        row = math.prod(param.shape[2:])  # of param[index][row]
         return self.index * per_index + (self.rows[0] * row if self.rows is not None else 0)
 
 

@@ -55,7 +55,7 @@ PartSplit = tuple[int, int, int] | None
 
 def _declare_stacked(layer: FusedMoE, name: str, shape: tuple[int, ...], dtype: torch.dtype,
                      device: torch.device | str, projections: list[tuple[str, int]], part: PartSpec,
-                     split: PartSplit = None) -> None:
+                     split: PartSplit = None, dtype_follows_checkpoint: bool = False) -> None:
     """Parameter `name` [E, *shape] (this rank's experts and channels) stacked from `<e>.<projection><suffix>`
     tensors (`part`: their full checkpoint shape): `projections` lists each projection with the number of leading
     rows (of shape[0]) it fills, in order. Expert parallel: the other ranks' experts are declared unread. Tensor
@@ -77,7 +77,7 @@ def _declare_stacked(layer: FusedMoE, name: str, shape: tuple[int, ...], dtype: 
                                         narrow if mine else None))
             start += rows
     declare_weight(layer, name, (layer.num_experts, *shape), dtype, device, checkpoint_dtype=part_dtype,
-                   checkpoint_parts=parts)
+                   checkpoint_parts=parts, dtype_follows_checkpoint=dtype_follows_checkpoint)
 
 
 def _use_kernels(layer: FusedMoE, hidden: torch.Tensor) -> bool:
@@ -163,13 +163,16 @@ class StackedFp8MoEMethod(_StackedMethod):
                          (".weight", (i_all, h), FP8_DTYPE, ()), (0, 1, 1))
         _declare_stacked(layer, "down_proj", (h, i), FP8_DTYPE, device, [(self.names.down, h)],
                          (".weight", (h, i_all), FP8_DTYPE, ()), (1, 1, 1))
+        # The block scales take the checkpoint's dtype until processing makes the float32 kernel layout: as float32
+        # from bf16, each of the 3 x E x layers small tensors was converted on its own (Qwen3-30B-A3B: 18,432).
         scale_dtype, alt = SCALE_DTYPES[0], SCALE_DTYPES[1:]
         _declare_stacked(layer, "gate_up_proj_scale_inv", (2 * i // bn, h // bk), torch.float32, device,
                          [(self.names.gate, i // bn), (self.names.up, i // bn)],
-                         (".weight_scale_inv", (i_all // bn, h // bk), scale_dtype, alt), (0, 1, bn))
+                         (".weight_scale_inv", (i_all // bn, h // bk), scale_dtype, alt), (0, 1, bn),
+                         dtype_follows_checkpoint=True)
         _declare_stacked(layer, "down_proj_scale_inv", (h // bn, i // bk), torch.float32, device,
                          [(self.names.down, h // bn)], (".weight_scale_inv", (h // bn, i_all // bk), scale_dtype, alt),
-                         (1, 1, bk))
+                         (1, 1, bk), dtype_follows_checkpoint=True)
 
     def process_weights_after_loading(self, layer: FusedMoE) -> None:
         cache = self.cache()

@@ -31,12 +31,15 @@ def declare_weight(
     checkpoint_parts: Sequence[CheckpointPart] | None = None,
     checkpoint_alt_dtypes: Sequence[torch.dtype] = (),
     storage: torch.Tensor | None = None,
+    dtype_follows_checkpoint: bool = False,
 ) -> nn.Parameter:
     """Register `module.<name>` as an uninitialised, frozen parameter filled by the checkpoint: by the tensor of
     its own name (`checkpoint_shape`, `checkpoint_dtype`, `weight_loader`), or by `checkpoint_parts`, tensors
     named relative to `module` (e.g. "3.w1.weight" for parameter `...experts.gate_up_proj`). `storage`, if
     given, is the tensor the parameter is (a view of a larger buffer: fused projections are loaded in place
-    through their parts' parameters, with no copy afterwards)."""
+    through their parts' parameters, with no copy afterwards). `dtype_follows_checkpoint`: processing converts the
+    parameter (it reads any float dtype), so before loading it may take the dtype its checkpoint tensors hold
+    (`checkpoint.dtype_adoption`), and their bytes then land directly instead of one conversion each."""
     if storage is not None:
         assert tuple(storage.shape) == tuple(shape) and storage.dtype == dtype, (storage.shape, shape, storage.dtype)
     data = storage if storage is not None else torch.empty(tuple(shape), dtype=dtype, device=device)
@@ -45,6 +48,7 @@ def declare_weight(
     param.checkpoint_dtype = checkpoint_dtype
     param.weight_loader = weight_loader
     param.checkpoint_alt_dtypes = tuple(checkpoint_alt_dtypes)
+    param.dtype_follows_checkpoint = dtype_follows_checkpoint
     if checkpoint_parts is not None:
         param.checkpoint_parts = tuple(checkpoint_parts)
     module.register_parameter(name, param)
