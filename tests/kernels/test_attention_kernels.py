@@ -115,13 +115,13 @@ def test_a_sliding_window_is_split_in_spans_of_enough_keys():
             assert got == min(full, max(p for p in (1, 2, 4, 8, 16, 32, 64) if p <= spans)), (batch, window)
 
 
-@pytest.mark.parametrize("window", [40, 300])
+@pytest.mark.parametrize("window", [40, 120])
 def test_a_sliding_layers_rows_decode_to_the_same_bits_alone_and_in_a_batch(window):
     """Batch invariance of sliding layers with the default split rule and launch configs: a row decoded alone
     (where a full layer splits its context) and in a larger batch (one split) gives the same bits. bf16 on the GPU;
     on the CPU the interpreter's float32, whose 4 'multiprocessors' make batch 1 of 2 KV heads take 4 splits of a
-    full layer and batch 4 one. Before the window's own rule the lone row's spans went through the combine (3 of 4
-    splits held keys at window 300) and differed in the last bits."""
+    full layer and batch 4 one. Before the window's own rule the lone row's spans went through the combine (2 of 4
+    splits held keys at window 120) and differed in the last bits."""
     dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
     num_kv = 8 if DEVICE == "cuda" else 2
     batch = 64 if DEVICE == "cuda" else 4

@@ -132,7 +132,7 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
 
-WINDOW_KEYS_PER_SPLIT = 256  # a sliding layer splits its window only in spans of at least this many keys
+WINDOW_KEYS_PER_SPLIT = 128  # a sliding layer splits its window only in spans of at least this many keys
 
 
 def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_splits: int = 32,
@@ -140,8 +140,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_s
     """Splits of each sequence's context: enough programs for about two per multiprocessor, a power of two (a
     function of the batch size and the layer's window only, so a CUDA graph captured for a batch size keeps it).
 
-    A sliding layer splits its window in spans of at least WINDOW_KEYS_PER_SPLIT keys: gpt-oss's 128 keys are one
-    program's two 64-key tiles at every batch size, so no combine launch. At batch 1 the full layers' rule gave 32
+    A sliding layer splits its window in spans of at least WINDOW_KEYS_PER_SPLIT keys (two 64-key tiles, as a full
+    layer's splits hold at batch 1 from a 4k context on; a 4,096-key window keeps the full layers' 32): gpt-oss's
+    128 keys are one program's two tiles at every batch size, so no combine launch. Only the 128-key window was
+    measured. At batch 1 the full layers' rule gave 32
     splits, two of them with a tile, then the combine: 3.9-4.0 us against SDPA's 3.6-3.7; one split takes 3.5-3.6 us,
     and at batch 8 4.0-4.1 us where it took 4.7-4.8 (H100, `bench attention`, docs/benchmarks.md). A window's rows
     also group their keys alike at every batch size this way (batch >= 33 took one split already)."""
