@@ -151,7 +151,7 @@ for stage in "$@"; do
       for run in ${AB_RUNS:-new base}; do
         root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
         PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench attention > "$OUT/bench_attention_$run.log" 2>&1
-        { echo "-- $run"; grep -E "^\| *[0-9]+ x|HBM" "$OUT/bench_attention_$run.log"; } | tee -a "$OUT/ab_attention.txt"
+        { echo "-- $run"; grep -E "^ +[0-9]+ +[0-9]+ +[0-9]+ |HBM" "$OUT/bench_attention_$run.log"; } | tee -a "$OUT/ab_attention.txt"
       done ;;
     ab-profile)
       # bench generate's batch-1 step and op families (64 x 1000 -> 64) in turns between the work tree ("new") and
