@@ -29,9 +29,6 @@
 #              T = 2048 and 8192, bench moe at T = 1024-8192 (ab_prefill_moe.txt)
 #   ab-attention the attention kernel tests and the bf16 quality test on CUDA, then bench attention in turns between
 #              the work tree and trees in .ab/NAME (AB_RUNS, default "new base"; ab_attention.txt)
-#   moe-prefetch the L2 prefetch of the MoE GEMMs' weights (MoEKernelConfig.prefetch): its GPU test, then
-#              scripts/probes/moe_config_sweep.py on the tuned configs with and without it at decode-sized T (20b,
-#              120b), and with one input set (--hot: the weights in L2) as the bound (moe_prefetch.log)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
 #   serve-variants quickmoe serve from the work tree or trees in .ab/, with or without uvloop/httptools, or another
 #              GIL switch interval (SERVE_VARIANTS; see the stage): bench serve at concurrency 1 and 128 for each
@@ -169,18 +166,6 @@ for stage in "$@"; do
 print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:40]}' for k, ms in d['top']))" \
             "/tmp/ab_prof_$run.json"; } | tee -a "$OUT/ab_profile.txt"
       done ;;
-    moe-prefetch)
-      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fused_moe.py -k "prefetch or gpt_oss_20b" \
-        > "$OUT/moe_prefetch_tests.log" 2>&1
-      echo "moe_prefetch_tests: $(tail -1 "$OUT/moe_prefetch_tests.log")"
-      grep -E '^(FAILED|ERROR)' "$OUT/moe_prefetch_tests.log" | head -20
-      for shape in gpt-oss-20b gpt-oss-120b; do
-        tokens=${PREFETCH_TOKENS:-1,2,4,8,16,32,64,128}; [ $shape = gpt-oss-120b ] && tokens=${PREFETCH_TOKENS_120B:-1,4,16}
-        python3 scripts/probes/moe_config_sweep.py --shape $shape --tuned-only --prefetch 0,1 --tokens "$tokens" \
-          --json "$OUT/moe_prefetch_$shape.json" 2>&1 | tee -a "$OUT/moe_prefetch.log"
-      done
-      python3 scripts/probes/moe_config_sweep.py --tuned-only --hot --prefetch 0,1 --tokens 1,4 2>&1 \
-        | tee -a "$OUT/moe_prefetch.log" ;;
     glue)
       python3 scripts/probes/glue_probe.py --json "$OUT/glue_probe.json" 2>&1 | tee "$OUT/glue_probe.log" ;;
     dense)

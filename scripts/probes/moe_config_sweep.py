@@ -2,7 +2,7 @@
 
 PYTHONPATH=src python3 scripts/probes/moe_config_sweep.py --tokens 1 --block-n 16,32 --block-k 256,512 \
     --warps 1,2 --stages 3,4,6 --swap 1 [--shape gpt-oss-20b] [--format mxfp4] [--proxy-half-k] [--json PATH]
-    [--routing balanced] [--prefetch 0,1] [--hot]
+    [--routing balanced] [--hot]
 
 Times every (block_m, block_n, block_k, warps, stages, swap, group_m) of the grid for GEMM 1 (gate_up + SwiGLU)
 and GEMM 2 (down) with `scripts/tune_moe.py`'s timer (a graph of 16 calls over 8 rotating random input sets,
@@ -13,8 +13,7 @@ always one 128-column scale group, so --block-k does not apply), NVFP4 ones thei
 `--proxy-half-k`: the question "what would K split in two programs give at this T": twice the tokens (so about
 twice the expert tiles) over experts whose K is 1536 instead of 2880 (GEMM 1: hidden 1536, GEMM 2:
 intermediate 1536; N unchanged), i.e. the programs and K steps of a two-part split without its finish.
-`--prefetch 0,1`: each config with and without the L2 prefetch of the programs' weights (`MoEKernelConfig.prefetch`;
-with --tuned-only, the tuned config both ways). `--hot`: every call of the graph takes the first input set, so the
+`--hot`: every call of the graph takes the first input set, so the
 experts' weights stay in L2 (when they fit): how much of a GEMM's time is waiting on HBM.
 A probe, not a benchmark: `quickmoe bench moe` gives the figures that count.
 """
@@ -22,7 +21,6 @@ A probe, not a benchmark: `quickmoe bench moe` gives the figures that count.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import json
 import sys
@@ -72,7 +70,6 @@ def main() -> None:
     ap.add_argument("--routing", choices=("random", "balanced"), default="random",
                     help="balanced: every expert gets exactly T*k/E assignments (no partial tiles when block_m "
                          "divides it): how much of a GEMM's time the experts' partial last tiles cost")
-    ap.add_argument("--prefetch", default="0", help="0, 1 or 0,1: the L2 prefetch of the weights")
     ap.add_argument("--hot", action="store_true", help="one input set for every call (weights stay in L2)")
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--json")
@@ -121,13 +118,13 @@ def main() -> None:
 
             for which, run, n_list in ((1, gemm1, args.block_n), (2, gemm2, args.block_n2 or args.block_n)):
                 if args.tuned_only:
-                    grid = [dataclasses.replace(tuned[which - 1], prefetch=bool(pf)) for pf in ints(args.prefetch)]
+                    grid = [tuned[which - 1]]
                 else:
                     grid = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s,
-                                            swap_ab=bool(sw), group_m=gm, prefetch=bool(pf))
-                            for n, k, w, s, sw, gm, pf in itertools.product(
+                                            swap_ab=bool(sw), group_m=gm)
+                            for n, k, w, s, sw, gm in itertools.product(
                                 ints(n_list), ints(args.block_k), ints(args.warps), ints(args.stages),
-                                ints(args.swap), ints(args.group_m), ints(args.prefetch))]
+                                ints(args.swap), ints(args.group_m))]
                 timed = []
                 for config in grid:
                     try:
@@ -138,7 +135,7 @@ def main() -> None:
                 ref_config = tuned[which - 1]
                 ref = None
                 if args.tuned_only and timed:
-                    ref = next((sec for sec, c in timed if c == ref_config), timed[0][0])  # the tuned config
+                    ref = timed[0][0]  # the grid is the tuned config
                 elif ref_config.block_m == block_m:
                     ref = graph_seconds(lambda i, c=ref_config, run=run: run(i, c), SETS)
                 ref_text = f"{ref * 1e6:.1f} us" if ref is not None else "other block_m"
@@ -148,9 +145,9 @@ def main() -> None:
                       f"({ref_config})", flush=True)
                 for sec, config in timed[:args.top]:
                     print(f"  {sec * 1e6:8.1f} us  n{config.block_n} k{config.block_k} w{config.num_warps} "
-                          f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m} pf{int(config.prefetch)}",
+                          f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m}",
                           flush=True)
-                fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "prefetch")
+                fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")
                 results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which,
                                 "proxy": args.proxy_half_k,
                                 "tuned_us": None if ref is None else ref * 1e6,

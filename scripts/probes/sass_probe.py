@@ -2,7 +2,7 @@
 and the SASS instruction mix of its K loop per MXFP4 weight element (what bounds the decode-sized MoE).
 
 PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-m 16] [--block-n 32] [--block-k 256] [--warps 4] [--stages 3]
-                                                  [--swap-ab] [--prefetch]
+                                                  [--swap-ab]
 
 Triton compiles the kernel with the same specialization its JIT gives the real launch (pointers and the activation
 stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations), ptxas (shipped in
@@ -37,11 +37,11 @@ ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + [
 
 
 def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: int = 16, swap_ab: bool = False,
-                  maxnreg: int | None = None, prefetch: bool = False) -> triton.compiler.CompiledKernel:
+                  maxnreg: int | None = None) -> triton.compiler.CompiledKernel:
     kernel = moe_gemm._gemm1_swiglu_kernel
     constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=block_m,
                       BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True, MXFP4_PTX=True,
-                      SWAP_AB=swap_ab, HAS_BIAS=True, SILU=False, ROW_SCALE=False, SUB_TILES=False, PREFETCH=prefetch, PDL=True)
+                      SWAP_AB=swap_ab, HAS_BIAS=True, SILU=False, ROW_SCALE=False, SUB_TILES=False, PDL=True)
     names = list(kernel.arg_names)
     signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
@@ -72,10 +72,9 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=3)
     parser.add_argument("--swap-ab", action="store_true", help="the transposed orientation (weights the left operand)")
     parser.add_argument("--maxnreg", type=int, default=None, help="cap the registers per thread (ptxas)")
-    parser.add_argument("--prefetch", action="store_true", help="the L2 prefetch of the program's weights")
     args = parser.parse_args()
     compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages, args.block_m, args.swap_ab,
-                             args.maxnreg, args.prefetch)
+                             args.maxnreg)
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "gemm1.cubin"
@@ -83,7 +82,6 @@ def main() -> None:
         usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True)
         sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
     print(next((line.strip() for line in usage.stdout.splitlines() if "REG:" in line), "no resource usage"))
-    print(f"prefetch instructions (CCTL / prefetch): {sum('CCTL' in line for line in sass.splitlines())}")
     mix = loop_mix(sass)
     total = sum(mix.values())
     per_value = total * 32 * args.warps / (2 * args.block_n * args.block_k)

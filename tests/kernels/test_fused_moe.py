@@ -263,32 +263,3 @@ def test_one_token_needs_no_alignment_launch_and_gives_the_aligned_bits(monkeypa
         assert (got.double() - want).norm() / want.norm() < 1e-5
     with pytest.raises(ValueError, match=r"\[1, k\]"):
         align_module.single_token_alignment(torch.zeros(2, top_k, dtype=torch.int32), 16)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("swap_ab,block_n", [(True, 32), (False, 64), (True, 16)])
-@pytest.mark.parametrize("num_tokens", [1, 3, 40])
-def test_the_l2_prefetch_of_the_weights_changes_no_bit(monkeypatch, swap_ab, block_n, num_tokens):
-    """`MoEKernelConfig.prefetch` only asks the L2 cache for each program's weight rows and scales: both GEMMs give
-    the same bits with it as without, on MXFP4 experts whose last gate/up group is ragged (I = 160: the prefetched
-    runs of its last programs end early) and whose last expert is used (runs that end at the tensor's end), and
-    match the float64 reference."""
-    from quickmoe.kernels import moe_configs
-
-    g = torch.Generator().manual_seed(31 + num_tokens + block_n)
-    w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, True, torch.bfloat16, g)
-    x = torch.randn(num_tokens, 96, generator=g).to(torch.bfloat16).to(DEVICE)
-    logits = torch.randn(num_tokens, 8, generator=g).to(DEVICE)
-    logits[:, 7] += 100.0  # every token takes the last expert
-    weights, ids = route_ref(logits, 4)
-    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64)
-    outs = []
-    for prefetch in (False, True):
-        config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab,
-                                             num_warps=2 if swap_ab else 4, prefetch=prefetch)
-        monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, config=config, **kwargs: config)
-        outs.append(fused_moe(x, weights, ids, w1, b1, w2, b2, **kw))
-        torch.cuda.synchronize()  # a prefetch outside the tensors would fault here
-    assert torch.equal(outs[0], outs[1])
-    want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1, b1.double(), w2, b2.double(), **kw)
-    assert (outs[1].double() - want).norm() / want.norm() < 1e-2

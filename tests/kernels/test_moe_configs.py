@@ -19,19 +19,16 @@ def test_config_is_validated():
         MoEKernelConfig(block_k=16)
     with pytest.raises(ConfigError, match="'num_stages' = 0"):
         MoEKernelConfig(num_stages=0)
-    with pytest.raises(ConfigError, match="'prefetch' = 1: expected true or false"):
-        MoEKernelConfig(prefetch=1)
 
 
 def test_nearest_tuned_token_count_and_fallback(tmp_path):
     name = config_file_name(32, 5760, 2880, "mxfp4", "NVIDIA H100 80GB HBM3")
     assert name == "E32_N5760_K2880_mxfp4_NVIDIA_H100_80GB_HBM3.json"
-    small = dict(block_m=16, block_n=32, block_k=256, num_warps=4, num_stages=4, prefetch=True)
+    small = dict(block_m=16, block_n=32, block_k=256, num_warps=4, num_stages=4)
     large = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
     (tmp_path / name).write_text(json.dumps({"1": small, "4096": large}))
     get = lambda t: moe_kernel_config(32, 5760, 2880, "mxfp4", "NVIDIA H100 80GB HBM3", t, config_dir=tmp_path)
     assert get(1) == MoEKernelConfig(**small) and get(100) == MoEKernelConfig(**small)
-    assert get(1).prefetch and not get(8192).prefetch  # a file's entry without the key: off
     assert get(3000) == MoEKernelConfig(**large) and get(8192) == MoEKernelConfig(**large)
     borrowed = moe_kernel_config(128, 5760, 2880, "mxfp4", "NVIDIA H100 80GB HBM3", 4096, config_dir=tmp_path)
     assert borrowed == MoEKernelConfig(**large)  # no file for 128 experts: the 32 experts' file

@@ -31,9 +31,7 @@ class MoEKernelConfig:
     `moe_align`); block_n: output columns (GEMM 1: activation columns, at most the layout's gate/up group, which
     it divides); block_k:
     reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
-    sweep all N tiles together (L2 reuse of activations and weights); prefetch: each program asks the L2 cache for
-    all its weight rows and their scales when it starts (`moe_gemm._prefetch_weights`), so a decode-sized GEMM,
-    whose few programs would each wait on one K step's loads at a time, streams its weights at the HBM's rate."""
+    sweep all N tiles together (L2 reuse of activations and weights)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -42,14 +40,12 @@ class MoEKernelConfig:
     num_stages: int = 2
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
     group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
-    prefetch: bool = False  # L2 prefetch of the program's weights at its start; a tuned choice
 
     def __post_init__(self) -> None:
-        for name in ("swap_ab", "prefetch"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"MoE kernel config {name!r} = {getattr(self, name)!r}: expected true or false")
+        if not isinstance(self.swap_ab, bool):
+            raise ConfigError(f"MoE kernel config 'swap_ab' = {self.swap_ab!r}: expected true or false")
         for f in fields(self):
-            if f.name in ("swap_ab", "prefetch"):
+            if f.name == "swap_ab":
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -86,8 +86,8 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.T
     return dict(A_MXFP8=act_scales is not None and not w_fp8, W_FP8=w_fp8, NVFP4=nvfp4,
                 MXFP4=mxfp4, PRECISION=precision, DOT_DTYPE=dot_dtype,
                 PTX=ptx, MXFP4_PTX=mxfp4 and ptx and dot_dtype != tl.float16,  # bf16 or float32 dots
-                SWAP_AB=config.swap_ab, PREFETCH=config.prefetch and ptx and (mxfp4 or nvfp4 or w_fp8),
-                num_warps=config.num_warps, num_stages=config.num_stages)
+                SWAP_AB=config.swap_ab, num_warps=config.num_warps,
+                num_stages=config.num_stages)
 
 
 SUB_TILE_MIN_BLOCK_M = 64
@@ -438,42 +438,6 @@ if triton is not None:
             acc = tl.dot(a, tl.trans(w), acc, input_precision=PRECISION)
         return acc
 
-    _PREFETCH_L2_PTX = tl.constexpr("prefetch.global.L2 [$1];\nmov.u32 $0, 0;")
-    _PREFETCH_BATCH = tl.constexpr(256)  # addresses per prefetch batch (one tensor of them per thread group)
-
-    @triton.jit
-    def _prefetch_lines(ptrs):
-        """Asks the L2 cache for the 128-byte lines holding the addresses `ptrs` (a hint: nothing is read into
-        registers, and no result depends on it)."""
-        tl.inline_asm_elementwise(_PREFETCH_L2_PTX, "=r,l", [ptrs.to(tl.int64)], dtype=tl.int32, is_pure=False,
-                                  pack=1)
-
-    @triton.jit
-    def _prefetch_weights(w_ptr, s_ptr, expert, row0, rows, N: tl.constexpr, K: tl.constexpr, MXFP4: tl.constexpr,
-                          NVFP4: tl.constexpr, W_FP8: tl.constexpr, ROWS: tl.constexpr):
-        """L2 prefetch of weight rows [row0, row0 + rows) (rows <= ROWS, >= 1) of expert `expert`'s [N, K] weight,
-        all K: in every 1-byte format (MXFP4 / NVFP4 packed, FP8) one contiguous run of rows x row bytes; and their
-        scales, [E, K/SB, N]: one run of `rows` scales per block of SB columns (E8M0 / E4M3 bytes, FP8's float32).
-        At decode sizes a GEMM has a few programs an SM, each waiting on one K step's loads at a time (Nsight
-        Compute at T = 1: under one eligible warp a scheduler); asked for at the start, a program's weights
-        stream from HBM while its K loop runs, and its loads find them in L2."""
-        ROW_BYTES: tl.constexpr = K // (1 + MXFP4 + NVFP4)  # packed formats: two values a byte
-        w = w_ptr.to(tl.pointer_type(tl.uint8)) + expert * N * ROW_BYTES + row0 * ROW_BYTES
-        nbytes = rows * ROW_BYTES
-        LINES: tl.constexpr = 128 * _PREFETCH_BATCH
-        for c in tl.static_range((ROWS * ROW_BYTES + LINES - 1) // LINES):
-            _prefetch_lines(w + tl.minimum(c * LINES + tl.arange(0, _PREFETCH_BATCH) * 128, nbytes - 1))
-        SB: tl.constexpr = 32 - 16 * NVFP4 + 96 * W_FP8  # columns per scale: MXFP4 32, NVFP4 16, FP8 128
-        SCALE_BYTES: tl.constexpr = 1 + 3 * W_FP8  # FP8's scales are float32
-        BLOCKS: tl.constexpr = K // SB
-        s = s_ptr.to(tl.pointer_type(tl.uint8)) + (expert * BLOCKS * N + row0) * SCALE_BYTES
-        last = rows * SCALE_BYTES - 1  # a run's last byte; runs of up to 512 bytes: 4 points each
-        point = tl.arange(0, 4)
-        in_run = tl.where(point == 3, last, tl.minimum(point * 128, last))  # [4]
-        for c in tl.static_range((BLOCKS + _PREFETCH_BATCH // 4 - 1) // (_PREFETCH_BATCH // 4)):
-            block = tl.minimum(c * (_PREFETCH_BATCH // 4) + tl.arange(0, _PREFETCH_BATCH // 4), BLOCKS - 1)
-            _prefetch_lines(s + block[:, None] * (N * SCALE_BYTES) + in_run[None, :])  # [B/4, 4]
-
     @triton.jit
     def _tile_of(pid, num_m, num_n, group_m):
         """Program -> (M tile, N tile), in groups of group_m M tiles that sweep every N tile before the next
@@ -521,7 +485,7 @@ if triton is not None:
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                              PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr,
                              HAS_BIAS: tl.constexpr, SILU: tl.constexpr, ROW_SCALE: tl.constexpr,
-                             SUB_TILES: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr):
+                             SUB_TILES: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
@@ -531,20 +495,17 @@ if triton is not None:
                     _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                                 limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M // 4, BLOCK_N,
-                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                                PREFETCH)
+                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
                 else:
                     _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                                 limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
-                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                                PREFETCH)
+                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
             else:
                 _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                             block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                             limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
-                            BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                            PREFETCH)
+                            BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
 
     @triton.jit
     def _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
@@ -553,7 +514,7 @@ if triton is not None:
                     W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BM: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                     PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr, PREFETCH: tl.constexpr):
+                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr):
         """GEMM 1 + SwiGLU of rows [first, first + BM) of sorted_ids (one expert's) and the program's columns."""
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
         assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
@@ -565,13 +526,6 @@ if triton is not None:
         n_ok = cols < size
         gate_rows = 2 * group * GROUP + cols  # [BN] this group's slab: s_n gate rows, then s_n up rows
         up_rows = gate_rows + size
-        if PREFETCH:  # this program's gate rows and up rows, all K (see _prefetch_weights)
-            first_col = (pid_n % (GROUP // BLOCK_N)) * BLOCK_N
-            part = tl.maximum(tl.minimum(size - first_col, BLOCK_N), 1)  # a ragged group's last programs: masked
-            _prefetch_weights(w_ptr, s_ptr, expert, 2 * group * GROUP + first_col, part, 2 * I, H, MXFP4, NVFP4,
-                              W_FP8, BLOCK_N)
-            _prefetch_weights(w_ptr, s_ptr, expert, 2 * group * GROUP + size + first_col, part, 2 * I, H, MXFP4,
-                              NVFP4, W_FP8, BLOCK_N)
         acc_gate = _zeros(BLOCK_N, BM, SWAP_AB)
         acc_up = _zeros(BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
@@ -632,8 +586,7 @@ if triton is not None:
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      ROW_SCALE: tl.constexpr, SUB_TILES: tl.constexpr, PREFETCH: tl.constexpr,
-                      PDL: tl.constexpr):
+                      ROW_SCALE: tl.constexpr, SUB_TILES: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
@@ -643,17 +596,17 @@ if triton is not None:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                                 sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                                 stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M // 4, BLOCK_N, BLOCK_K,
-                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, PREFETCH)
+                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
                 else:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                                 sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                                 stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
-                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, PREFETCH)
+                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
             else:
                 _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                             sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                             stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
-                            PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, PREFETCH)
+                            PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
 
     @triton.jit
     def _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
@@ -661,17 +614,13 @@ if triton is not None:
                     H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                     W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                    MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr,
-                    PREFETCH: tl.constexpr):
+                    MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr):
         """GEMM 2 of rows [first, first + BM) of sorted_ids (one expert's) and the program's output columns."""
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
         assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
         m_ok = assign < num_assignments
         rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
         n_ok = rows < H
-        if PREFETCH:  # this program's weight rows, all K (see _prefetch_weights)
-            _prefetch_weights(w_ptr, s_ptr, expert, pid_n * BLOCK_N, tl.minimum(H - pid_n * BLOCK_N, BLOCK_N), H, I,
-                              MXFP4, NVFP4, W_FP8, BLOCK_N)
         acc = _zeros(BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
             s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, 0, H, I, BLOCK_K)
