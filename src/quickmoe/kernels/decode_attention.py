@@ -135,13 +135,18 @@ def _num_sms(device: torch.device) -> int:
 WINDOW_KEYS_PER_SPLIT = 128  # a sliding layer splits its window only in spans of at least this many keys
 
 
-def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_splits: int = 32,
+def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_splits: int = 64,
                       window: int = 0) -> int:
     """Splits of each sequence's context: enough programs for about two per multiprocessor, a power of two (a
     function of the batch size and the layer's window only, so a CUDA graph captured for a batch size keeps it).
 
+    Up to 64: on the H100 gpt-oss's lone sequence (8 KV heads, so 64 splits) read 16k keys in 16.9-18.6 us against
+    20.9-21.9 with 32 (SDPA 17.6-18.1) and 4k in 7.4-7.6 against 8.1-8.2 us, at the price of 0.5-0.6 us at 1k
+    (5.0-5.1 against 4.5-4.6; SDPA 5.6-5.9): a span holds at least one 64-key tile, so a short context's extra
+    splits are programs without keys and wider combines. Batch 2 and more take 32 or fewer either way.
+
     A sliding layer splits its window in spans of at least WINDOW_KEYS_PER_SPLIT keys (two 64-key tiles, as a full
-    layer's splits hold at batch 1 from a 4k context on; a 4,096-key window keeps the full layers' 32): gpt-oss's
+    layer's splits hold at batch 1 from an 8k context on; a 4,096-key window takes 32): gpt-oss's
     128 keys are one program's two tiles at every batch size, so no combine launch. Only the 128-key window was
     measured. At batch 1 the full layers' rule gave 32
     splits, two of them with a tile, then the combine: 3.9-4.0 us against SDPA's 3.6-3.7; one split takes 3.5-3.6 us,
