@@ -13,8 +13,8 @@ always one 128-column scale group, so --block-k does not apply), NVFP4 ones thei
 `--proxy-half-k`: the question "what would K split in two programs give at this T": twice the tokens (so about
 twice the expert tiles) over experts whose K is 1536 instead of 2880 (GEMM 1: hidden 1536, GEMM 2:
 intermediate 1536; N unchanged), i.e. the programs and K steps of a two-part split without its finish.
-`--hot`: every call of the graph takes the first input set, so the
-experts' weights stay in L2 (when they fit): how much of a GEMM's time is waiting on HBM.
+`--hot`: every call of the graph takes the first input set, so the experts' weights stay in L2 (when they fit):
+how much of a GEMM's time is waiting on HBM.
 A probe, not a benchmark: `quickmoe bench moe` gives the figures that count.
 """
 

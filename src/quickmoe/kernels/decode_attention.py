@@ -143,7 +143,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_s
     Up to 64: on the H100 gpt-oss's lone sequence (8 KV heads, so 64 splits) read 16k keys in 16.9-18.6 us against
     20.9-21.9 with 32 (SDPA 17.6-18.1) and 4k in 7.4-7.6 against 8.1-8.2 us, at the price of 0.5-0.6 us at 1k
     (5.0-5.1 against 4.5-4.6; SDPA 5.6-5.9): a span holds at least one 64-key tile, so a short context's extra
-    splits are programs without keys and wider combines. Batch 2 and more take 32 or fewer either way.
+    splits are programs without keys and wider combines. 64 applies up to 8 (sequence, KV head) pairs on 132
+    multiprocessors: gpt-oss (8 KV heads) at batch 1 only; 4 KV heads (Qwen3-30B-A3B) at batch 1 and 2, with the
+    same grid of 512 programs (not measured on that model).
 
     A sliding layer splits its window in spans of at least WINDOW_KEYS_PER_SPLIT keys (two 64-key tiles, as a full
     layer's splits hold at batch 1 from an 8k context on; a 4,096-key window takes 32): gpt-oss's
