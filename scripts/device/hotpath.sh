@@ -27,6 +27,11 @@
 #              20b and 120b, T = 1-1024) and bench moe at T = 64, 256, 1024 (ab_moe.txt, kernel_split_NAME.log)
 #   ab-prefill-moe the prefill-sized MoE in turns (as ab-moe): each GEMM alone at T = 8192, fused_moe's kernels at
 #              T = 2048 and 8192, bench moe at T = 1024-8192 (ab_prefill_moe.txt)
+#   kv-layout  the attention, RoPE/KV-write and fused_moe kernel tests on CUDA (both cache layouts; KV_SKIP_TESTS=1
+#              skips them), then bench attention per KV_RUNS variant LAYOUT:BLOCK_SIZE in turns (default
+#              "slot-major:16 head-major:16 slot-major:16 head-major:16"), compared by
+#              scripts/probes/kv_layout_compare.py (kv_layout.txt; each run's JSON and log under runs/)
+#   ab-layout  bench generate with each KV-cache layout in turns (LAYOUT_RUNS): 256 x 1000 -> 1000 and 64 x 8000 -> 256
 #   ab-attention the attention kernel tests and the bf16 quality test on CUDA, then bench attention in turns between
 #              the work tree and trees in .ab/NAME (AB_RUNS, default "new base"; ab_attention.txt)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
@@ -107,6 +112,23 @@ for stage in "$@"; do
         { echo "-- $run"; grep -E "^quickmoe |decode at batch 1: median|by step kind|by op family" "/tmp/ab_gen_$run.log"
           grep -E "^\| [1248] \|" "/tmp/ab_sb_$run.log" | tr '\n' ' '; echo; } | tee -a "$OUT/ab_generate.txt"
       done ;;
+    ab-layout)
+      # bench generate with each KV-cache layout in turns (LAYOUT_RUNS, default "head-major slot-major head-major
+      # slot-major"): 256 x 1000 -> 1000 (the issue's figure), then 64 x 8000 -> 256 (long contexts: attention's
+      # share of the step grows) (ab_layout.txt, ab_layout_*.log)
+      make_20b
+      i=0
+      for layout in ${LAYOUT_RUNS:-head-major slot-major head-major slot-major}; do
+        i=$((i + 1))
+        python3 -m quickmoe bench generate "$CKPT" --num-prompts 256 --input-len 1000 --output-len 1000 \
+          --kv-cache-layout "$layout" > "$OUT/ab_layout_${i}_$layout.log" 2>&1
+        python3 -m quickmoe bench generate "$CKPT" --num-prompts 64 --input-len 8000 --output-len 256 \
+          --kv-cache-layout "$layout" > "$OUT/ab_layout_long_${i}_$layout.log" 2>&1
+        { echo "-- $i $layout (256 x 1000 -> 1000, then 64 x 8000 -> 256)"
+          grep -E "^quickmoe |decode at batch 1: median|by step kind|by op family" "$OUT/ab_layout_${i}_$layout.log"
+          grep -E "^quickmoe |by step kind|by op family" "$OUT/ab_layout_long_${i}_$layout.log"; } \
+          | tee -a "$OUT/ab_layout.txt"
+      done ;;
     ab-moe)
       python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_align.py tests/models/test_kernel_warmup.py \
         ${AB_MOE_TESTS:-} > "$OUT/align_tests.log" 2>&1
@@ -141,6 +163,22 @@ for stage in "$@"; do
           PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench moe --shapes gpt-oss-20b,gpt-oss-120b \
             --tokens 1024,2048,4096,8192 --no-baselines 2>&1 | grep -v INFO; } | tee -a "$OUT/ab_prefill_moe.txt"
       done ;;
+    kv-layout)
+      if [ -z "${KV_SKIP_TESTS:-}" ]; then
+        python3 -m pytest -q -p no:cacheprovider tests/kernels/test_attention_kernels.py \
+          tests/kernels/test_glue_kernels.py tests/kernels/test_fused_moe.py > "$OUT/kv_layout_tests.log" 2>&1
+        echo "kv_layout_tests: $(tail -1 "$OUT/kv_layout_tests.log")"
+        grep -E '^(FAILED|ERROR)' "$OUT/kv_layout_tests.log" | head
+      fi
+      i=0; mkdir -p "$OUT/runs"
+      for variant in ${KV_RUNS:-slot-major:16 head-major:16 slot-major:16 head-major:16}; do  # LAYOUT:BLOCK_SIZE
+        i=$((i + 1)); layout=${variant%:*}; block=${variant#*:}
+        python3 -m quickmoe bench attention --kv-layout "$layout" --block-size "$block" \
+          --json "$OUT/runs/bench_attention_${i}_${layout}_$block.json" > "$OUT/runs/bench_attention_$i.log" 2>&1 \
+          || tail -5 "$OUT/runs/bench_attention_$i.log"
+        echo "run $i $variant done ($(date +%T))"
+      done
+      python3 scripts/probes/kv_layout_compare.py "$OUT"/runs/bench_attention_*.json | tee "$OUT/kv_layout.txt" ;;
     ab-attention)
       # decode attention's kernel tests and the bf16 invariance / quality test on CUDA, then bench attention in turns
       # between the work tree and trees in .ab/NAME (AB_RUNS, default "new base"): the decode grid's rows beside

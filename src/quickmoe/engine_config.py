@@ -20,6 +20,7 @@ CUDA_GRAPH_MODES = ("auto", "off", "on")
 
 
 KV_BLOCK_SIZES = (16, 32, 64, 128)
+KV_CACHE_LAYOUTS = ("head-major", "slot-major")  # executor/kv_cache.py, kernels/paged_kv_tile.py
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 CPU_LONG_PREFILL_TOKENS = 128  # the default prefill chunk cap on a CPU (EngineConfig.long_prefill_token_threshold)
 
@@ -45,7 +46,9 @@ class EngineConfig:
     up by more than one such chunk (None: CPU_LONG_PREFILL_TOKENS on a CPU, a quarter of max_num_batched_tokens
     on CUDA; `resolved_long_prefill_token_threshold`). `max_model_len` (prompt + output
     tokens; default: the model's max_position_embeddings, capped to what the KV cache holds) bounds a request.
-    KV cache: blocks of `block_size` positions; its size is `kv_cache_memory` bytes when given, else on CUDA
+    KV cache: blocks of `block_size` positions, each KV head's positions of a block contiguous (`kv_cache_layout`
+    "head-major", the default: measured faster on the H100 at large batches, docs/benchmarks.md) or the heads of a
+    position side by side ("slot-major"); its size is `kv_cache_memory` bytes when given, else on CUDA
     what `gpu_memory_utilization` of the GPU leaves after the weights and the activations of a full step, else
     (CPU) 1 GiB; `num_kv_blocks` sets the full-attention group's block count directly (tests, tuning).
     `enable_prefix_caching` (on by default): full KV blocks are reused across requests sharing a prefix.
@@ -67,6 +70,7 @@ class EngineConfig:
     cuda_graphs: str = "auto"
     cuda_graphs_startup_max: int = 8
     block_size: int = 16
+    kv_cache_layout: str = "head-major"
     kv_cache_memory: int | None = None
     gpu_memory_utilization: float = 0.9
     num_kv_blocks: int | None = None
@@ -143,6 +147,8 @@ class EngineConfig:
             raise fail("max_num_batched_tokens", "an integer >= 1")
         if self.block_size not in KV_BLOCK_SIZES:
             raise fail("block_size", f"one of {list(KV_BLOCK_SIZES)}")
+        if self.kv_cache_layout not in KV_CACHE_LAYOUTS:
+            raise fail("kv_cache_layout", f"one of {list(KV_CACHE_LAYOUTS)}")
         if self.kv_cache_memory is not None and (not is_int(self.kv_cache_memory) or self.kv_cache_memory < 1):
             raise fail("kv_cache_memory", "a number of bytes >= 1")
         if isinstance(self.gpu_memory_utilization, bool) or not isinstance(self.gpu_memory_utilization, (int, float)) \

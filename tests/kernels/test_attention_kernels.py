@@ -12,6 +12,7 @@ from quickmoe.kernels.decode_attention import (WINDOW_KEYS_PER_SPLIT, DecodeLaun
                                                decode_num_splits, paged_decode_attention,
                                                paged_decode_attention_ref, rotary_paged_decode_attention,
                                                rotary_paged_decode_attention_ref)
+from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.layers.attention import sink_attention_ref
 
@@ -22,14 +23,20 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 BLOCK = 16
 
 
-def _paged_cache(contexts, num_kv, head_dim, dtype, g, spare_blocks=5):
-    """Random K/V for each sequence's positions, scattered over a pool of blocks in random order."""
+def _paged_cache(contexts, num_kv, head_dim, dtype, g, spare_blocks=5, head_major=False):
+    """Random K/V for each sequence's positions, scattered over a pool of blocks in random order; head_major: the
+    caches are [num_blocks, BLOCK, KV, D] views of contiguous [num_blocks, KV, BLOCK, D] tensors."""
     need = [-(-c // BLOCK) for c in contexts]
     num_blocks = sum(need) + spare_blocks
     order = torch.randperm(num_blocks, generator=g)
     tables = torch.full((len(contexts), max(need)), -1, dtype=torch.int32)
-    k_cache = torch.randn(num_blocks, BLOCK, num_kv, head_dim, generator=g).to(dtype)  # garbage outside
-    v_cache = torch.randn(num_blocks, BLOCK, num_kv, head_dim, generator=g).to(dtype)
+    if head_major:
+        k_cache = torch.randn(num_blocks, num_kv, BLOCK, head_dim, generator=g).to(dtype).permute(0, 2, 1, 3)
+        v_cache = torch.randn(num_blocks, num_kv, BLOCK, head_dim, generator=g).to(dtype).permute(0, 2, 1, 3)
+        assert kv_cache_head_major(k_cache, v_cache)
+    else:
+        k_cache = torch.randn(num_blocks, BLOCK, num_kv, head_dim, generator=g).to(dtype)  # garbage outside
+        v_cache = torch.randn(num_blocks, BLOCK, num_kv, head_dim, generator=g).to(dtype)
     taken = 0
     for b, n in enumerate(need):
         tables[b, :n] = order[taken:taken + n].to(torch.int32)
@@ -39,11 +46,13 @@ def _paged_cache(contexts, num_kv, head_dim, dtype, g, spare_blocks=5):
 
 @pytest.mark.parametrize("splits", [1, 4, 32])
 @pytest.mark.parametrize("window", [0, 8, 40, 1000])
-@pytest.mark.parametrize("num_heads,num_kv,head_dim", [(8, 2, 32), (4, 4, 24)])
-def test_decode_kernel_matches_the_reference(splits, window, num_heads, num_kv, head_dim):
-    g = torch.Generator().manual_seed(window + num_heads + splits)
+@pytest.mark.parametrize("num_heads,num_kv,head_dim,head_major", [(8, 2, 32, False), (4, 4, 24, False),
+                                                                  (8, 2, 32, True)])
+def test_decode_kernel_matches_the_reference(splits, window, num_heads, num_kv, head_dim, head_major):
+    g = torch.Generator().manual_seed(window + num_heads + splits + head_major)
     contexts = [1, 16, 17, 50, 130, 0]  # inside, at and past block boundaries, over two key tiles, empty (padding)
-    k_cache, v_cache, tables = _paged_cache([max(c, 1) for c in contexts], num_kv, head_dim, torch.float32, g)
+    k_cache, v_cache, tables = _paged_cache([max(c, 1) for c in contexts], num_kv, head_dim, torch.float32, g,
+                                            head_major=head_major)
     q = torch.randn(len(contexts), num_heads, head_dim, generator=g).to(DEVICE)
     sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
     lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
@@ -189,8 +198,8 @@ def test_decode_skips_released_blocks_of_a_sliding_window():
         assert torch.allclose(got, want, atol=1e-5)
 
 
-def _prefill_case(query_lens, contexts, num_heads, num_kv, head_dim, g, dtype=torch.float32):
-    k_cache, v_cache, tables = _paged_cache(contexts, num_kv, head_dim, dtype, g)
+def _prefill_case(query_lens, contexts, num_heads, num_kv, head_dim, g, dtype=torch.float32, head_major=False):
+    k_cache, v_cache, tables = _paged_cache(contexts, num_kv, head_dim, dtype, g, head_major=head_major)
     q = torch.randn(sum(query_lens), num_heads, head_dim, generator=g).to(dtype).to(DEVICE)
     sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
     cu = torch.tensor([0, *torch.tensor(query_lens).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
@@ -199,14 +208,15 @@ def _prefill_case(query_lens, contexts, num_heads, num_kv, head_dim, g, dtype=to
 
 
 @pytest.mark.parametrize("window", [0, 8, 40])
-@pytest.mark.parametrize("num_heads,num_kv,head_dim", [(8, 2, 32), (4, 4, 24)])
-def test_prefill_kernel_matches_the_reference(window, num_heads, num_kv, head_dim):
+@pytest.mark.parametrize("num_heads,num_kv,head_dim,head_major", [(8, 2, 32, False), (4, 4, 24, False),
+                                                                  (4, 2, 32, True)])
+def test_prefill_kernel_matches_the_reference(window, num_heads, num_kv, head_dim, head_major):
     """Whole prompts, chunks after a cached prefix (chunked prefill) and single decode tokens in one batch."""
     g = torch.Generator().manual_seed(window + 2 * num_heads)
     # prompt, chunk after 33 cached, decode, a chunk over several key tiles after 60 cached
     query_lens, contexts = [20, 7, 1, 70], [20, 40, 17, 130]
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, num_heads, num_kv,
-                                                                 head_dim, g)
+                                                                 head_dim, g, head_major=head_major)
     got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, head_dim**-0.5,
                                   max_query_len=max(query_lens))
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, head_dim**-0.5)
@@ -261,10 +271,11 @@ def test_decode_kernel_in_bf16():
     assert (got.float() - want.float()).norm() / want.float().norm() < 2e-2
 
 
-def _rotary_decode_case(contexts, num_heads, num_kv, head_dim, dtype, g):
+def _rotary_decode_case(contexts, num_heads, num_kv, head_dim, dtype, g, head_major=False):
     """A decode step: each sequence's new token at position context - 1, its slot in its last block (-1 and
     context 0 for a padding row); qkv, RoPE table and the paged cache random."""
-    k_cache, v_cache, tables = _paged_cache([max(c, 1) for c in contexts], num_kv, head_dim, dtype, g)
+    k_cache, v_cache, tables = _paged_cache([max(c, 1) for c in contexts], num_kv, head_dim, dtype, g,
+                                            head_major=head_major)
     qkv = torch.randn(len(contexts), (num_heads + 2 * num_kv) * head_dim, generator=g).to(dtype).to(DEVICE)
     cos_sin = torch.randn(256, head_dim, generator=g).to(DEVICE)
     positions = torch.tensor([max(c - 1, 0) for c in contexts], device=DEVICE)
@@ -276,15 +287,15 @@ def _rotary_decode_case(contexts, num_heads, num_kv, head_dim, dtype, g):
 
 
 @pytest.mark.parametrize("splits", [1, 4, 32])
-@pytest.mark.parametrize("window", [0, 40])
-def test_rotary_decode_kernel_matches_rotary_write_then_attention(splits, window):
+@pytest.mark.parametrize("window,head_major", [(0, False), (40, False), (0, True)])
+def test_rotary_decode_kernel_matches_rotary_write_then_attention(splits, window, head_major):
     """One launch for RoPE, the new token's K/V write and the attention: the same cache contents (every byte) and
     outputs as `rotary_write_kv_ref` then `paged_decode_attention_ref`; the new key is read in the step that
-    writes it (a query whose only visible key is its own gets exactly its own v)."""
+    writes it (a query whose only visible key is its own gets exactly its own v). Both cache layouts."""
     g = torch.Generator().manual_seed(20 + splits + window)
     contexts = [1, 16, 17, 50, 130, 0]  # the new token alone, at and past block ends, several key tiles, padding
     qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks = _rotary_decode_case(
-        contexts, 8, 2, 32, torch.float32, g)
+        contexts, 8, 2, 32, torch.float32, g, head_major=head_major)
     want_k, want_v = k_cache.clone(), v_cache.clone()
     want = rotary_paged_decode_attention_ref(qkv, positions, cos_sin, want_k, want_v, slots, tables, lens, sinks,
                                              window, 32**-0.5)
@@ -313,3 +324,18 @@ def test_rotary_decode_kernel_in_bf16_is_the_two_step_path():
                                         0.125, num_splits=4)
     assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
     assert torch.equal(got, want) or (got.float() - want.float()).abs().max() <= 1e-2 * want.float().abs().max()
+
+
+def test_the_cache_layout_is_read_off_the_strides():
+    """Slot-major (contiguous) and head-major (a permuted view) caches are told apart by their strides; any other
+    pattern, or K and V in different layouts, is refused naming the strides."""
+    slot_major = torch.zeros(3, BLOCK, 2, 8)
+    head_major = torch.zeros(3, 2, BLOCK, 8).permute(0, 2, 1, 3)
+    assert not kv_cache_head_major(slot_major, slot_major.clone())
+    assert kv_cache_head_major(head_major, head_major.clone())
+    assert kv_cache_head_major(torch.zeros(1, 1, BLOCK, 8).permute(0, 2, 1, 3), torch.zeros(1, BLOCK, 1, 8)) in (
+        True, False)  # one KV head, one block: both layouts are the same memory
+    with pytest.raises(ValueError, match="different layouts"):
+        kv_cache_head_major(slot_major, head_major)
+    with pytest.raises(ValueError, match="strides"):
+        kv_cache_head_major(torch.zeros(3, 8, 2, BLOCK).permute(0, 3, 2, 1), slot_major)

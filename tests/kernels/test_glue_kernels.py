@@ -83,6 +83,31 @@ def _rope_case(g, num_tokens=6, num_heads=4, num_kv=2, head_dim=16, num_blocks=5
     return qkv, positions, cos_sin, k_cache, v_cache, slots
 
 
+def test_rotary_write_kv_into_a_head_major_cache():
+    """A head-major cache (a view of [blocks, KV, block, D]): the kernel writes the same values as into a slot-major
+    one, at the addresses of the view (checked through the underlying tensor, head by head), and nothing else."""
+    g = torch.Generator().manual_seed(14)
+    qkv, positions, cos_sin, k_flat, v_flat, slots = _rope_case(g)
+    base_k = k_flat.permute(0, 2, 1, 3).contiguous()  # [blocks, KV, block, D], the same values
+    base_v = v_flat.permute(0, 2, 1, 3).contiguous()
+    k_view, v_view = base_k.permute(0, 2, 1, 3), base_v.permute(0, 2, 1, 3)
+    before_k = base_k.clone()
+    q_slot = rotary_write_kv(qkv, positions, cos_sin, k_flat, v_flat, slots)  # the slot-major result
+    q_head = rotary_write_kv(qkv, positions, cos_sin, k_view, v_view, slots)
+    assert torch.equal(q_head, q_slot)
+    assert torch.equal(k_view, k_flat) and torch.equal(v_view, v_flat)
+    block = k_flat.shape[1]
+    for slot in slots[slots >= 0].tolist():  # base[b, head, row] is the slot's head
+        b, row = divmod(slot, block)
+        assert torch.equal(base_k[b, :, row], k_flat[b, row]) and torch.equal(base_v[b, :, row], v_flat[b, row])
+    written = torch.zeros(base_k.shape[0], base_k.shape[2], dtype=torch.bool, device=DEVICE)
+    written[slots[slots >= 0] // block, slots[slots >= 0] % block] = True
+    assert torch.equal(base_k.permute(0, 2, 1, 3)[~written], before_k.permute(0, 2, 1, 3)[~written])
+    want_k, want_v = before_k.permute(0, 2, 1, 3).clone(), base_v.permute(0, 2, 1, 3).clone()
+    rotary_write_kv_ref(qkv, positions, cos_sin, want_k, want_v, slots)  # the reference takes the view too
+    assert torch.allclose(want_k, k_view, atol=1e-6)
+
+
 def test_rotary_write_kv_matches_the_reference_and_the_definition():
     g = torch.Generator().manual_seed(4)
     qkv, positions, cos_sin, k_cache, v_cache, slots = _rope_case(g)

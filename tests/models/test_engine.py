@@ -192,12 +192,15 @@ def test_bad_requests_are_refused_and_nothing_is_queued(llm):
 @pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # Triton's interpreter
 def test_paged_attention_kernels_in_the_model_match_the_reference(model_dir, llm):
     """The Triton paged-attention kernels (interpreter on CPU) inside the model, with chunked prefill over
-    cached context and decodes in one step: the reference's greedy tokens."""
+    cached context and decodes in one step: the reference's greedy tokens, whichever cache layout each uses (the
+    reference's the default head-major, the kernels' slot-major)."""
     pytest.importorskip("triton")
     prompts = _prompts(3, 5, 40, seed=12)
     params = SamplingParams(max_tokens=6, **GREEDY)
     want = _tokens(llm.generate(prompts, params))
-    kernels = LLM(model_dir, **ON, max_model_len=128, attention_kernels="triton", max_num_batched_tokens=24)
+    kernels = LLM(model_dir, **ON, max_model_len=128, attention_kernels="triton", max_num_batched_tokens=24,
+                  kv_cache_layout="slot-major")
+    assert not kernels.runner.kv_cache.head_major and llm.runner.kv_cache.head_major
     assert _tokens(kernels.generate(prompts, params)) == want
 
 
@@ -206,7 +209,8 @@ def test_the_fast_paths_give_the_reference_tokens(model_dir):
     """The Triton kernels (attention, RoPE + KV write, norms, routing, experts), the decode graphs' padded
     static-buffer path (captured on CUDA, run eagerly on CPU) and the pipelined engine (a step launched before
     the previous one's tokens reach the host) give exactly the greedy tokens of the torch reference path with
-    no graphs: batched, with chunked prefill, preemption, and requests aborted while steps are in flight."""
+    no graphs: batched, with chunked prefill, preemption, and requests aborted while steps are in flight (the
+    reference with a slot-major cache, the fast paths with the default head-major one)."""
     pytest.importorskip("triton")
     from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
 
@@ -214,7 +218,8 @@ def test_the_fast_paths_give_the_reference_tokens(model_dir):
     rng = random.Random(22)
     params = [SamplingParams(max_tokens=rng.randint(3, 12), **GREEDY) for _ in prompts]
     common = dict(max_model_len=96, num_kv_blocks=8, max_num_batched_tokens=24, max_num_seqs=6)
-    reference = LLM(model_dir, **ON, **common, attention_kernels="torch", moe_kernels="torch", cuda_graphs="off")
+    reference = LLM(model_dir, **ON, **common, attention_kernels="torch", moe_kernels="torch", cuda_graphs="off",
+                    kv_cache_layout="slot-major")
     want = _tokens(reference.generate(prompts, params))
     assert reference.engine.scheduler.num_preemptions > 0
     fast = LLM(model_dir, **ON, **common, attention_kernels="triton", moe_kernels="triton")

@@ -81,6 +81,24 @@ def test_cache_tensors_follow_the_plan():
     assert [len(t) for t in manager.block_tables(0)] == [3, 3]
 
 
+def test_the_cache_layouts_index_alike_and_differ_in_memory():
+    """Head-major (the default) caches are [num_blocks, block, KV, D] views whose KV heads' rows of a block are
+    contiguous; slot-major ones are contiguous tensors. The kernels read which off the strides."""
+    from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
+
+    config = _config(layers=2, window=16)
+    plan = plan_kv_cache(config, dtype=torch.float32, block_size=16, memory_bytes=4 << 20, max_num_seqs=2,
+                         max_num_batched_tokens=32, max_model_len=256)
+    head = PagedKVCache(config, plan, dtype=torch.float32, device="cpu")
+    slot = PagedKVCache(config, plan, dtype=torch.float32, device="cpu", head_major=False)
+    for layer in range(2):
+        (hk, hv), (sk, sv) = head.layer(layer), slot.layer(layer)
+        assert hk.shape == sk.shape and kv_cache_head_major(hk, hv) and not kv_cache_head_major(sk, sv)
+        assert sk.is_contiguous() and not hk.is_contiguous() and hk.permute(0, 2, 1, 3).is_contiguous()
+        assert hk.stride()[1:] == (16, 16 * 16, 1)  # rows D apart, heads block * D apart
+    assert head.nbytes == slot.nbytes == plan.nbytes and "head-major" in head.describe()
+
+
 def test_activation_estimate_grows_with_the_step():
     config = _config()
     small = activation_bytes_estimate(config, torch.bfloat16, 256, 8)

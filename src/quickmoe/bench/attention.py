@@ -1,7 +1,9 @@
 """`quickmoe bench attention`: quickmoe's paged attention kernels on gpt-oss shapes beside SDPA, in one run.
 
 gpt-oss attention: 64 query heads, 8 KV heads, head dim 64, a sink per head, full layers (window 0) and
-128-token sliding windows; bf16 cache in 16-position blocks scattered over the pool (random block order).
+128-token sliding windows; bf16 cache in 16-position blocks (--block-size) scattered over the pool (random block
+order), head-major as the engine lays it out by default (each KV head's rows of a block contiguous) or, with
+--kv-layout slot-major, a position's KV heads side by side.
 - Decode, over a grid of batch x context: one query per sequence at the end of its context. Reported: the
   kernel's time, the KV bytes it must read (K and V of every visible position: min(context, window) each) over
   that time in GB/s and as a share of the HBM bandwidth measured in the same run (a 1 GiB device copy), and
@@ -31,8 +33,9 @@ from quickmoe.kernels.prefill_attention import paged_prefill_attention
 
 logger = logging.getLogger(__name__)
 
-HEADS, KV_HEADS, HEAD_DIM, BLOCK = 64, 8, 64, 16  # gpt-oss
+HEADS, KV_HEADS, HEAD_DIM = 64, 8, 64  # gpt-oss
 ROTATE_BYTES = 256 << 20  # input sets per point: at least this many bytes in all (5x the H100's L2)
+KV_LAYOUTS = ("slot-major", "head-major")  # the paged cache's memory layouts (kernels/paged_kv_tile.py)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class AttentionBenchOptions:
     windows: tuple[int, ...] = (0, 128)
     prefill: tuple[tuple[int, int], ...] = ((1, 1024), (4, 2048), (1, 8192))
     reps: int = 20
+    kv_layout: str = "head-major"  # the engine's default; or "slot-major" (paged_kv_tile.kv_cache_head_major)
+    block_size: int = 16  # positions per cache block
     json_out: str | None = None
 
     def __post_init__(self) -> None:
@@ -55,6 +60,10 @@ class AttentionBenchOptions:
             raise ConfigError(f"bench attention option 'prefill' = {list(self.prefill)}: expected BATCH:LENGTH pairs")
         if self.reps < 1:
             raise ConfigError(f"bench attention option 'reps' = {self.reps}: expected >= 1")
+        if self.block_size < 1 or self.block_size & (self.block_size - 1):
+            raise ConfigError(f"bench attention option 'block_size' = {self.block_size}: expected a power of two")
+        if self.kv_layout not in KV_LAYOUTS:
+            raise ConfigError(f"bench attention option 'kv_layout' = {self.kv_layout!r}: expected one of {KV_LAYOUTS}")
 
 
 def time_in_graph(fn: Callable[[int], object], sets: int, reps: int) -> float:
@@ -79,18 +88,21 @@ def time_in_graph(fn: Callable[[int], object], sets: int, reps: int) -> float:
     return statistics.median(times)
 
 
-def _paged_set(batch: int, context: int, window: int, g: torch.Generator, device: torch.device) -> dict:
+def _paged_set(batch: int, context: int, window: int, g: torch.Generator, device: torch.device,
+               head_major: bool = False, block: int = 16) -> dict:
     """One input set: a bf16 paged cache holding each sequence's `context` positions, blocks in random order; with
-    a window only the blocks a sliding layer still holds (earlier table entries are -1, as released)."""
-    per_seq = -(-context // BLOCK)
-    first_kept = max(context - window, 0) // BLOCK if window > 0 else 0
+    a window only the blocks a sliding layer still holds (earlier table entries are -1, as released); head_major:
+    each cache a [blocks, block, KV, D] view of a contiguous [blocks, KV, block, D] tensor."""
+    per_seq = -(-context // block)
+    first_kept = max(context - window, 0) // block if window > 0 else 0
     held = per_seq - first_kept
     order = torch.randperm(batch * held).to(torch.int32)
     tables = torch.full((batch, per_seq), -1, dtype=torch.int32)
     tables[:, first_kept:] = order.view(batch, held)
-    shape = (batch * held, BLOCK, KV_HEADS, HEAD_DIM)
-    return {"k": torch.randn(shape, generator=g, device=device, dtype=torch.bfloat16),
-            "v": torch.randn(shape, generator=g, device=device, dtype=torch.bfloat16),
+    shape = (batch * held, KV_HEADS, block, HEAD_DIM) if head_major else (batch * held, block, KV_HEADS, HEAD_DIM)
+    view = (lambda t: t.permute(0, 2, 1, 3)) if head_major else (lambda t: t)
+    return {"k": view(torch.randn(shape, generator=g, device=device, dtype=torch.bfloat16)),
+            "v": view(torch.randn(shape, generator=g, device=device, dtype=torch.bfloat16)),
             "tables": tables.to(device), "sinks": torch.randn(HEADS, generator=g, device=device)}
 
 
@@ -102,12 +114,13 @@ def _num_sets(set_bytes: int) -> int:
     return max(2, min(16, -(-ROTATE_BYTES // max(set_bytes, 1))))
 
 
-def bench_decode(batch: int, context: int, window: int, reps: int, device: torch.device) -> dict:
+def bench_decode(batch: int, context: int, window: int, reps: int, device: torch.device,
+                 head_major: bool = False, block: int = 16) -> dict:
     g = torch.Generator(device).manual_seed(batch * 7919 + context + window)
     torch.manual_seed(batch + context)  # the block order
     visible = min(context, window) if window > 0 else context
     kv_bytes = 2 * batch * visible * KV_HEADS * HEAD_DIM * 2  # K and V, bf16
-    sets = [_paged_set(batch, context, window, g, device) for _ in range(_num_sets(kv_bytes))]
+    sets = [_paged_set(batch, context, window, g, device, head_major, block) for _ in range(_num_sets(kv_bytes))]
     lens = torch.full((batch,), context, dtype=torch.long, device=device)
     qs = [_randn(batch, HEADS, HEAD_DIM, g=g, device=device) for _ in sets]
     scale = HEAD_DIM**-0.5
@@ -123,11 +136,13 @@ def bench_decode(batch: int, context: int, window: int, reps: int, device: torch
             "sdpa_s": sdpa, "quickmoe_gb_per_s": kv_bytes / ours / 1e9, "sdpa_gb_per_s": kv_bytes / sdpa / 1e9}
 
 
-def bench_prefill(batch: int, length: int, window: int, reps: int, device: torch.device) -> dict:
+def bench_prefill(batch: int, length: int, window: int, reps: int, device: torch.device,
+                  head_major: bool = False, block: int = 16) -> dict:
     g = torch.Generator(device).manual_seed(batch * 104729 + length + window)
     torch.manual_seed(batch + length)
     cache_bytes = 2 * batch * length * KV_HEADS * HEAD_DIM * 2
-    sets = [_paged_set(batch, length, 0, g, device) for _ in range(min(4, _num_sets(cache_bytes)))]
+    sets = [_paged_set(batch, length, 0, g, device, head_major, block)
+            for _ in range(min(4, _num_sets(cache_bytes)))]
     qs = [_randn(batch * length, HEADS, HEAD_DIM, g=g, device=device) for _ in sets]
     cu = torch.arange(0, (batch + 1) * length, length, dtype=torch.int32, device=device)
     lens = torch.full((batch,), length, dtype=torch.long, device=device)
@@ -156,18 +171,22 @@ def run_attention_bench(opts: AttentionBenchOptions) -> dict:
                           "bandwidth)")
     device = torch.device("cuda")
     ceilings = measure_ceilings(device)
-    doc = {"device": torch.cuda.get_device_name(device), "ceilings": ceilings, "decode": [], "prefill": []}
+    head_major = opts.kv_layout == "head-major"
+    doc = {"device": torch.cuda.get_device_name(device), "ceilings": ceilings, "kv_layout": opts.kv_layout,
+           "block_size": opts.block_size, "decode": [], "prefill": []}
     with torch.inference_mode():
         for window in opts.windows:
             for context in opts.contexts:
                 for batch in opts.batches:
                     if 2 * batch * (min(context, window) if window else context) * KV_HEADS * HEAD_DIM * 2 > 12 << 30:
                         continue  # over 12 GiB of cache per input set
-                    doc["decode"].append(bench_decode(batch, context, window, opts.reps, device))
+                    doc["decode"].append(bench_decode(batch, context, window, opts.reps, device, head_major,
+                                                      opts.block_size))
                     torch.cuda.empty_cache()
         for window in opts.windows:
             for batch, length in opts.prefill:
-                doc["prefill"].append(bench_prefill(batch, length, window, opts.reps, device))
+                doc["prefill"].append(bench_prefill(batch, length, window, opts.reps, device, head_major,
+                                                    opts.block_size))
                 torch.cuda.empty_cache()
     if opts.json_out:
         Path(opts.json_out).write_text(json.dumps(doc, indent=2) + "\n")
@@ -178,7 +197,8 @@ def run_attention_bench(opts: AttentionBenchOptions) -> dict:
 def format_attention_table(doc: dict) -> str:
     hbm = doc["ceilings"].get("hbm_gb_per_s")
     lines = [f"bench attention on {doc['device']}: gpt-oss heads {HEADS}/{KV_HEADS}, head dim {HEAD_DIM}, bf16, "
-             f"blocks of {BLOCK}; HBM {hbm:.0f} GB/s, bf16 matmul {doc['ceilings'].get('bf16_tflops', 0):.0f} "
+             f"blocks of {doc.get('block_size', 16)} ({doc.get('kv_layout', 'slot-major')}); HBM {hbm:.0f} GB/s, "
+             f"bf16 matmul {doc['ceilings'].get('bf16_tflops', 0):.0f} "
              "TFLOP/s (measured now)",
              "decode (one query per sequence; GB/s of the K and V bytes the step must read)",
              f"{'batch':>6}{'context':>9}{'window':>8}{'KV MB':>9}{'quickmoe us':>13}{'GB/s':>8}{'% HBM':>7}"

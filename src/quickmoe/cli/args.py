@@ -49,6 +49,9 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "--max-num-batched-tokens on CUDA)")
     g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
                    help="KV cache positions per block (default 16)")
+    g.add_argument("--kv-cache-layout", default="head-major", choices=("head-major", "slot-major"),
+                   help="KV cache memory layout: each KV head's positions of a block contiguous (head-major, the "
+                   "default) or a position's KV heads side by side (slot-major)")
     g.add_argument("--kv-cache-memory", "--kv-cache-memory-bytes", type=parse_bytes, default=None, metavar="SIZE",
                    help="KV cache size, e.g. 20GiB (default: on CUDA what --gpu-memory-utilization leaves after the "
                    "weights and one step's activations; on CPU 1GiB)")
@@ -140,6 +143,7 @@ def _engine_options(args: argparse.Namespace) -> dict:
     return dict(device=args.device, dtype=args.dtype, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                 max_num_batched_tokens=args.max_num_batched_tokens,
                 long_prefill_token_threshold=args.long_prefill_token_threshold, block_size=args.block_size,
+                kv_cache_layout=args.kv_cache_layout,
                 kv_cache_memory=args.kv_cache_memory, gpu_memory_utilization=args.gpu_memory_utilization,
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,

@@ -58,7 +58,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
     run_attention_bench(AttentionBenchOptions(
         batches=_int_list(args.batches, "--batches"), contexts=_int_list(args.contexts, "--contexts"),
         windows=_int_list(args.windows, "--windows"), prefill=pairs(args.prefill), reps=args.reps,
-        json_out=args.json_out))
+        kv_layout=args.kv_layout, block_size=args.block_size, json_out=args.json_out))
     return 0
 
 

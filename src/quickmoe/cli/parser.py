@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     att.add_argument("--prefill", default="1:1024,4:2048,1:8192",
                      help="prefill points BATCH:LENGTH, comma-separated (default 1:1024,4:2048,1:8192)")
     att.add_argument("--reps", type=int, default=20, help="kernel calls per timed CUDA graph (default 20)")
+    att.add_argument("--kv-layout", choices=("head-major", "slot-major"), default="head-major",
+                     help="memory layout of the paged cache: head-major (each KV head's rows of a block contiguous; "
+                     "the engine's default) or slot-major (a block's rows hold every KV head side by side)")
+    att.add_argument("--block-size", type=int, default=16, help="positions per cache block (default 16)")
     att.add_argument("--json", dest="json_out", metavar="FILE", help="write every figure as JSON")
     _add_common(att)
     att.set_defaults(func=cmd_bench_attention)

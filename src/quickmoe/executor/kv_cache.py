@@ -208,21 +208,31 @@ def _gib(nbytes: int | None) -> str:
 class PagedKVCache:
     """The cache tensors of a `KVCachePlan`, allocated once: per layer k, v [num_blocks, block_size, KV, D],
     where num_blocks is the layer's group's. `layer_group[i]` is the index in `plan.groups` of layer i's group
-    (the step metadata carries one slot mapping and block table per group)."""
+    (the step metadata carries one slot mapping and block table per group). head_major: each tensor is a view
+    `.permute(0, 2, 1, 3)` of a contiguous [num_blocks, KV, block_size, D] one, so a KV head's positions of a
+    block are contiguous (the kernels read the layout off the strides: `kernels/paged_kv_tile.py`); else the
+    tensors are contiguous (slot-major). Indexing is the same either way."""
 
     def __init__(self, config: ModelConfig, plan: KVCachePlan, *, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+                 device: torch.device | str, head_major: bool = True) -> None:
         self.plan = plan
         self.block_size = plan.block_size
         self.layer_group = [0] * config.num_hidden_layers
         self.keys: list[torch.Tensor] = [torch.empty(0)] * config.num_hidden_layers
         self.values: list[torch.Tensor] = [torch.empty(0)] * config.num_hidden_layers
+        self.head_major = head_major
         for g, group in enumerate(plan.groups):
-            shape = (group.num_blocks, plan.block_size, config.num_key_value_heads, config.head_dim)
+            kv, block = config.num_key_value_heads, plan.block_size
+            shape = (group.num_blocks, kv, block, config.head_dim) if head_major else \
+                (group.num_blocks, block, kv, config.head_dim)
             for layer in group.layers:
                 self.layer_group[layer] = g
-                self.keys[layer] = torch.empty(shape, dtype=dtype, device=device)
-                self.values[layer] = torch.empty(shape, dtype=dtype, device=device)
+                self.keys[layer] = self._tensor(shape, dtype, device)
+                self.values[layer] = self._tensor(shape, dtype, device)
+
+    def _tensor(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+        t = torch.empty(shape, dtype=dtype, device=device)
+        return t.permute(0, 2, 1, 3) if self.head_major else t  # [num_blocks, block_size, KV, D] either way
 
     def layer(self, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.keys[idx], self.values[idx]
@@ -233,4 +243,5 @@ class PagedKVCache:
 
     def describe(self) -> str:
         groups = ", ".join(f"{g.name}: {g.num_blocks} blocks x {len(g.layers)} layers" for g in self.plan.groups)
-        return f"{self.nbytes / 2**30:.2f} GiB, block size {self.block_size} ({groups})"
+        layout = "head-major" if self.head_major else "slot-major"
+        return f"{self.nbytes / 2**30:.2f} GiB, block size {self.block_size}, {layout} ({groups})"

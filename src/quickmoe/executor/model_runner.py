@@ -249,12 +249,14 @@ class ModelRunner:
                              num_blocks=engine.num_kv_blocks, max_model_len=requested or engine.block_size)
         self.max_model_len = requested or min(self.config.max_position_embeddings, plan.max_tokens_per_sequence)
         try:
-            self.kv_cache = PagedKVCache(config, plan, dtype=self.dtype, device=self.device)
+            self.kv_cache = PagedKVCache(config, plan, dtype=self.dtype, device=self.device,
+                                         head_major=engine.kv_cache_layout == "head-major")
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # a num_kv_blocks the device cannot hold
             raise ConfigError(f"cannot allocate the KV cache ({plan.nbytes / 2**30:.2f} GiB on {self.device}): "
                               f"{str(exc).splitlines()[0][:200]}; lower kv_cache_memory, num_kv_blocks or "
                               "gpu_memory_utilization") from None
         self.report.info["kv_cache"] = {"bytes": self.kv_cache.nbytes, "block_size": plan.block_size,
+                                        "layout": engine.kv_cache_layout,
                                         "groups": {g.name: g.num_blocks for g in plan.groups},
                                         "max_model_len": self.max_model_len}
         logger.info("KV cache: %s; max_model_len %d", self.kv_cache.describe(), self.max_model_len)

@@ -7,8 +7,9 @@ q [B, H, D] holds each sequence's query at position context_lens[b] - 1; it atte
 position (with a window W > 0 only j > position - W) of its paged cache, GQA (head h reads KV head
 h // (H / KV)), and gpt-oss's per-head sink logit joins the softmax denominator only:
     out_h = sum_j exp(s_hj) v_j / (sum_j exp(s_hj) + exp(sink_h)),   s_hj = scale * q_h . k_j.
-Cache layout per layer: k_cache, v_cache [num_blocks, block_size, KV, D]; position p of sequence b is row
-p % block_size of block block_tables[b][p // block_size] (-1 where a sliding window released it).
+Cache per layer: k_cache, v_cache [num_blocks, block_size, KV, D]; position p of sequence b is row p % block_size
+of block block_tables[b][p // block_size] (-1 where a sliding window released it); slot-major or head-major in
+memory (`paged_kv_tile.kv_cache_head_major`).
 
 The kernel (flash-decoding): grid (B, KV heads, splits), or (KV heads, B, splits) (`DecodeLaunchConfig`: the
 heads of a sequence launched side by side read its cache blocks together). A program takes the GROUP = H / KV
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
+from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
 from quickmoe.kernels.pdl import pdl_kwargs
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 
@@ -50,7 +52,7 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover
     triton = None
 else:
-    from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
+    from quickmoe.kernels.paged_kv_tile import kv_cache_offsets, load_kv_tile, pv_dot, qk_dot
 
 __all__ = ["WINDOW_KEYS_PER_SPLIT", "DecodeLaunchConfig", "decode_launch_config", "decode_num_splits",
            "paged_decode_attention", "paged_decode_attention_ref", "rotary_paged_decode_attention",
@@ -212,6 +214,7 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
         raise RuntimeError("paged_decode_attention needs triton; paged_decode_attention_ref is the torch version")
     batch, num_heads, head_dim = q.shape
     _, block_size, num_kv, _ = k_cache.shape
+    head_major = kv_cache_head_major(k_cache, v_cache)
     group = num_heads // num_kv
     out = torch.empty(batch, num_heads, head_dim, dtype=q.dtype, device=q.device)
     if batch == 0:
@@ -239,8 +242,8 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
         stride_qb=stride_qb, stride_qh=stride_qh, stride_ob=out.stride(0), stride_oh=out.stride(1),
         stride_bt=block_tables.stride(0), window=window, qk_scale=float(scale) * LOG2E, **rope,
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim, D_POW2=d_pow2,
-        BLOCK_SIZE=block_size, KV=num_kv, BLOCK_N=config.block_n, SPLITS=splits, FP32_DOT=fp32_dot,
-        ROTARY=rotary is not None, KV_FASTEST=config.kv_fastest,
+        BLOCK_SIZE=block_size, KV=num_kv, HEAD_MAJOR=head_major, BLOCK_N=config.block_n, SPLITS=splits,
+        FP32_DOT=fp32_dot, ROTARY=rotary is not None, KV_FASTEST=config.kv_fastest,
         num_warps=config.num_warps, num_stages=config.num_stages, **pdl_kwargs(q.device))
     if splits > 1:
         _decode_combine_kernel[(batch, num_heads)](partial_acc, partial_ml, sinks, out, out.stride(0), out.stride(1),
@@ -254,7 +257,7 @@ if triton is not None:
     @triton.jit
     def _rotate_and_write_kv(qkv_ptr, pos_ptr, cos_sin_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, seq, kv_head, heads,
                              row_ok, write, stride_qb, stride_cs, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
-                             KV: tl.constexpr, D: tl.constexpr):
+                             BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, HEAD_MAJOR: tl.constexpr):
         """The fused path's start: q's rows `heads` rotated [GROUP_PAD, D] in qkv's dtype; when `write`, this KV
         head's new k (rotated) and v stored at the sequence's slot."""
         HALF: tl.constexpr = D // 2
@@ -272,7 +275,7 @@ if triton is not None:
         q = tl.reshape(tl.permute(tl.join(q1.to(dtype), q2.to(dtype)), (0, 2, 1)), (GROUP_PAD, D))  # [G, D] halves
         if write:
             slot = tl.load(slot_ptr + seq).to(tl.int64)
-            cache = (slot * KV + kv_head) * D
+            cache = kv_cache_offsets(slot // BLOCK_SIZE, slot % BLOCK_SIZE, kv_head, BLOCK_SIZE, KV, D, HEAD_MAJOR)
             k = row + (GROUP * KV + kv_head) * D  # this KV head's k in qkv, then its v KV heads later
             k1 = tl.load(k + cols).to(tl.float32)
             k2 = tl.load(k + HALF + cols).to(tl.float32)
@@ -289,8 +292,8 @@ if triton is not None:
                              out_ptr, part_acc_ptr, part_ml_ptr, pos_ptr, cos_sin_ptr, slot_ptr,
                              stride_qb, stride_qh, stride_ob, stride_oh, stride_bt, stride_cs, window, qk_scale,
                              GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
-                             BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, BLOCK_N: tl.constexpr,
-                             SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, ROTARY: tl.constexpr,
+                             BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, HEAD_MAJOR: tl.constexpr,
+                             BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, ROTARY: tl.constexpr,
                              KV_FASTEST: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         if KV_FASTEST:
@@ -314,7 +317,7 @@ if triton is not None:
             write = (ctx > 0) & (lo < ctx) & (hi == ctx) & (tl.load(slot_ptr + seq) >= 0)
             q = _rotate_and_write_kv(q_ptr, pos_ptr, cos_sin_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, seq, kv_head,
                                      heads, row_ok, write, stride_qb, stride_cs, GROUP=GROUP, GROUP_PAD=GROUP_PAD,
-                                     KV=KV, D=D)
+                                     BLOCK_SIZE=BLOCK_SIZE, KV=KV, D=D, HEAD_MAJOR=HEAD_MAJOR)
         else:
             q = tl.load(q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :],
                         mask=row_ok[:, None] & dim_ok[None, :], other=0.0)  # [G, D]
@@ -328,7 +331,7 @@ if triton is not None:
             pos = start + keys  # [N]
             key_ok = pos < hi
             k, v = load_kv_tile(k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt, pos, key_ok, kv_head,
-                                dims, dim_ok, BLOCK_SIZE, KV, D)  # [N, D] each
+                                dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR)  # [N, D] each
             s = qk_dot(q, k, FP32_DOT)  # [G, N] float32
             s = tl.where(key_ok[None, :], s * qk_scale, float("-inf"))
             m_new = tl.maximum(m, tl.max(s, axis=1))  # finite: every iteration has a visible key

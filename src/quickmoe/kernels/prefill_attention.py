@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
+
 try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
@@ -79,7 +81,8 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks, out, q.stride(0), q.stride(1),
         out.stride(0), out.stride(1), block_tables.stride(0), window, float(scale) * 1.4426950408889634,
         GROUP=group, GROUP_POW2=group_pow2, D=head_dim, D_POW2=max(16, triton.next_power_of_2(head_dim)),
-        BLOCK_SIZE=block_size, KV=num_kv, BLOCK_Q=block_q, BLOCK_N=block_n, FP32_DOT=fp32_dot,
+        BLOCK_SIZE=block_size, KV=num_kv, HEAD_MAJOR=kv_cache_head_major(k_cache, v_cache), BLOCK_Q=block_q,
+        BLOCK_N=block_n, FP32_DOT=fp32_dot,
         num_warps=8 if block_q * group_pow2 >= 128 else 4, num_stages=2)
     return out
 
@@ -92,8 +95,8 @@ if triton is not None:
     def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, cu_q_ptr, context_lens_ptr, sinks_ptr,
                         out_ptr, stride_qt, stride_qh, stride_ot, stride_oh, stride_bt, window, qk_scale,
                         GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
-                        BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr,
-                        FP32_DOT: tl.constexpr):
+                        BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_Q: tl.constexpr,
+                        BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr):
         seq = tl.program_id(0)
         q_tile = tl.program_id(1)
         kv_head = tl.program_id(2)
@@ -124,7 +127,7 @@ if triton is not None:
                 k_pos = start + keys  # [N]
                 key_ok = k_pos <= last_pos
                 k, v = load_kv_tile(k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt, k_pos, key_ok,
-                                    kv_head, dims, dim_ok, BLOCK_SIZE, KV, D)  # [N, D] each
+                                    kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR)  # [N, D] each
                 s = qk_dot(q, k, FP32_DOT)  # [R, N] float32
                 visible = (k_pos[None, :] <= q_pos[:, None]) & key_ok[None, :]
                 visible &= (window <= 0) | (k_pos[None, :] > q_pos[:, None] - window)

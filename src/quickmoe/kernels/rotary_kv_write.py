@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import torch
 
+from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
 from quickmoe.kernels.pdl import pdl_kwargs
 
 try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
 
+    from quickmoe.kernels.paged_kv_tile import kv_cache_offsets
     from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
@@ -54,11 +56,12 @@ def rotary_write_kv_ref(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cach
     cos, sin = cos_sin[:, :half], cos_sin[:, half:]
     q_rot = apply_rotary_ref(q, cos, sin)
     k_rot = apply_rotary_ref(k, cos, sin)
-    num_blocks, block_size = k_cache.shape[:2]
+    block_size = k_cache.shape[1]
     keep = slot_mapping >= 0  # [T]
     slots = slot_mapping[keep].long()
-    k_cache.view(num_blocks * block_size, *k_cache.shape[2:])[slots] = k_rot[keep].to(k_cache.dtype)
-    v_cache.view(num_blocks * block_size, *v_cache.shape[2:])[slots] = v[keep].to(v_cache.dtype)
+    blocks, rows = slots // block_size, slots % block_size  # indexing, not a flat view: head-major caches are views
+    k_cache[blocks, rows] = k_rot[keep].to(k_cache.dtype)
+    v_cache[blocks, rows] = v[keep].to(v_cache.dtype)
     return q_rot
 
 
@@ -67,7 +70,8 @@ def rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: t
     """`rotary_write_kv_ref` in one launch (grid: tokens)."""
     if triton is None:
         raise RuntimeError("rotary_write_kv needs triton; rotary_write_kv_ref is the torch version")
-    num_kv, head_dim = k_cache.shape[2], k_cache.shape[3]
+    block_size, num_kv, head_dim = k_cache.shape[1:]
+    head_major = kv_cache_head_major(k_cache, v_cache)
     q, k, v = split_qkv(qkv, num_kv, head_dim)  # strided views
     num_tokens, num_heads, _ = q.shape
     assert head_dim % 2 == 0 and qkv.stride(1) == 1
@@ -78,7 +82,8 @@ def rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: t
             q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, q_rot,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), cos_sin_cache.stride(0),
             H=num_heads, H_POW2=triton.next_power_of_2(num_heads), KV=num_kv, KV_POW2=triton.next_power_of_2(num_kv),
-            HALF=half, HALF_POW2=triton.next_power_of_2(half), num_warps=4, **pdl_kwargs(qkv.device))
+            BLOCK_SIZE=block_size, HEAD_MAJOR=head_major, HALF=half, HALF_POW2=triton.next_power_of_2(half),
+            num_warps=4, **pdl_kwargs(qkv.device))
     return q_rot
 
 
@@ -96,7 +101,8 @@ if triton is not None:
     def _rotary_write_kv_kernel(q_ptr, k_ptr, v_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, slot_ptr,
                                 q_out_ptr, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                                 stride_cs, H: tl.constexpr, H_POW2: tl.constexpr, KV: tl.constexpr,
-                                KV_POW2: tl.constexpr, HALF: tl.constexpr, HALF_POW2: tl.constexpr,
+                                KV_POW2: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_MAJOR: tl.constexpr,
+                                HALF: tl.constexpr, HALF_POW2: tl.constexpr,
                                 PDL: tl.constexpr):
         pdl_wait(PDL)
         token = tl.program_id(0).to(tl.int64)
@@ -121,7 +127,8 @@ if triton is not None:
         kv_heads = tl.arange(0, KV_POW2)
         kv_ok = (kv_heads < KV) & (slot >= 0)  # a negative slot (padding) writes nothing
         k1, k2 = _rotate(k_ptr, token * stride_kt + kv_heads * stride_kh, kv_ok, cols, col_ok, cos, sin, HALF)
-        cache_rows = (slot * KV + kv_heads) * (2 * HALF)
+        cache_rows = kv_cache_offsets(slot // BLOCK_SIZE, slot % BLOCK_SIZE, kv_heads, BLOCK_SIZE, KV, 2 * HALF,
+                                      HEAD_MAJOR)  # [KV_POW2]
         mask = kv_ok[:, None] & col_ok[None, :]
         tl.store(k_cache_ptr + cache_rows[:, None] + cols[None, :], k1.to(k_cache_ptr.dtype.element_ty), mask=mask)
         tl.store(k_cache_ptr + cache_rows[:, None] + HALF + cols[None, :], k2.to(k_cache_ptr.dtype.element_ty),
