@@ -2,8 +2,9 @@
 `bench attention` times it: for each (batch, context, window) point, every DecodeLaunchConfig of the grid (keys per
 iteration x warps x pipeline stages x KV heads on the fastest grid axis) at the default number of splits, then the
 best of them with other split counts, beside SDPA on contiguous keys and an empty PDL kernel (the launch floor of a
-kernel in the graph). (The first run of 2026-11-24 also read caches of 64-position blocks and [blocks, KV, rows,
-D] layouts through strides: no faster, so the kernels keep [blocks, 16, KV, D]; docs/benchmarks.md.)
+kernel in the graph). The cache is head-major, as the engine allocates it by default (2026-11-27: with the committed
+64-key tiles 2.7-4.1% faster than slot-major at batch 256; the first run of 2026-11-24 had compared the layouts at
+its best 32-key tile, where they read alike; docs/benchmarks.md).
 
     python scripts/probes/decode_attention_sweep.py [--json PATH] [--workers 12] [--quick]
         [--batches 1,2,4 --contexts 1024,4096 --windows 0,128] [--configs n64w4s3k,n128w4s2k] [--splits 1,8,32]
@@ -60,9 +61,10 @@ def _ints(text: str) -> list[int]:
 
 
 def _set(batch: int, context: int, window: int, g: torch.Generator) -> dict:
-    """`bench attention`'s input set (a bf16 cache of 16-position blocks in random order) with its q and lengths."""
+    """`bench attention`'s input set (a bf16 head-major cache of 16-position blocks in random order) with its q and
+    lengths."""
     device = torch.device("cuda")
-    return {**_paged_set(batch, context, window, g, device),
+    return {**_paged_set(batch, context, window, g, device, head_major=True),
             "q": torch.randn(batch, HEADS, DIM, generator=g, device=device, dtype=torch.bfloat16),
             "lens": torch.full((batch,), context, dtype=torch.long, device=device)}
 
