@@ -31,7 +31,8 @@
 #              skips them), then bench attention per KV_RUNS variant LAYOUT:BLOCK_SIZE in turns (default
 #              "slot-major:16 head-major:16 slot-major:16 head-major:16"), compared by
 #              scripts/probes/kv_layout_compare.py (kv_layout.txt; each run's JSON and log under runs/)
-#   ab-layout  bench generate with each KV-cache layout in turns (LAYOUT_RUNS): 256 x 1000 -> 1000 and 64 x 8000 -> 256
+#   ab-layout  bench generate with each KV-cache layout (and block size: LAYOUT:BLOCK) in turns (LAYOUT_RUNS): 256 x 1000
+#              -> 1000 and (unless AB_LONG=0) 64 x 8000 -> 256
 #   ab-attention the attention kernel tests and the bf16 quality test on CUDA, then bench attention in turns between
 #              the work tree and trees in .ab/NAME (AB_RUNS, default "new base"; ab_attention.txt)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
@@ -118,16 +119,16 @@ for stage in "$@"; do
       # share of the step grows) (ab_layout.txt, ab_layout_*.log)
       make_20b
       i=0
-      for layout in ${LAYOUT_RUNS:-head-major slot-major head-major slot-major}; do
-        i=$((i + 1))
+      for variant in ${LAYOUT_RUNS:-head-major slot-major head-major slot-major}; do  # LAYOUT or LAYOUT:BLOCK_SIZE
+        i=$((i + 1)); layout=${variant%:*}; block=16; [ "$variant" != "$layout" ] && block=${variant#*:}
         python3 -m quickmoe bench generate "$CKPT" --num-prompts 256 --input-len 1000 --output-len 1000 \
-          --kv-cache-layout "$layout" > "$OUT/ab_layout_${i}_$layout.log" 2>&1
-        python3 -m quickmoe bench generate "$CKPT" --num-prompts 64 --input-len 8000 --output-len 256 \
-          --kv-cache-layout "$layout" > "$OUT/ab_layout_long_${i}_$layout.log" 2>&1
-        { echo "-- $i $layout (256 x 1000 -> 1000, then 64 x 8000 -> 256)"
+          --kv-cache-layout "$layout" --block-size "$block" > "$OUT/ab_layout_${i}_$layout.log" 2>&1
+        [ "${AB_LONG:-1}" = 1 ] && python3 -m quickmoe bench generate "$CKPT" --num-prompts 64 --input-len 8000 \
+          --output-len 256 --kv-cache-layout "$layout" --block-size "$block" > "$OUT/ab_layout_long_${i}_$layout.log" 2>&1
+        { echo "-- $i $layout, blocks of $block (256 x 1000 -> 1000, then 64 x 8000 -> 256 unless AB_LONG=0)"
           grep -E "^quickmoe |decode at batch 1: median|by step kind|by op family" "$OUT/ab_layout_${i}_$layout.log"
-          grep -E "^quickmoe |by step kind|by op family" "$OUT/ab_layout_long_${i}_$layout.log"; } \
-          | tee -a "$OUT/ab_layout.txt"
+          [ "${AB_LONG:-1}" = 1 ] && grep -E "^quickmoe |by step kind|by op family" "$OUT/ab_layout_long_${i}_$layout.log"
+          true; } | tee -a "$OUT/ab_layout.txt"
       done ;;
     ab-moe)
       python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_align.py tests/models/test_kernel_warmup.py \
