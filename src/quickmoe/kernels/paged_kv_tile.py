@@ -22,7 +22,6 @@ except ImportError:  # pragma: no cover
     triton = None
 
 
-
 def kv_cache_head_major(k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:
     """The memory layout of a layer's cache pair [num_blocks, block_size, KV, D] (see the module docstring): False for
     contiguous (slot-major) tensors, True for views of contiguous [num_blocks, KV, block_size, D] tensors; anything
