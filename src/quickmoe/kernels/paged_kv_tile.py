@@ -13,6 +13,8 @@ interpreter, whose bf16 dot is wrong); else on the cache's dtype (bf16 tensor co
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 try:  # CPU installs without triton have no kernels to share this with
@@ -25,33 +27,34 @@ except ImportError:  # pragma: no cover
 def kv_cache_head_major(k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:
     """The memory layout of a layer's cache pair [num_blocks, block_size, KV, D] (see the module docstring): False for
     contiguous (slot-major) tensors, True for views of contiguous [num_blocks, KV, block_size, D] tensors; anything
-    else (another stride pattern, K and V laid out differently) raises ValueError naming the strides."""
-    if k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
+    else (another stride pattern, K and V laid out differently) raises ValueError naming the strides. Every eager
+    attention launch asks, so the answer is cached by shapes and strides (about 1 us a call)."""
+    return _layout_of(tuple(k_cache.shape), k_cache.stride(), tuple(v_cache.shape), v_cache.stride())
+
+
+@functools.lru_cache(maxsize=256)
+def _layout_of(k_shape: tuple, k_strides: tuple, v_shape: tuple, v_strides: tuple) -> bool:
+    if len(k_shape) != 4 or k_shape != v_shape:
         raise ValueError(f"KV cache: expected K and V of one shape [num_blocks, block_size, KV, D], got "
-                         f"{tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
-    _, block_size, kv_heads, head_dim = k_cache.shape
+                         f"{k_shape} and {v_shape}")
+    _, block_size, kv_heads, head_dim = k_shape
     slot_major = (block_size * kv_heads * head_dim, kv_heads * head_dim, head_dim, 1)
     head_major = (block_size * kv_heads * head_dim, head_dim, block_size * head_dim, 1)
     layouts = []
-    for name, cache in (("K", k_cache), ("V", v_cache)):
-        strides = _significant_strides(cache)
-        if strides == _significant_strides_of(cache.shape, slot_major):
+    for name, strides in (("K", k_strides), ("V", v_strides)):
+        if _significant(k_shape, strides) == _significant(k_shape, slot_major):
             layouts.append(False)
-        elif strides == _significant_strides_of(cache.shape, head_major):
+        elif _significant(k_shape, strides) == _significant(k_shape, head_major):
             layouts.append(True)
         else:
-            raise ValueError(f"KV cache {name}: strides {cache.stride()} for shape {tuple(cache.shape)}; expected "
-                             f"{slot_major} (slot-major, contiguous) or {head_major} (head-major view)")
+            raise ValueError(f"KV cache {name}: strides {strides} for shape {k_shape}; expected {slot_major} "
+                             f"(slot-major, contiguous) or {head_major} (head-major view)")
     if layouts[0] != layouts[1]:
-        raise ValueError(f"KV cache: K and V in different layouts (strides {k_cache.stride()} and {v_cache.stride()})")
+        raise ValueError(f"KV cache: K and V in different layouts (strides {k_strides} and {v_strides})")
     return layouts[0]
 
 
-def _significant_strides(t: torch.Tensor) -> tuple:
-    return _significant_strides_of(t.shape, t.stride())
-
-
-def _significant_strides_of(shape, strides) -> tuple:
+def _significant(shape: tuple, strides: tuple) -> tuple:
     """Strides with those of size-1 dimensions left out (they never move an address)."""
     return tuple(s if n > 1 else None for n, s in zip(shape, strides))
 
