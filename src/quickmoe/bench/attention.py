@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from quickmoe.bench.moe import measure_ceilings
+from quickmoe.engine_config import KV_CACHE_LAYOUTS
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.decode_attention import paged_decode_attention
 from quickmoe.kernels.prefill_attention import paged_prefill_attention
@@ -35,7 +36,6 @@ logger = logging.getLogger(__name__)
 
 HEADS, KV_HEADS, HEAD_DIM = 64, 8, 64  # gpt-oss
 ROTATE_BYTES = 256 << 20  # input sets per point: at least this many bytes in all (5x the H100's L2)
-KV_LAYOUTS = ("slot-major", "head-major")  # the paged cache's memory layouts (kernels/paged_kv_tile.py)
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,9 @@ class AttentionBenchOptions:
             raise ConfigError(f"bench attention option 'reps' = {self.reps}: expected >= 1")
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
             raise ConfigError(f"bench attention option 'block_size' = {self.block_size}: expected a power of two")
-        if self.kv_layout not in KV_LAYOUTS:
-            raise ConfigError(f"bench attention option 'kv_layout' = {self.kv_layout!r}: expected one of {KV_LAYOUTS}")
+        if self.kv_layout not in KV_CACHE_LAYOUTS:
+            raise ConfigError(f"bench attention option 'kv_layout' = {self.kv_layout!r}: expected one of "
+                              f"{list(KV_CACHE_LAYOUTS)}")
 
 
 def time_in_graph(fn: Callable[[int], object], sets: int, reps: int) -> float:

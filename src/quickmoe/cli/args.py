@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from quickmoe.engine_config import KV_CACHE_LAYOUTS
 from quickmoe.errors import ConfigError
 
 
@@ -49,7 +50,7 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "--max-num-batched-tokens on CUDA)")
     g.add_argument("--block-size", type=int, default=16, choices=(16, 32, 64, 128),
                    help="KV cache positions per block (default 16)")
-    g.add_argument("--kv-cache-layout", default="head-major", choices=("head-major", "slot-major"),
+    g.add_argument("--kv-cache-layout", default="head-major", choices=KV_CACHE_LAYOUTS,
                    help="KV cache memory layout: each KV head's positions of a block contiguous (head-major, the "
                    "default) or a position's KV heads side by side (slot-major)")
     g.add_argument("--kv-cache-memory", "--kv-cache-memory-bytes", type=parse_bytes, default=None, metavar="SIZE",

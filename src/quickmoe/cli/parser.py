@@ -6,6 +6,7 @@ import argparse
 
 from quickmoe import __version__
 from quickmoe.checkpoint.presets import PRESETS
+from quickmoe.engine_config import KV_CACHE_LAYOUTS
 from quickmoe.cli.args import (
     _add_common,
     _add_engine_args,
@@ -162,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     att.add_argument("--prefill", default="1:1024,4:2048,1:8192",
                      help="prefill points BATCH:LENGTH, comma-separated (default 1:1024,4:2048,1:8192)")
     att.add_argument("--reps", type=int, default=20, help="kernel calls per timed CUDA graph (default 20)")
-    att.add_argument("--kv-layout", choices=("head-major", "slot-major"), default="head-major",
+    att.add_argument("--kv-layout", choices=KV_CACHE_LAYOUTS, default="head-major",
                      help="memory layout of the paged cache: head-major (each KV head's rows of a block contiguous; "
                      "the engine's default) or slot-major (a block's rows hold every KV head side by side)")
     att.add_argument("--block-size", type=int, default=16, help="positions per cache block (default 16)")
