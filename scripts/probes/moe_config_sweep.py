@@ -21,6 +21,7 @@ A probe, not a benchmark: `quickmoe bench moe` gives the figures that count.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import sys
@@ -64,6 +65,12 @@ def main() -> None:
     ap.add_argument("--stages", default="3")
     ap.add_argument("--swap", default="1")
     ap.add_argument("--group-m", default="1")
+    ap.add_argument("--one-dot", default="0", help="GEMM 1's gate_up_one_dot values (0, 1)")
+    ap.add_argument("--around-tuned", action="store_true",
+                    help="the tuned config of each GEMM with gate_up_one_dot and warps (4 <-> 8) varied, and the stages "
+                         "of --stages-around (default: the tuned); the grid options are ignored")
+    ap.add_argument("--stages-around", default=None)
+    ap.add_argument("--gemms", default="1,2", help="which GEMMs to time")
     ap.add_argument("--tuned-only", action="store_true",
                     help="time the committed tuned config only, at its own block_m")
     ap.add_argument("--proxy-half-k", action="store_true")
@@ -102,7 +109,7 @@ def main() -> None:
             ids_sets, xs, inter = [ids_sets[0]] * SETS, [xs[0]] * SETS, [inter[0]] * SETS
         tuned = [moe_configs.moe_kernel_config(spec.experts, n, k, weights, name, tokens)
                  for n, k in ((2 * spec.inter, spec.hidden), (spec.hidden, spec.inter))]
-        for block_m in ([tuned[0].block_m] if args.tuned_only else ints(args.block_m)):
+        for block_m in ([tuned[0].block_m] if args.tuned_only or args.around_tuned else ints(args.block_m)):
             aligns = [moe_align(ids, spec.experts, block_m) for _, ids in ids_sets]
 
             def gemm1(i, config, aligns=aligns, xs=xs):
@@ -117,14 +124,23 @@ def main() -> None:
                                  w2_row_scale=ex2.kwargs.get("w2_row_scale"))
 
             for which, run, n_list in ((1, gemm1, args.block_n), (2, gemm2, args.block_n2 or args.block_n)):
+                if which not in ints(args.gemms):
+                    continue
                 if args.tuned_only:
                     grid = [tuned[which - 1]]
+                elif args.around_tuned:
+                    base = dataclasses.replace(tuned[which - 1], block_m=block_m)
+                    grid = list(dict.fromkeys(
+                        dataclasses.replace(base, gate_up_one_dot=bool(od), num_warps=w, num_stages=s)
+                        for od in ((0, 1) if which == 1 else (0,))
+                        for w in (base.num_warps, 8 if base.num_warps == 4 else 4)
+                        for s in ints(args.stages_around or str(base.num_stages))))
                 else:
                     grid = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s,
-                                            swap_ab=bool(sw), group_m=gm)
-                            for n, k, w, s, sw, gm in itertools.product(
+                                            swap_ab=bool(sw), group_m=gm, gate_up_one_dot=bool(od))
+                            for n, k, w, s, sw, gm, od in itertools.product(
                                 ints(n_list), ints(args.block_k), ints(args.warps), ints(args.stages),
-                                ints(args.swap), ints(args.group_m))]
+                                ints(args.swap), ints(args.group_m), ints(args.one_dot) if which == 1 else [0])]
                 timed = []
                 for config in grid:
                     try:
@@ -145,9 +161,10 @@ def main() -> None:
                       f"({ref_config})", flush=True)
                 for sec, config in timed[:args.top]:
                     print(f"  {sec * 1e6:8.1f} us  n{config.block_n} k{config.block_k} w{config.num_warps} "
-                          f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m}",
+                          f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m} "
+                          f"one_dot{int(config.gate_up_one_dot)}",
                           flush=True)
-                fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")
+                fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "gate_up_one_dot")
                 results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which,
                                 "proxy": args.proxy_half_k,
                                 "tuned_us": None if ref is None else ref * 1e6,

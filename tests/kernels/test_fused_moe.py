@@ -162,18 +162,20 @@ def test_fused_moe_silu_without_bias(mxfp4):
         fused_moe_ref(x, weights, ids, w1, None, w2, None, w1_scales=s1, w2_scales=s2, activation="gelu")
 
 
-@pytest.mark.parametrize("swap_ab,group_m,block_n", [(False, 1, 32), (True, 1, 32), (False, 3, 16), (True, 5, 64),
-                                                     (False, 1, 16)])
+@pytest.mark.parametrize("swap_ab,group_m,block_n,one_dot", [
+    (False, 1, 32, False), (True, 1, 32, False), (False, 3, 16, False), (True, 5, 64, False), (False, 1, 16, False),
+    (False, 1, 64, True), (True, 1, 32, True), (False, 3, 16, True)])
 @pytest.mark.parametrize("mxfp4", [True, False])
-def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_m, block_n, mxfp4):
+def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_m, block_n, one_dot, mxfp4):
     """The tuned configs choose each GEMM's orientation (activations x weights^T or its transpose), the
-    launch order's M-tile groups (here 8 M tiles: groups of 3 and 5 leave a partial last group) and the
-    column tile (GEMM 1: the gate/up group of 64 or a part of it): all give the reference's result, with a
-    ragged last gate/up group (of 32: parts of 16 inside it, of 32 filling it, of 64 half past it), a hidden
-    size not a multiple of 64 and idle experts."""
+    launch order's M-tile groups (here 8 M tiles: groups of 3 and 5 leave a partial last group), the
+    column tile (GEMM 1: the gate/up group of 64 or a part of it) and whether GEMM 1 takes its gate and up rows
+    in one dot: all give the reference's result, with a ragged last gate/up group (of 32: parts of 16 inside it,
+    of 32 filling it, of 64 half past it), a hidden size not a multiple of 64 and idle experts."""
     from quickmoe.kernels import moe_configs
 
-    config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab, group_m=group_m)
+    config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab, group_m=group_m,
+                                         gate_up_one_dot=one_dot)
     monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
     g = torch.Generator().manual_seed(21 + swap_ab + 2 * mxfp4)
     w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, mxfp4, torch.float32, g)
@@ -263,3 +265,37 @@ def test_one_token_needs_no_alignment_launch_and_gives_the_aligned_bits(monkeypa
         assert (got.double() - want).norm() / want.norm() < 1e-5
     with pytest.raises(ValueError, match=r"\[1, k\]"):
         align_module.single_token_alignment(torch.zeros(2, top_k, dtype=torch.int32), 16)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(DEVICE != "cuda", reason="tensor-core bits: the GPU")
+@pytest.mark.parametrize("fmt", ["mxfp4", "bf16", "fp8", "nvfp4"])
+@pytest.mark.parametrize("block_m,block_n,swap_ab,warps", [(16, 32, True, 2), (64, 64, False, 4),
+                                                           (128, 64, False, 4), (128, 32, False, 8)])
+def test_gate_up_in_one_dot_gives_the_two_dots_bits(fmt, block_m, block_n, swap_ab, warps):
+    """GEMM 1 with the gate and up rows in one dot of 2 x block_n rows computes each output as the same sum over K
+    in the same tensor-core steps as two dots of block_n: bit-identical outputs, MXFP4 and bf16 on gpt-oss-20b-shaped
+    experts, FP8 and NVFP4 on Qwen3-30B-A3B-shaped ones, in decode and prefill tiles."""
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_configs import MoEKernelConfig
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu
+
+    spec = SHAPES["gpt-oss-20b" if fmt in ("mxfp4", "bf16") else "qwen3-30b-a3b"]
+    g = torch.Generator().manual_seed(block_m + block_n)
+    experts = make_experts(spec, fmt, torch.device("cuda"), g)
+    x = torch.randn(300, spec.hidden, generator=g).to(torch.bfloat16).cuda()
+    acts, act_scales = quantize_fp8_per_token_group(x) if fmt == "fp8" else (x, None)
+    _, ids = route_ref(torch.randn(300, spec.experts, generator=g).cuda(), spec.top_k)
+    align = moe_align(ids, spec.experts, block_m)
+    out = []
+    for one_dot in (False, True):
+        config = MoEKernelConfig(block_m=block_m, block_n=block_n, block_k=128, num_warps=warps, num_stages=3,
+                                 swap_ab=swap_ab, gate_up_one_dot=one_dot)
+        out.append(moe_gemm1_swiglu(acts, align, spec.top_k, experts.w1, experts.b1, experts.kwargs.get("w1_scales"),
+                                    GROUP, 7.0, 1.702, act_scales=act_scales, out_dtype=torch.bfloat16,
+                                    config=config, activation=spec.activation,
+                                    w1_row_scale=experts.kwargs.get("w1_row_scale")))
+    assert out[0].abs().max() > 0
+    assert torch.equal(out[0], out[1]), f"{int((out[0] != out[1]).sum())} of {out[0].numel()} outputs differ"

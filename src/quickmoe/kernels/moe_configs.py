@@ -31,7 +31,9 @@ class MoEKernelConfig:
     `moe_align`); block_n: output columns (GEMM 1: activation columns, at most the layout's gate/up group, which
     it divides); block_k:
     reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
-    sweep all N tiles together (L2 reuse of activations and weights)."""
+    sweep all N tiles together (L2 reuse of activations and weights); gate_up_one_dot: GEMM 1 multiplies its
+    columns' gate and up rows in one dot of 2 x block_n weight rows (wider tensor-core tiles; the epilogue splits
+    the accumulator) instead of two dots of block_n (GEMM 2 ignores it)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -40,12 +42,14 @@ class MoEKernelConfig:
     num_stages: int = 2
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
     group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
+    gate_up_one_dot: bool = False  # GEMM 1: gate and up rows in one dot (see moe_gemm._gemm1_tile)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.swap_ab, bool):
-            raise ConfigError(f"MoE kernel config 'swap_ab' = {self.swap_ab!r}: expected true or false")
+        for name in ("swap_ab", "gate_up_one_dot"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"MoE kernel config {name!r} = {getattr(self, name)!r}: expected true or false")
         for f in fields(self):
-            if f.name == "swap_ab":
+            if f.name in ("swap_ab", "gate_up_one_dot"):
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -61,12 +65,15 @@ class MoEKernelConfig:
 
 def _fallback(tokens: int) -> MoEKernelConfig:
     """Untuned shapes: the H100's tuned choices for gpt-oss, by token count (deep K steps for decode-sized
-    batches; for prefill larger tiles in L2-friendly groups)."""
+    batches; for prefill larger tiles in L2-friendly groups, GEMM 1's gate and up rows in one dot: at these two
+    tiles it was faster in every shape and format measured, docs/benchmarks.md, 2026-11-27 second session)."""
     if tokens <= 64:
         return MoEKernelConfig(block_m=16, block_n=64, block_k=256, num_warps=4, num_stages=3)
     if tokens <= 1024:
-        return MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, group_m=8)
-    return MoEKernelConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3, group_m=8)
+        return MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, group_m=8,
+                               gate_up_one_dot=True)
+    return MoEKernelConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3, group_m=8,
+                           gate_up_one_dot=True)
 
 
 def config_file_name(num_experts: int, n: int, k: int, weights: str, device_name: str) -> str:

@@ -16,8 +16,10 @@ in float32 (BLOCK_K = 128); or dense [E, N, K].
   SiLU(gate) * up (Mixtral, Qwen-MoE). With the layout's gate/up groups of GROUP columns, group g's slab is
   s_g gate rows then s_g up rows (s_g < GROUP only for a ragged last group, masked); a program computes
   BLOCK_N (a divisor of GROUP: decode-sized batches want more, smaller programs) of the group's activation
-  columns from the matching gate and up rows: two dots of the same activation tile, no shuffles. Writes
-  inter [A, I], row = assignment index.
+  columns from the matching gate and up rows: two dots of the same activation tile, no shuffles, or (config
+  `gate_up_one_dot`) one dot of the 2 x BLOCK_N rows whose accumulator the epilogue splits: wider tensor-core
+  tiles, which prefill-sized tiles want (docs/benchmarks.md, 2026-11-27 second session). Writes inter [A, I],
+  row = assignment index.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation and launch order come from `moe_configs` (tuned data files, else
@@ -140,7 +142,7 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_N=block_n, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
-        ROW_SCALE=w1_row_scale is not None, SUB_TILES=_sub_tiles(align),
+        ROW_SCALE=w1_row_scale is not None, SUB_TILES=_sub_tiles(align), ONE_DOT=config.gate_up_one_dot,
         **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
         **pdl_kwargs(acts.device))
     return inter
@@ -485,7 +487,7 @@ if triton is not None:
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                              PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr,
                              HAS_BIAS: tl.constexpr, SILU: tl.constexpr, ROW_SCALE: tl.constexpr,
-                             SUB_TILES: tl.constexpr, PDL: tl.constexpr):
+                             SUB_TILES: tl.constexpr, ONE_DOT: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
@@ -495,37 +497,28 @@ if triton is not None:
                     _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                                 limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M // 4, BLOCK_N,
-                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
+                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
+                                ONE_DOT)
                 else:
                     _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                                 limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
-                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
+                                BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
+                                ONE_DOT)
             else:
                 _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                             block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                             limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
-                            BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE)
+                            BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
+                                ONE_DOT)
 
     @triton.jit
-    def _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
-                    pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
-                    H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                    W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BM: tl.constexpr,
-                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                    PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr):
-        """GEMM 1 + SwiGLU of rows [first, first + BM) of sorted_ids (one expert's) and the program's columns."""
-        expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
-        assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
-        m_ok = assign < num_assignments  # the sentinel A pads each expert's run
-        token = assign // top_k
-        group = pid_n // (GROUP // BLOCK_N)  # the gate/up group, and this program's part of its columns
-        cols = (pid_n % (GROUP // BLOCK_N)) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] within the group
-        size = tl.minimum(I - group * GROUP, GROUP)  # s_n: GROUP except in a ragged last group
-        n_ok = cols < size
-        gate_rows = 2 * group * GROUP + cols  # [BN] this group's slab: s_n gate rows, then s_n up rows
-        up_rows = gate_rows + size
+    def _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows, n_ok, stride_x,
+                        stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+                        W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
+                        MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr):
+        """GEMM 1's K loop as two dots a step (gate rows, up rows) -> the float32 sums (gate, up), [BM, BN] each."""
         acc_gate = _zeros(BLOCK_N, BM, SWAP_AB)
         acc_up = _zeros(BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
@@ -557,8 +550,72 @@ if triton is not None:
             else:
                 acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
                 acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
-        gate = _rows_last(acc_gate, SWAP_AB)  # [BM, BN]
-        up = _rows_last(acc_up, SWAP_AB)
+        return _rows_last(acc_gate, SWAP_AB), _rows_last(acc_up, SWAP_AB)  # [BM, BN] each
+
+    @triton.jit
+    def _gemm1_one_dot(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, size, n_ok, stride_x,
+                       stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+                       W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
+                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr):
+        """GEMM 1's K loop as one dot a step over the gate rows then the up rows ([2 BN] weight rows; up row c
+        lies `size` rows after gate row c) -> the float32 sums (gate, up), [BM, BN] each."""
+        half = tl.arange(0, 2 * BLOCK_N) // BLOCK_N  # [2BN] 0: gate, 1: up
+        both_rows = tl.reshape(tl.broadcast_to(gate_rows[None, :], (2, BLOCK_N)), (2 * BLOCK_N,)) + half * size
+        both_ok = tl.reshape(tl.broadcast_to(n_ok[None, :], (2, BLOCK_N)), (2 * BLOCK_N,))
+        acc = _zeros(2 * BLOCK_N, BM, SWAP_AB)
+        if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
+            s_next = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, 0, 2 * I, H, BLOCK_K)
+        else:
+            s_next = 0
+        for k0 in range(0, H, BLOCK_K):
+            kk = k0 + tl.arange(0, BLOCK_K)
+            s_w = s_next
+            if MXFP4_PTX and BM < _SCALES_AHEAD_BLOCK_M:
+                s_w = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, BLOCK_K)
+            a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
+            w = _weight_tile(w_ptr, s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, MXFP4, NVFP4, 2 * BLOCK_N,
+                             BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_w)  # [2BN, BK]
+            if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
+                s_next = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+            if W_FP8:
+                acc += _mma(_zeros(2 * BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                    xs_ptr, s_ptr, expert, token, m_ok, both_rows, both_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
+            else:
+                acc = _mma(acc, w, a, PRECISION, SWAP_AB)
+        both = tl.permute(tl.reshape(_rows_last(acc, SWAP_AB), (BM, 2, BLOCK_N)), (0, 2, 1))  # [BM, BN, 2]
+        return tl.split(both)  # gate, up: [BM, BN] each
+
+    @triton.jit
+    def _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
+                    pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
+                    H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+                    W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BM: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                    PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
+                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr, ONE_DOT: tl.constexpr):
+        """GEMM 1 + SwiGLU of rows [first, first + BM) of sorted_ids (one expert's) and the program's columns.
+        ONE_DOT: the columns' gate and up weight rows as one [2 BN, BK] tile (gate rows first) and one dot per K
+        step, whose [BM, 2 BN] accumulator the epilogue splits; else a dot of BN rows each. Either way every
+        output is the same sum over K in the same order of tensor-core steps: the same bits."""
+        expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
+        assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
+        m_ok = assign < num_assignments  # the sentinel A pads each expert's run
+        token = assign // top_k
+        group = pid_n // (GROUP // BLOCK_N)  # the gate/up group, and this program's part of its columns
+        cols = (pid_n % (GROUP // BLOCK_N)) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] within the group
+        size = tl.minimum(I - group * GROUP, GROUP)  # s_n: GROUP except in a ragged last group
+        n_ok = cols < size
+        gate_rows = 2 * group * GROUP + cols  # [BN] this group's slab: s_n gate rows, then s_n up rows
+        up_rows = gate_rows + size
+        if ONE_DOT:
+            gate, up = _gemm1_one_dot(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, size, n_ok,
+                                      stride_x, stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BM, BLOCK_N, BLOCK_K,
+                                      PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB)
+        else:
+            gate, up = _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows, n_ok,
+                                       stride_x, stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BM, BLOCK_N,
+                                       BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB)
         if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
             gate *= _PAIRS_ACC
             up *= _PAIRS_ACC
