@@ -29,8 +29,6 @@
 #              T = 2048 and 8192, bench moe at T = 1024-8192 (ab_prefill_moe.txt)
 #   one-dot    the MoE kernel tests on CUDA, then GEMM 1 alone around its tuned configs with and without the gate and
 #              up rows in one dot (gate_up_one_dot), per shape, format and T (ONE_DOT_CASES; one_dot.txt)
-#   one-dot    the MoE kernel tests on CUDA, then GEMM 1 alone around its tuned configs with and without the gate and
-#              up rows in one dot (gate_up_one_dot), per shape, format and T (ONE_DOT_CASES; one_dot.txt)
 #   ab-bench-moe bench moe of every MoE shape and format in turns between the work tree and trees in .ab/NAME (AB_RUNS)
 #   kv-layout  the attention, RoPE/KV-write and fused_moe kernel tests on CUDA (both cache layouts; KV_SKIP_TESTS=1
 #              skips them), then bench attention per KV_RUNS variant LAYOUT:BLOCK_SIZE in turns (default
@@ -169,20 +167,6 @@ for stage in "$@"; do
           PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench moe --shapes gpt-oss-20b,gpt-oss-120b \
             --tokens 1024,2048,4096,8192 --no-baselines 2>&1 | grep -v INFO; } | tee -a "$OUT/ab_prefill_moe.txt"
       done ;;
-    one-dot)
-      # GEMM 1 with the gate and up rows in one dot: the MoE kernel tests on CUDA (the bits of one dot against two
-      # included), then each GEMM 1 alone around its tuned config (gate_up_one_dot 0/1 x warps) per shape, format
-      # and T (one_dot.txt; ONE_DOT_CASES="shape:format:T,T ...")
-      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fused_moe.py tests/kernels/test_fused_moe_quantized.py \
-        > "$OUT/one_dot_tests.log" 2>&1
-      echo "one_dot_tests: $(tail -1 "$OUT/one_dot_tests.log")"; grep -E '^(FAILED|ERROR)' "$OUT/one_dot_tests.log" | head
-      for case in ${ONE_DOT_CASES:-gpt-oss-120b:mxfp4:1024,8192 gpt-oss-20b:mxfp4:1,16,256,1024,8192 \
-          mixtral-8x7b:fp8:1024,8192 qwen3-30b-a3b:fp8:1024,8192 mixtral-8x7b:nvfp4:1024,8192}; do
-        IFS=: read -r shape fmt tokens <<< "$case"
-        python3 scripts/probes/moe_config_sweep.py --shape "$shape" --format "$fmt" --tokens "$tokens" --around-tuned \
-          --gemms 1 --top 8 --json "/tmp/one_dot_${shape}_$fmt.json" 2>&1 | grep -v -i warn | tee -a "$OUT/one_dot.txt"
-      done
-      tar -czf "$OUT/one_dot_json.tgz" -C /tmp $(cd /tmp && ls one_dot_*.json) ;;
     one-dot)
       # GEMM 1 with the gate and up rows in one dot: the MoE kernel tests on CUDA (the bits of one dot against two
       # included; ONE_DOT_TESTS=0 skips them), then each GEMM 1 alone around its tuned config (gate_up_one_dot 0/1 x

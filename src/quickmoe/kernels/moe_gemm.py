@@ -510,7 +510,7 @@ if triton is not None:
                             block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                             limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
                             BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                                ONE_DOT)
+                            ONE_DOT)
 
     @triton.jit
     def _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows, n_ok, stride_x,
