@@ -67,14 +67,13 @@ def test_nvfp4_experts_match_the_reference(monkeypatch, num_tokens, top_k, num_e
 
 
 @pytest.mark.parametrize("num_tokens,top_k,swap_ab,block_n,one_dot", [
-    (1, 2, False, 32, False), (9, 2, True, 32, False), (33, 1, False, 32, False), (9, 2, False, 32, True),
-    (9, 2, True, 16, True)])
+    (1, 2, False, 32, False), (9, 2, True, 32, False), (33, 1, False, 32, False), (9, 2, False, 32, True)])
 def test_fp8_experts_match_the_reference_with_fp8_activations(monkeypatch, num_tokens, top_k, swap_ab, block_n,
                                                               one_dot):
     """FP8 experts with FP8 activations against the reference that quantizes the activations the same way. The
-    tiles stay under 64 weight rows a dot with swap_ab, where the H100 runs FP8 mma.sync (float32 sums): 64-row
-    dots take wgmma, whose FP8 sums keep fewer bits (a 4e-3 relative difference here; the model-sized GPU test
-    below bounds that path)."""
+    tiles stay under 64 weight rows a dot, where the H100 runs FP8 mma.sync (float32 sums): 64-row dots with
+    swap_ab take wgmma, whose FP8 sums keep fewer bits (4e-3 relative here at block_n 32 with one dot: 64 rows;
+    scripts/probes/fp8_mma_kind_probe.py; the model-sized GPU tests below bound that path)."""
     from quickmoe.kernels import moe_configs
 
     config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab,
