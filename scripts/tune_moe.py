@@ -17,6 +17,7 @@ fallback configs for comparison.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import statistics
@@ -44,17 +45,18 @@ def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
 
 def gemm1_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
     """GEMM 1's column tile is the layout's gate/up group or a part of it (more programs for decode-sized
-    batches). Decode-sized tiles: deep K steps, 2 or 4 warps, both orientations; prefill tiles: the whole group, the
-    plain orientation (the transposed one never won there on the H100), 4 or 8 warps, launch order in groups of
-    1 or 8 M tiles. `quick`: the column tile only, at the decode settings that won before."""
+    batches). Decode-sized tiles: deep K steps, 2 or 4 warps, both orientations, gate and up in two dots (one was
+    slower there); prefill tiles: the whole group, the plain orientation (the transposed one never won there on the
+    H100), 4 or 8 warps, launch order in groups of 1 or 8 M tiles, gate and up in two dots or one
+    (`gate_up_one_dot`). `quick`: the column tile only, at the decode settings that won before."""
     if quick:
-        grid = itertools.product((16, 32, GROUP), (256,), (4,), (3,), (False,), (1,))
+        grid = itertools.product((16, 32, GROUP), (256,), (4,), (3,), (False,), (1,), (False,))
     elif block_m <= 32:
-        grid = itertools.product((16, 32, GROUP), (128, 256), (2, 4), (3, 4), (False, True), (1,))
+        grid = itertools.product((16, 32, GROUP), (128, 256), (2, 4), (3, 4), (False, True), (1,), (False,))
     else:
-        grid = itertools.product((GROUP,), (64, 128), (4, 8), (3,), (False,), (1, 8))
+        grid = itertools.product((GROUP,), (64, 128), (4, 8), (3,), (False,), (1, 8), (False, True))
     return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
-                            group_m=group) for n, k, w, s, swap, group in grid]
+                            group_m=group, gate_up_one_dot=one_dot) for n, k, w, s, swap, group, one_dot in grid]
 
 
 def gemm2_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
@@ -133,8 +135,8 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, quick: bool, g: torch.Ge
 
 
 def _as_dict(config: MoEKernelConfig) -> dict:
-    return {k: getattr(config, k)
-            for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m")}
+    """Every field of the config (a field left out would be lost from the tables at the next tuning)."""
+    return dataclasses.asdict(config)
 
 
 def main() -> None:

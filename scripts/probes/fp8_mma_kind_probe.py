@@ -19,6 +19,7 @@ from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 from quickmoe.kernels.routing import route_ref
 
+
 def main() -> None:
     block_n, one_dot = int(sys.argv[1]), sys.argv[2] == "1"
     g = torch.Generator().manual_seed(0)
