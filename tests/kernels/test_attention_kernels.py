@@ -239,6 +239,22 @@ def test_prefill_reference_agrees_with_decode_and_contiguous_references():
         assert torch.allclose(prefill[1:7], want, atol=1e-6)
 
 
+def test_prefill_warps_and_stages_change_no_bit():
+    """The prefill launch's warps and stages (tuned; the former default 8 warps, 2 stages) leave every output bit
+    as it was (bf16 on the GPU, where a different reduction grouping would show): whole prompts and a chunk after
+    a cached prefix, full and windowed."""
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+    g = torch.Generator().manual_seed(53)
+    query_lens, contexts = [130, 40, 1], [130, 300, 17]
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 64, 8, 64, g, dtype,
+                                                                 head_major=True)
+    for window in (0, 128):
+        outs = [paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, 0.125,
+                                        max_query_len=max(query_lens), num_warps=warps, num_stages=stages)
+                for warps, stages in ((4, 3), (8, 2), (4, 2), (8, 4))]
+        assert all(torch.equal(outs[0], out) for out in outs[1:]), window
+
+
 def test_prefill_kernel_in_bf16():
     """bf16 inputs (the serving dtype): within bf16 rounding of the float32 reference."""
     g = torch.Generator().manual_seed(10)
