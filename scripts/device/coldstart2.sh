@@ -19,6 +19,8 @@
 #                 does the early start slow the imports; goal weights_ready <= import torch + 1 s
 #   compile       bench coldstart 20b --compile: compile phase fresh caches <= 10 s, warm <= 2 s (info.compile says
 #                 where the time goes: imports, Dynamo, codegen runs (0 when warm), cache loads, hashing)
+#   compile-ab    bench coldstart 20b --compile in turns between the work tree and trees in .ab/NAME (AB_RUNS):
+#                 the compile phase and its parts, fresh and warm caches (compile_ab.txt)
 #   compile-ratio the same model with 2 layers, --compile; the ratio of the fresh compile phases 24 / 2 <= 1.3
 #   serve         quickmoe serve 20b, launch -> /health 200 measured from outside (serve_probe): <= 6.5 s; the first
 #                 request's first chunk right after
@@ -102,6 +104,29 @@ stage_compile() {
   make_20b
   bench cold2_20b_compile "$CKPT" -n 3 --device cuda --compile
 }
+stage_compile_ab() {
+  # bench coldstart --compile in turns between the work tree ("new") and trees in .ab/NAME (AB_RUNS, default
+  # "new base"); the compile phase's parts (fresh and warm) of each, side by side (compile_ab.txt)
+  make_20b
+  local run root
+  for run in ${AB_RUNS:-new base}; do
+    root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
+    PYTHONPATH=/tmp/site:$root/src bench "cold2_20b_compile_$run" "$CKPT" -n 3 --device cuda --compile > /dev/null
+    python3 - "$OUT/cold2_20b_compile_$run.json" "$run" <<'PY' | tee -a "$OUT/compile_ab.txt"
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+for kind, runs in d["reports"].items():
+    comp = [r.get("info", {}).get("compile") or {} for r in runs]
+    phases = [r.get("phases", {}) for r in runs]
+    def med(xs):
+        xs = [x for x in xs if x is not None]
+        return round(statistics.median(xs), 3) if xs else None
+    keys = ("imports_s", "compiler_start_s", "dynamo_s", "backend_s", "key_s", "warmup_s")
+    print(sys.argv[2], kind, {p: med([ph.get(p) for ph in phases]) for p in ("build", "load", "process", "compile")},
+          "first token", med([r.get("total") for r in runs]), {k: med([c.get(k) for c in comp]) for k in keys})
+PY
+  done
+}
 stage_compile_ratio() {
   [ -f "$CKPT2/config.json" ] || python3 -m quickmoe make-checkpoint "$CKPT2" --preset gpt-oss-20b --layers 2 -q
   bench cold2_20b_2L_compile "$CKPT2" -n 3 --device cuda --compile
@@ -164,7 +189,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 for stage in "$@"; do
   run="stage_${stage//-/_}"
   declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
-    "quick, imports, compile, compile-ratio, serve, bytecode, first-token, 120b, 120b-serve)"; exit 2; }
+    "quick, imports, compile, compile-ab, compile-ratio, serve, bytecode, first-token, 120b, 120b-serve)"; exit 2; }
   echo "== $stage ($(date +%T))"
   "$run"
 done

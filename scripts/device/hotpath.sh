@@ -18,6 +18,9 @@
 #              (and --prefill: T = 1024, 4096, 8192 at their tuned configs; variants-prefill: that part only)
 #   ncu        Nsight Compute on the probe's GEMMs at T=1 and 256 (--profile-once): speed of light, warp states,
 #              memory, occupancy (ncu_gemm.txt)
+#   attention-ncu Nsight Compute on decode attention (ours, then SDPA on contiguous keys) at the points of
+#              NCU_POINTS ("BATCHxCONTEXT ...", default 256x4096 64x4096 8x16384): speed of light, memory, warp
+#              states, occupancy, instructions (attention_ncu.txt; scripts/probes/attention_ncu_probe.py)
 #   ab-generate  bench generate (256 x 1000 -> 1000) and the small-batch probe, in turns between the work tree
 #              ("new") and other trees carried in .ab/NAME (src/ and scripts/ of another commit: `git archive REV
 #              src scripts | tar -x -C .ab/base`); AB_RUNS="new base new base" (the default) names the turns;
@@ -37,7 +40,7 @@
 #   ab-layout  bench generate with each KV-cache layout (and block size: LAYOUT:BLOCK) in turns (LAYOUT_RUNS): 256 x 1000
 #              -> 1000 and (unless AB_LONG=0) 64 x 8000 -> 256
 #   ab-attention the attention kernel tests and the bf16 quality test on CUDA, then bench attention in turns between
-#              the work tree and trees in .ab/NAME (AB_RUNS, default "new base"; ab_attention.txt)
+#              the work tree and trees in .ab/NAME (AB_RUNS, default "new base"; ab_attention.txt; AB_ATTENTION_ARGS: bench attention's options)
 #   host-profile scripts/probes/host_step_probe.py: the engine's decode step at batch HOST_BATCH (256) under cProfile
 #   serve-variants quickmoe serve from the work tree or trees in .ab/, with or without uvloop/httptools, or another
 #              GIL switch interval (SERVE_VARIANTS; see the stage): bench serve at concurrency 1 and 128 for each
@@ -225,7 +228,8 @@ for stage in "$@"; do
       fi
       for run in ${AB_RUNS:-new base}; do
         root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
-        PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench attention > "$OUT/bench_attention_$run.log" 2>&1
+        PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench attention ${AB_ATTENTION_ARGS:-} \
+          > "$OUT/bench_attention_$run.log" 2>&1
         { echo "-- $run"; grep -E "^ +[0-9]+ +[0-9]+ +[0-9]+ |HBM" "$OUT/bench_attention_$run.log"; } | tee -a "$OUT/ab_attention.txt"
       done ;;
     ab-profile)
@@ -270,6 +274,17 @@ print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:4
         --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section SchedulerStats \
         python3 scripts/probes/moe_variant_probe.py --profile-once --configs "${NCU_CONFIGS:-n64,swap64w2}" \
         > "$OUT/ncu_gemm.txt" 2>&1; echo "ncu: $(grep -c '_kernel' "$OUT/ncu_gemm.txt") kernel sections" ;;
+    attention-ncu)
+      for point in ${NCU_POINTS:-256x4096 64x4096 8x16384}; do
+        echo "== $point" >> "$OUT/attention_ncu.txt"
+        timeout 200 ncu --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
+          --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+          --section InstructionStats --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+          python3 scripts/probes/attention_ncu_probe.py --batch "${point%x*}" --context "${point#*x}" \
+          >> "$OUT/attention_ncu.txt" 2>&1
+      done
+      grep -E "^== |^  [a-zA-Z_]+.*\(|Duration|DRAM Throughput|dram__|Achieved Occupancy|Registers Per|Executed Ipc A" \
+        "$OUT/attention_ncu.txt" | head -80 ;;
     serve-ab)
       make_20b
       # SERVE_AB="LABEL:FLAGS ..." (FLAGS: quickmoe serve options, comma-separated), SERVE_AB_OUTPUT (256),
