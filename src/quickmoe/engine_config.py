@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16")
 MOE_KERNELS = ("auto", "torch", "triton")
-COMPILE_MODES = ("off", "on")
+COMPILE_MODES = ("off", "on", "aot")
 CUDA_GRAPH_MODES = ("auto", "off", "on")
 
 
@@ -35,8 +35,10 @@ class EngineConfig:
     kernels, "torch" with their torch references; "auto" (the default) is "triton" on CUDA when triton is
     installed, else "torch" (`resolved_kernels`).
     `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
-    cached on disk: executor/compile.py); "off" (the default until the compiled path has been validated on
-    the GPU; `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
+    cached on disk: executor/compile.py); "aot" does the same through torch's AOT compile, each layer kind's
+    compiled forward saved so that later starts load it without tracing (executor/aot_layers.py; torch >= 2.10;
+    not yet validated on the GPU); "off" (the default until the compiled path has been validated on the GPU;
+    `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
     step in CUDA graphs for batch-size buckets (executor/cuda_graphs.py; CUDA only); "auto" (the default) does so
     on CUDA; "off" decodes eagerly. The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
     ones when a step first needs them or while the server is idle (max_num_seqs or more: all at start-up).

@@ -110,6 +110,50 @@ def test_runner_compiles_at_start_up_and_a_second_start_is_warm(ckpt_factory, tm
     assert cold["imports_s"] >= 0 and cold["warmup_s"] >= 0
 
 
+def test_aot_compile_saves_one_artifact_per_layer_kind_and_a_second_start_loads_them(ckpt_factory, tmp_path,
+                                                                                       monkeypatch):
+    """EngineConfig(compile="aot"): the first start compiles one artifact per layer kind (sliding and full
+    attention alternate) and saves it under the quickmoe cache; a second start in a fresh Dynamo state loads both,
+    compiles nothing, and every layer's calls pass its artifact's guards; greedy tokens of a packed batch of
+    prompts of different lengths equal the eager ones both times."""
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.executor.aot_layers import aot_available
+    from quickmoe.llm import LLM
+
+    if not aot_available():
+        pytest.skip(f"torch {torch.__version__} has no AOT compile")
+    monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # restored after the test
+        monkeypatch.setenv(name, str(tmp_path / "unused"))
+    model_dir = ckpt_factory(layers=4, seed=33)
+    params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+    prompts = [[5, 17, 300, 42, 9], [7, 8]]
+    eager = [out.token_ids for out in LLM(model_dir, device="cpu", dtype="float32").generate(prompts, params)]
+    infos = []
+    for _ in range(2):
+        torch._dynamo.reset()
+        llm = LLM(model_dir, device="cpu", dtype="float32", compile="aot")
+        graphs_at_start_up = compile_stats().graphs
+        assert [out.token_ids for out in llm.generate(prompts, params)] == eager
+        assert compile_stats().graphs == graphs_at_start_up  # nothing traced while serving
+        assert all(layer.forward.refused == 0 for layer in llm.runner.model.model.layers)  # no eager fallback
+        infos.append(llm.startup_report.info["compile"]["aot"])
+    first, second = infos
+    assert first["directory"].startswith(str(tmp_path / "cache" / "compile")) and first["directory"] == second["directory"]
+    assert (first["artifacts_compiled"], first["artifacts_loaded"]) == (2, 0)
+    assert (second["artifacts_compiled"], second["artifacts_loaded"]) == (0, 2)
+    assert first["kind_of_layer"] == second["kind_of_layer"] == [0, 1, 0, 1]
+
+
+def test_aot_compile_without_torchs_support_is_a_clear_error(monkeypatch):
+    from quickmoe.errors import ConfigError
+    from quickmoe.executor import aot_layers
+
+    monkeypatch.setattr(aot_layers, "aot_available", lambda: False)
+    with pytest.raises(ConfigError, match="'compile' = 'aot': torch .* has no AOT compile"):
+        aot_layers.install_aot_layers(None, None, None)
+
+
 def test_compile_option_is_validated():
     from quickmoe.errors import ConfigError
 

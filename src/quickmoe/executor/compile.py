@@ -37,7 +37,7 @@ from quickmoe.executor.kernel_cache import cache_key, device_name, versions
 from quickmoe.paths import cache_dir
 
 __all__ = ["CompileStats", "compile_cache_dir", "compile_decoder_layers", "compile_runner", "compile_stats",
-           "use_compile_caches"]
+           "use_compile_caches", "use_compile_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,35 +115,50 @@ def compile_decoder_layers(layers: torch.nn.ModuleList, *, backend: str = "induc
     (`backed_size_oblivious`: a 1-token decode and a 1-sequence batch reuse the general graph), equal sizes are
     not assumed equal forever (`use_duck_shape` off: a cache with as many slots as KV heads must not tie the two),
     and float arguments are specialised at once (`specialize_float`: no analysis restart)."""
+    use_compile_settings()
+    for layer in layers:
+        layer.compile(backend=backend, dynamic=True, fullgraph=True)
+
+
+def use_compile_settings() -> None:
+    """The process-wide settings of `compile_decoder_layers` (and of the AOT compile, executor/aot_layers.py)."""
     import torch._dynamo.config as dynamo_config
     import torch.fx.experimental._config as fx_config
 
     fx_config.backed_size_oblivious = True
     fx_config.use_duck_shape = False
     dynamo_config.specialize_float = True
-    for layer in layers:
-        layer.compile(backend=backend, dynamic=True, fullgraph=True)
 
 
 # The warm-up steps (token lists, start positions): a 1-token decode, a 2-sequence decode, a short prefill.
 WARMUP_STEPS = (([[1]], [0]), ([[1], [2]], [1, 0]), ([[1, 2, 3]], [1]))
 
 
-def compile_runner(runner) -> dict:
+def compile_runner(runner, *, aot: bool = False) -> dict:
     """Compile `runner`'s decoder layers and run the warm-up steps through `runner.execute` (the serving path), so
-    the graphs the first requests need exist before they arrive. Returns the report's `info.compile`: the stats
-    of this compilation, `imports_s` (Dynamo and Inductor imported) and `warmup_s` (the steps' own time, with
-    whatever compiles at a kernel's first call, which no Dynamo timer covers)."""
+    the graphs the first requests need exist before they arrive. aot: through saved AOT artifacts, one per layer
+    kind (executor/aot_layers.py; `--compile aot`). Returns the report's `info.compile`: the stats of this
+    compilation, `imports_s` (Dynamo, and Inductor's compiler unless aot, imported), `aot` (what was loaded and
+    compiled) and `warmup_s` (the steps' own time, with whatever compiles at a kernel's first call, which no Dynamo
+    timer covers)."""
     t0 = time.perf_counter()
     import torch._dynamo  # noqa: F401  (their imports are part of the compile phase: measured apart)
-    import torch._inductor.compile_fx  # noqa: F401
 
+    if not aot:  # loading AOT artifacts needs none of Inductor's compiler
+        import torch._inductor.compile_fx  # noqa: F401
     imports_s = time.perf_counter() - t0
     raw_config = json.loads((runner.model_dir / "config.json").read_text())
     cache_path = compile_cache_dir(raw_config, runner.dtype, runner.device)
     use_compile_caches(cache_path)
     before = compile_stats()
-    compile_decoder_layers(runner.model.model.layers)
+    aot_info = None
+    if aot:
+        from quickmoe.executor.aot_layers import aot_directory, install_aot_layers
+
+        use_compile_settings()
+        aot_info = install_aot_layers(runner, aot_directory(cache_path), WARMUP_STEPS[-1])
+    else:
+        compile_decoder_layers(runner.model.model.layers)
     for tokens, starts in WARMUP_STEPS:
         lengths = [start + len(toks) for toks, start in zip(tokens, starts)]
         runner.execute(tokens, starts, runner.scratch_block_tables(lengths))
@@ -152,7 +167,7 @@ def compile_runner(runner) -> dict:
     seconds = time.perf_counter() - t0
     stats = compile_stats().since(before)
     info = {**dataclasses.asdict(stats), "warm": stats.warm, "cache_dir": str(cache_path),
-            "imports_s": round(imports_s, 4),
+            "imports_s": round(imports_s, 4), "aot": aot_info,
             "warmup_s": round(max(seconds - imports_s - stats.dynamo_s - stats.backend_s, 0.0), 4)}
     logger.info("compiled %d graphs for %d layers in %.2f s (imports %.2f s, Dynamo %.2f s, backend %.2f s: "
                 "%d Inductor codegen runs %.2f s, cache loads %.2f s, source hashing %.2f s; %d restarts; warm-up "

@@ -151,10 +151,10 @@ class ModelRunner:
         self.step_timer = StepTimer(self.device)
         self.report.mark("kv_cache")
         self.graphs: DecodeGraphs | None = None
-        if engine.compile == "on":
+        if engine.compile in ("on", "aot"):
             from quickmoe.executor.compile import compile_runner
 
-            self.report.info["compile"] = compile_runner(self)
+            self.report.info["compile"] = compile_runner(self, aot=engine.compile == "aot")
             self.report.mark("compile")
         if engine.resolved_cuda_graphs(self.device):
             if self.device.type != "cuda":
