@@ -156,7 +156,10 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
         from quickmoe.executor.aot_layers import aot_directory, install_aot_layers
 
         use_compile_settings()
-        aot_info = install_aot_layers(runner, aot_directory(cache_path), WARMUP_STEPS[-1])
+        directory = aot_directory(cache_path)
+        if runner.parallel.world_size > 1:  # each rank's layers hold its own shards
+            directory = directory / f"rank{runner.parallel.rank}"
+        aot_info = install_aot_layers(runner, directory, WARMUP_STEPS[-1])
     else:
         compile_decoder_layers(runner.model.model.layers)
     for tokens, starts in WARMUP_STEPS:
