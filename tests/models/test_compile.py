@@ -4,6 +4,7 @@ compiled layers give the eager outputs step after step when MoE layers are skipp
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -143,6 +144,13 @@ def test_aot_compile_saves_one_artifact_per_layer_kind_and_a_second_start_loads_
     assert (first["artifacts_compiled"], first["artifacts_loaded"]) == (2, 0)
     assert (second["artifacts_compiled"], second["artifacts_loaded"]) == (0, 2)
     assert first["kind_of_layer"] == second["kind_of_layer"] == [0, 1, 0, 1]
+    # an artifact that cannot be read is compiled again, and the start goes on
+    (Path(second["directory"]) / "kind-1.bin").write_bytes(b"not an artifact")
+    torch._dynamo.reset()
+    llm = LLM(model_dir, device="cpu", dtype="float32", compile="aot")
+    assert [out.token_ids for out in llm.generate(prompts, params)] == eager
+    third = llm.startup_report.info["compile"]["aot"]
+    assert (third["artifacts_compiled"], third["artifacts_loaded"]) == (1, 1)
 
 
 def test_aot_compile_without_torchs_support_is_a_clear_error(monkeypatch):

@@ -112,8 +112,13 @@ def install_aot_layers(runner, directory: Path, step) -> dict:
     t0 = time.perf_counter()
     artifacts = []
     for path in sorted(directory.glob("kind-*.bin")):
-        with open(path, "rb") as f, torch.inference_mode():
-            compiled = torch.compiler.load_compiled_function(f)
+        try:
+            with open(path, "rb") as f, torch.inference_mode():
+                compiled = torch.compiler.load_compiled_function(f)
+        except Exception as exc:  # noqa: BLE001 (a cache entry: one that cannot be read is compiled again)
+            logger.warning("AOT artifact %s could not be loaded (%s: %s); its layer kind is compiled again", path,
+                           type(exc).__name__, exc)
+            break  # the kinds after it are renumbered: compiled again too
         compiled.disable_guard_check()  # _AOTForward checks them itself, falling back instead of raising
         artifacts.append(compiled)
     loaded, load_s = len(artifacts), time.perf_counter() - t0
