@@ -36,7 +36,7 @@ class EngineConfig:
     installed, else "torch" (`resolved_kernels`).
     `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
     cached on disk: executor/compile.py); "aot" does the same through torch's AOT compile, each layer kind's
-    compiled forward saved so that later starts load it without tracing (executor/aot_layers.py; torch >= 2.10;
+    compiled forward saved so that later starts load it without tracing (executor/aot_layers.py; a torch with it, 2.13 has;
     not yet validated on the GPU); "off" (the default until the compiled path has been validated on the GPU;
     `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
     step in CUDA graphs for batch-size buckets (executor/cuda_graphs.py; CUDA only); "auto" (the default) does so

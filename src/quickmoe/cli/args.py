@@ -67,7 +67,7 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
                    "cached under the quickmoe cache; default off until validated on the GPU); aot: through "
                    "torch's AOT compile, each layer kind's compiled forward saved and loaded by later starts "
-                   "without tracing (torch >= 2.10; not yet validated on the GPU)")
+                   "without tracing (torch 2.13 has it; not yet validated on the GPU)")
     g.add_argument("--cuda-graphs", default="auto", choices=("auto", "on", "off"),
                    help="run decode steps in CUDA graphs, one per batch-size bucket (1, 2, 4, ... up to "
                    "--max-num-seqs; auto, the default: on CUDA; on: CUDA only)")

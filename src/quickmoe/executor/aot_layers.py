@@ -1,7 +1,8 @@
 """Decoder layers compiled ahead of time (`--compile aot`): each layer kind's compiled forward saved once, loaded by
 later starts, which then neither trace with Dynamo nor look up Inductor's caches.
 
-torch's AOT compile (`torch.compile(fn, fullgraph=True, dynamic=True).aot_compile(example_inputs)`, torch >= 2.10)
+torch's AOT compile (`torch.compile(fn, fullgraph=True, dynamic=True).aot_compile(example_inputs)`: torch 2.13 has it, the GPU
+machine's 2.11 is unchecked)
 returns a function holding Dynamo's output, its guards and the compiled graph, which `save_compiled_function` writes
 and `torch.compiler.load_compiled_function` reads back. Here:
 - one warm-up step runs eagerly with every layer's arguments captured;
@@ -105,7 +106,7 @@ def install_aot_layers(runner, directory: Path, step) -> dict:
     arguments. Returns the report's `info.compile.aot`."""
     if not aot_available():
         raise ConfigError(f"engine option 'compile' = 'aot': torch {torch.__version__} has no AOT compile "
-                          f"(torch.compiler.load_compiled_function); expected torch >= 2.10, or compile 'on'")
+                          f"(torch.compiler.load_compiled_function); expected a torch that has it (2.13 does), or compile 'on'")
     directory.mkdir(parents=True, exist_ok=True)
     t_capture = time.perf_counter()
     layer_args = _capture_layer_args(runner, step)

@@ -10,7 +10,8 @@ the depth, and nothing assumes the order in which layers run or that every layer
 Caches: Inductor's on-disk caches live under `<quickmoe cache>/compile/<key>/`, the key hashing what invalidates
 them (the model's config.json, dtype, device name, quickmoe, torch and triton versions); the Triton kernels Inductor
 generates go to the persistent Triton cache every start uses (executor/kernel_cache.py). A warm start reuses them:
-Dynamo still traces each kind once (about a second per kind), Inductor's codegen does not run (`CompileStats`).
+Dynamo still traces each kind once (about a second per kind), Inductor's codegen does not run (`CompileStats`);
+`--compile aot` (executor/aot_layers.py) loads each kind's saved AOT artifact instead, without tracing.
 
 Where the time goes, in `CompileStats` and the report's `info.compile`: importing Dynamo and Inductor (once per
 process), Dynamo's tracing, the backend (AOTAutograd + Inductor) and within it Inductor's codegen runs and cache
@@ -172,6 +173,12 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
     info = {**dataclasses.asdict(stats), "warm": stats.warm, "cache_dir": str(cache_path),
             "imports_s": round(imports_s, 4), "aot": aot_info,
             "warmup_s": round(max(seconds - imports_s - stats.dynamo_s - stats.backend_s, 0.0), 4)}
+    if aot_info is not None:
+        logger.info("AOT-compiled layers ready in %.2f s: %d artifacts loaded in %.2f s, %d compiled in %.2f s, "
+                    "for %d layers (imports %.2f s; %s)", seconds, aot_info["artifacts_loaded"], aot_info["load_s"],
+                    aot_info["artifacts_compiled"], aot_info["compile_s"], len(runner.model.model.layers), imports_s,
+                    aot_info["directory"])
+        return info
     logger.info("compiled %d graphs for %d layers in %.2f s (imports %.2f s, Dynamo %.2f s, backend %.2f s: "
                 "%d Inductor codegen runs %.2f s, cache loads %.2f s, source hashing %.2f s; %d restarts; warm-up "
                 "steps %.2f s; %s cache: %d hits, %d misses, %s)", stats.graphs, len(runner.model.model.layers),
