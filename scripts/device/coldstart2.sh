@@ -21,6 +21,9 @@
 #                 where the time goes: imports, Dynamo, codegen runs (0 when warm), cache loads, hashing)
 #   compile-ab    bench coldstart 20b --compile in turns between the work tree and trees in .ab/NAME (AB_RUNS):
 #                 the compile phase and its parts, fresh and warm caches (compile_ab.txt)
+#   aot           --compile aot: torch's AOT API present; its GPU test (CUDA graphs over the loaded functions);
+#                 32 greedy float32 tokens eager / aot fresh / aot warm identical; bench coldstart --compile aot
+#                 and --compile on (AOT_SKIP_ON=1: aot only): the compile phase fresh and warm, side by side
 #   compile-ratio the same model with 2 layers, --compile; the ratio of the fresh compile phases 24 / 2 <= 1.3
 #   serve         quickmoe serve 20b, launch -> /health 200 measured from outside (serve_probe): <= 6.5 s; the first
 #                 request's first chunk right after
@@ -127,6 +130,25 @@ for kind, runs in d["reports"].items():
 PY
   done
 }
+stage_aot() {
+  make_20b
+  python3 -c "import torch; print('torch', torch.__version__, 'AOT API:', hasattr(torch.compiler, 'load_compiled_function'), hasattr(torch.compiler, 'save_compiled_function'))" | tee "$OUT/aot_api.txt"
+  python3 -m pytest -q -m gpu -p no:cacheprovider tests/models/test_compile.py 2>&1 | tee "$OUT/aot_gpu_tests.log" | tail -3
+  greedy32 eager --cuda-graphs off
+  local fresh
+  fresh=$(mktemp -d)
+  QUICKMOE_CACHE_DIR=$fresh TRITON_CACHE_DIR=$fresh/triton greedy32 aot_fresh --compile aot -v
+  QUICKMOE_CACHE_DIR=$fresh TRITON_CACHE_DIR=$fresh/triton greedy32 aot_warm --compile aot -v
+  grep -h "aot\|AOT" "$OUT"/eq_aot_*.log | grep -v Recompiling | head -6
+  python3 - "$OUT" <<'PY'
+import json, sys
+runs = {n: json.loads(open(f"{sys.argv[1]}/eq_{n}.json").read())["token_ids"] for n in ("eager", "aot_fresh", "aot_warm")}
+same = all(ids == runs["eager"] for ids in runs.values())
+print("first 32 greedy tokens (float32):", "IDENTICAL" if same else "DIFFER", {n: ids[:8] for n, ids in runs.items()})
+PY
+  bench cold2_20b_compile_aot "$CKPT" -n 3 --device cuda --compile aot
+  [ "${AOT_SKIP_ON:-0}" = 1 ] || bench cold2_20b_compile_on "$CKPT" -n 3 --device cuda --compile on
+}
 stage_compile_ratio() {
   [ -f "$CKPT2/config.json" ] || python3 -m quickmoe make-checkpoint "$CKPT2" --preset gpt-oss-20b --layers 2 -q
   bench cold2_20b_2L_compile "$CKPT2" -n 3 --device cuda --compile
@@ -189,7 +211,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 for stage in "$@"; do
   run="stage_${stage//-/_}"
   declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
-    "quick, imports, compile, compile-ab, compile-ratio, serve, bytecode, first-token, 120b, 120b-serve)"; exit 2; }
+    "quick, imports, compile, compile-ab, aot, compile-ratio, serve, bytecode, first-token, 120b, 120b-serve)"; exit 2; }
   echo "== $stage ($(date +%T))"
   "$run"
 done

@@ -162,6 +162,21 @@ def test_aot_compile_without_torchs_support_is_a_clear_error(monkeypatch):
         aot_layers.install_aot_layers(None, None, None)
 
 
+def test_aot_compile_without_torchs_support_fails_before_the_weights_load(ckpt_factory, monkeypatch):
+    """torch 2.11 (the GPU machine's) lacks `aot_compile`: `compile="aot"` is refused before any weight loads."""
+    from quickmoe.errors import ConfigError
+    from quickmoe.executor import aot_layers, model_runner
+    from quickmoe.llm import LLM
+
+    model_dir = ckpt_factory(layers=2, seed=35)
+    monkeypatch.setattr(aot_layers, "aot_available", lambda: False)
+    loads = []
+    monkeypatch.setattr(model_runner, "load_weights", lambda *a, **k: loads.append(1))
+    with pytest.raises(ConfigError, match="'compile' = 'aot': torch .* has no AOT compile"):
+        LLM(model_dir, device="cpu", dtype="float32", compile="aot")
+    assert not loads
+
+
 def test_compile_option_is_validated():
     from quickmoe.errors import ConfigError
 
@@ -191,6 +206,40 @@ def test_compiled_greedy_tokens_equal_eager_on_the_gpu(ckpt_factory, tmp_path, m
     llm = LLM(model_dir, compile="on", cuda_graphs="off", **gpu)
     assert [o.token_ids for o in llm.generate(prompts, params)] == eager
     assert llm.startup_report.info["compile"]["graphs"] == 2
+
+
+@pytest.mark.gpu
+def test_aot_compiled_layers_under_cuda_graphs_equal_eager_on_the_gpu(ckpt_factory, tmp_path, monkeypatch):
+    """On CUDA in bf16, `compile="aot"` with the decode CUDA graphs captured over the loaded functions: the first
+    start compiles and saves one artifact per layer kind, a second start in a fresh Dynamo state loads them; both
+    give the greedy tokens of the eager model (no graphs, no compile), and no layer call falls back to eager."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.executor.aot_layers import aot_available
+    from quickmoe.llm import LLM
+
+    if not aot_available():
+        pytest.skip(f"torch {torch.__version__} has no AOT compile")
+    monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / "unused"))
+    model_dir = ckpt_factory(layers=4, seed=34)
+    rng = random.Random(4)
+    prompts = [[rng.randrange(1000) for _ in range(n)] for n in (3, 17, 40)]
+    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+    gpu = dict(device="cuda", dtype="bfloat16", kv_cache_memory=1 << 30)
+    eager = [o.token_ids for o in LLM(model_dir, cuda_graphs="off", **gpu).generate(prompts, params)]
+    counts = []
+    for _ in range(2):
+        torch._dynamo.reset()
+        llm = LLM(model_dir, compile="aot", cuda_graphs="on", **gpu)
+        assert [o.token_ids for o in llm.generate(prompts, params)] == eager
+        assert all(layer.forward.refused == 0 for layer in llm.runner.model.model.layers)
+        aot = llm.startup_report.info["compile"]["aot"]
+        counts.append((aot["artifacts_compiled"], aot["artifacts_loaded"]))
+        del llm
+    assert counts == [(2, 0), (0, 2)]
 
 
 def test_compiled_graphs_hold_the_custom_ops_as_single_nodes(ckpt_factory):

@@ -154,7 +154,7 @@ def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path, monkeypat
     monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
 
     model = write_checkpoint(tmp_path / "model", preset="tiny", layers=2, experts=4, progress=False)
-    doc = run_coldstart(ColdstartOptions(model=str(model), runs=1, device="cpu", compile=True))
+    doc = run_coldstart(ColdstartOptions(model=str(model), runs=1, device="cpu", compile="on"))
     (cold,), (warm,) = doc["reports"]["compiled_cold"], doc["reports"]["compiled_warm"]
     assert cold["phases"]["compile"] > 0 and warm["phases"]["compile"] > 0
     assert cold["info"]["compile"]["cache_misses"] > 0 and not cold["info"]["compile"]["warm"]

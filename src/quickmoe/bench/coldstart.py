@@ -44,7 +44,7 @@ class ColdstartOptions:
     compare_uncached: bool = False
     baseline: str = "none"
     json_out: str | None = None
-    compile: bool = False  # also time `--compile on` starts: fresh compile caches per run, then warm ones
+    compile: str = "off"  # "on"/"aot": also time `--compile MODE` starts: fresh compile caches per run, then warm ones
     cuda_graphs: bool = True  # serve's default (graphs on CUDA); False: every start with `--cuda-graphs off`
     compile_compare: str | None = None  # also time fresh-cache compiled starts of this checkpoint (fewer layers)
     compare_cold_kernels: bool = False  # also time starts that each begin with an empty Triton kernel cache
@@ -58,7 +58,10 @@ class ColdstartOptions:
         if self.compile_compare is not None and not (Path(self.compile_compare) / "config.json").is_file():
             raise ConfigError(f"bench coldstart option 'compile_compare' = {self.compile_compare!r}: not a checkpoint "
                               "directory (no config.json)")
-        if self.compile_compare is not None and not self.compile:
+        if self.compile not in ("off", "on", "aot"):
+            raise ConfigError(f"bench coldstart option 'compile' = {self.compile!r}: expected one of "
+                              "['off', 'on', 'aot']")
+        if self.compile_compare is not None and self.compile == "off":
             raise ConfigError("bench coldstart option 'compile_compare' needs 'compile' (--compile)")
         if self.baseline not in BASELINES:
             raise ConfigError(f"bench coldstart option 'baseline' = {self.baseline!r}: expected one of "
@@ -178,18 +181,19 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
     if opts.compare_uncached:
         results["quickmoe_uncached"] = _series(opts, quickmoe_cmd, {**env, "QUICKMOE_PERMUTATION_CACHE": "0"},
                                                "quickmoe (PermutationCache off)")
-    if opts.compile:
-        compiled_cmd = [*quickmoe_cmd, "--compile", "on"]
-        results["compiled_cold"] = _series(opts, compiled_cmd, env, "quickmoe --compile on, fresh caches",
+    if opts.compile != "off":
+        compiled_cmd = [*quickmoe_cmd, "--compile", opts.compile]
+        results["compiled_cold"] = _series(opts, compiled_cmd, env, f"quickmoe --compile {opts.compile}, fresh caches",
                                            fresh_caches=True)
         with tempfile.TemporaryDirectory() as shared:
             warm_env = caches_env(env, shared)
             _one_run(compiled_cmd, warm_env)  # fills the caches (untimed)
-            results["compiled_warm"] = _series(opts, compiled_cmd, warm_env, "quickmoe --compile on, warm caches")
+            results["compiled_warm"] = _series(opts, compiled_cmd, warm_env,
+                                               f"quickmoe --compile {opts.compile}, warm caches")
         if opts.compile_compare:
             results["compiled_compare"] = _series(
-                opts, [*quickmoe_command(opts, Path(opts.compile_compare)), "--compile", "on"], env,
-                f"quickmoe --compile on, fresh caches, {opts.compile_compare}", fresh_caches=True)
+                opts, [*quickmoe_command(opts, Path(opts.compile_compare)), "--compile", opts.compile], env,
+                f"quickmoe --compile {opts.compile}, fresh caches, {opts.compile_compare}", fresh_caches=True)
     if opts.baseline == "transformers":
         device = opts.device if opts.device != "auto" else "cuda"
         hf_cmd = [sys.executable, "-m", "quickmoe.bench.transformers_baseline", str(model_dir), "--device", device]

@@ -106,8 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also run with the PermutationCache disabled and print the processing ratio")
     cold.add_argument("--baseline", default="none", choices=("none", "transformers"),
                       help="also time transformers' from_pretrained + one forward on the same checkpoint")
-    cold.add_argument("--compile", action="store_true",
-                      help="also time starts with --compile on: each with fresh compile caches, then with warm ones")
+    cold.add_argument("--compile", nargs="?", const="on", default="off", choices=("off", "on", "aot"),
+                      metavar="MODE",
+                      help="also time starts with --compile MODE (on, the default when given bare, or aot): each with "
+                      "fresh compile caches, then with warm ones")
     cold.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True,
                       help="every quickmoe start runs with serve's default, decode CUDA graphs on CUDA (the "
                       "capture phase; the default, so --cuda-graphs changes nothing); --no-cuda-graphs: with "

@@ -1,8 +1,8 @@
 """Decoder layers compiled ahead of time (`--compile aot`): each layer kind's compiled forward saved once, loaded by
 later starts, which then neither trace with Dynamo nor look up Inductor's caches.
 
-torch's AOT compile (`torch.compile(fn, fullgraph=True, dynamic=True).aot_compile(example_inputs)`: torch 2.13 has it, the GPU
-machine's 2.11 is unchecked)
+torch's AOT compile (`torch.compile(fn, fullgraph=True, dynamic=True).aot_compile(example_inputs)` in torch 2.13;
+the GPU machine's torch 2.11 lacks it, and `--compile aot` there is a clear error before the weights load)
 returns a function holding Dynamo's output, its guards and the compiled graph, which `save_compiled_function` writes
 and `torch.compiler.load_compiled_function` reads back. Here:
 - one warm-up step runs eagerly with every layer's arguments captured;
@@ -16,7 +16,7 @@ The artifacts embed Dynamo's bytecode of quickmoe's forwards, so their directory
 as well as the compile cache's key (model config, dtype, device, versions).
 
 On the development machine (torch 2.13, the embedded model) a layer kind loaded in 0.9 s, imports included, where
-the warm `--compile on` phase took 3.2 s (docs/benchmarks.md, Cold start II, 2026-11-27). Not yet measured on the GPU.
+the warm `--compile on` phase took 3.2 s (docs/benchmarks.md, Cold start II, 2026-11-27).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 
 from quickmoe.errors import ConfigError
 
-__all__ = ["aot_available", "aot_directory", "install_aot_layers"]
+__all__ = ["aot_available", "aot_directory", "install_aot_layers", "require_aot"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +38,26 @@ AOT_FORMAT = 1  # bump when what is saved, or how it is chosen, changes
 
 
 def aot_available() -> bool:
-    """Whether this torch has the AOT compile and its loader."""
-    return hasattr(torch.compiler, "load_compiled_function")
+    """Whether this torch has the AOT compile and its loader: torch 2.13 has `aot_compile` on a compiled function;
+    the GPU machine's 2.11 has not. (2.11 has the entry point beneath that method,
+    `torch._dynamo.aot_compile.aot_compile_fullgraph`, but it refuses Inductor's output there, "does not implement
+    SerializableCallable", even with the functorch settings 2.13 sets around it: checked on the H100 on 2026-11-27 with
+    scripts/probes/aot_api_probe.py.)"""
+    if not hasattr(torch.compiler, "load_compiled_function"):
+        return False
+    return hasattr(torch.compile(_probe_function, fullgraph=True, dynamic=True), "aot_compile")
+
+
+def _probe_function(x):
+    return x
+
+
+def require_aot() -> None:
+    """Raise the ConfigError of `--compile aot` on a torch without the AOT compile (checked before the weights load)."""
+    if not aot_available():
+        raise ConfigError(f"engine option 'compile' = 'aot': torch {torch.__version__} has no AOT compile "
+                          "(torch.compile(...).aot_compile and torch.compiler.load_compiled_function); expected a torch "
+                          "that has both (2.13 does), or compile 'on'")
 
 
 def _sources_hash() -> str:
@@ -104,9 +122,7 @@ def install_aot_layers(runner, directory: Path, step) -> dict:
     """Give every decoder layer of `runner` a forward through an AOT-compiled artifact of its kind (loaded from
     `directory`, or compiled there). `step`: the (token lists, start positions) run eagerly to capture the layers'
     arguments. Returns the report's `info.compile.aot`."""
-    if not aot_available():
-        raise ConfigError(f"engine option 'compile' = 'aot': torch {torch.__version__} has no AOT compile "
-                          f"(torch.compiler.load_compiled_function); expected a torch that has it (2.13 does), or compile 'on'")
+    require_aot()
     directory.mkdir(parents=True, exist_ok=True)
     t_capture = time.perf_counter()
     layer_args = _capture_layer_args(runner, step)

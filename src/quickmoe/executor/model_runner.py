@@ -96,6 +96,10 @@ class ModelRunner:
 
     def _start(self, engine: EngineConfig, progress: bool, early_start: EarlyStart | None) -> None:
         """cuda_init -> config -> build -> load -> process, each phase marked in the report."""
+        if engine.compile == "aot":  # a torch without it fails now, not after the weights load
+            from quickmoe.executor.aot_layers import require_aot
+
+            require_aot()
         host_buffers = None
         if self.device.type == "cuda":
             host_buffers = self._await_cuda_preinit(early_start)
