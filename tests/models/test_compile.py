@@ -184,24 +184,33 @@ def test_compile_option_is_validated():
         EngineConfig(compile="max")
 
 
+def _gpu_case(ckpt_factory, seed: int):
+    """A 4-layer checkpoint, three prompts of different lengths, greedy params, the bf16 CUDA engine options and
+    the eager model's greedy tokens (no graphs, no compile): (model_dir, prompts, params, gpu, eager)."""
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.llm import LLM
+
+    model_dir = ckpt_factory(layers=4, seed=seed)
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(1000) for _ in range(n)] for n in (3, 17, 40)]
+    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+    gpu = dict(device="cuda", dtype="bfloat16", kv_cache_memory=1 << 30)
+    eager = [o.token_ids for o in LLM(model_dir, cuda_graphs="off", **gpu).generate(prompts, params)]
+    return model_dir, prompts, params, gpu, eager
+
+
 @pytest.mark.gpu
 def test_compiled_greedy_tokens_equal_eager_on_the_gpu(ckpt_factory, tmp_path, monkeypatch):
     """On CUDA in bf16 with the Triton MoE kernels: greedy tokens of the compiled model equal the eager ones
     for prompts of different lengths decoded together."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
 
     monkeypatch.setenv("QUICKMOE_COMPILE_CACHE_DIR", str(tmp_path / "compile"))
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         monkeypatch.setenv(name, str(tmp_path / "unused"))
-    model_dir = ckpt_factory(layers=4, seed=33)
-    rng = random.Random(3)
-    prompts = [[rng.randrange(1000) for _ in range(n)] for n in (3, 17, 40)]
-    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
-    gpu = dict(device="cuda", dtype="bfloat16", kv_cache_memory=1 << 30)
-    eager = [o.token_ids for o in LLM(model_dir, cuda_graphs="off", **gpu).generate(prompts, params)]
+    model_dir, prompts, params, gpu, eager = _gpu_case(ckpt_factory, seed=33)
     torch._dynamo.reset()
     llm = LLM(model_dir, compile="on", cuda_graphs="off", **gpu)
     assert [o.token_ids for o in llm.generate(prompts, params)] == eager
@@ -215,7 +224,6 @@ def test_aot_compiled_layers_under_cuda_graphs_equal_eager_on_the_gpu(ckpt_facto
     give the greedy tokens of the eager model (no graphs, no compile), and no layer call falls back to eager."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.executor.aot_layers import aot_available
     from quickmoe.llm import LLM
 
@@ -224,12 +232,7 @@ def test_aot_compiled_layers_under_cuda_graphs_equal_eager_on_the_gpu(ckpt_facto
     monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         monkeypatch.setenv(name, str(tmp_path / "unused"))
-    model_dir = ckpt_factory(layers=4, seed=34)
-    rng = random.Random(4)
-    prompts = [[rng.randrange(1000) for _ in range(n)] for n in (3, 17, 40)]
-    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
-    gpu = dict(device="cuda", dtype="bfloat16", kv_cache_memory=1 << 30)
-    eager = [o.token_ids for o in LLM(model_dir, cuda_graphs="off", **gpu).generate(prompts, params)]
+    model_dir, prompts, params, gpu, eager = _gpu_case(ckpt_factory, seed=34)
     counts = []
     for _ in range(2):
         torch._dynamo.reset()
