@@ -2,7 +2,11 @@
 and the SASS instruction mix of its K loop per MXFP4 weight element (what bounds the decode-sized MoE).
 
 PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-m 16] [--block-n 32] [--block-k 256] [--warps 4] [--stages 3]
-                                                  [--swap-ab]
+                                                  [--swap-ab] [--one-dot] [--format mxfp4|fp8]
+
+`--format fp8`: Qwen3-30B-A3B's FP8 block-scaled experts instead (FP8 x FP8 dots, each 128-column step's product
+scaled by activation scale x weight scale and added in float32): which tensor-core instructions the loop uses, its
+registers and spills, and the CUDA-core work of the scaling.
 
 Triton compiles the kernel with the same specialization its JIT gives the real launch (pointers and the activation
 stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations), ptxas (shipped in
@@ -36,14 +40,23 @@ SIGNATURE = {"x_ptr": "*bf16", "xs_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8"
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_x"]
 
 
+FP8_TYPES = {"x_ptr": "*fp8e4nv", "xs_ptr": "*fp32", "w_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
+
+
 def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: int = 16, swap_ab: bool = False,
-                  maxnreg: int | None = None) -> triton.compiler.CompiledKernel:
+                  maxnreg: int | None = None, fmt: str = "mxfp4", one_dot: bool = False) -> triton.compiler.CompiledKernel:
+    """GEMM 1 for sm_90: gpt-oss-20b's MXFP4 experts (H = I = 2880, bias, gpt-oss SwiGLU), or fmt "fp8":
+    Qwen3-30B-A3B's FP8 block-scaled experts (H 2048, I 768, FP8 activations with float32 per-128 scales, SiLU)."""
     kernel = moe_gemm._gemm1_swiglu_kernel
-    constexprs = dict(H=2880, I=2880, MXFP4=True, NVFP4=False, W_FP8=False, A_MXFP8=False, GROUP=64, BLOCK_M=block_m,
-                      BLOCK_N=block_n, BLOCK_K=block_k, PRECISION="tf32", DOT_DTYPE=tl.bfloat16, PTX=True, MXFP4_PTX=True,
-                      SWAP_AB=swap_ab, HAS_BIAS=True, SILU=False, ROW_SCALE=False, SUB_TILES=False, PDL=True)
+    fp8 = fmt == "fp8"
+    constexprs = dict(H=2048 if fp8 else 2880, I=768 if fp8 else 2880, MXFP4=not fp8, NVFP4=False, W_FP8=fp8,
+                      A_MXFP8=False, GROUP=64, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=128 if fp8 else block_k,
+                      PRECISION="tf32", DOT_DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, PTX=True, MXFP4_PTX=not fp8,
+                      SWAP_AB=swap_ab, HAS_BIAS=not fp8, SILU=fp8, ROW_SCALE=False, SUB_TILES=False, PDL=True)
+    if "ONE_DOT" in kernel.arg_names:
+        constexprs["ONE_DOT"] = one_dot
     names = list(kernel.arg_names)
-    signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
+    signature = dict(SIGNATURE, **(FP8_TYPES if fp8 else {}), **{name: "constexpr" for name in constexprs})
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
     source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages, "maxnreg": maxnreg})
@@ -72,9 +85,14 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=3)
     parser.add_argument("--swap-ab", action="store_true", help="the transposed orientation (weights the left operand)")
     parser.add_argument("--maxnreg", type=int, default=None, help="cap the registers per thread (ptxas)")
+    parser.add_argument("--format", choices=("mxfp4", "fp8"), default="mxfp4",
+                        help="fp8: Qwen3-30B-A3B's FP8 block-scaled experts (BLOCK_K is then 128, one scale group)")
+    parser.add_argument("--one-dot", action="store_true", help="gate_up_one_dot: gate and up rows in one dot")
     args = parser.parse_args()
     compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages, args.block_m, args.swap_ab,
-                             args.maxnreg)
+                             args.maxnreg, args.format, args.one_dot)
+    if args.format == "fp8":
+        args.block_k = 128
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "gemm1.cubin"
@@ -87,6 +105,8 @@ def main() -> None:
     per_value = total * 32 * args.warps / (2 * args.block_n * args.block_k)
     print(f"K loop: {total} instructions per thread per step of {args.block_k} columns x {2 * args.block_n} rows: "
           f"{per_value:.2f} per weight element")
+    mma = {op: n for op, n in mix.items() if "MMA" in op}
+    print("tensor-core instructions in the loop:", mma or "none")
     for opcode, count in mix.most_common(16):
         print(f"  {count:5d}  {count * 32 * args.warps / (2 * args.block_n * args.block_k):5.2f}/element  {opcode}")
 
