@@ -1,0 +1,96 @@
+"""Decode attention's split kernel compiled for Hopper (sm_90) on a machine without a GPU: registers, spills, and the
+SASS instruction mix of its key loop per 64-key step (issue 15: under Nsight Compute our kernel executes 1.4-2x the
+instructions of cuDNN's at the same bytes, docs/benchmarks.md, 2026-11-27 third session; where do they go?).
+
+PYTHONPATH=src python3 scripts/probes/attention_sass_probe.py [--block-n 64] [--warps 2] [--stages 4] [--no-rotary]
+    [--splits 1]
+
+Triton compiles `_decode_split_kernel` with gpt-oss's shapes (64 query heads, 8 KV heads of 64, the query group
+padded to 16 rows, blocks of 16 positions, head-major cache, KV heads on the fastest grid axis) and the launch
+config `decode_launch_config` gives above 512 (sequence, KV head) programs (64 keys, 2 warps, 4 stages) unless told
+otherwise; ptxas (from Triton's wheel) assembles it and nvdisasm lists the SASS. The key loop is the backward branch
+whose body holds the tensor-core instructions; each opcode is counted per thread per step and per key. Nothing runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # compile for real, not for the interpreter
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+from quickmoe.kernels import decode_attention  # noqa: E402
+
+SIGNATURE = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16", "block_tables_ptr": "*i32",
+             "context_lens_ptr": "*i32", "sinks_ptr": "*bf16", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
+             "part_ml_ptr": "*fp32", "pos_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_ptr": "*i64",
+             "stride_qb": "i32", "stride_qh": "i32", "stride_ob": "i32", "stride_oh": "i32", "stride_bt": "i32",
+             "stride_cs": "i32", "window": "i32", "qk_scale": "fp32"}
+ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_qb", "stride_ob", "stride_bt"]
+OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*)")
+
+
+def compile_split_kernel(block_n: int, warps: int, stages: int, rotary: bool, splits: int):
+    kernel = decode_attention._decode_split_kernel
+    constexprs = dict(GROUP=8, GROUP_PAD=16, D=64, D_POW2=64, BLOCK_SIZE=16, KV=8, HEAD_MAJOR=True, BLOCK_N=block_n,
+                      SPLITS=splits, FP32_DOT=False, ROTARY=rotary, KV_FASTEST=True, PDL=True)
+    names = list(kernel.arg_names)
+    signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
+    attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
+    source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": warps, "num_stages": stages})
+
+
+def key_loop_mix(sass: str) -> collections.Counter:
+    """Opcode counts of the largest loop (a label and a later branch back to it) that holds tensor-core work."""
+    lines = sass.splitlines()
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\.L_x_\d+):", line))}
+    best: collections.Counter = collections.Counter()
+    for name, start in labels.items():
+        ends = [i for i in range(start + 1, len(lines)) if f"`({name})" in lines[i] and "BRA" in lines[i]]
+        if not ends:
+            continue
+        mix = collections.Counter(m.group(2) for line in lines[start:ends[-1] + 1] if (m := OPCODE.match(line)))
+        if any("MMA" in op for op in mix) and sum(mix.values()) > sum(best.values()):
+            best = mix
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--block-n", type=int, default=64)
+    parser.add_argument("--warps", type=int, default=2)
+    parser.add_argument("--stages", type=int, default=4)
+    parser.add_argument("--splits", type=int, default=1)
+    parser.add_argument("--no-rotary", action="store_true", help="the kernel without RoPE and the KV write")
+    parser.add_argument("--top", type=int, default=24)
+    args = parser.parse_args()
+    compiled = compile_split_kernel(args.block_n, args.warps, args.stages, not args.no_rotary, args.splits)
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "decode.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True)
+        sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
+    print(next((line.strip() for line in usage.stdout.splitlines() if "REG:" in line), "no resource usage"))
+    mix = key_loop_mix(sass)
+    total = sum(mix.values())
+    threads = 32 * args.warps
+    print(f"key loop: {total} instructions per thread per step of {args.block_n} keys ({args.warps} warps): "
+          f"{total * threads / args.block_n:.1f} per key, {total * args.warps / args.block_n:.2f} warp-instructions "
+          "per key")
+    for opcode, count in mix.most_common(args.top):
+        print(f"  {count:5d}  {count * args.warps / args.block_n:6.3f} warp-instr/key  {opcode}")
+
+
+if __name__ == "__main__":
+    main()
