@@ -3,12 +3,14 @@ SASS instruction mix of its key loop per 64-key step (issue 15: under Nsight Com
 instructions of cuDNN's at the same bytes, docs/benchmarks.md, 2026-11-27 third session; where do they go?).
 
 PYTHONPATH=src python3 scripts/probes/attention_sass_probe.py [--block-n 64] [--warps 2] [--stages 4] [--no-rotary]
-    [--splits 1]
+    [--splits 1] [--prefill]
 
 Triton compiles `_decode_split_kernel` with gpt-oss's shapes (64 query heads, 8 KV heads of 64, the query group
 padded to 16 rows, blocks of 16 positions, head-major cache, KV heads on the fastest grid axis) and the launch
 config `decode_launch_config` gives above 512 (sequence, KV head) programs (64 keys, 2 warps, 4 stages) unless told
-otherwise; ptxas (from Triton's wheel) assembles it and nvdisasm lists the SASS. The key loop is the backward branch
+otherwise; `--prefill`: `_prefill_kernel` at its defaults instead (16 queries x the group of 8 = 128 rows, 64 keys a step,
+4 warps, 3 stages: pass --warps 4 --stages 3), where the question is which tensor-core instructions it uses (prefill
+reads at 0.39-0.42 of SDPA's rate). ptxas (from Triton's wheel) assembles it and nvdisasm lists the SASS. The key loop is the backward branch
 whose body holds the tensor-core instructions; each opcode is counted per thread per step and per key. Nothing runs.
 """
 
@@ -50,6 +52,28 @@ def compile_split_kernel(block_n: int, warps: int, stages: int, rotary: bool, sp
                           options={"num_warps": warps, "num_stages": stages})
 
 
+PREFILL_SIGNATURE = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16", "block_tables_ptr": "*i32",
+                     "cu_q_ptr": "*i32", "context_lens_ptr": "*i32", "sinks_ptr": "*bf16", "out_ptr": "*bf16",
+                     "stride_qt": "i32", "stride_qh": "i32", "stride_ot": "i32", "stride_oh": "i32", "stride_bt": "i32",
+                     "window": "i32", "qk_scale": "fp32"}
+
+
+def compile_prefill_kernel(block_n: int, warps: int, stages: int, block_q: int = 16):
+    from quickmoe.kernels import prefill_attention
+
+    kernel = prefill_attention._prefill_kernel
+    constexprs = dict(GROUP=8, GROUP_POW2=8, D=64, D_POW2=64, BLOCK_SIZE=16, KV=8, HEAD_MAJOR=True, BLOCK_Q=block_q,
+                      BLOCK_N=block_n, FP32_DOT=False)
+    if "INT64_OFFSETS" in kernel.arg_names:
+        constexprs["INT64_OFFSETS"] = False
+    names = list(kernel.arg_names)
+    signature = dict(PREFILL_SIGNATURE, **{name: "constexpr" for name in constexprs})
+    aligned = [n for n, kind in PREFILL_SIGNATURE.items() if kind.startswith("*")] + ["stride_qt", "stride_ot"]
+    attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in aligned}
+    source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+
+
 def key_loop_mix(sass: str) -> collections.Counter:
     """Opcode counts of the largest loop (a label and a later branch back to it) that holds tensor-core work."""
     lines = sass.splitlines()
@@ -72,9 +96,13 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=4)
     parser.add_argument("--splits", type=int, default=1)
     parser.add_argument("--no-rotary", action="store_true", help="the kernel without RoPE and the KV write")
+    parser.add_argument("--prefill", action="store_true", help="the prefill kernel instead (see above)")
     parser.add_argument("--top", type=int, default=24)
     args = parser.parse_args()
-    compiled = compile_split_kernel(args.block_n, args.warps, args.stages, not args.no_rotary, args.splits)
+    if args.prefill:
+        compiled = compile_prefill_kernel(args.block_n, args.warps, args.stages)
+    else:
+        compiled = compile_split_kernel(args.block_n, args.warps, args.stages, not args.no_rotary, args.splits)
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "decode.cubin"
