@@ -20,8 +20,7 @@ import argparse
 import collections
 import os
 import re
-import subprocess
-import tempfile
+import sys
 from pathlib import Path
 
 os.environ.pop("TRITON_INTERPRET", None)  # compile for real, not for the interpreter
@@ -31,13 +30,15 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 
 from quickmoe.kernels import decode_attention  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/probes: sass_probe's disassembly
+from sass_probe import OPCODE, disassemble  # noqa: E402
+
 SIGNATURE = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16", "block_tables_ptr": "*i32",
              "context_lens_ptr": "*i32", "sinks_ptr": "*bf16", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
              "part_ml_ptr": "*fp32", "pos_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_ptr": "*i64",
              "stride_qb": "i32", "stride_qh": "i32", "stride_ob": "i32", "stride_oh": "i32", "stride_bt": "i32",
              "stride_cs": "i32", "window": "i32", "qk_scale": "fp32"}
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_qb", "stride_ob", "stride_bt"]
-OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*)")
 
 
 def compile_split_kernel(block_n: int, warps: int, stages: int, rotary: bool, splits: int):
@@ -103,13 +104,8 @@ def main() -> None:
         compiled = compile_prefill_kernel(args.block_n, args.warps, args.stages)
     else:
         compiled = compile_split_kernel(args.block_n, args.warps, args.stages, not args.no_rotary, args.splits)
-    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = Path(tmp) / "decode.cubin"
-        cubin.write_bytes(compiled.asm["cubin"])
-        usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True)
-        sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
-    print(next((line.strip() for line in usage.stdout.splitlines() if "REG:" in line), "no resource usage"))
+    usage, sass = disassemble(compiled)
+    print(usage)
     mix = key_loop_mix(sass)
     total = sum(mix.values())
     threads = 32 * args.warps

@@ -62,6 +62,21 @@ def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: 
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages, "maxnreg": maxnreg})
 
 
+OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*)")  # an SASS line's opcode
+
+
+def disassemble(compiled) -> tuple[str, str]:
+    """A compiled Triton kernel's resource usage line (cuobjdump) and its SASS (nvdisasm), by the tools in
+    Triton's wheel."""
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "kernel.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True)
+        sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
+    return next((line.strip() for line in usage.stdout.splitlines() if "REG:" in line), "no resource usage"), sass
+
+
 def loop_mix(sass: str) -> collections.Counter:
     """Opcode counts between the first loop label and the branch back to it."""
     lines = sass.splitlines()
@@ -70,7 +85,7 @@ def loop_mix(sass: str) -> collections.Counter:
     end = next(i for i in range(label, len(lines)) if f"`({name})" in lines[i])
     mix: collections.Counter = collections.Counter()
     for line in lines[label:end + 1]:
-        match = re.match(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*)", line)
+        match = OPCODE.match(line)
         if match:
             mix[match.group(2)] += 1
     return mix
@@ -93,13 +108,8 @@ def main() -> None:
                              args.maxnreg, args.format, args.one_dot)
     if args.format == "fp8":
         args.block_k = 128
-    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = Path(tmp) / "gemm1.cubin"
-        cubin.write_bytes(compiled.asm["cubin"])
-        usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True)
-        sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
-    print(next((line.strip() for line in usage.stdout.splitlines() if "REG:" in line), "no resource usage"))
+    usage, sass = disassemble(compiled)
+    print(usage)
     mix = loop_mix(sass)
     total = sum(mix.values())
     per_value = total * 32 * args.warps / (2 * args.block_n * args.block_k)
