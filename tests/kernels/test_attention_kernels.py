@@ -358,3 +358,22 @@ def test_the_cache_layout_is_read_off_the_strides():
         kv_cache_head_major(slot_major, head_major)
     with pytest.raises(ValueError, match="strides"):
         kv_cache_head_major(torch.zeros(3, 8, 2, BLOCK).permute(0, 3, 2, 1), slot_major)
+
+
+@pytest.mark.parametrize("window", [0, 40, 128])
+def test_prefill_whole_tiles_at_their_boundaries(window):
+    """Key tiles the kernel runs without masks (every row of the query tile sees every key) meet the masked ones
+    exactly at the diagonal and at the window's start: query tiles whose first query lies one before, at and one
+    after a key tile's last position, and (window 128) tiles whose last query's window starts one key before, at
+    and one key after the first key of tile 0 (last queries 127, 128, 129)."""
+    g = torch.Generator().manual_seed(41 + window)
+    block_n = 64
+    # with 16-query tiles: first queries 62 / 63 / 64 (+16 j), 126 / 127 / 128; then 16 queries ending at 127-129
+    cached = [46, 47, 48, 110, 111, 112, 112, 113, 114]
+    query_lens = [40, 40, 40, 37, 37, 37, 16, 16, 16]
+    contexts = [c + n for c, n in zip(cached, query_lens)]
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 4, 2, 32, g, head_major=True)
+    got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, 32 ** -0.5,
+                                  max_query_len=max(query_lens), block_n=block_n)
+    want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, 32 ** -0.5)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()

@@ -97,6 +97,34 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 
 if triton is not None:
 
+    @triton.jit
+    def _prefill_tile(q, m, l_sum, acc, start, q_pos, last_pos, window, qk_scale, k_cache_ptr, v_cache_ptr,
+                      block_tables_ptr, row_offset, kv_head, dims, dim_ok, BLOCK_SIZE: tl.constexpr, KV: tl.constexpr,
+                      D: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr,
+                      MASKED: tl.constexpr):
+        """One step of the online softmax over keys [start, start + BLOCK_N): returns (m, l_sum, acc). MASKED: the
+        causal, window and end-of-keys masks applied per (row, key); else the caller knows every row sees every key
+        (a third of the loop's instructions in SASS were the masks' compares and selects)."""
+        k_pos = start + tl.arange(0, BLOCK_N)  # [N]
+        key_ok = k_pos <= last_pos
+        k, v = load_kv_tile(k_cache_ptr, v_cache_ptr, block_tables_ptr, row_offset, k_pos, key_ok, kv_head, dims,
+                            dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR)  # [N, D] each
+        s = qk_dot(q, k, FP32_DOT)  # [R, N] float32
+        if MASKED:
+            visible = (k_pos[None, :] <= q_pos[:, None]) & key_ok[None, :]
+            visible &= (window <= 0) | (k_pos[None, :] > q_pos[:, None] - window)
+            s = tl.where(visible, s * qk_scale, float("-inf"))
+        else:  # every key visible to every row; the select by key (always true here) keeps `s * qk_scale` from
+            # being contracted with the max's subtraction below into one FMA: the masked tiles round it apart,
+            # and both must give a row the same bits whichever way its tiles fall (chunked or whole prompts)
+            s = tl.where(key_ok[None, :], s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))  # finite: the sink is in it
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m - m_new)
+        l_sum = l_sum * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + pv_dot(p, v, FP32_DOT)
+        return m_new, l_sum, acc
+
     # the block tables' width (stride_bt) follows the step's longest sequence: not specialized (its value being 1 or
     # a multiple of 16 made new variants, compiled in the middle of serving: 1.3 s in a mixed step on the H100)
     @triton.jit(do_not_specialize=["stride_bt"])
@@ -130,22 +158,31 @@ if triton is not None:
             m = tl.load(sinks_ptr + head, mask=row_ok, other=0.0).to(tl.float32) * 1.4426950408889634  # [R]
             l_sum = tl.full([BLOCK_Q * GROUP_POW2], 1.0, tl.float32)
             acc = tl.zeros([BLOCK_Q * GROUP_POW2, D_POW2], tl.float32)
-            keys = tl.arange(0, BLOCK_N)
-            for start in range(first_pos, last_pos + 1, BLOCK_N):
-                k_pos = start + keys  # [N]
-                key_ok = k_pos <= last_pos
-                k, v = load_kv_tile(k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt, k_pos, key_ok,
-                                    kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR)  # [N, D] each
-                s = qk_dot(q, k, FP32_DOT)  # [R, N] float32
-                visible = (k_pos[None, :] <= q_pos[:, None]) & key_ok[None, :]
-                visible &= (window <= 0) | (k_pos[None, :] > q_pos[:, None] - window)
-                s = tl.where(visible, s * qk_scale, float("-inf"))
-                m_new = tl.maximum(m, tl.max(s, axis=1))  # finite: the sink is in it
-                p = tl.exp2(s - m_new[:, None])
-                alpha = tl.exp2(m - m_new)
-                l_sum = l_sum * alpha + tl.sum(p, axis=1)
-                acc = acc * alpha[:, None] + pv_dot(p, v, FP32_DOT)
-                m = m_new
+            # the key tiles in order, in three runs: masked tiles at a window's start, whole tiles (every row sees
+            # every key: at or before the tile's first query and, with a window, after its last query's window
+            # start), masked tiles at the diagonal. Masking a whole tile would select every value: same bits.
+            q_first = ctx - n + q_tile * BLOCK_Q
+            tiles = tl.cdiv(last_pos + 1 - first_pos, BLOCK_N)
+            whole_from = tl.where(window > 0, tl.cdiv(tl.maximum(last_pos - window + 1 - first_pos, 0), BLOCK_N), 0)
+            whole_to = tl.maximum(tl.minimum(tl.where(q_first - (BLOCK_N - 1) >= first_pos,
+                                                      (q_first - (BLOCK_N - 1) - first_pos) // BLOCK_N + 1, 0),
+                                             tiles), whole_from)
+            whole_from = tl.minimum(whole_from, whole_to)
+            for t in range(0, whole_from):
+                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, last_pos, window,
+                                              qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt,
+                                              kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR, BLOCK_N, FP32_DOT,
+                                              True)
+            for t in range(whole_from, whole_to):
+                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, last_pos, window,
+                                              qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt,
+                                              kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR, BLOCK_N, FP32_DOT,
+                                              False)
+            for t in range(whole_to, tiles):
+                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, last_pos, window,
+                                              qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt,
+                                              kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR, BLOCK_N, FP32_DOT,
+                                              True)
             result = acc / l_sum[:, None]
             out_offsets = (q_start + i)[:, None].to(tl.int64) * stride_ot + head[:, None] * stride_oh + dims[None, :]
             tl.store(out_ptr + out_offsets, result.to(out_ptr.dtype.element_ty),
