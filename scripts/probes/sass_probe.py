@@ -2,7 +2,7 @@
 and the SASS instruction mix of its K loop per MXFP4 weight element (what bounds the decode-sized MoE).
 
 PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-m 16] [--block-n 32] [--block-k 256] [--warps 4] [--stages 3]
-                                                  [--swap-ab] [--one-dot] [--format mxfp4|fp8]
+                                                  [--swap-ab] [--one-dot] [--format mxfp4|fp8] [--fp8-scale-rows 64]
 
 `--format fp8`: Qwen3-30B-A3B's FP8 block-scaled experts instead (FP8 x FP8 dots, each 128-column step's product
 scaled by activation scale x weight scale and added in float32): which tensor-core instructions the loop uses, its
@@ -44,12 +44,15 @@ FP8_TYPES = {"x_ptr": "*fp8e4nv", "xs_ptr": "*fp32", "w_ptr": "*fp8e4nv", "s_ptr
 
 
 def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: int = 16, swap_ab: bool = False,
-                  maxnreg: int | None = None, fmt: str = "mxfp4", one_dot: bool = False) -> triton.compiler.CompiledKernel:
+                  maxnreg: int | None = None, fmt: str = "mxfp4", one_dot: bool = False,
+                  fp8_scale_rows: int = 64) -> triton.compiler.CompiledKernel:
     """GEMM 1 for sm_90: gpt-oss-20b's MXFP4 experts (H = I = 2880, bias, gpt-oss SwiGLU), or fmt "fp8":
-    Qwen3-30B-A3B's FP8 block-scaled experts (H 2048, I 768, FP8 activations with float32 per-128 scales, SiLU)."""
+    Qwen3-30B-A3B's FP8 block-scaled experts (H 2048, I 768, FP8 activations with float32 per-128 scales, SiLU),
+    one weight scale per fp8_scale_rows kernel rows (64: the layout's, for 128 x 128 blocks; 1: one per row)."""
     kernel = moe_gemm._gemm1_swiglu_kernel
     fp8 = fmt == "fp8"
-    constexprs = dict(H=2048 if fp8 else 2880, I=768 if fp8 else 2880, MXFP4=not fp8, NVFP4=False, W_FP8=fp8,
+    constexprs = dict(H=2048 if fp8 else 2880, I=768 if fp8 else 2880, MXFP4=not fp8, NVFP4=False,
+                      FP8_SCALE_ROWS=fp8_scale_rows if fp8 else 0,
                       A_MXFP8=False, GROUP=64, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=128 if fp8 else block_k,
                       PRECISION="tf32", DOT_DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, PTX=True, MXFP4_PTX=not fp8,
                       SWAP_AB=swap_ab, HAS_BIAS=not fp8, SILU=fp8, ROW_SCALE=False, SUB_TILES=False, PDL=True)
@@ -103,9 +106,11 @@ def main() -> None:
     parser.add_argument("--format", choices=("mxfp4", "fp8"), default="mxfp4",
                         help="fp8: Qwen3-30B-A3B's FP8 block-scaled experts (BLOCK_K is then 128, one scale group)")
     parser.add_argument("--one-dot", action="store_true", help="gate_up_one_dot: gate and up rows in one dot")
+    parser.add_argument("--fp8-scale-rows", type=int, default=64,
+                        help="fp8: kernel rows per weight scale (64: the layout's for 128 x 128 blocks; 1: per row)")
     args = parser.parse_args()
     compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages, args.block_m, args.swap_ab,
-                             args.maxnreg, args.format, args.one_dot)
+                             args.maxnreg, args.format, args.one_dot, args.fp8_scale_rows)
     if args.format == "fp8":
         args.block_k = 128
     usage, sass = disassemble(compiled)

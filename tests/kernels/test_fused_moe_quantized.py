@@ -31,13 +31,13 @@ def _nvfp4_experts(e: int, hidden: int, inter: int, g: torch.Generator):
     return w1, w2, dict(w1_scales=s1, w2_scales=s2, w1_row_scale=r1, w2_row_scale=r2)
 
 
-def _fp8_experts(e: int, hidden: int, inter: int, g: torch.Generator):
-    def fp8(n, k):  # e4m3 [E, n, k] and per-row scales [E, k/128, n]
+def _fp8_experts(e: int, hidden: int, inter: int, g: torch.Generator, scale_rows: tuple[int, int] = (1, 1)):
+    def fp8(n, k, rows):  # e4m3 [E, n, k] and scales [E, k/128, n/rows]: one per `rows` kernel rows
         q = (torch.randn(e, n, k, generator=g) * 32).clamp(-448, 448).to(torch.float8_e4m3fn)
-        scales = (torch.rand(e, k // 128, n, generator=g) + 0.5) * k ** -0.5 / 32
+        scales = (torch.rand(e, k // 128, n // rows, generator=g) + 0.5) * k ** -0.5 / 32
         return q.to(DEVICE), scales.to(DEVICE)
 
-    (w1, s1), (w2, s2) = fp8(2 * inter, hidden), fp8(hidden, inter)
+    (w1, s1), (w2, s2) = fp8(2 * inter, hidden, scale_rows[0]), fp8(hidden, inter, scale_rows[1])
     return w1, w2, dict(w1_scales=s1, w2_scales=s2)
 
 
@@ -92,6 +92,37 @@ def test_fp8_experts_match_the_reference_with_fp8_activations(monkeypatch, num_t
     assert (want - plain).norm() / plain.norm() > 1e-3  # the activations really went through FP8
     with pytest.raises(NotImplementedError, match="FP8 activations"):
         fused_moe(x, weights, ids, w1.float(), None, w2.float(), None, gate_up_group=64, fp8_activations=True)
+
+
+@pytest.mark.parametrize("scale_rows,swap_ab,block_n,one_dot", [
+    ((64, 128), False, 32, False),  # one scale per tile in both GEMMs (R a multiple of BLOCK_N)
+    ((32, 32), True, 32, False),  # R = BLOCK_N, the swapped orientation
+    ((16, 64), False, 32, False),  # GEMM 1: R < BLOCK_N, a scale per row of the tile
+    ((64, 128), False, 32, True),  # one dot of gate and up rows: two scales a tile
+])
+def test_fp8_experts_with_a_scale_per_block_of_rows(monkeypatch, scale_rows, swap_ab, block_n, one_dot):
+    """Scales shared by R kernel rows (a block-scaled checkpoint's blocks, `layouts.quantized_moe`) give the
+    reference's result and exactly the bits of the same scales repeated per row (R = 1): one scale per tile
+    multiplies the same floats."""
+    from quickmoe.kernels import moe_configs
+
+    config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab,
+                                         gate_up_one_dot=one_dot)
+    monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
+    g = torch.Generator().manual_seed(sum(scale_rows) + block_n + swap_ab)
+    w1, w2, kw = _fp8_experts(8, 256, 384, g, scale_rows)
+    per_row = dict(w1_scales=kw["w1_scales"].repeat_interleave(scale_rows[0], dim=2),
+                   w2_scales=kw["w2_scales"].repeat_interleave(scale_rows[1], dim=2))
+    x = torch.randn(21, 256, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(21, 8, generator=g).to(DEVICE), 2, scoring="softmax_topk",
+                             renormalize=True)
+    common = dict(gate_up_group=64, activation="silu")
+    got = fused_moe(x, weights, ids, w1, None, w2, None, **kw, **common)
+    assert torch.equal(got, fused_moe(x, weights, ids, w1, None, w2, None, **per_row, **common))
+    want = fused_moe_ref(x, weights, ids.long(), w1, None, w2, None, fp8_activations=True, **kw, **common)
+    assert torch.equal(want, fused_moe_ref(x, weights, ids.long(), w1, None, w2, None, fp8_activations=True,
+                                           **per_row, **common))
+    assert (got - want).norm() / want.norm() < 1e-5
 
 
 @pytest.mark.parametrize("shape", [(5, 256), (3, 200), (1, 128), (37, 1100), (70, 3000), (521, 2112)])

@@ -17,6 +17,7 @@ from quickmoe.layouts.quantized_moe import (
     convert_nvfp4_experts_,
     dequantize_fp8_expert,
     dequantize_nvfp4_expert,
+    fp8_scale_rows,
 )
 
 E, H, I = 3, 64, 48  # I = 48: with group 32 the last gate/up group is partial
@@ -28,12 +29,12 @@ def _weights(seed: int, n: int, k: int) -> torch.Tensor:
     return torch.randn(n, k, generator=g) * torch.exp(torch.randn(n, 1, generator=g))  # [n, k]
 
 
-def _stacked_fp8(seed: int, block=(16, 16)):
+def _stacked_fp8(seed: int, block=(16, 16), inter: int = I):
     """Per expert: gate [I, H], up [I, H] and down [H, I] quantized on their own, stacked as at load."""
     w13, s13, w2, s2, ref13, ref2 = [], [], [], [], [], []
     for e in range(E):
         gate, up, down = (quantize_fp8_block(_weights(seed + 10 * e + j, *shape), block)
-                          for j, shape in enumerate(((I, H), (I, H), (H, I))))
+                          for j, shape in enumerate(((inter, H), (inter, H), (H, inter))))
         w13.append(torch.cat([gate[0], up[0]]))
         s13.append(torch.cat([gate[1], up[1]]))
         w2.append(down[0])
@@ -43,13 +44,21 @@ def _stacked_fp8(seed: int, block=(16, 16)):
     return torch.stack(w13), torch.stack(s13), torch.stack(w2), torch.stack(s2), ref13, ref2
 
 
-def test_fp8_experts_keep_their_values_in_the_kernel_layout():
-    block = (16, 16)
-    w13, s13, w2, s2, ref13, ref2 = _stacked_fp8(1, block)
+@pytest.mark.parametrize("inter,block,rows13,rows2", [
+    (48, (16, 16), 16, 16),  # every aligned 16 kernel rows in one block, the ragged last group too
+    (48, (8, 16), 8, 8),  # blocks of 8 rows
+    (64, (64, 16), 32, 64),  # blocks taller than the gate/up group (32): one scale per group half
+])
+def test_fp8_experts_keep_their_values_in_the_kernel_layout(inter, block, rows13, rows2):
+    """The values survive the re-layout, with one scale per R kernel rows (R as large as the blocks allow: the
+    kernel then takes one scale per tile)."""
+    w13, s13, w2, s2, ref13, ref2 = _stacked_fp8(1, block, inter)
     cache = PermutationCache(enabled=True)
     scales13 = convert_fp8_experts(w13, s13, gate_up=True, block=block, layout=LAYOUT, cache=cache)
     scales2 = convert_fp8_experts(w2, s2, gate_up=False, block=block, layout=LAYOUT, cache=cache)
-    assert scales13.shape == (E, H // 16, 2 * I) and scales2.shape == (E, I // 16, H)
+    assert fp8_scale_rows(2 * inter, block[0], LAYOUT, True) == rows13
+    assert fp8_scale_rows(H, block[0], LAYOUT, False) == rows2
+    assert scales13.shape == (E, H // 16, 2 * inter // rows13) and scales2.shape == (E, inter // 16, H // rows2)
     for e in range(E):
         gate_up = dequantize_fp8_expert(w13[e], scales13[e], torch.float32)  # [2I, H], kernel row order
         gate, up = split_gate_up(gate_up.t(), LAYOUT.gate_up_group)  # [H, I] each

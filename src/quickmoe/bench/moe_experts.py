@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref, swiglu_gpt_oss
-from quickmoe.layouts.mxfp4_moe import split_gate_up
+from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, split_gate_up
+from quickmoe.layouts.quantized_moe import fp8_scale_rows
 
 __all__ = ["GROUP", "MoEShape", "SHAPES", "ExpertSet", "make_experts"]
 
@@ -95,12 +96,15 @@ def make_experts(shape: MoEShape, fmt: str, device: torch.device, g: torch.Gener
         return ExpertSet(shape, fmt, _normal((e, 2 * i, h), h ** -0.5, g, device).to(torch.bfloat16),
                          _normal((e, h, i), i ** -0.5, g, device).to(torch.bfloat16), common)
     if fmt == "fp8":
-        def fp8(n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        def fp8(n: int, k: int, gate_up: bool) -> tuple[torch.Tensor, torch.Tensor]:
+            """A block-scaled checkpoint's experts (blocks of 128 x 128) as the layout stores them: one scale per
+            R kernel rows and 128 columns."""
+            rows = fp8_scale_rows(n, 128, Mxfp4MoELayout(GROUP), gate_up)
             q = _normal((e, n, k), 64.0, g, device).clamp(-448, 448).to(torch.float8_e4m3fn)
-            scales = (_normal((e, k // 128, n), 0.1, g, device).abs() + 1) * (k ** -0.5 / 64)  # [E, K/128, N]
+            scales = (_normal((e, k // 128, n // rows), 0.1, g, device).abs() + 1) * (k ** -0.5 / 64)  # [E, K/128, N/R]
             return q, scales.float()
 
-        (w1, s1), (w2, s2) = fp8(2 * i, h), fp8(h, i)
+        (w1, s1), (w2, s2) = fp8(2 * i, h, True), fp8(h, i, False)
         return ExpertSet(shape, fmt, w1, w2, dict(common, w1_scales=s1, w2_scales=s2))
     if fmt == "nvfp4":
         def nv(n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -8,9 +8,10 @@ in, MXFP4 blocks [E, N, K/2] (K-contiguous packed codes, each 4-byte word in the
 `formats.mxfp4_mma_pairs`) with transposed E8M0 scales [E, K/32, N]; NVFP4 the checkpoint's packing (element 2j
 the low nibble of byte j) with E4M3 scales [E, K/16, N] and a per-row global scale
 [E, N] applied after the K loop (weight-only: the activations stay in their dtype); FP8 e4m3 [E, N, K] with
-per-row scales [E, K/128, N], multiplied with FP8 activations quantized per token and 128 columns
-(`kernels/fp8_quant.py`): each 128-column step's dot is scaled by (activation scale x weight scale) and added
-in float32 (BLOCK_K = 128); or dense [E, N, K].
+scales [E, K/128, N / rows] (one per `rows` kernel rows: a block-scaled checkpoint's blocks), multiplied with FP8
+activations quantized per token and 128 columns (`kernels/fp8_quant.py`): each 128-column step's dot is scaled
+by (activation scale x weight scale) and added in float32 (BLOCK_K = 128), one weight scale per tile when its
+rows share one; or dense [E, N, K].
 
 - `moe_gemm1_swiglu`: gate_up (+ bias, optional) with gpt-oss's clamped SwiGLU in the epilogue, or plain
   SiLU(gate) * up (Mixtral, Qwen-MoE). With the layout's gate/up groups of GROUP columns, group g's slab is
@@ -85,7 +86,8 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.T
     nvfp4 = w_scales is not None and w_scales.dtype == torch.float8_e4m3fn
     mxfp4 = w_scales is not None and not nvfp4 and not w_fp8
     ptx = acts.device.type == "cuda"
-    return dict(A_MXFP8=act_scales is not None and not w_fp8, W_FP8=w_fp8, NVFP4=nvfp4,
+    return dict(A_MXFP8=act_scales is not None and not w_fp8, FP8_SCALE_ROWS=_fp8_scale_rows(w, w_scales),
+                NVFP4=nvfp4,
                 MXFP4=mxfp4, PRECISION=precision, DOT_DTYPE=dot_dtype,
                 PTX=ptx, MXFP4_PTX=mxfp4 and ptx and dot_dtype != tl.float16,  # bf16 or float32 dots
                 SWAP_AB=config.swap_ab, num_warps=config.num_warps,
@@ -93,6 +95,19 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.T
 
 
 SUB_TILE_MIN_BLOCK_M = 64
+
+
+def _fp8_scale_rows(w: torch.Tensor, w_scales: torch.Tensor | None) -> int:
+    """FP8 weights [E, N, K]: the kernel rows that share one scale per 128 columns (scales [E, K/128, N / rows],
+    `layouts.quantized_moe`); 0 for other formats."""
+    if w.dtype != torch.float8_e4m3fn:
+        return 0
+    experts, n, k = w.shape
+    if w_scales is None or w_scales.dim() != 3 or w_scales.shape[:2] != (experts, k // FP8_GROUP) \
+            or n % w_scales.shape[2]:
+        raise ValueError(f"FP8 weights {tuple(w.shape)} need float32 scales [E, K/128, N / rows] with rows "
+                         f"dividing N; got {None if w_scales is None else tuple(w_scales.shape)}")
+    return n // w_scales.shape[2]
 
 
 def _sub_tiles(align: MoEAlignment) -> bool:
@@ -399,16 +414,28 @@ if triton is not None:
         return value
 
     @triton.jit
-    def _fp8_step_scales(as_ptr, s_ptr, expert, act_rows, act_ok, rows, row_ok, k0, N, K, stride_as,
-                         SWAP_AB: tl.constexpr):
-        """The factor of one 128-column step of an FP8 GEMM: activation scale x weight scale, [BM, R] (or [R, BM]
-        with SWAP_AB), from the per-token scales [T, K/128] and the weights' per-row scales [E, K/128, N]."""
+    def _fp8_step_scales(as_ptr, s_ptr, expert, act_rows, act_ok, rows, row_ok, row0, k0, N, K, stride_as,
+                         SCALE_ROWS: tl.constexpr, ONE_SCALE: tl.constexpr, SWAP_AB: tl.constexpr):
+        """The factor of one 128-column step of an FP8 GEMM: activation scale x weight scale, from the per-token
+        scales [T, K/128] and the weights' scales [E, K/128, N / SCALE_ROWS] (one per SCALE_ROWS kernel rows).
+        ONE_SCALE (the tile's rows [row0, row0 + BLOCK_N) share one scale): [BM, 1] (or [1, BM] with SWAP_AB),
+        one product per assignment; else the outer product [BM, R] (or [R, BM]). The products are the same floats
+        either way, and so is the caller's FFMA; the per-tile factor saves a multiply per accumulator element and
+        the registers of the factor tile (the tuned FP8 config spilled with it)."""
         a_s = tl.load(as_ptr + act_rows * stride_as + k0 // 128, mask=act_ok, other=0.0)  # [BM]
-        w_s = tl.load(s_ptr + expert * (K // 128) * N + (k0 // 128) * N + rows, mask=row_ok, other=0.0)  # [R]
-        if SWAP_AB:
-            factor = w_s[:, None] * a_s[None, :]
+        w_s_ptr = s_ptr + expert * (K // 128) * (N // SCALE_ROWS) + (k0 // 128) * (N // SCALE_ROWS)
+        if ONE_SCALE:
+            w_s = tl.load(w_s_ptr + row0 // SCALE_ROWS)  # scalar
+            if SWAP_AB:
+                factor = a_s[None, :] * w_s
+            else:
+                factor = a_s[:, None] * w_s
         else:
-            factor = a_s[:, None] * w_s[None, :]
+            w_s = tl.load(w_s_ptr + rows // SCALE_ROWS, mask=row_ok, other=0.0)  # [R]
+            if SWAP_AB:
+                factor = w_s[:, None] * a_s[None, :]
+            else:
+                factor = a_s[:, None] * w_s[None, :]
         return factor
 
     @triton.jit
@@ -482,7 +509,7 @@ if triton is not None:
                              block_expert_ptr, num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m,
                              stride_x, stride_xs, limit, alpha,
                              H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                             W_FP8: tl.constexpr, A_MXFP8: tl.constexpr,
+                             FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr,
                              GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                              PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr,
@@ -496,26 +523,27 @@ if triton is not None:
                 if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
                     _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
-                                limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M // 4, BLOCK_N,
+                                limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M // 4, BLOCK_N,
                                 BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
                                 ONE_DOT)
                 else:
                     _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
-                                limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
+                                limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
                                 BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
                                 ONE_DOT)
             else:
                 _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                             block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
-                            limit, alpha, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
+                            limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
                             BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
                             ONE_DOT)
 
     @triton.jit
-    def _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows, n_ok, stride_x,
+    def _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows, gate_row0, up_row0,
+                        n_ok, stride_x,
                         stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                        W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
+                        FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                         MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr):
         """GEMM 1's K loop as two dots a step (gate rows, up rows) -> the float32 sums (gate, up), [BM, BN] each."""
@@ -542,11 +570,13 @@ if triton is not None:
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
                 s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
                 s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
-            if W_FP8:  # one 128-column step: its dots in float32, scaled, then added
+            if FP8_SCALE_ROWS:  # one 128-column step: its dots in float32, scaled, then added
                 acc_gate += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * _fp8_step_scales(
-                    xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
+                    xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, gate_row0, k0, 2 * I, H, stride_xs,
+                    FP8_SCALE_ROWS, FP8_SCALE_ROWS % BLOCK_N == 0 and I % BLOCK_N == 0, SWAP_AB)
                 acc_up += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w_up, a, PRECISION, SWAP_AB) * _fp8_step_scales(
-                    xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
+                    xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, up_row0, k0, 2 * I, H, stride_xs,
+                    FP8_SCALE_ROWS, FP8_SCALE_ROWS % BLOCK_N == 0 and I % BLOCK_N == 0, SWAP_AB)
             else:
                 acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
                 acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
@@ -555,7 +585,7 @@ if triton is not None:
     @triton.jit
     def _gemm1_one_dot(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, size, n_ok, stride_x,
                        stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                       W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
+                       FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                        MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr):
         """GEMM 1's K loop as one dot a step over the gate rows then the up rows ([2 BN] weight rows; up row c
@@ -578,9 +608,10 @@ if triton is not None:
                              BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_w)  # [2BN, BK]
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
                 s_next = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
-            if W_FP8:
+            if FP8_SCALE_ROWS:
                 acc += _mma(_zeros(2 * BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
-                    xs_ptr, s_ptr, expert, token, m_ok, both_rows, both_ok, k0, 2 * I, H, stride_xs, SWAP_AB)
+                    xs_ptr, s_ptr, expert, token, m_ok, both_rows, both_ok, 0, k0, 2 * I, H, stride_xs,
+                    FP8_SCALE_ROWS, False, SWAP_AB)  # gate and up rows: two scales
             else:
                 acc = _mma(acc, w, a, PRECISION, SWAP_AB)
         both = tl.permute(tl.reshape(_rows_last(acc, SWAP_AB), (BM, 2, BLOCK_N)), (0, 2, 1))  # [BM, BN, 2]
@@ -590,7 +621,7 @@ if triton is not None:
     def _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
                     pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
                     H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                    W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BM: tl.constexpr,
+                    FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BM: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                     PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
                     SILU: tl.constexpr, ROW_SCALE: tl.constexpr, ONE_DOT: tl.constexpr):
@@ -610,12 +641,14 @@ if triton is not None:
         up_rows = gate_rows + size
         if ONE_DOT:
             gate, up = _gemm1_one_dot(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, size, n_ok,
-                                      stride_x, stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BM, BLOCK_N, BLOCK_K,
-                                      PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB)
+                                      stride_x, stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BM, BLOCK_N,
+                                      BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB)
         else:
-            gate, up = _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows, n_ok,
-                                       stride_x, stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BM, BLOCK_N,
-                                       BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB)
+            gate_row0 = 2 * group * GROUP + (pid_n % (GROUP // BLOCK_N)) * BLOCK_N  # gate_rows[0]
+            gate, up = _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows,
+                                       gate_row0, gate_row0 + size, n_ok, stride_x, stride_xs, H, I, MXFP4, NVFP4,
+                                       FP8_SCALE_ROWS, A_MXFP8, BM, BLOCK_N, BLOCK_K, PRECISION, DOT_DTYPE, PTX,
+                                       MXFP4_PTX, SWAP_AB)
         if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
             gate *= _PAIRS_ACC
             up *= _PAIRS_ACC
@@ -639,7 +672,7 @@ if triton is not None:
     def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                       block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
                       H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                      W_FP8: tl.constexpr, A_MXFP8: tl.constexpr,
+                      FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -652,24 +685,24 @@ if triton is not None:
                 if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                                 sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
-                                stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M // 4, BLOCK_N, BLOCK_K,
+                                stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M // 4, BLOCK_N, BLOCK_K,
                                 PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
                 else:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                                 sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
-                                stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
+                                stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
                                 PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
             else:
                 _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                             sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
-                            stride_xs, H, I, MXFP4, NVFP4, W_FP8, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
+                            stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
                             PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
 
     @triton.jit
     def _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                     block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x, stride_xs,
                     H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                    W_FP8: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
+                    FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                     MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr):
         """GEMM 2 of rows [first, first + BM) of sorted_ids (one expert's) and the program's output columns."""
@@ -693,9 +726,10 @@ if triton is not None:
                              DOT_DTYPE, PTX, MXFP4_PTX, s_w)
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
                 s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
-            if W_FP8:
+            if FP8_SCALE_ROWS:
                 acc += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
-                    xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, k0, H, I, stride_xs, SWAP_AB)
+                    xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, pid_n * BLOCK_N, k0, H, I, stride_xs,
+                    FP8_SCALE_ROWS, FP8_SCALE_ROWS % BLOCK_N == 0, SWAP_AB)
             else:
                 acc = _mma(acc, w, a, PRECISION, SWAP_AB)
         acc = _rows_last(acc, SWAP_AB)  # [BM, BN]

@@ -180,7 +180,7 @@ class StackedFp8MoEMethod(_StackedMethod):
             for proj, gate_up in (("gate_up_proj", True), ("down_proj", False)):
                 weight, scale_inv = getattr(layer, proj), getattr(layer, f"{proj}_scale_inv")
                 scale_inv.data = convert_fp8_experts(weight.data, scale_inv.data, gate_up=gate_up, block=self.block,
-                                                     layout=self.layout, cache=cache)  # [E, K/bk, N]
+                                                     layout=self.layout, cache=cache)  # [E, K/bk, N/R]
         self.gate_up_group = self.layout.gate_up_group
         logger.debug("FP8 experts in kernel layout (%s); %s", self.layout, cache.stats())
 

@@ -6,8 +6,11 @@ Both follow the MXFP4 kernel layout (`layouts.mxfp4_moe`): weights out x in [E, 
 `Mxfp4MoELayout.gate_up_group`, scales transposed so that a tile's scales are contiguous along N:
 
 FP8 (checkpoint: weight_scale_inv [E, N/bn, K/bk], one per bn x bk block)
-    scales float32 [E, K/bk, N]   one per (row, block of bk columns): the row's block scale, so a kernel
-                                  tile of any rows reads a [BLOCK_K/bk, BLOCK_N] slab, whatever bn is.
+    scales float32 [E, K/bk, N/R]  one per (R kernel rows, block of bk columns): the rows' block scale. R is
+                                   the largest power of two <= bn whose aligned groups of kernel rows each lie
+                                   in one checkpoint block (the gate/up groups permute rows; R = 1 if nothing
+                                   else fits), so a kernel tile of BLOCK_N <= R aligned rows takes one scale
+                                   per 128 columns, and any tile reads a [BLOCK_K/bk, BLOCK_N/R] slab.
 NVFP4 (checkpoint: weight_scale [E, N, K/16] E4M3, weight_scale_2 per expert and projection)
     scales float8_e4m3fn [E, K/16, N]   transposed, same bytes
     row_scale float32 [E, N]            the global scale folded per row (gate rows take gate's
@@ -19,6 +22,8 @@ gather per chunk of experts.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from quickmoe.formats.fp8 import FP8_DTYPE
@@ -26,7 +31,8 @@ from quickmoe.formats.nvfp4 import NVFP4_BLOCK_SIZE, dequantize_nvfp4
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, gate_up_row_order, gate_up_rows_transform, scales_transform
 from quickmoe.layouts.permutation_cache import PermutationCache, Transform
 
-__all__ = ["convert_fp8_experts", "convert_nvfp4_experts_", "dequantize_fp8_expert", "dequantize_nvfp4_expert"]
+__all__ = ["convert_fp8_experts", "convert_nvfp4_experts_", "dequantize_fp8_expert", "dequantize_nvfp4_expert",
+           "fp8_scale_rows"]
 
 
 def _source_rows(n: int, layout: Mxfp4MoELayout, gate_up: bool) -> torch.Tensor:
@@ -34,24 +40,40 @@ def _source_rows(n: int, layout: Mxfp4MoELayout, gate_up: bool) -> torch.Tensor:
     return gate_up_row_order(n // 2, layout.gate_up_group, concatenated=True) if gate_up else torch.arange(n)
 
 
-def _fp8_scales_transform(n: int, k_blocks: int, src_rows: int, bn: int, layout: Mxfp4MoELayout,
+@functools.lru_cache(maxsize=64)
+def fp8_scale_rows(n: int, bn: int, layout: Mxfp4MoELayout, gate_up: bool) -> int:
+    """R of the FP8 kernel layout: the largest power of two <= min(bn, 128) dividing N whose aligned groups of R
+    kernel rows each come from one checkpoint block of bn rows."""
+    block_row = _source_rows(n, layout, gate_up) // bn  # [N]
+    rows = 1
+    while rows * 2 <= min(bn, 128) and n % (rows * 2) == 0:
+        groups = block_row.view(n // (rows * 2), rows * 2)
+        if not torch.equal(groups, groups[:, :1].expand_as(groups)):
+            break
+        rows *= 2
+    return rows
+
+
+def _fp8_scales_transform(n: int, k_blocks: int, src_rows: int, bn: int, rows: int, layout: Mxfp4MoELayout,
                           gate_up: bool) -> Transform:
-    """block scales [N/bn, K/bk] -> per-row scales [K/bk, N] in kernel row order:
-    dst[b * N + r] = src[(source_row(r) // bn) * (K/bk) + b]."""
+    """block scales [N/bn, K/bk] -> scales [K/bk, N/R] in kernel row order (R = rows, `fp8_scale_rows`):
+    dst[b * N/R + j] = src[(source_row(j R) // bn) * (K/bk) + b]."""
 
     def build() -> torch.Tensor:
-        block_row = _source_rows(n, layout, gate_up) // bn  # [N]
-        return (block_row[None, :] * k_blocks + torch.arange(k_blocks)[:, None]).reshape(-1)  # [K/bk * N]
+        block_row = _source_rows(n, layout, gate_up)[::rows] // bn  # [N/R]
+        return (block_row[None, :] * k_blocks + torch.arange(k_blocks)[:, None]).reshape(-1)  # [K/bk * N/R]
 
-    params = (*(layout.params if gate_up else ()), ("block_rows", bn), ("source_rows", src_rows))
-    return Transform("fp8_row_scales_t" + ("_gate_up_rows_concat" if gate_up else ""), n * k_blocks, 1, params, build)
+    params = (*(layout.params if gate_up else ()), ("block_rows", bn), ("source_rows", src_rows),
+              ("scale_rows", rows))
+    return Transform("fp8_scales_t" + ("_gate_up_rows_concat" if gate_up else ""), n // rows * k_blocks, 1, params,
+                     build)
 
 
 def convert_fp8_experts(weight: torch.Tensor, scale_inv: torch.Tensor, *, gate_up: bool, block: tuple[int, int],
                         layout: Mxfp4MoELayout, cache: PermutationCache) -> torch.Tensor:
     """weight float8_e4m3fn [E, N, K] (stacked rows) is permuted in place into kernel row order; returns the
-    kernel-layout scales float32 [E, K/bk, N] built from scale_inv [E, ceil(N/bn), K/bk] (any float dtype).
-    K must be a multiple of bk (whole column blocks)."""
+    kernel-layout scales float32 [E, K/bk, N/R] built from scale_inv [E, ceil(N/bn), K/bk] (any float dtype),
+    R = `fp8_scale_rows`. K must be a multiple of bk (whole column blocks)."""
     experts, n, k = weight.shape
     bn, bk = block
     if weight.dtype != FP8_DTYPE or k % bk or scale_inv.shape != (experts, -(-n // bn), k // bk):
@@ -60,16 +82,17 @@ def convert_fp8_experts(weight: torch.Tensor, scale_inv: torch.Tensor, *, gate_u
                          f"and [E, ceil(N/{bn}), K/{bk}]")
     if gate_up:
         cache.permute_experts_(weight, gate_up_rows_transform(n // 2, k, layout, concatenated=True))  # [E, N, K]
-    out = torch.empty(experts, k // bk, n, dtype=torch.float32, device=weight.device)  # [E, K/bk, N]
-    transform = _fp8_scales_transform(n, k // bk, scale_inv.shape[1], bn, layout, gate_up)
+    rows = fp8_scale_rows(n, bn, layout, gate_up)
+    out = torch.empty(experts, k // bk, n // rows, dtype=torch.float32, device=weight.device)  # [E, K/bk, N/R]
+    transform = _fp8_scales_transform(n, k // bk, scale_inv.shape[1], bn, rows, layout, gate_up)
     return cache.gather_experts(scale_inv.float().contiguous(), transform, out)
 
 
 def dequantize_fp8_expert(weight: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """One expert in kernel layout, weight [N, K] float8_e4m3fn and scales [K/bk, N] -> [N, K] in `dtype`."""
+    """One expert in kernel layout, weight [N, K] float8_e4m3fn and scales [K/bk, N/R] -> [N, K] in `dtype`."""
     n, k = weight.shape
-    bk = k // scales.shape[0]
-    return (weight.float() * scales.t().repeat_interleave(bk, dim=1)).to(dtype)  # [N, K]
+    bk, rows = k // scales.shape[0], n // scales.shape[1]
+    return (weight.float() * scales.t().repeat_interleave(rows, dim=0).repeat_interleave(bk, dim=1)).to(dtype)
 
 
 def _row_scale_transform(n: int, shards: int, layout: Mxfp4MoELayout, gate_up: bool) -> Transform:
