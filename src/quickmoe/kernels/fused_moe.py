@@ -8,7 +8,7 @@ order of `quickmoe.layouts.mxfp4_moe` with group `gate_up_group` (1: the checkpo
 rows gate, odd rows up). When scales are given, the weights are quantized in a kernel layout, told apart by
 dtypes, and dequantized here per expert hit (the stored experts stay quantized):
 - MXFP4 (`layouts.mxfp4_moe`): packed blocks [E, N, K/2] uint8, transposed E8M0 scales [E, K/32, N] uint8;
-- FP8 block-scaled (`layouts.quantized_moe`): float8_e4m3fn [E, N, K], per-row scales float32 [E, K/bk, N];
+- FP8 block-scaled (`layouts.quantized_moe`): float8_e4m3fn [E, N, K], scales float32 [E, K/bk, N/R] (one per R rows);
 - NVFP4 (`layouts.quantized_moe`): packed [E, N, K/2] uint8, E4M3 scales [E, K/16, N] and the per-row global
   scale `row_scale` float32 [E, N].
 The Triton `fused_moe` runs all four; with FP8 weights it quantizes both GEMMs' activations per token and 128
@@ -69,7 +69,7 @@ def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, row_scale: torc
     if scales is None:
         return w[expert].to(dtype)  # [N, K]
     if w.dtype == torch.float8_e4m3fn:
-        return dequantize_fp8_expert(w[expert], scales[expert], dtype)  # [N, K] + [K/bk, N]
+        return dequantize_fp8_expert(w[expert], scales[expert], dtype)  # [N, K] + [K/bk, N/R]
     if scales.dtype == torch.float8_e4m3fn:
         assert row_scale is not None, "NVFP4 experts need their per-row global scale"
         return dequantize_nvfp4_expert(w[expert], scales[expert], row_scale[expert], dtype)  # [N, K/2] + [K/16, N]

@@ -143,7 +143,7 @@ class StackedUnquantizedMoEMethod(_StackedMethod):
 class StackedFp8MoEMethod(_StackedMethod):
     """FP8 block-scaled experts: gate_up_proj float8_e4m3fn [E, 2I, H] with gate_up_proj_scale_inv
     [E, 2I/bn, H/bk] (the checkpoints' `weight_scale_inv`), likewise down; processing turns the block scales
-    into the kernel layout's per-row scales [E, K/bk, N] float32 (layouts.quantized_moe)."""
+    into the kernel layout's scales [E, K/bk, N/R] float32, one per R rows (layouts.quantized_moe)."""
 
     def __init__(self, names: ExpertNames, block: tuple[int, int], layout: Mxfp4MoELayout | None = None,
                  cache: PermutationCache | None = None) -> None:
