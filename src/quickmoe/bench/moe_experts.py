@@ -4,7 +4,8 @@ experts hit, and (per shape) bf16 weights for the baselines.
 
 Formats: "mxfp4" for gpt-oss shapes (biases, clamped SwiGLU); "bf16", "fp8" (block-scaled, scales
 [E, K/128, N/R] as the layout stores 128 x 128 blocks) and "nvfp4" (E4M3 scales [E, K/16, N] + per-row global
-scale) for the SiLU shapes of Qwen3-MoE and Mixtral (no biases). Values are random, never zeros, with output std ~ input std.
+scale) for the SiLU shapes of Qwen3-MoE and Mixtral (no biases). Values are random, never zeros, with output
+std ~ input std.
 """
 
 from __future__ import annotations
