@@ -12,7 +12,9 @@ order), head-major as the engine lays it out by default (each KV head's rows of 
 - Prefill, over (batch, prompt length) points: whole prompts, causal, against SDPA with is_causal, in TFLOP/s
   (4 * H * D * L^2 / 2 per sequence: the causal half of QK^T and PV) beside the bf16 matmul rate.
 Every time is the median over replays of a CUDA graph that calls the kernel on rotating input sets (more bytes
-than the L2 cache holds, random values), so launch gaps and cached data do not flatter small points.
+than the L2 cache holds, random values), so launch gaps and cached data do not flatter small points. The same
+timing of a graph of one-element adds gives the floor of one kernel node (`kernel_floor_s`): no point that
+launches n kernels can take less than n times it, whatever the kernels do.
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ def time_in_graph(fn: Callable[[int], object], sets: int, reps: int) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3 / reps)
     return statistics.median(times)
+
+
+def kernel_floor(device: torch.device, reps: int) -> float:
+    """Seconds of one kernel node that does nothing to speak of (a one-element add), timed as the points are."""
+    cells = [torch.zeros(1, device=device) for _ in range(2)]
+    return time_in_graph(lambda i: cells[i].add_(1.0), len(cells), reps)
 
 
 def _paged_set(batch: int, context: int, window: int, g: torch.Generator, device: torch.device,
@@ -176,6 +184,7 @@ def run_attention_bench(opts: AttentionBenchOptions) -> dict:
     doc = {"device": torch.cuda.get_device_name(device), "ceilings": ceilings, "kv_layout": opts.kv_layout,
            "block_size": opts.block_size, "decode": [], "prefill": []}
     with torch.inference_mode():
+        doc["kernel_floor_s"] = kernel_floor(device, opts.reps)
         for window in opts.windows:
             for context in opts.contexts:
                 for batch in opts.batches:
@@ -201,7 +210,9 @@ def format_attention_table(doc: dict) -> str:
              f"blocks of {doc.get('block_size', 16)} ({doc.get('kv_layout', 'slot-major')}); HBM {hbm:.0f} GB/s, "
              f"bf16 matmul {doc['ceilings'].get('bf16_tflops', 0):.0f} "
              "TFLOP/s (measured now)",
-             "decode (one query per sequence; GB/s of the K and V bytes the step must read)",
+             "decode (one query per sequence; GB/s of the K and V bytes the step must read)"
+             + (f"; one kernel node takes {doc['kernel_floor_s'] * 1e6:.1f} us (a one-element add, timed alike)"
+                if doc.get("kernel_floor_s") else ""),
              f"{'batch':>6}{'context':>9}{'window':>8}{'KV MB':>9}{'quickmoe us':>13}{'GB/s':>8}{'% HBM':>7}"
              f"{'SDPA us':>10}{'GB/s':>8}{'SDPA/ours':>11}"]
     for r in doc["decode"]:

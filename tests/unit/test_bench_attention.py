@@ -1,0 +1,43 @@
+"""`bench attention`'s options and table (the timings need a GPU: docs/benchmarks.md has them)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from quickmoe.bench.attention import AttentionBenchOptions, format_attention_table
+from quickmoe.errors import ConfigError
+
+
+def _doc(floor_s):
+    rng = random.Random(5)
+    kv_bytes = rng.randrange(1 << 20, 1 << 30)
+    ours, sdpa = rng.uniform(2e-6, 1e-3), rng.uniform(2e-6, 1e-3)
+    doc = {"device": "GPU", "ceilings": {"hbm_gb_per_s": 3000.0, "bf16_tflops": 700.0}, "kv_layout": "head-major",
+           "block_size": 16, "prefill": [],
+           "decode": [{"batch": 8, "context": 4096, "window": 0, "kv_bytes": kv_bytes, "quickmoe_s": ours,
+                       "sdpa_s": sdpa, "quickmoe_gb_per_s": kv_bytes / ours / 1e9,
+                       "sdpa_gb_per_s": kv_bytes / sdpa / 1e9}]}
+    if floor_s is not None:
+        doc["kernel_floor_s"] = floor_s
+    return doc, kv_bytes, ours, sdpa
+
+
+def test_the_table_shows_each_point_against_hbm_and_sdpa_and_the_kernel_floor():
+    doc, kv_bytes, ours, sdpa = _doc(2.345e-6)
+    table = format_attention_table(doc)
+    assert "one kernel node takes 2.3 us" in table
+    row = next(line for line in table.splitlines() if line.split()[:3] == ["8", "4096", "0"])
+    fields = row.split()
+    assert float(fields[4]) == pytest.approx(ours * 1e6, abs=0.06)
+    assert float(fields[6]) == pytest.approx(100 * kv_bytes / ours / 1e9 / 3000.0, abs=0.06)
+    assert float(fields[9]) == pytest.approx(sdpa / ours, abs=0.006)
+    assert "kernel node" not in format_attention_table(_doc(None)[0])  # JSON of older runs
+
+
+@pytest.mark.parametrize("field,value", [("batches", (0,)), ("windows", (-1,)), ("reps", 0), ("block_size", 12),
+                                         ("kv_layout", "row-major"), ("prefill", ((1, 0),))])
+def test_bad_options_name_the_field(field, value):
+    with pytest.raises(ConfigError, match=field):
+        AttentionBenchOptions(**{field: value})
