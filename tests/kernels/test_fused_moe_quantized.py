@@ -110,11 +110,11 @@ def test_fp8_experts_with_a_scale_per_block_of_rows(monkeypatch, scale_rows, swa
                                          gate_up_one_dot=one_dot)
     monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
     g = torch.Generator().manual_seed(sum(scale_rows) + block_n + swap_ab)
-    w1, w2, kw = _fp8_experts(8, 256, 384, g, scale_rows)
+    w1, w2, kw = _fp8_experts(4, 128, 128, g, scale_rows)  # one 128-column step in each GEMM
     per_row = dict(w1_scales=kw["w1_scales"].repeat_interleave(scale_rows[0], dim=2),
                    w2_scales=kw["w2_scales"].repeat_interleave(scale_rows[1], dim=2))
-    x = torch.randn(21, 256, generator=g).to(DEVICE)
-    weights, ids = route_ref(torch.randn(21, 8, generator=g).to(DEVICE), 2, scoring="softmax_topk",
+    x = torch.randn(9, 128, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(9, 4, generator=g).to(DEVICE), 2, scoring="softmax_topk",
                              renormalize=True)
     common = dict(gate_up_group=64, activation="silu")
     got = fused_moe(x, weights, ids, w1, None, w2, None, **kw, **common)
