@@ -5,8 +5,10 @@ across token boundaries; logprobs are transformers'; aborts and random traffic l
 
 from __future__ import annotations
 
+import logging
 import os
 import random
+import time
 
 import pytest
 import torch
@@ -254,3 +256,28 @@ def test_a_tiny_temperature_gives_the_greedy_tokens(llm, temperature):
     tiny = llm.generate(prompts, SamplingParams(max_tokens=8, temperature=temperature, ignore_eos=True, seed=3))
     assert _tokens(tiny) == _tokens(greedy)
     assert any(t != 0 for toks in _tokens(tiny) for t in toks)
+
+
+def test_a_step_slow_to_queue_on_a_gpu_is_logged_with_its_size(llm, monkeypatch, caplog):
+    """A step whose launch took long (a kernel compiled at first use) stalls every request: the engine says so,
+    naming the step's tokens and sequences; on a CPU, where queueing a step is running it, it does not."""
+    from quickmoe.engine import engine as engine_module
+
+    runner = llm.engine.runner
+    execute = runner.execute
+
+    def slow_execute(*args, **kwargs):
+        time.sleep(0.03)
+        return execute(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "execute", slow_execute)
+    monkeypatch.setattr(engine_module, "SLOW_LAUNCH_S", 0.02)
+    prompt = _prompts(1, 7, 7, seed=21)[0]
+    with caplog.at_level(logging.WARNING, logger="quickmoe.engine.engine"):
+        llm.generate([prompt], SamplingParams(max_tokens=2, **GREEDY))
+    assert not [r for r in caplog.records if "to queue on the host" in r.getMessage()]  # a CPU runs its steps
+    monkeypatch.setattr(engine_module, "queues_asynchronously", lambda device: True)
+    with caplog.at_level(logging.WARNING, logger="quickmoe.engine.engine"):
+        llm.generate([prompt], SamplingParams(max_tokens=2, **GREEDY))
+    slow = [r.getMessage() for r in caplog.records if "to queue on the host" in r.getMessage()]
+    assert slow and "a step of 7 tokens over 1 sequences" in slow[0]

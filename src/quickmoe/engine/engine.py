@@ -32,6 +32,7 @@ import itertools
 import logging
 import random
 import threading
+import time
 from collections.abc import Sequence as Seq
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,6 +55,13 @@ from quickmoe.tokenizer.base import Tokenizer
 __all__ = ["Engine", "EngineStats", "StepOutput", "TokenLogprob"]
 
 logger = logging.getLogger(__name__)
+
+SLOW_LAUNCH_S = 0.5  # queueing a step on the host longer than this is logged: something ran that steps should not
+
+
+def queues_asynchronously(device: torch.device) -> bool:
+    """Whether launching a step on `device` only queues its work (a GPU), rather than running it (a CPU)."""
+    return device.type != "cpu"
 
 
 @dataclass(frozen=True)
@@ -218,6 +226,7 @@ class Engine:
             assert previous is not None or not any(pending), "a pending token belongs to the step in flight"
             bitmask = self._masks.submit(compute_masks_after, previous, pending, [s.grammar for s in seqs],
                                          [s.stop_ids for s in seqs], self.grammars.words)
+        started = time.perf_counter()
         sample = self.runner.execute(
             [c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks], [c.start for c in chunks],
             [self.blocks.block_tables(c.seq.seq_id) for c in chunks],
@@ -225,6 +234,7 @@ class Engine:
             sample_rows=sampling, params=[s.params for s in seqs], generators=[s.generator for s in seqs],
             contexts=contexts if any(c is not None for c in contexts) else None, bitmask=bitmask,
             prompt_logprobs=prompt if any(r is not None for r in prompt) else None)
+        self._note_slow_launch(time.perf_counter() - started, chunks)
         self.scheduler.step_done(sched)
         for row, seq in enumerate(seqs):
             seq.output_ids.append(PENDING)
@@ -232,6 +242,16 @@ class Engine:
             seq.pending_row = row
         prompt_seqs = [c.seq if r is not None else None for c, r in zip(chunks, prompt)]
         return _InFlight(sample, seqs, prompt_seqs) if sample is not None else None
+
+    def _note_slow_launch(self, seconds: float, chunks) -> None:
+        """On a GPU, queueing a step takes milliseconds, and one that took long stalled every running request for
+        that long (a kernel compiled or a CUDA graph captured at its first use, typically on an empty kernel cache):
+        say so, with the step's size. (On a CPU queueing a step is running it.)"""
+        if seconds > SLOW_LAUNCH_S and queues_asynchronously(self.runner.device):
+            logger.warning("a step of %d tokens over %d sequences took %.2f s to queue on the host (every running "
+                           "request waited): kernels compiled or a CUDA graph captured at first use? A warm kernel "
+                           "cache (QUICKMOE_CACHE_DIR) avoids it", sum(c.num_tokens for c in chunks), len(chunks),
+                           seconds)
 
     def _collect(self, step: "_InFlight") -> list[StepOutput]:
         """Wait for a launched step's tokens and hand them to their sequences (finished ones drop theirs)."""
