@@ -109,9 +109,7 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     # What `quickmoe serve` does once idle after start-up (IDLE_WORK_DELAY_S): the decode graphs left for later
     # are captured and the MoE kernels of prefill sizes compiled before the load arrives, not in the timed run.
     t_idle = time.perf_counter()
-    idle_pieces = 0
-    while llm.engine.idle_work():
-        idle_pieces += 1
+    idle_pieces = llm.engine.finish_idle_work()
     idle_s = time.perf_counter() - t_idle
     timer = llm.runner.step_timer
     timer.enabled = llm.runner.device.type == "cuda"

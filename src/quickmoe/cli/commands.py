@@ -56,6 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if _is_synthetic(llm.model_dir):
             logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                            llm.model_dir)
+        _warm_up_before_ready(llm, args.warmup)
         if args.generation_config != "vllm":
             from quickmoe.server.config import load_sampling_defaults
 
@@ -79,6 +80,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       max_model_len=llm.max_model_len, max_num_seqs=llm.engine.scheduler.max_num_seqs,
                       server_config=config, startup_report=report)
     return run_engine_host(llm.engine, frontend, info)
+
+
+def warms_up_before_ready(mode: str, kernels_compiled_at_startup: int) -> bool:
+    """serve --warmup: whether the engine's idle work (deferred decode graphs, the MoE kernels of prefill sizes)
+    runs before the server reports ready. auto: when start-up compiled kernels, i.e. the kernel cache was empty or
+    stale, so that idle work would compile too and, left for later, stall the first requests that need it."""
+    return mode == "eager" or (mode == "auto" and kernels_compiled_at_startup > 0)
+
+
+def _warm_up_before_ready(llm, mode: str) -> None:
+    compiled = llm.runner.kernel_cache.info.get("new_entries_startup", 0)
+    if not warms_up_before_ready(mode, compiled):
+        return
+    t0 = time.perf_counter()
+    pieces = llm.engine.finish_idle_work()
+    logger.info("warm-up before serving (--warmup %s; %d kernel cache entries written at start-up): %d pieces "
+                "(decode graphs, MoE kernels of prefill sizes) in %.2f s", mode, compiled, pieces,
+                time.perf_counter() - t0)
 
 
 def cmd_bench_serve(args: argparse.Namespace) -> int:

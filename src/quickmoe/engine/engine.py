@@ -182,6 +182,13 @@ class Engine:
         there is none. Call on the step thread, between steps."""
         return self.runner.capture_deferred_graph() or self.runner.warm_next_moe_kernels()
 
+    def finish_idle_work(self) -> int:
+        """Do all of `idle_work` now (before serving, or before a timed run); returns the pieces done."""
+        pieces = 0
+        while self.idle_work():
+            pieces += 1
+        return pieces
+
     def step(self) -> list[StepOutput]:
         """Run one model step; returns an output for every request that gained tokens or ended.
 
