@@ -10,7 +10,9 @@
 #   generate   bench generate on a gpt-oss-20b-shaped checkpoint with the serving defaults: 256 prompts x 1000 ->
 #              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families; the SM
 #              clock and power logged beside it (clocks.csv, summarized by scripts/probes/clock_summary.py)
-#   serve      quickmoe serve with its defaults, then bench serve at concurrency 1, 32 and 128 (1000 -> 1000)
+#   serve      quickmoe serve with its defaults (plus SERVE_ARGS, e.g. "--warmup auto"), the time to /health 200
+#              (serve_ready.txt), then bench serve at concurrency 1, 32 and 128 (1000 -> 1000); the server's warnings
+#              (steps slow to queue: kernels compiled at first use) in serve.log
 #   profile    bench generate's batch-1 step and op families only (fewer prompts): a quick check of a change
 #   small-batch the alignment and MoE kernel tests on CUDA, then scripts/probes/small_batch_probe.py: fused_moe at
 #              T <= 8, moe_align vs its reference
@@ -103,9 +105,12 @@ for stage in "$@"; do
         --json "$OUT/bench_profile.json" 2>&1 | tee "$OUT/bench_profile.log" | grep -v INFO ;;
     serve)
       make_20b
-      python3 -m quickmoe serve "$CKPT" --port 8011 -q > "$OUT/serve.log" 2>&1 &
+      t_serve=$(date +%s.%N)
+      python3 -m quickmoe serve "$CKPT" --port 8011 -q ${SERVE_ARGS:-} > "$OUT/serve.log" 2>&1 &  # e.g. --warmup auto
       server=$!
-      for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
+      for _ in $(seq 480); do curl -sf localhost:8011/health > /dev/null && break; sleep 0.5; done
+      echo "serve ${SERVE_ARGS:-}: /health 200 after $(python3 -c "import time; print(f'{time.time() - $t_serve:.1f}')") s" \
+        | tee "$OUT/serve_ready.txt"
       python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,32,128 \
         --input-len 1000 --output-len 1000 --result-json "$OUT/bench_serve.json" 2>&1 | tee "$OUT/bench_serve.log"
       kill -TERM "$server"; wait "$server" ;;
