@@ -139,12 +139,15 @@ def test_n_samples_are_the_requests_seeded_s_plus_i(llm):
 def test_min_tokens_holds_the_stop_tokens_back(llm):
     rng = random.Random()
     prompt = _prompts(1, 5, 20, rng)[0]
-    free = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0))[0].token_ids
+    # ignore_eos: an EOS among the first tokens (random prompts, a tiny model) would end `free` before its third
+    # token; the stop_token_ids still stop
+    free = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, ignore_eos=True))[0].token_ids
     stop = free[2]  # make the third output a stop token: it ends the request there
-    ended = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, stop_token_ids=[stop]))[0]
+    ended = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, stop_token_ids=[stop],
+                                                  ignore_eos=True))[0]
     assert ended.finish_reason == "stop" and len(ended.token_ids) <= 3
     held = llm.generate([prompt], SamplingParams(max_tokens=12, temperature=0, stop_token_ids=[stop],
-                                                 min_tokens=8))[0]
+                                                 min_tokens=8, ignore_eos=True))[0]
     assert stop not in held.token_ids[:8] and len(held.token_ids) >= 8
 
 
