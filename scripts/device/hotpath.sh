@@ -10,6 +10,13 @@
 #   generate   bench generate on a gpt-oss-20b-shaped checkpoint with the serving defaults: 256 prompts x 1000 ->
 #              1000, the batch-1 decode step vs its roofline, GPU time / exposed host time, op families; the SM
 #              clock and power logged beside it (clocks.csv, summarized by scripts/probes/clock_summary.py)
+#   serve-warmup quickmoe serve --warmup MODE for each of WARMUP_RUNS, MODE:CACHE[:TREE[:nobench]] (default
+#              "lazy:fresh auto:fresh auto:warm"): CACHE fresh = an empty QUICKMOE_CACHE_DIR (a fresh machine's
+#              kernel caches), warm = the one the previous run of that mode and tree left; TREE a copy in .ab/
+#              (default: the work tree). Each: the time to /health 200, one request (1000 -> 16) timed from the
+#              client, bench serve at concurrency 32 and 128 (1000 -> 256) unless nobench, the steps slow to queue
+#              (first-use compiles and captures) from the server's log and the kernels compiled after /health;
+#              one table (serve_warmup.txt)
 #   serve      quickmoe serve with its defaults (plus SERVE_ARGS, e.g. "--warmup auto"), the time to /health 200
 #              (serve_ready.txt), then bench serve at concurrency 1, 32 and 128 (1000 -> 1000); the server's warnings
 #              (steps slow to queue: kernels compiled at first use) in serve.log
@@ -114,6 +121,50 @@ for stage in "$@"; do
       python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,32,128 \
         --input-len 1000 --output-len 1000 --result-json "$OUT/bench_serve.json" 2>&1 | tee "$OUT/bench_serve.log"
       kill -TERM "$server"; wait "$server" ;;
+    serve-warmup)
+      make_20b
+      n=0
+      for run in ${WARMUP_RUNS:-lazy:fresh auto:fresh auto:warm}; do
+        IFS=: read -r mode cache tree bench <<< "$run"
+        n=$((n + 1)) tree=${tree:-.} root=$PWD; [ "$tree" != . ] && root=$PWD/.ab/$tree
+        dir=/tmp/qmc_warmup_${mode}_$tree tag=${n}_${mode}_${cache}_${tree//./work}
+        [ "$cache" = fresh ] && rm -rf "$dir"
+        log="$OUT/serve_warmup_$tag.log"
+        t0=$(date +%s.%N)
+        QUICKMOE_CACHE_DIR=$dir PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe serve "$CKPT" --port 8011 \
+          --warmup "$mode" > "$log" 2>&1 &
+        server=$!
+        for _ in $(seq 1200); do curl -sf localhost:8011/health > /dev/null && break; kill -0 "$server" 2> /dev/null || break; sleep 0.25; done
+        ready=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
+        ls "$dir"/triton/*/ | sort > /tmp/kernels_at_ready.txt
+        first=$(python3 - <<'PY'
+import json, random, time, urllib.request
+random.seed(1)
+model = json.load(urllib.request.urlopen("http://127.0.0.1:8011/v1/models"))["data"][0]["id"]
+body = {"model": model, "prompt": [random.randrange(1000, 30000) for _ in range(1000)], "max_tokens": 16,
+        "ignore_eos": True}
+t0 = time.time()
+req = urllib.request.Request("http://127.0.0.1:8011/v1/completions", json.dumps(body).encode(),
+                             {"Content-Type": "application/json"})
+urllib.request.urlopen(req, timeout=600).read()
+print(f"{time.time() - t0:.2f}")
+PY
+)
+        [ "$bench" != nobench ] && python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 \
+          --concurrency 32,128 --no-warmup --input-len 1000 --output-len 256 \
+          --result-json "$OUT/serve_warmup_$tag.json" > "$OUT/bench_serve_warmup_$tag.txt" 2>&1
+        kill -TERM "$server"; wait "$server"
+        slow=$(grep -o "took [0-9.]* s to queue" "$log" | awk '{n++; s+=$2} END {printf "%d steps, %.1f s", n, s}')
+        # the kernels compiled after /health: their names (each cache entry holds NAME.json)
+        late=$(ls "$dir"/triton/*/ | sort | comm -13 /tmp/kernels_at_ready.txt - \
+          | while read -r e; do ls "$dir"/triton/*/"$e" | grep -o '^[^.]*\.json$' | grep -v '^__grp__'; done \
+          | sed 's/\.json$//' | sort | uniq -c | tr '\n' ' ')
+        { echo "-- $run: /health 200 after $ready s; first request (1000 -> 16) $first s; slow steps: $slow"
+          echo "   kernels compiled after ready: ${late:-none}"
+          grep -h "warm-up before serving\|captured decode CUDA graphs for" "$log" | sed 's/^/   /'
+          [ "$bench" != nobench ] && grep -A2 "conc    ok" "$OUT/bench_serve_warmup_$tag.txt"; } \
+          | tee -a "$OUT/serve_warmup.txt"
+      done ;;
     ab-generate)
       make_20b
       for run in ${AB_RUNS:-new base new base}; do

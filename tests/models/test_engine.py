@@ -273,6 +273,8 @@ def test_a_step_slow_to_queue_on_a_gpu_is_logged_with_its_size(llm, monkeypatch,
     monkeypatch.setattr(runner, "execute", slow_execute)
     monkeypatch.setattr(engine_module, "SLOW_LAUNCH_S", 0.02)
     prompt = _prompts(1, 7, 7, seed=21)[0]
+    assert engine_module.queues_asynchronously(torch.device("cpu")) is False
+    monkeypatch.setattr(engine_module, "queues_asynchronously", lambda device: False)  # a CPU (on any test device)
     with caplog.at_level(logging.WARNING, logger="quickmoe.engine.engine"):
         llm.generate([prompt], SamplingParams(max_tokens=2, **GREEDY))
     assert not [r for r in caplog.records if "to queue on the host" in r.getMessage()]  # a CPU runs its steps

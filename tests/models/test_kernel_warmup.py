@@ -89,7 +89,7 @@ def test_after_the_idle_work_no_prefill_size_compiles_a_moe_kernel(ckpt_factory)
     pieces = 0
     while llm.engine.idle_work():
         pieces += 1
-    assert pieces >= len(warmup_token_counts(2048))
+    assert pieces >= 2 and llm.runner.moe_warmup.pending == []  # the ladder's sizes in groups, side by side
     warm = _gemm_variants()
     for length in (3, 33, 40, 130, 700, 2000):
         llm.generate([[rng.randrange(vocab) for _ in range(length)]], params)

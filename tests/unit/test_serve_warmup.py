@@ -11,13 +11,21 @@ from quickmoe.cli.commands import _warm_up_before_ready, warms_up_before_ready
 
 
 @pytest.mark.parametrize("mode,compiled,want", [
-    ("lazy", 0, False), ("lazy", 40, False),  # the default: while idle, or at first use
+    ("lazy", 0, False), ("lazy", 40, False),  # while idle, or at first use
     ("eager", 0, True), ("eager", 40, True),
     ("auto", 0, False),  # a warm kernel cache: the idle work only loads kernels, nothing to wait for
     ("auto", 1, True), ("auto", 40, True),  # start-up compiled: so would the idle work
 ])
 def test_the_warmup_modes(mode, compiled, want):
     assert warms_up_before_ready(mode, compiled) is want
+
+
+def test_auto_is_the_default():
+    """Measured best on the H100 (docs/benchmarks.md, 2026-11-28 second session): on an empty kernel cache lazy
+    stalled the first requests 22 s in all, auto none; on a warm cache both are ready at the same time."""
+    from quickmoe.cli.parser import build_parser
+
+    assert build_parser().parse_args(["serve", "some/dir"]).warmup == "auto"
 
 
 @pytest.mark.parametrize("mode,compiled,pieces_done", [("eager", 0, 3), ("auto", 7, 3), ("auto", 0, 0),

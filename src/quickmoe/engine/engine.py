@@ -48,6 +48,7 @@ from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
 from quickmoe.engine.step_inputs import prompt_request, row_context
 from quickmoe.engine.structured_output import GrammarBackend, PendingToken, compute_masks_after
+from quickmoe.engine.warmup_steps import StepShapeWarmup
 from quickmoe.errors import RequestError
 from quickmoe.layers.sampler import DeviceSample, SampledTokens
 from quickmoe.tokenizer.base import Tokenizer
@@ -98,6 +99,7 @@ class Engine:
         self._seeds = random.Random(seed)  # the seeds of sampled requests that bring none
         self._held: list[tuple[Sequence, list[Sequence]]] = []  # (sample 0, samples waiting for its prompt)
         self._masks: ThreadPoolExecutor | None = None  # computes structured outputs' token masks
+        self.step_warmup = StepShapeWarmup(self, enabled=queues_asynchronously(runner.device))
 
     # -- requests (any thread) --------------------------------------------------------------------
     def prompt_ids(self, prompt: str | Seq[int]) -> list[int]:
@@ -177,10 +179,13 @@ class Engine:
 
     # -- the engine loop (one thread) -------------------------------------------------------------
     def idle_work(self) -> bool:
-        """One piece of work worth doing while no request runs: capturing a decode CUDA graph the runner left for
-        later, or compiling the MoE kernels of a prefill batch size, so that no step waits for it. False when
-        there is none. Call on the step thread, between steps."""
-        return self.runner.capture_deferred_graph() or self.runner.warm_next_moe_kernels()
+        """One piece of work worth doing while no request runs, so that no step waits for it: compiling the MoE
+        kernels of a group of batch sizes (first: the graphs' captures then find theirs compiled), capturing a
+        decode CUDA graph the runner left for later, or a warm-up step of a prefill's shape (warmup_steps.py).
+        False when there is none. Call on the step thread, between steps, when no request is unfinished (a step
+        still in flight then only computes tokens that are dropped; nothing here samples)."""
+        return (self.runner.warm_next_moe_kernels() or self.runner.capture_deferred_graph()
+                or self.step_warmup.warm_next())
 
     def finish_idle_work(self) -> int:
         """Do all of `idle_work` now (before serving, or before a timed run); returns the pieces done."""

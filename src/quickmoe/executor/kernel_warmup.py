@@ -9,21 +9,29 @@ running the experts of one layer per distinct MoE shape once on random rows, so 
 select, and every alignment variant (moe_align.align_chunk), is compiled (or loaded from the kernel cache)
 before a request needs it (the shipped tables are keyed by powers of two and a few of their successors, which
 the ladder hits; tests/models/test_kernel_warmup.py checks every shipped table).
+
+A piece warms a group of sizes side by side on threads (at most WARM_THREADS, and at most max_num_batched_tokens
+rows in all, so the group's activations fit where one full step's do): Triton's compile spends most of its time
+in native passes and ptxas, which release the GIL, so a fresh kernel cache fills several times faster than one
+size at a time. The threads queue their launches on the caller's stream.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
 
 from quickmoe.layers.moe import FusedMoE
 
-__all__ = ["MoEKernelWarmup", "warmup_token_counts"]
+__all__ = ["WARM_THREADS", "MoEKernelWarmup", "warmup_token_counts"]
 
 logger = logging.getLogger(__name__)
+
+WARM_THREADS = 8  # batch sizes of one piece compiled side by side
 
 
 def warmup_token_counts(max_num_batched_tokens: int) -> list[int]:
@@ -52,15 +60,52 @@ class MoEKernelWarmup:
                     shapes.setdefault(key, layer)
         self.layers = list(shapes.values())
         self.dtype = dtype
+        self.max_rows = max_num_batched_tokens
         self.pending = warmup_token_counts(max_num_batched_tokens) if self.layers else []
 
+    def next_group(self) -> list[int]:
+        """The batch sizes the next piece warms: the smallest pending ones, up to WARM_THREADS of them and at most
+        max_num_batched_tokens rows in all (always at least one)."""
+        group, rows = [], 0
+        for tokens in self.pending[:WARM_THREADS]:
+            if group and rows + tokens > self.max_rows:
+                break
+            group.append(tokens)
+            rows += tokens
+        return group
+
     def warm_next(self) -> bool:
-        """Warm the next batch size; False when none is left."""
+        """Warm the next group of batch sizes (`next_group`), side by side; False when none is left."""
         if not self.pending:
             return False
-        tokens = self.pending.pop(0)
+        group = self.next_group()
+        del self.pending[:len(group)]
+        self._warm_group(group)
+        return True
+
+    def warm_sizes(self, sizes: list[int]) -> None:
+        """Warm these batch sizes side by side now (e.g. the decode buckets captured at start-up: their captures
+        then find the experts' kernels compiled); they leave the ladder. Nothing without Triton MoE layers."""
+        if self.layers and sizes:
+            self.pending = [t for t in self.pending if t not in sizes]
+            self._warm_group(sorted(sizes))
+
+    def _warm_group(self, group: list[int]) -> None:
+        device = next(self.layers[0].parameters()).device
+        stream = torch.cuda.current_stream(device)
         t0 = time.perf_counter()
-        with torch.inference_mode():
+        if len(group) == 1:
+            self._warm(group[0], stream)
+        else:
+            with ThreadPoolExecutor(len(group), thread_name_prefix="quickmoe-moe-warmup") as pool:
+                list(pool.map(self._warm, group, [stream] * len(group)))  # re-raises a thread's error here
+        torch.cuda.synchronize(device)
+        logger.debug("MoE kernels warmed for %s tokens in %.3f s", group, time.perf_counter() - t0)
+
+    def _warm(self, tokens: int, stream: torch.cuda.Stream) -> None:
+        """Run the experts of one layer per distinct shape once on `tokens` random rows (on any thread: the
+        device, the stream and inference mode are set here, as they are per thread)."""
+        with torch.cuda.device(stream.device), torch.cuda.stream(stream), torch.inference_mode():
             for layer in self.layers:
                 device = next(layer.parameters()).device
                 hidden = torch.randn(tokens, layer.hidden_size, dtype=self.dtype, device=device)
@@ -68,6 +113,3 @@ class MoEKernelWarmup:
                 topk_weights, topk_ids = scores.topk(layer.top_k, dim=-1)  # [T, k] distinct experts per row
                 topk_weights = topk_weights / topk_weights.sum(-1, keepdim=True)  # float32, as the router's
                 layer.quant_method.apply(layer, hidden, topk_weights, topk_ids.to(torch.int32))
-        torch.cuda.synchronize(device)
-        logger.debug("MoE kernels warmed for %d tokens in %.3f s", tokens, time.perf_counter() - t0)
-        return True

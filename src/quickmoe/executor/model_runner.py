@@ -160,6 +160,7 @@ class ModelRunner:
 
             self.report.info["compile"] = compile_runner(self, aot=engine.compile == "aot")
             self.report.mark("compile")
+        self.moe_warmup = MoEKernelWarmup(self.model, self.dtype, engine.max_num_batched_tokens)
         if engine.resolved_cuda_graphs(self.device):
             if self.device.type != "cuda":
                 raise ConfigError(f"engine option 'cuda_graphs' = 'on' needs a CUDA device; the model is on "
@@ -167,9 +168,9 @@ class ModelRunner:
             self.graphs = DecodeGraphs(self, decode_buckets(engine.max_num_seqs),
                                        startup_max=engine.cuda_graphs_startup_max)
             self.report.info["cuda_graphs"] = self.graphs.info  # later captures are added to it
+            self.moe_warmup.warm_sizes(list(self.graphs.startup_buckets))  # compiled side by side, not in turn
             self.graphs.capture_startup()
             self.report.mark("capture")
-        self.moe_warmup = MoEKernelWarmup(self.model, self.dtype, engine.max_num_batched_tokens)
         self.report.info["triton_cache"] = self.kernel_cache.info
         self.kernel_cache.record("startup")
         cache = default_permutation_cache()
