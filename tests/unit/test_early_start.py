@@ -103,6 +103,11 @@ def test_options_are_validated():
     assert [cuda_ordinal(d) for d in ("auto", "cuda", "cuda:3", "cpu")] == [0, 0, 3, None]
 
 
+def _pythonpath() -> str:
+    """The source tree first, then the caller's path (the GPU machine's wheels live there)."""
+    return os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
+
+
 def test_early_start_imports_no_torch(tmp_path):
     """It runs before `import torch`, so it must not import it (nor anything that does)."""
     code = ("import sys; from quickmoe.startup.early_start import EarlyStart; "
@@ -110,7 +115,7 @@ def test_early_start_imports_no_torch(tmp_path):
             "assert tok.encode('Hello world') == [13225, 2375], tok.encode('Hello world'); "
             "assert 'torch' not in sys.modules, 'torch was imported'; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": SRC})
+                         env={**os.environ, "PYTHONPATH": _pythonpath()})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
@@ -178,7 +183,7 @@ pre.free_buffers()
 print("ok", round(pre.context_seconds, 3), round(pre.buffer_seconds, 3))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": SRC})
+                         env={**os.environ, "PYTHONPATH": _pythonpath()})
     assert out.returncode == 0 and out.stdout.startswith("ok"), out.stderr[-3000:]
 
 
@@ -257,7 +262,7 @@ def test_loader_options_from_the_environment():
 
 
 def test_cli_rejects_bad_loader_options_before_importing_torch(tmp_path):
-    env = {**os.environ, "PYTHONPATH": SRC, "QUICKMOE_LOADER": "threads=0"}
+    env = {**os.environ, "PYTHONPATH": _pythonpath(), "QUICKMOE_LOADER": "threads=0"}
     out = subprocess.run([sys.executable, "-m", "quickmoe", "generate", str(tmp_path), "--prompt", "x"],
                          capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 2 and "loader option 'threads' = 0: expected a positive integer" in out.stderr

@@ -338,6 +338,12 @@ GOOD = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
 @pytest.mark.parametrize("header, needles", [
     (b"[1, 2]", ["expected a JSON object, found list"]),
     (b'{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "w": {}}', ["'w' appears twice"]),
+    # keys seen twice where each entry is well formed (the header's fast parse must still find them)
+    (b'{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, '
+     b'"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}', ["'w' appears twice"]),
+    (b'{"w": {"dtype": "F32", "dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}', ["'dtype' appears twice"]),
+    (b'{"__metadata__": {"a": "1"}, "__metadata__": {"a": "2"}, '
+     b'"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}', ["'__metadata__' appears twice"]),
     ({"__metadata__": {"format": 1}, "w": GOOD}, ["__metadata__"]),
     ({"w": "F32"}, ["tensor w", "must be an object"]),
     ({"w": {"dtype": "F32", "shape": [2]}}, ["tensor w", "lacks data_offsets"]),
@@ -361,6 +367,18 @@ def test_corrupt_header_entry(tmp_path, header, needles):
     write_raw(path, header, bytes(range(1, 33)))
     with raises(str(path), *needles):
         CheckpointReader(tmp_path)
+
+
+def test_a_header_that_names_its_keys_elsewhere_still_reads(tmp_path):
+    """Metadata and a tensor name holding the strings "dtype" / "shape" / "data_offsets" send the header to the
+    strict parse, which finds no key twice and gives the same entries."""
+    header = {"__metadata__": {"note": "dtype", "shape": "data_offsets"},
+              "shape": {"dtype": "I32", "shape": [2], "data_offsets": [0, 8]},
+              "b": {"dtype": "U8", "shape": [3], "data_offsets": [8, 11]}}
+    write_raw(tmp_path / SINGLE_NAME, header, bytes(range(1, 17)))
+    r = CheckpointReader(tmp_path)
+    assert sorted(r.entries) == ["b", "shape"]
+    assert r.entries["b"].shape == (3,) and r.entries["shape"].dtype == torch.int32
 
 
 def test_hand_written_file_with_gaps_and_empty_tensor_reads(tmp_path):

@@ -96,8 +96,12 @@ def parse_header(path: Path) -> ShardHeader:
     header = _decode_json(path, raw)
     data_start = 8 + header_len
     metadata = _metadata(path, header.pop(METADATA_KEY, None))
-    entries = sorted((_entry(path, name, info, data_start) for name, info in header.items()),
-                     key=lambda e: (e.offset, e.nbytes))
+    try:
+        entries = sorted((_entry(path, name, info, data_start) for name, info in header.items()),
+                         key=lambda e: (e.offset, e.nbytes))
+    except CheckpointError:
+        _decode_json(path, raw, strict=True)  # a key seen twice explains a bad entry better: raised first
+        raise
     _check_overlaps(path, entries)
     _check_truncation(path, entries, size)
     logger.debug("%s: %d tensors, header %d bytes, data %d bytes", path, len(entries), header_len,
@@ -116,7 +120,8 @@ def _read_exact(f: Any, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _decode_json(path: Path, raw: bytes) -> dict[str, Any]:
+def _decode_json(path: Path, raw: bytes, strict: bool = False) -> dict[str, Any]:
+    """The header's JSON object; a key seen twice anywhere is an error (`strict`: looked for in every case)."""
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in pairs:
@@ -126,7 +131,10 @@ def _decode_json(path: Path, raw: bytes) -> dict[str, Any]:
         return out
 
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=no_duplicates)
+        text = raw.decode("utf-8")
+        header = json.loads(text)  # the C parser; keys seen twice are looked for below, in the bytes
+        if strict or (isinstance(header, dict) and _may_repeat_keys(raw, header)):
+            header = json.loads(text, object_pairs_hook=no_duplicates)  # 10x slower: raises on a repeated key
     except UnicodeDecodeError as exc:
         raise CheckpointError(f"{path}: corrupt safetensors header: not UTF-8 ({exc})") from None
     except json.JSONDecodeError as exc:
@@ -135,6 +143,16 @@ def _decode_json(path: Path, raw: bytes) -> dict[str, Any]:
         raise CheckpointError(f"{path}: corrupt safetensors header: expected a JSON object, found "
                               f"{type(header).__name__}")
     return header
+
+
+def _may_repeat_keys(raw: bytes, header: dict[str, Any]) -> bool:
+    """False when no key can appear twice: every entry holds each of "dtype", "shape" and "data_offsets" once, so
+    with no key repeated each of those strings occurs once per parsed entry (a repeated tensor name leaves one
+    entry fewer, a repeated field one occurrence more), and "__metadata__" at most once. Anything else (such a
+    string inside a name or the metadata, an escaped key) answers True: the slow parse decides."""
+    entries = len(header) - (METADATA_KEY in header)
+    return (raw.count(b'"__metadata__"') > 1
+            or any(raw.count(key) != entries for key in (b'"data_offsets"', b'"dtype"', b'"shape"')))
 
 
 def _metadata(path: Path, meta: Any) -> dict[str, str]:
@@ -151,6 +169,23 @@ def _is_uint(x: Any) -> bool:
 
 
 def _entry(path: Path, name: str, info: Any, data_start: int) -> TensorEntry:
+    """The entry of tensor `name`: a fast path for a well-formed one (a checkpoint may hold ~40,000), else
+    `_checked_entry`, which names what is wrong."""
+    try:
+        dtype = DTYPES[info["dtype"]]
+        shape = info["shape"]
+        begin, end = info["data_offsets"]
+    except (KeyError, TypeError, ValueError):
+        return _checked_entry(path, name, info, data_start)
+    if (type(shape) is list and type(begin) is int and type(end) is int and 0 <= begin <= end
+            and all(type(d) is int and d >= 0 for d in shape)):
+        nbytes = math.prod(shape) * dtype.itemsize
+        if end - begin == nbytes:
+            return TensorEntry(name, path, dtype, tuple(shape), data_start + begin, nbytes)
+    return _checked_entry(path, name, info, data_start)
+
+
+def _checked_entry(path: Path, name: str, info: Any, data_start: int) -> TensorEntry:
     where = f"{path}: tensor {name}"
     if not isinstance(info, dict):
         raise CheckpointError(f"{where}: header entry must be an object with dtype, shape and data_offsets, "

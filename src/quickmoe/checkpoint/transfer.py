@@ -55,8 +55,8 @@ class HostTransfer:
         return contextlib.nullcontext()
 
     def send(self, host: torch.Tensor, slot: int, ring: ChunkRing, route: ChunkRoute) -> torch.Tensor | None:
-        for dst, start, end in route.direct:
-            dst.copy_(host[start:end])
+        for param_bytes, offset, start, nbytes in route.direct:
+            param_bytes[offset:offset + nbytes].copy_(host[start:start + nbytes])
         return None if route.span is None else host[route.span[0]:route.span[1]]
 
     def done(self, slot: int, ring: ChunkRing) -> None:
@@ -155,8 +155,8 @@ class CudaTransfer:
             for dst_ptr, start, nbytes in route.direct_ptrs:
                 self._memcpy(dst_ptr, base + start, nbytes, stream)
         else:
-            for dst, start, end in route.direct:
-                dst.copy_(host[start:end], non_blocking=True)
+            for param_bytes, offset, start, nbytes in route.direct:
+                param_bytes[offset:offset + nbytes].copy_(host[start:start + nbytes], non_blocking=True)
         if staged is not None:
             staged.copy_(host[route.span[0]:route.span[1]], non_blocking=True)
         copied = self._copied.get(slot)

@@ -36,6 +36,7 @@ from quickmoe.layers.sparse_moe import SparseMoeBlock
 from quickmoe.layouts import default_permutation_cache
 from quickmoe.models.registry import build_model
 from quickmoe.startup.early_start import EarlyStart
+from quickmoe.startup.gc_pause import paused_gc
 from quickmoe.startup.report import StartupReport
 
 logger = logging.getLogger(__name__)
@@ -110,10 +111,11 @@ class ModelRunner:
         triton_start = TritonStart(self.device).start() if self._starts_triton() else None
         cublas_start = CublasStart(self.device, self.dtype).start() if self.device.type == "cuda" else None
         self.report.mark("cuda_init")
-        self.config = ModelConfig.from_dir(self.model_dir)
-        reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
-        self.report.mark("config")
-        self.model = build_model(self.config, dtype=self.dtype, device=self.device, parallel=self.parallel)
+        with paused_gc():  # config, build and load make ~10 objects per checkpoint tensor, none of them garbage
+            self.config = ModelConfig.from_dir(self.model_dir)
+            reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
+            self.report.mark("config")
+            self.model = build_model(self.config, dtype=self.dtype, device=self.device, parallel=self.parallel)
         moe_kernels, attention_kernels = self.moe_kernels, self.attention_kernels
         for module in self.model.modules():  # the backends are chosen once, here
             if isinstance(module, (FusedMoE, GptOssMLP, SparseMoeBlock)):  # the experts and their routing
@@ -122,9 +124,10 @@ class ModelRunner:
                 module.kernels = attention_kernels
         self.report.mark("build")
         options = early_start.options if early_start is not None else LoaderOptions.from_env()
-        self.load_stats: LoadStats = load_weights(
-            self.model, reader, progress=progress, num_threads=options.threads, chunk_bytes=options.chunk_bytes,
-            num_buffers=options.buffers, host_buffers=host_buffers)
+        with paused_gc():
+            self.load_stats: LoadStats = load_weights(
+                self.model, reader, progress=progress, num_threads=options.threads,
+                chunk_bytes=options.chunk_bytes, num_buffers=options.buffers, host_buffers=host_buffers)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         if early_start is not None:
