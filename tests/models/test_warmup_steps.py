@@ -51,6 +51,14 @@ def test_the_moe_warmup_groups_cover_the_ladder_in_order_within_the_row_budget()
         assert seen == warmup_token_counts(budget)
 
 
+def _forced_warmup(engine) -> StepShapeWarmup:
+    """The engine's warm-up steps, on a CPU engine too (where they are off)."""
+    sched = engine.scheduler
+    return StepShapeWarmup(engine.blocks, engine.runner, vocab_size=engine.config.vocab_size,
+                           max_num_batched_tokens=sched.max_num_batched_tokens, max_model_len=engine.max_model_len,
+                           max_num_seqs=sched.max_num_seqs, enabled=True)
+
+
 def test_a_warmup_step_gives_its_blocks_back_and_leaves_the_prefix_cache_intact(ckpt_factory):
     """A request, the warm-up steps forced on (a CPU engine has none), the same request again: it hits the prefix
     cache and its greedy tokens are the same; every block the steps took is free again."""
@@ -67,7 +75,7 @@ def test_a_warmup_step_gives_its_blocks_back_and_leaves_the_prefix_cache_intact(
     free = {name: pool.num_free for name, pool in engine.blocks.pools.items()}
     cached = engine.blocks.num_cached_blocks()
     assert cached > 0, "the check cannot fail: nothing is in the prefix cache"
-    warmup = StepShapeWarmup(engine, enabled=True)
+    warmup = _forced_warmup(engine)
     assert warmup.pending == warmup_step_shapes(256, 256, 8)
     steps = 0
     while warmup.warm_next():
@@ -88,7 +96,7 @@ def test_a_warmup_step_that_finds_no_room_is_dropped(ckpt_factory):
     blocks = llm.engine.blocks
     blocks.allocate(123, 0, 16)  # a request holds one block: neither 320-token step fits
     free = [pool.num_free for pool in blocks.pools.values()]
-    warmup = StepShapeWarmup(llm.engine, enabled=True)
+    warmup = _forced_warmup(llm.engine)
     assert warmup.warm_next() and warmup.warm_next() and not warmup.warm_next()
     assert [pool.num_free for pool in blocks.pools.values()] == free and blocks.num_sequences == 1 and blocks.holds(123)
 
@@ -145,3 +153,23 @@ def test_after_the_idle_work_a_prefill_compiles_no_kernel(ckpt_factory, tmp_path
         results[steps] = json.loads(run.stdout.strip().splitlines()[-1])
     assert results["1"]["after"] == results["1"]["before"], results
     assert results["0"]["after"] > results["0"]["before"], f"the check cannot fail: {results}"
+
+
+def test_an_engine_is_freed_as_soon_as_it_is_dropped(ckpt_factory):
+    """No reference cycle through the engine (the warm-up steps hold its parts, not it): a sharded engine's
+    process group must go when the LLM does, not at some collection during the interpreter's shutdown (under
+    torchrun such a late teardown aborted rank 0 now and then)."""
+    import gc
+    import weakref
+
+    from quickmoe.llm import LLM
+
+    llm = LLM(ckpt_factory(layers=2, seed=11, sliding_window=8), device="cpu", max_model_len=64)
+    engine, runner = weakref.ref(llm.engine), weakref.ref(llm.runner)
+    gc.collect()
+    gc.disable()
+    try:
+        del llm
+        assert engine() is None and runner() is None
+    finally:
+        gc.enable()

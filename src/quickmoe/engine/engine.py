@@ -99,7 +99,10 @@ class Engine:
         self._seeds = random.Random(seed)  # the seeds of sampled requests that bring none
         self._held: list[tuple[Sequence, list[Sequence]]] = []  # (sample 0, samples waiting for its prompt)
         self._masks: ThreadPoolExecutor | None = None  # computes structured outputs' token masks
-        self.step_warmup = StepShapeWarmup(self, enabled=queues_asynchronously(runner.device))
+        self.step_warmup = StepShapeWarmup(self.blocks, runner, vocab_size=self.config.vocab_size,
+                                           max_num_batched_tokens=max_num_batched_tokens,
+                                           max_model_len=self.max_model_len, max_num_seqs=max_num_seqs,
+                                           enabled=queues_asynchronously(runner.device))
 
     # -- requests (any thread) --------------------------------------------------------------------
     def prompt_ids(self, prompt: str | Seq[int]) -> list[int]:

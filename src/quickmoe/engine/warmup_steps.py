@@ -43,13 +43,14 @@ def warmup_step_shapes(max_num_batched_tokens: int, max_model_len: int, max_num_
 
 
 class StepShapeWarmup:
-    """The warm-up steps left to run (`warm_next`, one per call); none on a device that compiles nothing."""
+    """The warm-up steps left to run (`warm_next`, one per call); none on a device that compiles nothing. It holds
+    the engine's block manager and runner, not the engine (no reference cycle: an engine is freed when dropped,
+    and with it a sharded runner's process group, before the interpreter's shutdown)."""
 
-    def __init__(self, engine, *, enabled: bool) -> None:
-        self.engine = engine
-        scheduler = engine.scheduler
-        self.pending = warmup_step_shapes(scheduler.max_num_batched_tokens, engine.max_model_len,
-                                          scheduler.max_num_seqs) if enabled else []
+    def __init__(self, blocks, runner, *, vocab_size: int, max_num_batched_tokens: int, max_model_len: int,
+                 max_num_seqs: int, enabled: bool) -> None:
+        self.blocks, self.runner, self.vocab_size = blocks, runner, vocab_size
+        self.pending = warmup_step_shapes(max_num_batched_tokens, max_model_len, max_num_seqs) if enabled else []
         self._rng = random.Random(0)
 
     def warm_next(self) -> bool:
@@ -58,7 +59,7 @@ class StepShapeWarmup:
         if not self.pending:
             return False
         shape = self.pending.pop(0)
-        blocks, runner = self.engine.blocks, self.engine.runner
+        blocks, runner = self.blocks, self.runner
         seq_ids = [-1 - i for i in range(len(shape))]  # requests' ids count up from 0
         held = []
         try:
@@ -68,8 +69,7 @@ class StepShapeWarmup:
                                 sum(c for _, c in shape))
                     return True
                 held.append(seq_id)
-            vocab = self.engine.config.vocab_size
-            token_ids = [[self._rng.randrange(vocab) for _ in range(count)] for _, count in shape]
+            token_ids = [[self._rng.randrange(self.vocab_size) for _ in range(count)] for _, count in shape]
             tables = [[list(table) for table in blocks.block_tables(seq_id)] for seq_id in seq_ids]
             t0 = time.perf_counter()
             runner.execute(token_ids, [start for start, _ in shape], tables)
