@@ -134,7 +134,11 @@ for stage in "$@"; do
         QUICKMOE_CACHE_DIR=$dir PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe serve "$CKPT" --port 8011 \
           --warmup "$mode" > "$log" 2>&1 &
         server=$!
-        for _ in $(seq 1200); do curl -sf localhost:8011/health > /dev/null && break; kill -0 "$server" 2> /dev/null || break; sleep 0.25; done
+        for _ in $(seq 1200); do  # until /health answers, or the server has exited
+          curl -sf localhost:8011/health > /dev/null && break
+          kill -0 "$server" 2> /dev/null || break
+          sleep 0.25
+        done
         ready=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
         ls "$dir"/triton/*/ | sort > /tmp/kernels_at_ready.txt
         first=$(python3 - <<'PY'

@@ -254,7 +254,8 @@ def _read_index(index_path: Path) -> dict[str, str]:
 
 def _is_shard_name(shard: object) -> bool:
     """A file name inside the checkpoint directory (no path)."""
-    return isinstance(shard, str) and bool(shard) and "/" not in shard and "\\" not in shard and shard not in (".", "..")
+    return (isinstance(shard, str) and bool(shard) and "/" not in shard and "\\" not in shard
+            and shard not in (".", ".."))
 
 
 def _report(title: str, problems: list[str]) -> str:

@@ -273,8 +273,8 @@ def _add_serve_parser(sub) -> None:
     g.add_argument("--warmup", choices=("lazy", "eager", "auto"), default="auto",
                    help="the idle work: MoE kernels of every batch size, decode CUDA graphs past "
                    "--cuda-graphs-startup-max, prefill-shaped warm-up steps. auto (the default): before /health "
-                   "reports ready when start-up compiled kernels (an empty or stale kernel cache: 23 s for "
-                   "gpt-oss-20b on an H100 with a fresh cache, none with a warm one), else while no request runs; "
+                   "reports ready when start-up compiled kernels (an empty or stale kernel cache: 23-30 s "
+                   "for gpt-oss-20b on an H100, none with a warm one), else while no request runs; "
                    "eager: always before ready; lazy: while no request runs, or at first use, where a kernel "
                    "compiled on an empty kernel cache stalls the running requests for seconds")
     g.add_argument("--disable-log-stats", action="store_true",

@@ -30,7 +30,8 @@ MIXED_DECODE_ROWS = 16
 DECODE_CONTEXT = 200  # the decode rows' positions: past a 128-token sliding window
 
 
-def warmup_step_shapes(max_num_batched_tokens: int, max_model_len: int, max_num_seqs: int) -> list[list[tuple[int, int]]]:
+def warmup_step_shapes(max_num_batched_tokens: int, max_model_len: int,
+                       max_num_seqs: int) -> list[list[tuple[int, int]]]:
     """Each step as a list of (start position, new tokens) per sequence, within the engine's limits."""
     prompt = min(PROMPT_TOKENS, max_num_batched_tokens, max_model_len)
     steps = [[(0, prompt)]]

@@ -11,9 +11,10 @@ before a request needs it (the shipped tables are keyed by powers of two and a f
 the ladder hits; tests/models/test_kernel_warmup.py checks every shipped table).
 
 A piece warms a group of sizes side by side on threads (at most WARM_THREADS, and at most max_num_batched_tokens
-rows in all, so the group's activations fit where one full step's do): Triton's compile spends most of its time
-in native passes and ptxas, which release the GIL, so a fresh kernel cache fills several times faster than one
-size at a time. The threads queue their launches on the caller's stream.
+rows in all, so the group's activations fit where one full step's do). Triton releases the GIL only in parts of
+its compile (ptxas, some native passes), so on the H100 machine the threads filled an empty cache ~1.2x faster
+for the whole ladder and took the start-up buckets' capture from 11.06 to 6.77 s (docs/benchmarks.md,
+2026-11-28 second session). The threads queue their launches on the caller's stream.
 """
 
 from __future__ import annotations
