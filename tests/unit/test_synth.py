@@ -454,3 +454,34 @@ def test_both_expert_formats_give_the_same_logits(tmp_path):
         a = _load_hf(_small(tmp_path, "q"), "mxfp4")(ids).logits
         b = _load_hf(_small(tmp_path, "b", experts_dtype="bf16"), "bf16")(ids).logits
     assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_quantized_weights_are_quantized_on_several_threads_at_once(tmp_path, monkeypatch):
+    """A weight's parts are consecutive jobs sharing one quantization: the generator's look-ahead must reach
+    past them, or one weight at a time is quantized whatever the thread count (390 s for Qwen3-30B-A3B NVFP4)."""
+    import threading
+
+    from quickmoe.checkpoint import random_quantized
+
+    monkeypatch.setattr(synth, "_MAX_WORKERS", 4)
+    monkeypatch.setattr(synth.os, "cpu_count", lambda: 4)
+    lock, running, most = threading.Lock(), [0], [0]
+    original = random_quantized.quantize_nvfp4
+
+    def slow(w):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.02)  # long enough for the other threads to start theirs
+        try:
+            return original(w)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(random_quantized, "quantize_nvfp4", slow)
+    monkeypatch.setattr(random_quantized, "_CACHE", random_quantized._OnceCache(size=48, threads=4))
+    threads = torch.get_num_threads()
+    write_checkpoint(tmp_path / "q", preset="qwen3-moe-tiny", experts_dtype="nvfp4", progress=False)
+    assert most[0] >= 3, f"at most {most[0]} weights were quantized at once on 4 threads"
+    assert torch.get_num_threads() == threads  # the generator's single-threaded torch is undone

@@ -10,10 +10,11 @@ stand for in float32: transformers running the twin is an exact reference for qu
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -31,14 +32,18 @@ PARTS = ("weight", "weight_scale_inv", "weight_scale", "weight_scale_2", "input_
 
 class _OnceCache:
     """The last `size` results by key, each computed once: a thread asking for a key another thread is computing
-    waits for that result instead of computing it again (functools.lru_cache would compute it in both)."""
+    waits for that result instead of computing it again (functools.lru_cache would compute it in both).
+    `start` computes a key on the cache's own threads, ahead of the threads that will ask for it."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, threads: int = 1) -> None:
         self.size = size
+        self.threads = threads
         self._lock = threading.Lock()
         self._results: OrderedDict[Hashable, Future] = OrderedDict()
+        self._pool: ThreadPoolExecutor | None = None
 
-    def get(self, key: Hashable, compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    def _claim(self, key: Hashable) -> tuple[Future, bool]:
+        """The key's future, and whether the caller must compute it (it was absent)."""
         with self._lock:
             result = self._results.get(key)
             owner = result is None
@@ -48,24 +53,46 @@ class _OnceCache:
                     self._results.popitem(last=False)
             else:
                 self._results.move_to_end(key)
+            return result, owner
+
+    def _compute(self, key: Hashable, result: Future, compute: Callable[[], dict[str, torch.Tensor]]) -> None:
+        try:
+            result.set_result(compute())
+        except BaseException as exc:  # the waiting threads get it too; the key is computed again next time
+            result.set_exception(exc)
+            with self._lock:
+                if self._results.get(key) is result:
+                    del self._results[key]
+
+    def get(self, key: Hashable, compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        result, owner = self._claim(key)
         if owner:
-            try:
-                result.set_result(compute())
-            except BaseException as exc:  # the waiting threads get it too; the key is computed again next time
-                result.set_exception(exc)
-                with self._lock:
-                    if self._results.get(key) is result:
-                        del self._results[key]
+            self._compute(key, result, compute)
         return result.result()
 
+    def start(self, key: Hashable, compute: Callable[[], dict[str, torch.Tensor]]) -> None:
+        """Begin computing `key` on the cache's threads unless it is cached or under way; returns at once."""
+        result, owner = self._claim(key)
+        if owner:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="quickmoe-quantize")
+            self._pool.submit(self._compute, key, result, compute)
 
-_CACHE = _OnceCache(size=32)  # a weight's parts are asked for together, by at most a few generator threads
+
+# a weight's parts are asked for together, within the generator's look-ahead (at most 8 threads x 4 jobs)
+_CACHE = _OnceCache(size=48, threads=min(8, os.cpu_count() or 1))
 
 
 def _quantized(seed: int, name: str, shape: tuple[int, int], scheme: str,
                block: tuple[int, int]) -> dict[str, torch.Tensor]:
     """Weight `name` [out, in] of the unquantized checkpoint, quantized with `scheme`: its tensors by part."""
     return _CACHE.get((seed, name, shape, scheme, block), lambda: _quantize(seed, name, shape, scheme, block))
+
+
+def _start_quantized(seed: int, name: str, shape: tuple[int, int], scheme: str, block: tuple[int, int]) -> None:
+    """Begin `_quantized(...)` in the background (the generator queues the weight's first part)."""
+    _CACHE.start((seed, name, shape, scheme, block), lambda: _quantize(seed, name, shape, scheme, block))
 
 
 def _quantize(seed: int, name: str, shape: tuple[int, int], scheme: str,
@@ -101,4 +128,7 @@ def quantized_fill(weight_name: str, shape: tuple[int, int], scheme: str, part: 
         parts = _quantized(seed, weight_name, tuple(shape), scheme, tuple(block))
         return _bytes(_dequantized(parts, scheme, block) if part == "dequantized" else parts[part])
 
-    return Fill("custom", make=make)
+    def start(seed: int) -> None:
+        _start_quantized(seed, weight_name, tuple(shape), scheme, tuple(block))
+
+    return Fill("custom", make=make, start=start)

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from quickmoe.checkpoint import random_weights
 from quickmoe.checkpoint.moe_specs import FAMILY_WEIGHTS, family_specs, hf_quant_config, quantization_config
 from quickmoe.checkpoint.presets import (
@@ -46,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 EXPERTS_DTYPES = ("mxfp4", "bf16")  # gpt-oss's experts
 WEIGHTS = {"gpt-oss": EXPERTS_DTYPES, "qwen3-moe": FAMILY_WEIGHTS, "mixtral": FAMILY_WEIGHTS}
-_MAX_WORKERS = 4  # generator threads (the bytes do not depend on it)
+_MAX_WORKERS = 8  # generator threads (the bytes do not depend on it; each quantizes one weight at a time)
 _CHECKPOINT_MARKERS = ("config.json", "model.safetensors.index.json")
 
 
@@ -217,8 +219,11 @@ def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int |
         def fill_rule(spec: TensorSpec) -> random_weights.Fill:
             return fills.get(spec.name) or random_weights.fill_for(spec)
 
-        chunks = random_weights.tensor_chunks(specs, seed, workers=min(_MAX_WORKERS, os.cpu_count() or 1),
-                                              fill_rule=fill_rule)
+        workers = min(_MAX_WORKERS, os.cpu_count() or 1)
+        chunks = random_weights.tensor_chunks(specs, seed, workers=workers, fill_rule=fill_rule)
+        threads = torch.get_num_threads()
+        if workers > 1:  # one weight per thread: torch's own pool per caller would oversubscribe the cores
+            torch.set_num_threads(1)
         try:
             for shard in plan:
                 write_shard(tmp / shard.file_name, shard, chunks, on_bytes=bar.update if bar else None)
@@ -226,6 +231,7 @@ def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int |
                 raise RuntimeError("chunks were generated beyond the planned tensors")
         finally:
             chunks.close()
+            torch.set_num_threads(threads)
         _write_json(tmp / "model.safetensors.index.json", _index(plan, total))
         _write_json(tmp / "config.json", cfg)
         _write_json(tmp / "generation_config.json", generation_config(cfg))
