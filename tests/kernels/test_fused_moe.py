@@ -84,8 +84,9 @@ def test_fused_moe_needs_the_grouped_layout():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("forced", [None, (16, False), (32, True)])
-@pytest.mark.parametrize("num_tokens", [1, 16, 256])
+@pytest.mark.parametrize("forced,num_tokens", [
+    *[(forced, t) for forced in (None, (16, False), (32, True)) for t in (1, 16, 256)],
+    (None, 1024), (None, 3000), (None, 8192)])  # the tuned prefill tiles (transposed at 1,024 and 8,192)
 def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(monkeypatch, num_tokens, forced):
     """gpt-oss-20b layer shapes (H = I = 2880, 32 experts, top-4), MXFP4 weights, bf16 activations: within
     1e-2 (relative, Frobenius) of float64 on the same dequantized weights, with the tuned configs and with
@@ -193,15 +194,16 @@ def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_
     assert (got - want).norm() / want.norm() < 1e-5
 
 
-@pytest.mark.parametrize("mxfp4", [True, False])
-def test_partial_tiles_take_the_quarter_tile_path_and_match_the_reference(monkeypatch, mxfp4):
+@pytest.mark.parametrize("mxfp4,swap_ab", [(True, False), (False, False), (True, True)])
+def test_partial_tiles_take_the_quarter_tile_path_and_match_the_reference(monkeypatch, mxfp4, swap_ab):
     """Prefill-sized tiles (BLOCK_M 64 here) run an expert's last tile on a quarter of its rows when its valid
     rows fit there (`SUB_TILE_MIN_BLOCK_M`): runs that end exactly at 16 rows (the limit) and one past it, at 32,
     33 and 64, runs of several tiles whose last holds 9 or 40 rows, and an idle expert, in one launch; each row
-    must be the reference's."""
+    must be the reference's, in either orientation (the tuned prefill tiles of gpt-oss-20b are transposed)."""
     from quickmoe.kernels import moe_configs, moe_gemm
 
-    config = moe_configs.MoEKernelConfig(block_m=64, block_n=64, block_k=64, num_warps=4, group_m=2)
+    config = moe_configs.MoEKernelConfig(block_m=64, block_n=64, block_k=64, num_warps=4, group_m=2,
+                                         swap_ab=swap_ab)
     monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
     monkeypatch.setattr(moe_gemm, "SINGLE_PROGRAM_MAX", 0)  # sub-tiles for this small prefill-like launch
     counts = [7, 16, 17, 32, 33, 64, 0, 64 + 9, 128 + 40]  # assignments per expert
