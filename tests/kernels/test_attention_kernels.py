@@ -44,10 +44,12 @@ def _paged_cache(contexts, num_kv, head_dim, dtype, g, spare_blocks=5, head_majo
     return k_cache.to(DEVICE), v_cache.to(DEVICE), tables.to(DEVICE)
 
 
-@pytest.mark.parametrize("splits", [1, 4, 32])
+# 32 splits (most of them empty at these contexts) run with the power-of-two head dim: in the interpreter the
+# padded head dim 24 with 4 KV heads took 7 s a case there, and the split rule does not depend on the head dim
+@pytest.mark.parametrize("splits,num_heads,num_kv,head_dim,head_major", [
+    *[(splits, *shape) for splits in (1, 4, 32) for shape in ((8, 2, 32, False), (8, 2, 32, True))],
+    (1, 4, 4, 24, False), (4, 4, 4, 24, False)])
 @pytest.mark.parametrize("window", [0, 8, 40, 1000])
-@pytest.mark.parametrize("num_heads,num_kv,head_dim,head_major", [(8, 2, 32, False), (4, 4, 24, False),
-                                                                  (8, 2, 32, True)])
 def test_decode_kernel_matches_the_reference(splits, window, num_heads, num_kv, head_dim, head_major):
     g = torch.Generator().manual_seed(window + num_heads + splits + head_major)
     contexts = [1, 16, 17, 50, 130, 0]  # inside, at and past block boundaries, over two key tiles, empty (padding)
@@ -102,12 +104,13 @@ def test_warps_stages_and_grid_order_change_no_bit():
     q = torch.randn(len(contexts), 64, 64, generator=g).to(dtype).to(DEVICE)
     sinks = torch.randn(64, generator=g).to(DEVICE)
     lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    configs = [DecodeLaunchConfig(), DecodeLaunchConfig(64, 4, 3, True), DecodeLaunchConfig(64, 2, 4, True)]
+    if DEVICE == "cpu":  # Triton's interpreter ignores warps and stages: only the grid's order can differ there
+        configs = configs[:2]
     for window, splits in ((0, 1), (0, 8), (128, 4)):
         outs = [paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, 0.125, num_splits=splits,
-                                       config=config)
-                for config in (DecodeLaunchConfig(), DecodeLaunchConfig(64, 4, 3, True),
-                               DecodeLaunchConfig(64, 2, 4, True))]
-        assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+                                       config=config) for config in configs]
+        assert all(torch.equal(outs[0], out) for out in outs[1:])
 
 
 def test_a_sliding_window_is_split_in_spans_of_enough_keys():

@@ -139,7 +139,7 @@ def _check(response: httpx.Response, streamed: bool, request: dict) -> None:
 def test_fuzzed_requests_never_get_a_5xx(fuzz_server):
     with httpx.Client(base_url=fuzz_server.url, timeout=60, trust_env=False) as http:
 
-        @settings(max_examples=300, deadline=None, database=None, derandomize=True,
+        @settings(max_examples=200, deadline=None, database=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
         @given(requests())
         def one(request):
