@@ -128,8 +128,12 @@ def test_coldstart_bench_runs_fresh_processes(tmp_path):
 
     model = write_checkpoint(tmp_path / "model", preset="tiny", layers=2, experts=4, progress=False)  # real vocab
     out = tmp_path / "cold.json"
-    doc = run_coldstart(ColdstartOptions(model=str(model), runs=2, device="cpu", json_out=str(out)))
+    doc = run_coldstart(ColdstartOptions(model=str(model), runs=2, device="cpu", json_out=str(out), import_floor=True))
     assert len(doc["reports"]["quickmoe"]) == 2
+    # the floor: import torch alone, timed from the spawn like a start's phases (which hold it and more)
+    assert len(doc["import_torch_s"]) == 2 and min(doc["import_torch_s"]) > 0
+    assert max(doc["import_torch_s"]) < doc["summary"]["quickmoe"]["weights_ready"][1]
+    assert "import torch alone" in format_table(doc) and "weights_ready adds" in format_table(doc)
     for report in doc["reports"]["quickmoe"]:
         phases = report["phases"]
         for phase in ("imports", "config", "build", "load", "process", "tokenizer", "first_token"):

@@ -10,7 +10,9 @@ runs with the PermutationCache disabled (indices rebuilt per expert) and prints 
 `--baseline transformers` runs transformers' from_pretrained + one forward on the same checkpoint the same way,
 side by side (one untimed run first too). Every run inherits the bytecode cache the bench's own process set up
 (startup/bytecode_cache.py; QUICKMOE_BYTECODE_CACHE=off for none), the baseline's included. `--compile` adds
-compiled starts with fresh caches (compile and Triton) and then with warm ones.
+compiled starts with fresh caches (compile and Triton) and then with warm ones. `--import-floor` times
+`import torch` alone in fresh processes with the same environment (the bytecode cache included), the floor of
+weights_ready, and prints what start-up adds to it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +52,7 @@ class ColdstartOptions:
     compile_compare: str | None = None  # also time fresh-cache compiled starts of this checkpoint (fewer layers)
     compare_cold_kernels: bool = False  # also time starts that each begin with an empty Triton kernel cache
     generate_args: tuple[str, ...] = ()  # appended to every quickmoe start (comparisons with other engine options)
+    import_floor: bool = False  # also time `import torch` alone in fresh processes (the floor of weights_ready)
 
     def __post_init__(self) -> None:
         if not (Path(self.model) / "config.json").is_file():
@@ -116,6 +120,24 @@ def _one_run(cmd: list[str], env: dict[str, str]) -> dict:
             raise RuntimeError(f"cold-start run failed (exit {proc.returncode}): {' '.join(cmd)}\n"
                                f"{proc.stderr[-4000:]}")
         return json.loads(out.read_text())
+
+
+_IMPORT_TORCH = "import time; import torch; print(repr(time.time()))"
+
+
+def time_import_torch(env: dict[str, str], runs: int) -> list[float]:
+    """Seconds from spawning `python -c "import torch"` to torch imported, in `runs` fresh processes with `env` (the
+    runs' environment, so the same bytecode cache as quickmoe's starts; one untimed process first, as quickmoe's):
+    the part of weights_ready no start-up work can remove. A process start-up and a bare import read alike."""
+    subprocess.run([sys.executable, "-c", "import torch"], env=env, capture_output=True, check=True)
+    seconds = []
+    for _ in range(runs):
+        spawned = time.time()
+        proc = subprocess.run([sys.executable, "-c", _IMPORT_TORCH], env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"import torch failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+        seconds.append(float(proc.stdout.split()[-1]) - spawned)
+    return seconds
 
 
 def caches_env(env: dict[str, str], directory: str) -> dict[str, str]:
@@ -200,10 +222,11 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
         _one_run(hf_cmd, env)  # untimed, as quickmoe's first: its runs then read the bytecode cache as quickmoe's do
         results["transformers"] = _series(opts, hf_cmd, env, "transformers")
     summary = {name: _summary(reports) for name, reports in results.items()}
+    import_torch = time_import_torch(env, opts.runs) if opts.import_floor else None
     info = results["quickmoe"][0].get("info", {})
     doc = {"model": str(model_dir), "runs": opts.runs, "page_cache": "dropped" if opts.drop_caches else "warm",
            "device": info.get("device"), "dtype": info.get("dtype"), "summary": summary, "reports": results,
-           "load_bytes": info.get("load_bytes"),
+           "load_bytes": info.get("load_bytes"), "import_torch_s": import_torch,
            "pinned_h2d_gb_per_s": measure_pinned_h2d_gb_per_s() if str(info.get("device")).startswith("cuda")
            else None}
     if opts.compile_compare:

@@ -1,6 +1,6 @@
 """The table `quickmoe bench coldstart` prints: min and median per phase and series, then one line each on GPU
 memory, the early start, the decode CUDA graphs captured at start-up, the Triton kernel cache, the load rate, the
-PermutationCache and compile ratios, and transformers against quickmoe."""
+PermutationCache and compile ratios, weights_ready against a bare `import torch`, and transformers against quickmoe."""
 
 from __future__ import annotations
 
@@ -108,6 +108,12 @@ def format_table(doc: dict) -> str:
         deep, shallow = summary["compiled_cold"]["compile"][1], summary["compiled_compare"]["compile"][1]
         lines.append(f"compile phase with fresh caches (medians): {compare['model_layers']} layers {deep:.2f} s, "
                      f"{compare['layers']} layers {shallow:.2f} s = {deep / max(shallow, 1e-9):.2f}x")
+    if doc.get("import_torch_s") and "weights_ready" in summary["quickmoe"]:
+        floor = doc["import_torch_s"]
+        ready = summary["quickmoe"]["weights_ready"][1]
+        lines.append(f"import torch alone, fresh processes with the same environment and bytecode cache: min "
+                     f"{min(floor):.3f} s, median {statistics.median(floor):.3f} s; weights_ready adds "
+                     f"{ready - statistics.median(floor):+.3f} s to it (medians)")
     if "transformers" in summary:
         ratio = summary["transformers"]["total"][1] / max(summary["quickmoe"]["total"][1], 1e-9)
         lines.append(f"process start -> first token, transformers / quickmoe (medians): {ratio:.2f}x")

@@ -30,7 +30,7 @@ def cmd_bench_coldstart(args: argparse.Namespace) -> int:
                                    drop_caches=args.drop_caches, compare_uncached=args.compare_uncached,
                                    baseline=args.baseline, json_out=args.json_out, compile=args.compile,
                                    cuda_graphs=args.cuda_graphs, compile_compare=args.compile_compare,
-                                   compare_cold_kernels=args.compare_cold_kernels,
+                                   compare_cold_kernels=args.compare_cold_kernels, import_floor=args.import_floor,
                                    generate_args=_parallel_flags(args) + tuple(shlex.split(args.generate_args))))
     return 0
 

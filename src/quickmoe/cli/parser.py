@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     cold.add_argument("--compare-cold-kernels", action="store_true",
                       help="also time starts that each begin with an empty Triton kernel cache (the default runs use "
                       "the persistent one, filled by an untimed run first)")
+    cold.add_argument("--import-floor", action="store_true",
+                      help="also time `import torch` alone in fresh processes with the same environment (the same "
+                      "bytecode cache) and print how much weights_ready adds to it")
     cold.add_argument("--compile-compare", metavar="DIR2",
                       help="with --compile: also time fresh-cache compiled starts of DIR2 (e.g. the same model made with "
                       "fewer layers) and print the ratio of the compile phases")
