@@ -212,3 +212,27 @@ def test_cuda_matches_cpu():
     b, s = quantize_mxfp4(x.cuda())
     want = quantize_mxfp4(x)
     assert torch.equal(b.cpu(), want[0]) and torch.equal(s.cpu(), want[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_e2m1_rounding_matches_a_nearest_value_search(dtype):
+    """round_to_e2m1 against the definition, in float64: the nearest of the 15 signed grid values, a tie to the even
+    code (mantissa bit 0), beyond ±6 saturated, the sign kept. Random values of several scales, every midpoint and
+    the floats just beside each, ±0 and huge values."""
+    from quickmoe.formats.mxfp4 import round_to_e2m1
+
+    g = torch.Generator().manual_seed(17)
+    mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0], dtype=dtype)
+    near = torch.cat([mids, torch.nextafter(mids, torch.zeros_like(mids)), torch.nextafter(mids, 100 * mids)])
+    x = torch.cat([torch.randn(4000, generator=g).to(dtype) * s for s in (0.3, 2.0, 8.0)]
+                  + [near, -near, torch.tensor([0.0, -0.0, 1e30, -1e30], dtype=dtype)])
+    lut = torch.tensor(E2M1_LUT[:8], dtype=torch.float64)  # magnitudes of codes 0-7
+    mag = x.double().abs().clamp(max=6.0)[:, None]  # [N, 1]: saturated
+    dist = (mag - lut).abs()  # [N, 8]
+    best = dist.min(dim=1, keepdim=True).values
+    ties = dist == best  # [N, 8]: one or two nearest codes
+    code = torch.where(ties[:, 1::2].any(1) & ~ties[:, 0::2].any(1),  # only an odd code is nearest
+                       ties.double().argmax(1), (ties & (torch.arange(8) % 2 == 0)).double().argmax(1))
+    want = code.to(torch.uint8) | (torch.signbit(x).to(torch.uint8) << 3)
+    got = round_to_e2m1(x)
+    assert torch.equal(got, want), x[got != want][:8]

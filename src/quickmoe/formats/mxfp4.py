@@ -28,8 +28,6 @@ E2M1_VALUES = E2M1_LUT  # alias
 E2M1_MAX = 6.0
 # The largest E2M1 value is 6 = 1.5 * 2**2, so the element format's emax is 2 (OCP MX spec).
 E2M1_EMAX = 2
-# Magnitude code of 2 * |value| for the 8 E2M1 magnitudes (2*|v| is an integer in {0,1,2,3,4,6,8,12}).
-_CODE_OF_DOUBLED = (0, 1, 2, 3, 4, 0, 5, 0, 6, 0, 0, 0, 7)
 _CHUNK_BLOCKS = 1 << 18  # blocks (of 32 elements) processed at once: ~32 MiB per float32 temporary
 
 _EXACT_WORK_DTYPES = (torch.float32, torch.bfloat16, torch.float64)
@@ -165,14 +163,18 @@ def mxfp4_nbytes(n: int, k: int) -> tuple[int, int]:
 def round_to_e2m1(scaled: torch.Tensor) -> torch.Tensor:
     """float values (already divided by the block scale) -> uint8 E2M1 codes: nearest value, ties to the
     even code (mantissa bit 0), saturating at ±6; the sign is kept (-0 is code 8). NaN must be removed first."""
-    code_of_doubled = torch.tensor(_CODE_OF_DOUBLED, dtype=torch.uint8, device=scaled.device)
-    mag = scaled.abs().clamp(max=E2M1_MAX)
-    # The E2M1 grid has spacing 0.5 on [0, 2), 1 on [2, 4) and 2 on [4, 6]; dividing by a power of two is
-    # exact and torch.round rounds half to even, which on each segment is the even E2M1 code.
-    step = torch.where(mag < 2, 0.5, torch.where(mag < 4, 1.0, 2.0)).to(mag.dtype)
-    doubled = (torch.round(mag / step) * step * 2).to(torch.int64)  # 2*|q| in {0,1,2,3,4,6,8,12}
-    code = code_of_doubled[doubled]
+    # The magnitude's code counts the midpoints of the grid 0, 0.5, 1, 1.5, 2, 3, 4, 6 it lies past. A value on a
+    # midpoint goes to the even code: past 0.75, 1.75 and 3.5 (whose upper neighbour is even) when equal to it,
+    # past 0.25, 1.25, 2.5 and 5 only when above it. One comparison a midpoint, summed in uint8 (2.5x faster on the
+    # CPU than rounding on each segment and mapping 2|q| to a code).
+    mag = scaled.abs()
+    code = (mag > 0.25).to(torch.uint8)
+    for midpoint, even_above in _E2M1_MIDPOINTS:
+        code += (mag >= midpoint) if even_above else (mag > midpoint)
     return code | (torch.signbit(scaled).to(torch.uint8) << 3)
+
+
+_E2M1_MIDPOINTS = ((0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False))
 
 
 @functools.lru_cache(maxsize=None)
