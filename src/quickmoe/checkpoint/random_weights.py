@@ -164,7 +164,8 @@ def tensor_chunks(specs: Iterable[TensorSpec], seed: int, workers: int,
 # Jobs queued ahead of the writer per thread. A quantized weight is 2-4 consecutive jobs (the weight, its scales)
 # sharing one quantization, which their fill starts when they are queued (`Fill.start`): the look-ahead is what
 # runs several weights' quantizations at once (one at a time before: the NVFP4 Qwen3-30B-A3B checkpoint took 390 s
-# on the H100 machine's 16 cores, the parts of one weight holding every thread).
+# on the H100 machine's 16 cores, the parts of one weight holding every thread). Memory: at most that many results
+# wait for the writer, e.g. 32 chunks of 32 MiB (1 GiB) at 8 threads.
 LOOKAHEAD_PER_WORKER = 4
 
 
