@@ -231,21 +231,22 @@ def test_the_fast_paths_give_the_reference_tokens(model_dir):
     assert fast.engine.scheduler.num_preemptions > 0
 
     engine = fast.engine  # aborts while a step is in flight: the others keep their tokens, no block leaks
-    kept = 6  # of the prompts (the interpreter's time; a row's tokens do not depend on its batch)
+    kept = 4  # of the prompts (the interpreter's time; a row's tokens do not depend on its batch)
     for i, (p, sp) in enumerate(zip(prompts[:kept], params)):
         engine.add_request(f"r{i}", p, sp)
     got: dict[str, list[int]] = {f"r{i}": [] for i in range(kept)}
     for step in range(40):
         if step == 4:
             engine.abort("r1")
-            engine.abort("r4")
+            engine.abort("r3")
         for out in engine.step():
             got[out.request_id].extend(out.token_ids)
         if not engine.has_unfinished():
             break
     engine.step()  # the last step in flight
-    assert all(got[f"r{i}"] == want[i] for i in range(kept) if i not in (1, 4))
-    assert all(got[f"r{i}"] == want[i][:len(got[f"r{i}"])] for i in (1, 4))
+    assert all(got[f"r{i}"] == want[i] for i in range(kept) if i not in (1, 3))
+    assert all(got[f"r{i}"] == want[i][:len(got[f"r{i}"])] for i in (1, 3))
+    assert any(len(got[f"r{i}"]) < len(want[i]) for i in (1, 3))  # the aborts cut a request short
     assert engine.blocks.num_sequences == 0
 
 
