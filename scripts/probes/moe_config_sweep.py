@@ -34,6 +34,7 @@ from tune_moe import SETS, graph_seconds
 
 from quickmoe.bench.moe_experts import GROUP, SHAPES, MoEShape, make_experts
 from quickmoe.kernels import moe_configs
+from quickmoe.kernels.fused_moe import device_arch
 from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig
@@ -94,6 +95,7 @@ def main() -> None:
     # FP8 weights multiply FP8 activations (quantized here, outside the timed graph); the others take bf16
     quantize = quantize_fp8_per_token_group if fmt == "fp8" else (lambda x: (x, None))
     name = torch.cuda.get_device_name(device)
+    arch = device_arch(device)  # a device without its own files borrows its architecture's
     results = []
     for tokens in ints(args.tokens):
         t_run = 2 * tokens if args.proxy_half_k else tokens
@@ -107,7 +109,7 @@ def main() -> None:
                  for _ in range(SETS)]
         if args.hot:  # the same experts in every call
             ids_sets, xs, inter = [ids_sets[0]] * SETS, [xs[0]] * SETS, [inter[0]] * SETS
-        tuned = [moe_configs.moe_kernel_config(spec.experts, n, k, weights, name, tokens)
+        tuned = [moe_configs.moe_kernel_config(spec.experts, n, k, weights, name, tokens, arch=arch)
                  for n, k in ((2 * spec.inter, spec.hidden), (spec.hidden, spec.inter))]
         for block_m in ([tuned[0].block_m] if args.tuned_only or args.around_tuned else ints(args.block_m)):
             aligns = [moe_align(ids, spec.experts, block_m) for _, ids in ids_sets]

@@ -1,8 +1,10 @@
 """Where fused_moe's time goes at small T, per kernel (torch profiler, CUDA time), for the gpt-oss shapes.
 
 PYTHONPATH=src python3 scripts/probes/moe_kernel_split_probe.py [--shapes gpt-oss-20b,gpt-oss-120b] [--tokens 1,16]
+    [--format mxfp4|fp8|nvfp4|bf16]
 
-Runs fused_moe (the serving path: tuned configs, combine) on random MXFP4 experts over rotating routings, under
+Runs fused_moe (the serving path: tuned configs, combine) on random experts (MXFP4 unless --format says) over
+rotating routings, under
 the profiler, and prints each kernel's mean CUDA time per call. A probe for what `quickmoe bench moe`'s
 graph time is made of; the benchmark gives the figures that count.
 """
@@ -25,12 +27,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="gpt-oss-20b,gpt-oss-120b")
     ap.add_argument("--tokens", default="1,16")
+    ap.add_argument("--format", default="mxfp4", help="the experts' format, one the shapes support (bench moe's)")
     args = ap.parse_args()
     device = torch.device("cuda")
     g = torch.Generator().manual_seed(0)
     for name in args.shapes.split(","):
         spec = SHAPES[name]
-        ex = make_experts(spec, "mxfp4", device, g)
+        ex = make_experts(spec, args.format, device, g)
         run = ex.run(kernel=True)
         for tokens in (int(t) for t in args.tokens.split(",")):
             sets = [(torch.randn(tokens, spec.hidden, generator=g).to(torch.bfloat16).to(device),

@@ -169,6 +169,7 @@ def main() -> None:
 
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels import moe_configs
+    from quickmoe.kernels.fused_moe import device_arch
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
     from quickmoe.kernels.routing import route_ref
@@ -181,6 +182,7 @@ def main() -> None:
     inter = [torch.randn(spec.top_k, spec.inter, generator=g).to(torch.bfloat16).to(device) for _ in range(SETS)]
     aligns = [moe_align(ids, spec.experts, 16) for ids in ids_sets]
     name = torch.cuda.get_device_name(device)
+    arch = device_arch(device)  # a device without its own files borrows its architecture's
     copy_src = torch.empty(1 << 28, dtype=torch.uint8, device=device)
     copy_dst = torch.empty_like(copy_src)
     hbm = copy_src.numel() * 2 / graph_seconds(lambda i: copy_dst.copy_(copy_src), 1)  # bytes/s, read + write
@@ -189,7 +191,7 @@ def main() -> None:
                                    (2, ex.w2, ex.kwargs["w2_scales"], spec.hidden, spec.inter)):
         nbytes = spec.top_k * n * (k // 2 + k // 32)  # the experts' packed codes and scales read at T = 1
         config = moe_configs.moe_kernel_config(spec.experts, 2 * spec.inter if which == 1 else spec.hidden,
-                                               spec.hidden if which == 1 else spec.inter, "mxfp4", name, 1)
+                                               spec.hidden if which == 1 else spec.inter, "mxfp4", name, 1, arch=arch)
         if which == 1:
             tuned = graph_seconds(lambda i: moe_gemm1_swiglu(
                 xs[i], aligns[i], spec.top_k, ex.w1, ex.b1, scales, GROUP, 7.0, 1.702, out_dtype=torch.bfloat16,

@@ -41,3 +41,43 @@ def test_a_broken_file_is_named(tmp_path):
     (tmp_path / name).write_text(json.dumps({"1": {"block_m": 16, "tile": 3}}))
     with pytest.raises(ConfigError, match=f"{name}: not a MoE kernel config file"):
         moe_kernel_config(8, 128, 64, "dense", "cpu", 1, config_dir=tmp_path)
+
+
+def test_a_device_without_files_borrows_a_same_architecture_devices(tmp_path, caplog, monkeypatch):
+    """An H200 (no files of its own) takes the H100's tuned entries, said once in the log; a device of another
+    architecture, or one whose architecture is unknown, takes the fallback; a device's own file wins."""
+    h100 = dict(block_m=16, block_n=32, block_k=256, num_warps=2, num_stages=3, swap_ab=True)
+    (tmp_path / config_file_name(32, 5760, 2880, "mxfp4", "NVIDIA H100 80GB HBM3")).write_text(json.dumps({"1": h100}))
+    monkeypatch.setitem(moe_configs.TUNED_DEVICE_ARCH, "Tuned_GPU", "sm_89")
+
+    def get(device_name, arch, experts=32, tokens=1):
+        return moe_kernel_config(experts, 5760, 2880, "mxfp4", device_name, tokens, config_dir=tmp_path, arch=arch)
+
+    with caplog.at_level("INFO", logger="quickmoe.kernels.moe_configs"):
+        assert get("NVIDIA H200", "sm_90") == MoEKernelConfig(**h100)
+        assert get("NVIDIA H200", "sm_90", tokens=7) == MoEKernelConfig(**h100)
+        assert get("NVIDIA H200", "sm_90", experts=128) == MoEKernelConfig(**h100)  # nearest expert count too
+    borrowed = [r.getMessage() for r in caplog.records if "none tuned on NVIDIA H200" in r.getMessage()]
+    assert len(borrowed) == 2 and "using E32_N5760_K2880_mxfp4_NVIDIA_H100_80GB_HBM3.json (same sm_90)" in borrowed[0]
+    assert get("NVIDIA A100-SXM4-80GB", "sm_80") == moe_configs._fallback(1)
+    assert get("NVIDIA H200", None) == moe_configs._fallback(1)
+    own = dict(h100, num_warps=4)
+    both = tmp_path / "both"
+    both.mkdir()
+    for device, entry in (("NVIDIA H100 80GB HBM3", h100), ("NVIDIA H200", own)):
+        (both / config_file_name(32, 5760, 2880, "mxfp4", device)).write_text(json.dumps({"1": entry}))
+    assert moe_kernel_config(32, 5760, 2880, "mxfp4", "NVIDIA H200", 1, config_dir=both, arch="sm_90") \
+        == MoEKernelConfig(**own)
+    # the same expert count on a sibling comes before another expert count on this device
+    h100_128 = dict(h100, block_k=128)
+    (both / config_file_name(128, 5760, 2880, "mxfp4", "NVIDIA H100 80GB HBM3")).write_text(json.dumps({"1": h100_128}))
+    assert moe_kernel_config(128, 5760, 2880, "mxfp4", "NVIDIA H200", 1, config_dir=both, arch="sm_90") \
+        == MoEKernelConfig(**h100_128)
+    assert moe_kernel_config(64, 5760, 2880, "mxfp4", "NVIDIA H200", 1, config_dir=both, arch="sm_90") \
+        == MoEKernelConfig(**own)  # no file for 64 experts anywhere: this device's nearest (32)
+
+
+def test_every_shipped_files_device_has_its_architecture():
+    """A device tuned later must say its architecture, or its siblings would not find its files."""
+    devices = {path.stem.split("_", 4)[4] for path in moe_configs.CONFIG_DIR.glob("E*_N*_K*_*.json")}
+    assert devices and devices <= set(moe_configs.TUNED_DEVICE_ARCH), devices - set(moe_configs.TUNED_DEVICE_ARCH)

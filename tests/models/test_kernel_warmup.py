@@ -30,10 +30,11 @@ def _shipped_shapes() -> list[tuple[int, int, int, str]]:
     return shapes
 
 
-@pytest.mark.parametrize("device_name", ["NVIDIA H100 80GB HBM3", "a GPU without tuned tables"])
+@pytest.mark.parametrize("device_name, arch", [("NVIDIA H100 80GB HBM3", "sm_90"), ("NVIDIA H200", "sm_90"),
+                                               ("a GPU without tuned tables", "sm_100")])
 @pytest.mark.parametrize("shape", _shipped_shapes(), ids=lambda s: "E{}_N{}_K{}_{}".format(*s))
 @pytest.mark.parametrize("top_k", [2, 4, 8])
-def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, shape, top_k):
+def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, arch, shape, top_k):
     """The single-program alignment compiles one variant per (block_m of the tuned entry nearest T, sort chunk of
     T x top_k), the chunked one (T x top_k > SINGLE_PROGRAM_MAX) one per block_m: every T a step can have picks a
     variant some T of the ladder picked (one left out would compile in the middle of serving: 0.75 s of a timed
@@ -44,7 +45,7 @@ def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, sh
     experts, n, k, weights = shape
 
     def variant(tokens: int) -> tuple[int, int]:
-        config = moe_kernel_config(experts, n, k, weights, device_name, tokens)
+        config = moe_kernel_config(experts, n, k, weights, device_name, tokens, arch=arch)
         chunked = tokens * top_k > SINGLE_PROGRAM_MAX
         return config.block_m, 0 if chunked else align_chunk(tokens * top_k)
 

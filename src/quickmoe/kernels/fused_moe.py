@@ -63,6 +63,15 @@ def _device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
+@functools.lru_cache(maxsize=16)
+def device_arch(device: torch.device) -> str | None:
+    """"sm_90" for a compute-capability 9.0 GPU (the key of `moe_configs.TUNED_DEVICE_ARCH`); None on the CPU."""
+    if device.type != "cuda":
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
 def _expert_weight(w: torch.Tensor, scales: torch.Tensor | None, row_scale: torch.Tensor | None, expert: int,
                    dtype: torch.dtype) -> torch.Tensor:
     """Expert `expert`'s weight [N, K] in `dtype`, dequantized from the kernel layout its dtypes name."""
@@ -186,15 +195,15 @@ def fused_moe(
     fp8 = w1.dtype == torch.float8_e4m3fn
     weights = ("fp8" if fp8 else "dense" if w1_scales is None
                else "nvfp4" if w1_scales.dtype == torch.float8_e4m3fn else "mxfp4")
-    device_name = _device_name(hidden.device)
+    device_name, arch = _device_name(hidden.device), device_arch(hidden.device)
     packed = w1.dtype == torch.uint8
     k1 = w1.shape[2] * (2 if packed else 1)
     k2 = w2.shape[2] * (2 if packed else 1)
     if fp8 and (k1 % 128 or k2 % 128):
         raise ValueError(f"fused_moe: FP8 experts need K (hidden {k1}, intermediate {k2}) in whole 128-column "
                          "scale groups")
-    config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens)
-    config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens)
+    config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens, arch=arch)
+    config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens, arch=arch)
     align = None
     if num_tokens == 1 and topk_ids.dtype == torch.int32 and topk_ids.is_contiguous():
         align = single_token_alignment(topk_ids, config1.block_m)  # batch-1 decode: no launch, the same bits

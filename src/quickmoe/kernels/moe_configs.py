@@ -6,8 +6,10 @@ mapping token counts to configs:
 {"1": {"block_m": 16, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 3}, "16": {...}, ...}.
 `moe_kernel_config(...)` picks the entry of the nearest tuned token count (no autotuning at start-up). A
 shape without its own file borrows the file of the nearest expert count with the same N, K, format and
-device (the tiles depend on rows per expert far less than on N and K); with none, the fallback below, which
-is correct for every shape and sane for gpt-oss.
+device (the tiles depend on rows per expert far less than on N and K). A device with no file for the shape
+borrows the files of a device of the same architecture (`TUNED_DEVICE_ARCH`: an H200 or an H100 PCIe takes the
+H100 SXM's files; same SMs and instructions, the tiles' register and shared-memory budgets are the same), and
+says so once in the log. With none, the fallback below, which is correct for every shape and sane for gpt-oss.
 N is the GEMM's output width as stored (gate_up: 2I; down: H), K its reduction (H; I).
 """
 
@@ -15,14 +17,21 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from quickmoe.errors import ConfigError
 
-__all__ = ["CONFIG_DIR", "MoEKernelConfig", "config_file_name", "moe_kernel_config"]
+__all__ = ["CONFIG_DIR", "TUNED_DEVICE_ARCH", "MoEKernelConfig", "config_file_name", "moe_kernel_config"]
+
+logger = logging.getLogger(__name__)
 
 CONFIG_DIR = Path(__file__).with_name("configs")
+
+# The architecture ("sm_XY", `device_arch`) of each device that has tuned files here, by its name as the files
+# spell it: a device without files of its own borrows those of a device with the same architecture.
+TUNED_DEVICE_ARCH = {"NVIDIA_H100_80GB_HBM3": "sm_90", "NVIDIA_H200": "sm_90"}
 
 
 @dataclass(frozen=True)
@@ -76,9 +85,12 @@ def _fallback(tokens: int) -> MoEKernelConfig:
                            gate_up_one_dot=True)
 
 
+def _file_device(device_name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in device_name)
+
+
 def config_file_name(num_experts: int, n: int, k: int, weights: str, device_name: str) -> str:
-    device = "".join(c if c.isalnum() or c in "-." else "_" for c in device_name)
-    return f"E{num_experts}_N{n}_K{k}_{weights}_{device}.json"
+    return f"E{num_experts}_N{n}_K{k}_{weights}_{_file_device(device_name)}.json"
 
 
 def _nearest_expert_file(num_experts: int, n: int, k: int, weights: str, device_name: str,
@@ -104,14 +116,34 @@ def _load(path: Path) -> dict[int, MoEKernelConfig] | None:
                           f"{{\"<tokens>\": {asdict(MoEKernelConfig())}, ...}}") from None
 
 
+@functools.lru_cache(maxsize=256)  # once per shape: the log line below is said once
+def _config_file(num_experts: int, n: int, k: int, weights: str, device_name: str, arch: str | None,
+                 config_dir: Path) -> Path | None:
+    """The shape's file: this device's, else a same-architecture device's with the same expert count (the tiles
+    follow the rows per expert: gpt-oss-120b's 128 experts at T = 1,024 ran 48% slower on the 20b's entries),
+    else the nearest expert count's, this device's first."""
+    own = _file_device(device_name)
+    devices = [own] + [d for d, d_arch in sorted(TUNED_DEVICE_ARCH.items()) if arch is not None and d_arch == arch
+                       and d != own]
+    path = next((config_dir / config_file_name(num_experts, n, k, weights, d) for d in devices
+                 if (config_dir / config_file_name(num_experts, n, k, weights, d)).is_file()), None)
+    for device in devices:
+        if path is not None:
+            break
+        path = _nearest_expert_file(num_experts, n, k, weights, device, config_dir)
+    if path is not None and not path.name.endswith(f"_{own}.json"):
+        logger.info("MoE kernel configs for E%d N%d K%d %s: none tuned on %s; using %s (same %s)", num_experts, n,
+                    k, weights, device_name, path.name, arch)
+    return path
+
+
 @functools.lru_cache(maxsize=4096)  # called per MoE layer and step: no file-system work after the first
 def moe_kernel_config(num_experts: int, n: int, k: int, weights: str, device_name: str, tokens: int,
-                      config_dir: Path = CONFIG_DIR) -> MoEKernelConfig:
-    """The tuned config of the nearest token count for this shape and device, else the fallback."""
-    path = config_dir / config_file_name(num_experts, n, k, weights, device_name)
-    if not path.is_file():
-        path = _nearest_expert_file(num_experts, n, k, weights, device_name, config_dir) or path
-    table = _load(path)
+                      config_dir: Path = CONFIG_DIR, arch: str | None = None) -> MoEKernelConfig:
+    """The tuned config of the nearest token count for this shape and device (`arch`, e.g. "sm_90": a device
+    without files takes a same-architecture device's, `TUNED_DEVICE_ARCH`), else the fallback."""
+    path = _config_file(num_experts, n, k, weights, device_name, arch, config_dir)
+    table = _load(path) if path is not None else None
     if not table:
         return _fallback(tokens)
     nearest = min(table, key=lambda t: (abs(t - tokens), t))
