@@ -2,11 +2,12 @@
 and the SASS instruction mix of its K loop per MXFP4 weight element (what bounds the decode-sized MoE).
 
 PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-m 16] [--block-n 32] [--block-k 256] [--warps 4] [--stages 3]
-                                                  [--swap-ab] [--one-dot] [--format mxfp4|fp8] [--fp8-scale-rows 64]
+                                                  [--swap-ab] [--one-dot] [--format mxfp4|fp8|nvfp4] [--fp8-scale-rows 64]
 
 `--format fp8`: Qwen3-30B-A3B's FP8 block-scaled experts instead (FP8 x FP8 dots, each 128-column step's product
 scaled by activation scale x weight scale and added in float32): which tensor-core instructions the loop uses, its
-registers and spills, and the CUDA-core work of the scaling.
+registers and spills, and the CUDA-core work of the scaling. `--format nvfp4`: Mixtral-8x7B's NVFP4 experts (H 4096,
+I 14336, E4M3 scales per 16 values, bf16 activations, the per-row global scale after the loop, SiLU).
 
 Triton compiles the kernel with the same specialization its JIT gives the real launch (pointers and the activation
 stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations), ptxas (shipped in
@@ -41,6 +42,7 @@ ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + [
 
 
 FP8_TYPES = {"x_ptr": "*fp8e4nv", "xs_ptr": "*fp32", "w_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
+NVFP4_TYPES = {"row_scale_ptr": "*fp32"}
 
 
 def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: int = 16, swap_ab: bool = False,
@@ -50,16 +52,18 @@ def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: 
     Qwen3-30B-A3B's FP8 block-scaled experts (H 2048, I 768, FP8 activations with float32 per-128 scales, SiLU),
     one weight scale per fp8_scale_rows kernel rows (64: the layout's, for 128 x 128 blocks; 1: one per row)."""
     kernel = moe_gemm._gemm1_swiglu_kernel
-    fp8 = fmt == "fp8"
-    constexprs = dict(H=2048 if fp8 else 2880, I=768 if fp8 else 2880, MXFP4=not fp8, NVFP4=False,
-                      FP8_SCALE_ROWS=fp8_scale_rows if fp8 else 0,
+    fp8, nvfp4 = fmt == "fp8", fmt == "nvfp4"
+    mxfp4 = not (fp8 or nvfp4)
+    constexprs = dict(H=2048 if fp8 else 4096 if nvfp4 else 2880, I=768 if fp8 else 14336 if nvfp4 else 2880,
+                      MXFP4=mxfp4, NVFP4=nvfp4, FP8_SCALE_ROWS=fp8_scale_rows if fp8 else 0,
                       A_MXFP8=False, GROUP=64, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=128 if fp8 else block_k,
-                      PRECISION="tf32", DOT_DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, PTX=True, MXFP4_PTX=not fp8,
-                      SWAP_AB=swap_ab, HAS_BIAS=not fp8, SILU=fp8, ROW_SCALE=False, SUB_TILES=False, PDL=True)
+                      PRECISION="tf32", DOT_DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, PTX=True, MXFP4_PTX=mxfp4,
+                      SWAP_AB=swap_ab, HAS_BIAS=mxfp4, SILU=not mxfp4, ROW_SCALE=nvfp4, SUB_TILES=False, PDL=True)
     if "ONE_DOT" in kernel.arg_names:
         constexprs["ONE_DOT"] = one_dot
     names = list(kernel.arg_names)
-    signature = dict(SIGNATURE, **(FP8_TYPES if fp8 else {}), **{name: "constexpr" for name in constexprs})
+    signature = dict(SIGNATURE, **(FP8_TYPES if fp8 else NVFP4_TYPES if nvfp4 else {}),
+                     **{name: "constexpr" for name in constexprs})
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
     source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages, "maxnreg": maxnreg})
@@ -103,8 +107,9 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=3)
     parser.add_argument("--swap-ab", action="store_true", help="the transposed orientation (weights the left operand)")
     parser.add_argument("--maxnreg", type=int, default=None, help="cap the registers per thread (ptxas)")
-    parser.add_argument("--format", choices=("mxfp4", "fp8"), default="mxfp4",
-                        help="fp8: Qwen3-30B-A3B's FP8 block-scaled experts (BLOCK_K is then 128, one scale group)")
+    parser.add_argument("--format", choices=("mxfp4", "fp8", "nvfp4"), default="mxfp4",
+                        help="fp8: Qwen3-30B-A3B's FP8 block-scaled experts (BLOCK_K is then 128, one scale group); "
+                             "nvfp4: Mixtral-8x7B's NVFP4 experts")
     parser.add_argument("--one-dot", action="store_true", help="gate_up_one_dot: gate and up rows in one dot")
     parser.add_argument("--fp8-scale-rows", type=int, default=64,
                         help="fp8: kernel rows per weight scale (64: the layout's for 128 x 128 blocks; 1: per row)")

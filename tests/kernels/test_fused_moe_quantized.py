@@ -163,11 +163,13 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
 @pytest.mark.parametrize("shape,fmt,num_tokens", [
     ("qwen3-30b-a3b", "fp8", 1024), ("qwen3-30b-a3b", "fp8", 2048), ("qwen3-30b-a3b", "fp8", 8192),
     ("mixtral-8x7b", "fp8", 1024), ("mixtral-8x7b", "fp8", 8192),
-    ("mixtral-8x7b", "nvfp4", 1024), ("mixtral-8x7b", "nvfp4", 8192),
+    ("mixtral-8x7b", "nvfp4", 1024), ("mixtral-8x7b", "nvfp4", 2048), ("mixtral-8x7b", "nvfp4", 8192),
+    ("qwen3-30b-a3b", "nvfp4", 16),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
-    """The H100's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
-    ...) at their real sizes, against the float64 reference; the bounds of test_quantized_experts_bf16_on_the_gpu."""
+    """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
+    the H200's transposed NVFP4 tiles of 128 and 256 rows, ...) at their real sizes, against the float64
+    reference; the bounds of test_quantized_experts_bf16_on_the_gpu."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     from quickmoe.bench.moe_experts import SHAPES, make_experts

@@ -1,7 +1,7 @@
 """The inline PTX that decodes FP4 on the GPU, run through a small emulator of its instructions against the E2M1
-definition: MXFP4 in mma-pair order (`moe_gemm._MXFP4_PAIRS_TO_BF16_PTX_TEXT`: every code in every column, the
-whole scale range it takes) and checkpoint nibbles times a bf16 factor (`_E2M1_NIBBLES_TO_BF16_PTX_TEXT`, NVFP4:
-every byte value). The GPU tests run the same texts for real; these fail on CPU too when a text is wrong."""
+definition, in mma-pair order: MXFP4 (`moe_gemm._MXFP4_PAIRS_TO_BF16_PTX_TEXT`: every code in every column, the
+whole scale range it takes) and NVFP4 (`_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: every code in every column times every
+E4M3 scale). The GPU tests run the same texts for real; these fail on CPU too when a text is wrong."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 
 from quickmoe.formats.mxfp4_mma_pairs import encode_mma_pairs
 from quickmoe.layouts.mxfp4_moe import MAX_SCALE
-from tests.kernels.ptx_emulator import bf16_to_float, run
+from tests.kernels.ptx_emulator import bf16_to_float, float_to_bf16, run
 
 moe_gemm = pytest.importorskip("quickmoe.kernels.moe_gemm")
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -21,28 +21,6 @@ E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 def _expected(code: int, scale: int) -> float:
     magnitude = E2M1[code & 7] * 2.0 ** (scale - 127)
     return -magnitude if code & 8 else magnitude
-
-
-@pytest.mark.parametrize("scale", [1, 100, 119, 127, 130, 200])
-def test_ptx_decode_matches_e2m1_for_every_byte(scale):
-    rng = random.Random(scale)
-    factor = (scale << 7) | (scale << 23)  # bf16x2 of 2^(scale - 127), as the kernel passes it
-    words = [rng.getrandbits(32) for _ in range(200)]
-    words += [b | (b << 8) | (b << 16) | (b << 24) for b in range(256)]  # every byte in every position
-    for word in words:
-        regs = run(moe_gemm._E2M1_NIBBLES_TO_BF16_PTX_TEXT, [0, 0, 0, 0, word, factor, factor])
-        # $0: low nibbles of bytes 0, 1; $1: of bytes 2, 3; $2, $3: the high nibbles
-        for out, first_byte, nibble in (("$0", 0, 0), ("$1", 2, 0), ("$2", 0, 1), ("$3", 2, 1)):
-            for half in range(2):
-                code = (word >> (8 * (first_byte + half) + 4 * nibble)) & 0xF
-                got = bf16_to_float(regs[out] >> 16 * half)
-                assert got == _expected(code, scale), (hex(word), out, half, code)
-
-
-def test_the_emulator_catches_a_wrong_table():
-    broken = moe_gemm._E2M1_NIBBLES_TO_BF16_PTX_TEXT.replace("0xC0800000", "0xC0800001")
-    regs = run(broken, [0, 0, 0, 0, 0x00000000, 127 << 7, 127 << 7])
-    assert bf16_to_float(regs["$0"]) != 0.0  # code 0 must decode to 0
 
 
 def _encoded(word: int) -> int:
@@ -71,3 +49,40 @@ def test_the_emulator_catches_a_wrong_pair_mask():
     word = 0x10000000  # column 7: code 1 (0.5)
     regs = run(broken, [0, 0, 0, 0, _encoded(word), 127, 127, 127, 127])
     assert bf16_to_float(regs["$3"] >> 16) * moe_gemm.MXFP4_PAIRS_ACC_SCALE != 0.5
+
+
+def _e4m3(byte: int) -> float:
+    """The E4M3 value of a byte (exponent bias 7, subnormals at exponent 0), from the format's definition."""
+    exponent, mantissa = (byte >> 3) & 0xF, byte & 7
+    magnitude = mantissa / 8 * 2.0 ** -6 if exponent == 0 else (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+    return -magnitude if byte & 0x80 else magnitude
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_nvfp4_pair_decode_gives_each_column_times_its_e4m3_scale(chunk):
+    """Every positive finite E4M3 scale (0x00 .. 0x7E, a quarter per case), as the kernel passes it (the value x
+    2^119 rounded to bf16, both halves), on every code in every column: value x scale x 2^-7, exactly."""
+    rng = random.Random(chunk)
+    words = [sum(c << 4 * i for i in range(8)) for c in range(16)]  # every code in every column
+    words += [rng.getrandbits(32) for _ in range(12)]
+    for byte in range(chunk, 0x7F, 4):
+        scale = _e4m3(byte)
+        factor = float_to_bf16(scale * moe_gemm.NVFP4_PAIRS_FACTOR_SCALE)
+        assert bf16_to_float(factor) == scale * moe_gemm.NVFP4_PAIRS_FACTOR_SCALE  # bf16 holds it exactly
+        factor |= factor << 16
+        for word in words:
+            regs = run(moe_gemm._NVFP4_PAIRS_TO_BF16_PTX_TEXT, [0, 0, 0, 0, _encoded(word), factor, factor])
+            for p in range(4):
+                for half in range(2):
+                    code = (word >> 4 * (2 * p + half)) & 0xF
+                    got = bf16_to_float(regs[f"${p}"] >> 16 * half) * moe_gemm.NVFP4_PAIRS_ACC_SCALE
+                    want = E2M1[code & 7] * scale
+                    assert got == (-want if code & 8 else want), (hex(word), p, half, code, hex(byte))
+
+
+def test_the_emulator_catches_a_wrong_nvfp4_factor_use():
+    broken = moe_gemm._NVFP4_PAIRS_TO_BF16_PTX_TEXT.replace("mov.b32 s, $5;", "mov.b32 s, $6;\nshl.b32 s, s, 1;")
+    factor = float_to_bf16(moe_gemm.NVFP4_PAIRS_FACTOR_SCALE)
+    factor |= factor << 16
+    regs = run(broken, [0, 0, 0, 0, _encoded(0x2), factor, factor])  # column 0: code 2 (1.0), scale 1
+    assert bf16_to_float(regs["$0"]) * moe_gemm.NVFP4_PAIRS_ACC_SCALE != 1.0

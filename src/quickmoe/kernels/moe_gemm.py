@@ -5,8 +5,8 @@ Tiles follow `moe_align`: the program of tile (m, n) (`_tile_of` maps the 1-D gr
 expert's assignments (sentinels masked), and gathers their activation rows through the index; nothing
 is padded or copied. Weights are in the kernel layouts of `quickmoe.layouts.mxfp4_moe` / `quantized_moe`: out x
 in, MXFP4 blocks [E, N, K/2] (K-contiguous packed codes, each 4-byte word in the mma-pair order of
-`formats.mxfp4_mma_pairs`) with transposed E8M0 scales [E, K/32, N]; NVFP4 the checkpoint's packing (element 2j
-the low nibble of byte j) with E4M3 scales [E, K/16, N] and a per-row global scale
+`formats.mxfp4_mma_pairs`) with transposed E8M0 scales [E, K/32, N]; NVFP4 packed the same way (codes in
+mma-pair order) with E4M3 scales [E, K/16, N] and a per-row global scale
 [E, N] applied after the K loop (weight-only: the activations stay in their dtype); FP8 e4m3 [E, N, K] with
 scales [E, K/128, N / rows] (one per `rows` kernel rows: a block-scaled checkpoint's blocks), multiplied with FP8
 activations quantized per token and 128 columns (`kernels/fp8_quant.py`): each 128-column step's dot is scaled
@@ -25,7 +25,7 @@ rows share one; or dense [E, N, K].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation and launch order come from `moe_configs` (tuned data files, else
 a fallback); FP4 is decoded by inline PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4:
-`_E2M1_NIBBLES_TO_BF16_PTX_TEXT`); GEMM 1's
+`_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: the same shifts and masks, another scale); GEMM 1's
 column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
 compile-time constants: one compilation per model shape, K loops with constant bounds.
@@ -207,51 +207,6 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
     return out
 
 
-# NVFP4: E2M1 x scale -> bf16 for 4 packed bytes (8 values, checkpoint nibble order) per call, on the GPU
-# (Triton's CPU interpreter has no inline PTX; it takes the float16 route of `_weight_tile`). Inputs: $4 = 4
-# bytes of nibble pairs, $5, $6 = the bytes' scales as bf16x2 (E4M3 values; 4 aligned bytes lie in one 16-value
-# block). Outputs: $0, $1 =
-# the low nibbles of bytes 0,1 and 2,3 as bf16x2; $2, $3 = the high nibbles. Per 16-bit half of the input:
-# - the magnitude bits e e m of four nibbles select, through `prmt` as an 8-entry byte table, the high and the
-#   low byte of the bf16 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6: 0x0000, 0x3F00, ..., 0x40C0);
-# - `prmt`'s sign-replicate mode turns each nibble's sign bit into 0xFF / 0x00 (the bit is the top bit of a
-#   byte of x << 4 or of x), masked to 0x80 and OR-ed into the high bytes;
-# - two more `prmt` interleave the low and high bytes into bf16x2 pairs; one bf16x2 multiply applies the scale
-#   (exact: a power of two times a value with two significant bits).
-# tests/kernels/test_mxfp4_ptx_decode.py checks this text against the E2M1 definition with an emulator of these ops.
-_E2M1_NIBBLES_TO_BF16_PTX_TEXT = """
-{
-.reg .b32 z, ha, hb, la, lb, c, h, l, sh, sg, v;
-mov.b32 z, 0;
-mov.b32 ha, 0x3F3F3F00;
-mov.b32 hb, 0x40404040;
-mov.b32 la, 0xC0800000;
-mov.b32 lb, 0xC0804000;
-shl.b32 sh, $4, 4;
-and.b32 c, $4, 0x7777;
-prmt.b32 h, ha, hb, c;
-prmt.b32 l, la, lb, c;
-prmt.b32 sg, sh, $4, 0xD9C8;
-and.b32 sg, sg, 0x80808080;
-or.b32 h, h, sg;
-prmt.b32 v, l, h, 0x6240;
-fma.rn.bf16x2 $0, v, $5, z;
-prmt.b32 v, l, h, 0x7351;
-fma.rn.bf16x2 $2, v, $5, z;
-shr.u32 c, $4, 16;
-and.b32 c, c, 0x7777;
-prmt.b32 h, ha, hb, c;
-prmt.b32 l, la, lb, c;
-prmt.b32 sg, sh, $4, 0xFBEA;
-and.b32 sg, sg, 0x80808080;
-or.b32 h, h, sg;
-prmt.b32 v, l, h, 0x6240;
-fma.rn.bf16x2 $1, v, $6, z;
-prmt.b32 v, l, h, 0x7351;
-fma.rn.bf16x2 $3, v, $6, z;
-}
-"""
-
 # MXFP4 in the mma-pair order (`formats.mxfp4_mma_pairs`): one 32-bit word of a row holds the 8
 # values of columns 8g .. 8g+7, placed so that each output register is one bf16x2 pair of adjacent columns and
 # takes one shift and one mask (the last pair three of each). Value v of a pair sits with its sign at bit 15 and
@@ -263,10 +218,7 @@ fma.rn.bf16x2 $3, v, $6, z;
 # integer; $6-$8 the same). Outputs: $0 = columns (8g, 8g+1), $1 = (8g+2, 8g+3), $2 = (8g+4, 8g+5), $3 = (8g+6,
 # 8g+7), low half first. Bit positions (column: e1 e0 m, sign; +16 for the odd column of each pair):
 #   8g: 8 7 6, 15    8g+2: 5 4 3, 12    8g+4: 2 1 0, 9    8g+6: 14 13 11, 10
-_MXFP4_PAIRS_TO_BF16_PTX_TEXT = """
-{
-.reg .b32 s, t, d;
-mad.lo.u32 s, $5, 0x00800080, 0x1F001F00;
+_PAIRS_DECODE = """
 and.b32 t, $4, 0x81C081C0;
 mul.rn.bf16x2 $0, t, s;
 shl.b32 t, $4, 3;
@@ -286,11 +238,28 @@ or.b32 d, d, t;
 mul.rn.bf16x2 $3, d, s;
 }
 """
+_MXFP4_PAIRS_TO_BF16_PTX_TEXT = """
+{
+.reg .b32 s, t, d;
+mad.lo.u32 s, $5, 0x00800080, 0x1F001F00;""" + _PAIRS_DECODE
+# NVFP4 in the same mma-pair order (the layout encodes it as MXFP4's): the same shifts and masks, and the multiply
+# takes the factor as given, $5 = its 16-value block's E4M3 scale x 2^119 as bf16x2 (both halves; $6 the same),
+# which bf16 holds exactly for every E4M3 value (at most 4 significant bits, 2^-9 .. 448: 2^110 .. 2^127.8). The
+# outputs are weight x 2^-7 (value x 2^-126 x scale x 2^119), exact (at most 6 significant bits, 2^-17 .. 21,
+# which float16 dots also hold); the kernels multiply their float32 accumulators by 2^7 after the K loop.
+_NVFP4_PAIRS_TO_BF16_PTX_TEXT = """
+{
+.reg .b32 s, t, d;
+mov.b32 s, $5;""" + _PAIRS_DECODE
 MXFP4_PAIRS_ACC_SCALE = 2.0 ** 64  # the factor of the float32 accumulators after a K loop of that decode
+NVFP4_PAIRS_FACTOR_SCALE = 2.0 ** 119  # the E4M3 scales' factor as the NVFP4 decode takes them
+NVFP4_PAIRS_ACC_SCALE = 2.0 ** 7  # the accumulators' factor after a K loop of the NVFP4 decode
 
 if triton is not None:
-    _E2M1_NIBBLES_TO_BF16_PTX = tl.constexpr(_E2M1_NIBBLES_TO_BF16_PTX_TEXT)
+    _NVFP4_PAIRS_TO_BF16_PTX = tl.constexpr(_NVFP4_PAIRS_TO_BF16_PTX_TEXT)
     _PAIRS_ACC = tl.constexpr(MXFP4_PAIRS_ACC_SCALE)
+    _NVFP4_FACTOR = tl.constexpr(NVFP4_PAIRS_FACTOR_SCALE)
+    _NVFP4_ACC = tl.constexpr(NVFP4_PAIRS_ACC_SCALE)
     assert BIT_PLACES == ((8, 7, 6, 15), (24, 23, 22, 31), (5, 4, 3, 12), (21, 20, 19, 28), (2, 1, 0, 9),
                           (18, 17, 16, 25), (14, 13, 11, 10), (30, 29, 27, 26)), "_mma_pair_codes spells them out"
     _MXFP4_PAIRS_TO_BF16_PTX = tl.constexpr(_MXFP4_PAIRS_TO_BF16_PTX_TEXT)  # jit functions read constexpr globals only
@@ -303,21 +272,22 @@ if triton is not None:
     _SCALES_AHEAD_BLOCK_M = tl.constexpr(64)
 
     @triton.jit
-    def _e4m3_to_float(raw):
-        """E4M3 bytes (uint8) -> float32, exact: the 7 bits below the sign placed at float16 bits 13..7 read as
-        the E4M3 value times 2^-8 (exponent biases 15 and 7; subnormals alike)."""
+    def _e4m3_to_float(raw, TIMES: tl.constexpr = 1.0):
+        """E4M3 bytes (uint8) -> float32 (times TIMES, a power of two), exact: the 7 bits below the sign placed at
+        float16 bits 13..7 read as the E4M3 value times 2^-8 (exponent biases 15 and 7; subnormals alike)."""
         bits = ((raw & 0x7F).to(tl.uint16) << 7) | ((raw & 0x80).to(tl.uint16) << 8)
-        return bits.to(tl.float16, bitcast=True).to(tl.float32) * 256.0
+        return bits.to(tl.float16, bitcast=True).to(tl.float32) * (256.0 * TIMES)
 
     @triton.jit
-    def _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4: tl.constexpr, BLOCK_K: tl.constexpr):
+    def _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4: tl.constexpr, BLOCK_K: tl.constexpr,
+                      TIMES: tl.constexpr = 1.0):
         """The scales of rows `rows` over columns [k0, k0 + BLOCK_K) as float32 [R, BLOCK_K / SB]: E8M0 per 32
-        columns (MXFP4, 2^(s - 127)) or E4M3 per 16 (NVFP4), transposed [E, K/SB, N] in memory."""
+        columns (MXFP4, 2^(s - 127)) or E4M3 per 16 (NVFP4; times TIMES), transposed [E, K/SB, N] in memory."""
         if NVFP4:
             blocks = k0 // 16 + tl.arange(0, BLOCK_K // 16)  # [BK/16]
             raw = tl.load(s_ptr + expert * (K // 16) * N + blocks[None, :] * N + rows[:, None],
                           mask=row_ok[:, None] & (blocks[None, :] < K // 16), other=0x38)  # 0x38: 1.0
-            factor = _e4m3_to_float(raw)
+            factor = _e4m3_to_float(raw, TIMES)
         else:
             blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
             scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
@@ -363,12 +333,12 @@ if triton is not None:
         """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> [ROWS, BLOCK_K]
         in DOT_DTYPE, zero where masked. MXFP4 and NVFP4 are decoded here: E2M1 code c = sign(c & 8) x magnitude
         (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times the
-        block scale (2^(scale - 127) per 32 columns, or an E4M3 value per 16). MXFP4 codes are in mma-pair order
-        (`formats.mxfp4_mma_pairs`), NVFP4 in checkpoint order. MXFP4_PTX: through `_MXFP4_PAIRS_TO_BF16_PTX`, the
-        weights times 2^-64 (the caller multiplies its accumulators by MXFP4_PAIRS_ACC_SCALE); NVFP4 with PTX:
-        bf16 through `_E2M1_NIBBLES_TO_BF16_PTX` (GPU); else through float16 bit patterns and float32 (the interpreter,
-        and float16 dots). All are exact while the product fits bf16 (E2M1 x E4M3 has at most 6 significant
-        bits). FP8 (and dense) weights are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the
+        block scale (2^(scale - 127) per 32 columns, or an E4M3 value per 16). Both formats' codes are in mma-pair
+        order (`formats.mxfp4_mma_pairs`). MXFP4_PTX: through `_MXFP4_PAIRS_TO_BF16_PTX`, the weights times 2^-64
+        (the caller multiplies its accumulators by MXFP4_PAIRS_ACC_SCALE); NVFP4 with PTX: through
+        `_NVFP4_PAIRS_TO_BF16_PTX`, the weights times 2^-7 (the caller's factor NVFP4_PAIRS_ACC_SCALE); else
+        through float16 bit patterns and float32 (the interpreter, and MXFP4 with float16 dots). All are exact
+        (E2M1 x E4M3 has at most 6 significant bits). FP8 (and dense) weights are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the
         GPU; its scales are applied per K step by the kernels)."""
         if MXFP4 or NVFP4:
             byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
@@ -384,19 +354,19 @@ if triton is not None:
                 # low: columns 8g + 0..3 of word g, high: 8g + 4..7 (each register one adjacent pair)
                 value = tl.join(tl.reshape(low, (ROWS, BLOCK_K // 8, 4)), tl.reshape(high, (ROWS, BLOCK_K // 8, 4)))
                 value = tl.reshape(tl.permute(value, (0, 1, 3, 2)), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # [R, BK]
-            elif PTX and NVFP4:
-                factor = _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K).to(tl.bfloat16)
+            elif PTX and NVFP4:  # the caller multiplies its accumulators by _NVFP4_ACC
+                factor = _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K,
+                                       _NVFP4_FACTOR).to(tl.bfloat16)  # [R, BK/16], exact
                 # each byte's scale: the 8 bytes of a 16-value block share it
                 factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 16, 8)),
                                     (ROWS, BLOCK_K // 2))
-                low, high = tl.inline_asm_elementwise(_E2M1_NIBBLES_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r", [packed, factor],
+                low, high = tl.inline_asm_elementwise(_NVFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r", [packed, factor],
                                                       dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
-                value = tl.reshape(tl.join(low, high), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # low nibble first
+                # as MXFP4's: low = columns 8g + 0..3 of word g, high = 8g + 4..7
+                value = tl.join(tl.reshape(low, (ROWS, BLOCK_K // 8, 4)), tl.reshape(high, (ROWS, BLOCK_K // 8, 4)))
+                value = tl.reshape(tl.permute(value, (0, 1, 3, 2)), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # [R, BK]
             else:
-                if MXFP4:
-                    codes = _mma_pair_codes(packed, ROWS, BLOCK_K)  # [R, BK]
-                else:
-                    codes = tl.reshape(tl.join(packed & 0xF, packed >> 4), (ROWS, BLOCK_K)).to(tl.uint16)
+                codes = _mma_pair_codes(packed, ROWS, BLOCK_K)  # [R, BK] (MXFP4 and NVFP4: mma-pair order)
                 # E2M1 bits s e e m placed as a float16 (exponent field e, mantissa msb m, sign on top): reads
                 # 2^(e-15) (1 + m/2), or the subnormal (m/2) 2^-14 when e == 0: the E2M1 value times 2^-14
                 half = (((codes & 7) << 9) | ((codes & 8) << 12)).to(tl.float16, bitcast=True)  # [R, BK]
@@ -652,6 +622,9 @@ if triton is not None:
         if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
             gate *= _PAIRS_ACC
             up *= _PAIRS_ACC
+        if PTX and NVFP4:  # times 2^-7
+            gate *= _NVFP4_ACC
+            up *= _NVFP4_ACC
         if ROW_SCALE:  # NVFP4's global scale, constant along K
             gate *= tl.load(row_scale_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0)[None, :]
             up *= tl.load(row_scale_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0)[None, :]
@@ -735,6 +708,8 @@ if triton is not None:
         acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
         if MXFP4_PTX:
             acc *= _PAIRS_ACC
+        if PTX and NVFP4:
+            acc *= _NVFP4_ACC
         if ROW_SCALE:
             acc *= tl.load(row_scale_ptr + expert * H + rows, mask=n_ok, other=0.0)[None, :]
         if HAS_BIAS:

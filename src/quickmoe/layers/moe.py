@@ -131,7 +131,7 @@ class Mxfp4MoEMethod:
                 blocks, scales, bias = (getattr(layer, f"{proj}_{s}") for s in ("blocks", "scales", "bias"))
                 new_blocks, new_scales, _ = convert_experts_(blocks.data, scales.data, bias.data, gate_up=gate_up,
                                                              layout=self.layout, cache=cache,
-                                                             encode_=_mma_pairs_kernel(blocks.data))
+                                                             encode_=mma_pairs_kernel(blocks.data))
                 blocks.data = new_blocks  # [E, N, K/2], same storage
                 scales.data = new_scales  # [E, K/32, N], same storage
         layer.experts_in_kernel_layout = True
@@ -148,7 +148,7 @@ class Mxfp4MoEMethod:
             "swiglu_gpt_oss", None, None, combine)
 
 
-def _mma_pairs_kernel(blocks: torch.Tensor):
+def mma_pairs_kernel(blocks: torch.Tensor):
     """The Triton pass of the mma-pair encode for blocks on a GPU (one pass over the words), else None (torch's)."""
     if not blocks.is_cuda:
         return None

@@ -25,7 +25,7 @@ from quickmoe.formats.fp8 import FP8_DTYPE
 from quickmoe.formats.nvfp4 import NVFP4_BLOCK_SIZE
 from quickmoe.forward import custom_ops
 from quickmoe.layers.fp8_linear import SCALE_DTYPES
-from quickmoe.layers.moe import FusedMoE, expert_shards
+from quickmoe.layers.moe import FusedMoE, expert_shards, mma_pairs_kernel
 from quickmoe.layers.sharding import scaled
 from quickmoe.layers.weights import declare_weight
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, gate_up_rows_transform
@@ -224,7 +224,8 @@ class StackedNvfp4MoEMethod(_StackedMethod):
                 weight, scale = getattr(layer, proj), getattr(layer, f"{proj}_scale")
                 _, scales, row_scale = convert_nvfp4_experts_(weight.data, scale.data,
                                                               getattr(layer, f"{proj}_scale_2").data, gate_up=gate_up,
-                                                              layout=self.layout, cache=cache)
+                                                              layout=self.layout, cache=cache,
+                                                              encode_=mma_pairs_kernel(weight.data))
                 scale.data = scales  # [E, K/16, N], same storage
                 layer.register_buffer(f"{proj}_row_scale", row_scale, persistent=False)  # [E, N]
         self.gate_up_group = self.layout.gate_up_group

@@ -2,7 +2,8 @@
 stacked at load (per-expert checkpoint tensors, gate then up rows: `layouts.mxfp4_moe`'s concatenated order).
 
 Both follow the MXFP4 kernel layout (`layouts.mxfp4_moe`): weights out x in [E, N, K] (FP8 bytes) or
-[E, N, K/2] (NVFP4 packed nibbles, element 2j the low nibble), gate_up rows in the groups of
+[E, N, K/2] (NVFP4 packed nibbles, each 4-byte word's codes in MXFP4's mma-pair order,
+`formats.mxfp4_mma_pairs`: the GPU decodes a word into bf16 pairs by shifts and masks), gate_up rows in the groups of
 `Mxfp4MoELayout.gate_up_group`, scales transposed so that a tile's scales are contiguous along N:
 
 FP8 (checkpoint: weight_scale_inv [E, N/bn, K/bk], one per bn x bk block)
@@ -23,10 +24,12 @@ gather per chunk of experts.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 
 from quickmoe.formats.fp8 import FP8_DTYPE
+from quickmoe.formats.mxfp4_mma_pairs import decode_mma_pairs, encode_mma_pairs
 from quickmoe.formats.nvfp4 import NVFP4_BLOCK_SIZE, dequantize_nvfp4
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, gate_up_row_order, gate_up_rows_transform, scales_transform
 from quickmoe.layouts.permutation_cache import PermutationCache, Transform
@@ -106,11 +109,13 @@ def _row_scale_transform(n: int, shards: int, layout: Mxfp4MoELayout, gate_up: b
 
 
 def convert_nvfp4_experts_(weight: torch.Tensor, weight_scale: torch.Tensor, weight_scale_2: torch.Tensor, *,
-                           gate_up: bool, layout: Mxfp4MoELayout, cache: PermutationCache
+                           gate_up: bool, layout: Mxfp4MoELayout, cache: PermutationCache,
+                           encode_: Callable[[torch.Tensor], torch.Tensor] | None = None
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """weight uint8 [E, N, K/2] and weight_scale float8_e4m3fn [E, N, K/16] (stacked rows), weight_scale_2
-    float32 [E, shards] (2: gate, up) -> (weight [E, N, K/2] and scales [E, K/16, N], both in place, and
-    row_scale float32 [E, N], new)."""
+    float32 [E, shards] (2: gate, up) -> (weight [E, N, K/2] in mma-pair order and scales [E, K/16, N], both in
+    place, and row_scale float32 [E, N], new). `encode_`: the in-place mma-pair encode of the weight (default:
+    torch's; the layers pass the Triton pass, `kernels.mxfp4_mma_pairs.encode_mma_pairs_`, on a GPU)."""
     experts, n, half_k = weight.shape
     groups = 2 * half_k // NVFP4_BLOCK_SIZE
     if (weight.dtype != torch.uint8 or weight_scale.dtype != FP8_DTYPE or weight_scale.shape != (experts, n, groups)
@@ -119,8 +124,15 @@ def convert_nvfp4_experts_(weight: torch.Tensor, weight_scale: torch.Tensor, wei
                          f"{weight_scale.dtype} {tuple(weight_scale.shape)}, weight_scale_2 "
                          f"{tuple(weight_scale_2.shape)}; "
                          f"expected uint8 [E, N, K/2], float8_e4m3fn [E, N, K/16], float32 [E, shards]")
+    if half_k % 4:
+        raise ValueError(f"NVFP4 experts: K = {2 * half_k} columns; the kernel layout needs a multiple of 8 (whole "
+                         "4-byte words)")
     if gate_up:
         cache.permute_experts_(weight, gate_up_rows_transform(n // 2, half_k, layout, concatenated=True))
+    if encode_ is not None:
+        encode_(weight)  # [E, N, K/2] in place
+    else:
+        weight.copy_(encode_mma_pairs(weight))
     scales = weight_scale.view(torch.uint8)  # the permutation moves bytes
     cache.permute_experts_(scales, scales_transform(n, groups, layout, gate_up=gate_up, concatenated=True))
     row_scale = torch.empty(experts, n, dtype=torch.float32, device=weight.device)
@@ -131,5 +143,6 @@ def convert_nvfp4_experts_(weight: torch.Tensor, weight_scale: torch.Tensor, wei
 
 def dequantize_nvfp4_expert(weight: torch.Tensor, scales: torch.Tensor, row_scale: torch.Tensor,
                             dtype: torch.dtype) -> torch.Tensor:
-    """One expert in kernel layout, weight [N, K/2], scales [K/16, N] E4M3, row_scale [N] -> [N, K] in `dtype`."""
-    return dequantize_nvfp4(weight, scales.t(), row_scale[:, None], dtype)
+    """One expert in kernel layout, weight [N, K/2] (mma-pair order), scales [K/16, N] E4M3, row_scale [N] -> [N, K]
+    in `dtype`."""
+    return dequantize_nvfp4(decode_mma_pairs(weight), scales.t(), row_scale[:, None], dtype)
