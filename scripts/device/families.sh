@@ -17,7 +17,10 @@
 #   fp8-gemm   the FP8 dense GEMM's tests on CUDA and scripts/probes/fp8_gemm_probe.py (Qwen3-30B-A3B dense shapes)
 #   moe-sweep  scripts/probes/moe_config_sweep.py for SWEEP_FORMAT (fp8) experts of both shapes at SWEEP_TOKENS
 #              (8192): the prefill launch configs (BLOCK_M 64-256, 4 / 8 warps, 3 / 4 stages, M-tile groups of 1 / 8;
-#              GEMM 2's BLOCK_N 64-256), each GEMM alone in a CUDA graph (moe_sweep_FORMAT.{log,json})
+#              GEMM 2's BLOCK_N 64-256), each GEMM alone in a CUDA graph (moe_sweep_FORMAT.{log,json}); SWEEP_SWAP
+#              (0; "0,1" adds the transposed orientation, which won Mixtral NVFP4's prefill sizes on the H200 once NVFP4
+#              took the mma-pair decode) and SWEEP_ONE_DOT (0) widen it; e.g. the next NVFP4 check on an H100:
+#              SWEEP_FORMAT=nvfp4 SWEEP_TOKENS=2048,8192 SWEEP_SWAP=0,1 SWEEP_ONE_DOT=1 SWEEP_BLOCK_K=64 SWEEP_STAGES=3
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once (bf16, 61 GB, in
@@ -78,8 +81,8 @@ for stage in "$@"; do
       for shape in ${SWEEP_SHAPES:-qwen3-30b-a3b mixtral-8x7b}; do
         python3 scripts/probes/moe_config_sweep.py --shape "$shape" --format "$fmt" --tokens "${SWEEP_TOKENS:-8192}" \
           --block-m "${SWEEP_BLOCK_M:-64,128,256}" --block-n 64 --block-n2 "${SWEEP_BLOCK_N2:-64,128,256}" \
-          --block-k "${SWEEP_BLOCK_K:-128}" --warps "${SWEEP_WARPS:-4,8}" --stages "${SWEEP_STAGES:-3,4}" --swap 0 \
-          --group-m "${SWEEP_GROUP_M:-1,8}" --top 4 \
+          --block-k "${SWEEP_BLOCK_K:-128}" --warps "${SWEEP_WARPS:-4,8}" --stages "${SWEEP_STAGES:-3,4}" \
+          --swap "${SWEEP_SWAP:-0}" --one-dot "${SWEEP_ONE_DOT:-0}" --group-m "${SWEEP_GROUP_M:-1,8}" --top 4 \
           --json "$OUT/moe_sweep_${fmt}_$shape.json" 2>&1 | grep -v "skipped" | tee -a "$OUT/moe_sweep_$fmt.log"
       done ;;
     *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, moe-sweep)"; exit 2 ;;
