@@ -125,8 +125,8 @@ def _config_file(num_experts: int, n: int, k: int, weights: str, device_name: st
     own = _file_device(device_name)
     devices = [own] + [d for d, d_arch in sorted(TUNED_DEVICE_ARCH.items()) if arch is not None and d_arch == arch
                        and d != own]
-    path = next((config_dir / config_file_name(num_experts, n, k, weights, d) for d in devices
-                 if (config_dir / config_file_name(num_experts, n, k, weights, d)).is_file()), None)
+    exact = (config_dir / config_file_name(num_experts, n, k, weights, d) for d in devices)
+    path = next((p for p in exact if p.is_file()), None)
     for device in devices:
         if path is not None:
             break

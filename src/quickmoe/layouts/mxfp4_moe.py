@@ -137,11 +137,11 @@ def convert_experts_(blocks: torch.Tensor, scales: torch.Tensor, bias: torch.Ten
                          f"(2^{largest - 127}); the MoE kernels take scales up to {MAX_SCALE} (2^{MAX_SCALE - 127}), "
                          "far beyond any trained weight: is the checkpoint corrupt?")
     cache.permute_experts_(scales, scales_transform(n, groups, layout, gate_up=gate_up))  # [E, G*N]
-    (encode_ if encode_ is not None else _encode_mma_pairs_ref_)(blocks)  # [E, N, G, 16] in place
+    (encode_ if encode_ is not None else encode_mma_pairs_ref_)(blocks)  # [E, N, G, 16] in place
     return blocks.view(experts, n, row_bytes), scales.view(experts, groups, n), bias
 
 
-def _encode_mma_pairs_ref_(blocks: torch.Tensor) -> torch.Tensor:
+def encode_mma_pairs_ref_(blocks: torch.Tensor) -> torch.Tensor:
     """The codes of every word into mma-pair order, in place, with torch (the layers pass the Triton kernel,
     `kernels.mxfp4_mma_pairs.encode_mma_pairs_`, on a GPU)."""
     return blocks.copy_(encode_mma_pairs(blocks))
@@ -174,4 +174,5 @@ def dequantize_expert(blocks: torch.Tensor, scales: torch.Tensor, dtype: torch.d
 
 
 __all__ = ["DEFAULT_GATE_UP_GROUP", "MAX_SCALE", "Mxfp4MoELayout", "convert_experts_", "dequantize_expert",
+           "encode_mma_pairs_ref_",
            "gate_up_row_order", "gate_up_rows_transform", "scales_transform", "split_gate_up"]

@@ -29,9 +29,10 @@ from collections.abc import Callable
 import torch
 
 from quickmoe.formats.fp8 import FP8_DTYPE
-from quickmoe.formats.mxfp4_mma_pairs import decode_mma_pairs, encode_mma_pairs
+from quickmoe.formats.mxfp4_mma_pairs import decode_mma_pairs
 from quickmoe.formats.nvfp4 import NVFP4_BLOCK_SIZE, dequantize_nvfp4
-from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, gate_up_row_order, gate_up_rows_transform, scales_transform
+from quickmoe.layouts.mxfp4_moe import (Mxfp4MoELayout, encode_mma_pairs_ref_, gate_up_row_order,
+                                        gate_up_rows_transform, scales_transform)
 from quickmoe.layouts.permutation_cache import PermutationCache, Transform
 
 __all__ = ["convert_fp8_experts", "convert_nvfp4_experts_", "dequantize_fp8_expert", "dequantize_nvfp4_expert",
@@ -129,10 +130,7 @@ def convert_nvfp4_experts_(weight: torch.Tensor, weight_scale: torch.Tensor, wei
                          "4-byte words)")
     if gate_up:
         cache.permute_experts_(weight, gate_up_rows_transform(n // 2, half_k, layout, concatenated=True))
-    if encode_ is not None:
-        encode_(weight)  # [E, N, K/2] in place
-    else:
-        weight.copy_(encode_mma_pairs(weight))
+    (encode_ if encode_ is not None else encode_mma_pairs_ref_)(weight)  # [E, N, K/2] in place
     scales = weight_scale.view(torch.uint8)  # the permutation moves bytes
     cache.permute_experts_(scales, scales_transform(n, groups, layout, gate_up=gate_up, concatenated=True))
     row_scale = torch.empty(experts, n, dtype=torch.float32, device=weight.device)
