@@ -1,16 +1,27 @@
 """Tune the MoE GEMMs' launch configs on this GPU and write them as data files into kernels/configs/.
 
-PYTHONPATH=src python3 scripts/tune_moe.py [--shapes gpt-oss-20b,gpt-oss-120b] [--tokens 1,4,...] [--out DIR]
-                                           [--quick]
+PYTHONPATH=src python3 scripts/tune_moe.py [--shapes gpt-oss-20b,gpt-oss-120b] [--format FMT] [--tokens 1,4,...]
+                                           [--out DIR] [--grid small|full] [--block-m 16,64] [--quick]
 
 For each shape and token count T, each candidate BLOCK_M (the alignment's tile, shared by both GEMMs) gets
 its own alignment; then every candidate of GEMM 1 (gate_up + SwiGLU) and of GEMM 2 (down) is timed alone,
 replayed in a CUDA graph that holds several calls over rotating random inputs (more weight bytes than the
 L2 cache holds, never zeros), median of several replays. The BLOCK_M with the smallest GEMM 1 + GEMM 2 time
 wins, with each GEMM's best config for it. One file per GEMM shape is written (named by
-`moe_configs.config_file_name`), mapping T to the config; token counts already in an existing file and not
-tuned now are kept. Start-up never tunes: it reads these files.
-Prints one line per (shape, T): the winning configs and their times, and the measured times of the
+`moe_configs.config_file_name`; the weights field is "dense" for bf16 experts, else the format), mapping T to
+the config; token counts already in an existing file and not tuned now are kept, and the file is written after
+every T (a call cut short keeps what it measured). Start-up never tunes: it reads these files.
+`--format`: the experts' weight format, one of the shape's (`bench.moe_experts`: mxfp4 for gpt-oss; bf16, fp8,
+nvfp4 for the SiLU shapes; default the shape's first). FP8 experts take FP8 activations quantized per token and
+128 columns before the graph (the GEMM alone is timed, as serving quantizes them before it), NVFP4 experts their
+per-row global scales; every format writes bf16.
+`--grid small` (default): a few candidates per GEMM and tile (4 to 12), so that several token counts fit in one
+10-minute device call (every candidate compiles a Triton kernel, 2-3 s); its axes keep the values that won most
+in the committed files. `--grid full`: the grid the gpt-oss MXFP4 files were tuned with (48 and 64 candidates for
+GEMM 1 and GEMM 2 per decode-sized tile, 16 each per prefill tile). `--quick` (either grid): the column tile only,
+at the decode settings.
+`--block-m`: these tiles instead of the ones chosen from T.
+Prints one line per (shape, format, T): the winning configs and their times, and the measured times of the
 fallback configs for comparison.
 """
 
@@ -27,14 +38,25 @@ import torch
 import triton
 
 from quickmoe.bench.moe_experts import GROUP, SHAPES, ExpertSet, make_experts
+from quickmoe.errors import ConfigError
 from quickmoe.kernels import moe_configs
+from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name
-from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+from quickmoe.kernels.moe_gemm import FP8_GROUP, moe_gemm1_swiglu, moe_gemm2
 from quickmoe.kernels.routing import route_ref
 
 SETS = 8  # input sets per graph: their experts' bytes outgrow the L2 cache
 CALLS = 16  # calls per graph replay
+GRIDS = ("small", "full")
+FOUR_BIT = ("mxfp4", "nvfp4")  # two weights per byte: K steps of 64 won at prefill tiles
+
+# Axes of a grid, in the order (block_n, block_k, num_warps, num_stages, swap_ab, group_m, gate_up_one_dot).
+# The full grid (gpt-oss MXFP4's tuning): GEMM 1, GEMM 2 at decode-sized and prefill tiles.
+FULL_GEMM1 = (((16, 32, GROUP), (128, 256), (2, 4), (3, 4), (False, True), (1,), (False,)),
+              ((GROUP,), (64, 128), (4, 8), (3,), (False,), (1, 8), (False, True)))
+FULL_GEMM2 = (((16, 32, 64, 128), (128, 256), (2, 4), (3, 4), (False, True), (1,), (False,)),
+              ((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8), (False,)))
 
 
 def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
@@ -43,31 +65,64 @@ def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
     return [m for m in (16, 32, 64, 128, 256) if m == 16 or mean_rows / 2 >= m / 4] [-3:]
 
 
-def gemm1_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
+def _decode_k(fmt: str) -> int:
+    """Deep K steps for decode-sized tiles (256 won in every committed file); FP8 steps one 128-column scale
+    group whatever the config says (`moe_gemm._fp8_config`)."""
+    return FP8_GROUP if fmt == "fp8" else 256
+
+
+def _prefill_k(fmt: str) -> int:
+    """K step of prefill tiles: 64 for the 4-bit formats (their winners), 128 for FP8 (its scale group) and for
+    bf16 (no bf16 file to go by yet)."""
+    return 64 if fmt in FOUR_BIT else 128
+
+
+def _prefill_swap(fmt: str) -> tuple[bool, ...]:
+    """In the committed files the transposed orientation won prefill tiles only with 4-bit weights."""
+    return (False, True) if fmt in FOUR_BIT else (False,)
+
+
+def _configs(block_m: int, fmt: str, axes) -> list[MoEKernelConfig]:
+    """The grid's configs in order, each once: FP8's K step is its scale group (the kernel forces it), so a grid's
+    other block_k values would time the same kernel again."""
+    configs = (MoEKernelConfig(block_m=block_m, block_n=n, block_k=FP8_GROUP if fmt == "fp8" else k, num_warps=w,
+                               num_stages=s, swap_ab=swap, group_m=group, gate_up_one_dot=one_dot)
+               for n, k, w, s, swap, group, one_dot in itertools.product(*axes))
+    return list(dict.fromkeys(configs))
+
+
+def gemm1_candidates(block_m: int, fmt: str = "mxfp4", *, grid: str = "small",
+                     quick: bool = False) -> list[MoEKernelConfig]:
     """GEMM 1's column tile is the layout's gate/up group or a part of it (more programs for decode-sized
     batches). Decode-sized tiles: deep K steps, 2 or 4 warps, both orientations, gate and up in two dots (one was
-    slower there); prefill tiles: the whole group, the plain orientation (the transposed one never won there on the
-    H100), 4 or 8 warps, launch order in groups of 1 or 8 M tiles, gate and up in two dots or one
-    (`gate_up_one_dot`). `quick`: the column tile only, at the decode settings that won before."""
+    slower there); prefill tiles: the whole group, 4 or 8 warps, launch order in groups of 8 M tiles, gate and up
+    in two dots or one (`gate_up_one_dot`), the transposed orientation for 4-bit weights only. `grid` "full": also
+    column tiles of 16, both K steps, 4 stages, groups of 1 (`FULL_GEMM1`). `quick`: the column tile only, at the
+    decode settings that won before."""
     if quick:
-        grid = itertools.product((16, 32, GROUP), (256,), (4,), (3,), (False,), (1,), (False,))
+        axes = ((16, 32, GROUP), (_decode_k(fmt),), (4,), (3,), (False,), (1,), (False,))
+    elif grid == "full":
+        axes = FULL_GEMM1[block_m > 32]
     elif block_m <= 32:
-        grid = itertools.product((16, 32, GROUP), (128, 256), (2, 4), (3, 4), (False, True), (1,), (False,))
+        axes = ((32, GROUP), (_decode_k(fmt),), (2, 4), (3,), (False, True), (1,), (False,))
     else:
-        grid = itertools.product((GROUP,), (64, 128), (4, 8), (3,), (False,), (1, 8), (False, True))
-    return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
-                            group_m=group, gate_up_one_dot=one_dot) for n, k, w, s, swap, group, one_dot in grid]
+        axes = ((GROUP,), (_prefill_k(fmt),), (4, 8), (3,), _prefill_swap(fmt), (8,), (False, True))
+    return _configs(block_m, fmt, axes)
 
 
-def gemm2_candidates(block_m: int, quick: bool) -> list[MoEKernelConfig]:
+def gemm2_candidates(block_m: int, fmt: str = "mxfp4", *, grid: str = "small",
+                     quick: bool = False) -> list[MoEKernelConfig]:
+    """GEMM 2's column tile is free: 32 to 128 for decode-sized tiles, 64 to 256 for prefill ones (FP8 prefill won
+    at 64); the other axes as GEMM 1's."""
     if quick:
-        grid = itertools.product((16, 32, 64), (256,), (4,), (3,), (False,), (1,))
+        axes = ((16, 32, 64), (_decode_k(fmt),), (4,), (3,), (False,), (1,), (False,))
+    elif grid == "full":
+        axes = FULL_GEMM2[block_m > 32]
     elif block_m <= 32:
-        grid = itertools.product((16, 32, 64, 128), (128, 256), (2, 4), (3, 4), (False, True), (1,))
+        axes = ((32, 64, 128), (_decode_k(fmt),), (2, 4), (3,), (False, True), (1,), (False,))
     else:
-        grid = itertools.product((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8))
-    return [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s, swap_ab=swap,
-                            group_m=group) for n, k, w, s, swap, group in grid]
+        axes = ((64, 128, 256), (_prefill_k(fmt),), (4, 8), (3,), _prefill_swap(fmt), (8,), (False,))
+    return _configs(block_m, fmt, axes)
 
 
 def graph_seconds(fn, sets: int) -> float:
@@ -94,43 +149,89 @@ def graph_seconds(fn, sets: int) -> float:
     return statistics.median(times)
 
 
-def best_of(candidates, run) -> tuple[float, MoEKernelConfig]:
+MAX_REL_ERR = 1e-2  # a candidate's output against the fallback config's, same inputs (the tiles change no sum's terms)
+
+
+def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.float() - want.float()).norm() / want.float().norm().clamp_min(1e-30)).item()
+
+
+def best_of(candidates, run, reference: torch.Tensor | None = None) -> tuple[float, MoEKernelConfig]:
+    """The fastest candidate whose output on input set 0 matches `reference` (the fallback config's): a tile the
+    compiler gets wrong is never written to a file (on the H200 two FP8 decode tiles gave relative errors of 3.6
+    at T = 16 while T = 1 passed, docs/benchmarks.md)."""
     timed = []
     for config in candidates:
         try:
+            err = _rel_err(run(0, config), reference) if reference is not None else 0.0
+            if not err < MAX_REL_ERR:  # NaN included
+                print(f"  {config}: skipped (wrong result: relative error {err:.3g} against the fallback config)")
+                continue
             timed.append((graph_seconds(lambda i: run(i, config), SETS), config))
         except (RuntimeError, triton.runtime.errors.OutOfResources,
                 triton.compiler.errors.CompilationError) as exc:  # a candidate too big for the chip
             print(f"  {config}: skipped ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
+    if not timed:
+        raise RuntimeError(f"no candidate of {len(candidates)} ran and matched the fallback config's output")
     return min(timed, key=lambda tc: tc[0])
 
 
-def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, quick: bool, g: torch.Generator):
-    device = ex.w1.device
-    shape, s1, s2 = ex.shape, ex.kwargs.get("w1_scales"), ex.kwargs.get("w2_scales")
-    inputs = [(torch.randn(tokens, shape.hidden, generator=g).to(torch.bfloat16).to(device),
-               *route_ref(torch.randn(tokens, shape.experts, generator=g).to(device), top_k)) for _ in range(SETS)]
-    inter = [torch.randn(tokens * top_k, shape.inter, generator=g).to(torch.bfloat16).to(device) for _ in range(SETS)]
-    results = []
-    for block_m in block_m_candidates(tokens, top_k, shape.experts):
-        aligns = [moe_align(ids, shape.experts, block_m) for _, _, ids in inputs]
+def _activations(x: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(activations, their scales or None): FP8 experts multiply FP8 activations quantized per token and 128
+    columns, done here, outside the timed graph (serving quantizes before the GEMM too); the others take bf16."""
+    return quantize_fp8_per_token_group(x) if fmt == "fp8" else (x, None)
 
-        def gemm1(i, config):
-            return moe_gemm1_swiglu(inputs[i][0], aligns[i], top_k, ex.w1, ex.b1, s1, GROUP, 7.0, 1.702,
-                                    config=config, activation=shape.activation)
 
-        def gemm2(i, config):
-            return moe_gemm2(inter[i], aligns[i], inputs[i][1], ex.w2, ex.b2, s2, config=config)
+def make_inputs(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator):
+    """SETS input sets: GEMM 1's activations [T, H], the routing (weights, ids) [T, k], GEMM 2's activations
+    [T*k, I], each activation as (values, scales or None). Drawn in the order of before the formats, so a format
+    tuned then gets the same inputs."""
+    device, shape = ex.w1.device, ex.shape
+    xs, routes = [], []
+    for _ in range(SETS):
+        xs.append(_activations(torch.randn(tokens, shape.hidden, generator=g).to(torch.bfloat16).to(device), ex.fmt))
+        routes.append(route_ref(torch.randn(tokens, shape.experts, generator=g).to(device), top_k))
+    inter = [_activations(torch.randn(tokens * top_k, shape.inter, generator=g).to(torch.bfloat16).to(device), ex.fmt)
+             for _ in range(SETS)]
+    return xs, routes, inter
 
-        t1, c1 = best_of(gemm1_candidates(block_m, quick), gemm1)
-        t2, c2 = best_of(gemm2_candidates(block_m, quick), gemm2)
-        results.append((t1 + t2, t1, t2, c1, c2))
+
+def gemm_runs(ex: ExpertSet, top_k: int, inputs, aligns):
+    """GEMM 1 and GEMM 2 as run(i, config) over input set i, with the format's arguments (weight scales, FP8
+    activation scales, NVFP4 row scales; bf16 out), for the candidates and the fallback alike."""
+    (xs, routes, inter), kw, activation = inputs, ex.kwargs, ex.shape.activation
+
+    def gemm1(i, config):
+        return moe_gemm1_swiglu(xs[i][0], aligns[i], top_k, ex.w1, ex.b1, kw.get("w1_scales"), GROUP, 7.0, 1.702,
+                                act_scales=xs[i][1], out_dtype=torch.bfloat16, config=config, activation=activation,
+                                w1_row_scale=kw.get("w1_row_scale"))
+
+    def gemm2(i, config):
+        return moe_gemm2(inter[i][0], aligns[i], routes[i][0], ex.w2, ex.b2, kw.get("w2_scales"),
+                         act_scales=inter[i][1], out_dtype=torch.bfloat16, config=config,
+                         w2_row_scale=kw.get("w2_row_scale"))
+
+    return gemm1, gemm2
+
+
+def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, grid: str = "small",
+                quick: bool = False, block_ms: list[int] | None = None):
+    """The best (GEMM 1 + GEMM 2 seconds, GEMM 1 s, GEMM 2 s, config 1, config 2) over the tiles `block_ms`
+    (default: `block_m_candidates`), and the fallback configs' (GEMM 1 s, GEMM 2 s)."""
+    shape = ex.shape
+    inputs = make_inputs(ex, top_k, tokens, g)
+    ids_sets = [ids for _, ids in inputs[1]]
     fallback = moe_configs._fallback(tokens)
-    aligns = [moe_align(ids, shape.experts, fallback.block_m) for _, _, ids in inputs]
-    f1 = graph_seconds(lambda i: moe_gemm1_swiglu(inputs[i][0], aligns[i], top_k, ex.w1, ex.b1, s1, GROUP, 7.0,
-                                                  1.702, config=fallback, activation=shape.activation), SETS)
-    f2 = graph_seconds(lambda i: moe_gemm2(inter[i], aligns[i], inputs[i][1], ex.w2, ex.b2, s2,
-                                           config=fallback), SETS)
+    fb1, fb2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, fallback.block_m) for ids in ids_sets])
+    ref1, ref2 = fb1(0, fallback).clone(), fb2(0, fallback).clone()  # rows by assignment: any tile writes the same
+    results = []
+    for block_m in block_ms or block_m_candidates(tokens, top_k, shape.experts):
+        gemm1, gemm2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, block_m) for ids in ids_sets])
+        t1, c1 = best_of(gemm1_candidates(block_m, ex.fmt, grid=grid, quick=quick), gemm1, ref1)
+        t2, c2 = best_of(gemm2_candidates(block_m, ex.fmt, grid=grid, quick=quick), gemm2, ref2)
+        results.append((t1 + t2, t1, t2, c1, c2))
+    f1 = graph_seconds(lambda i: fb1(i, fallback), SETS)
+    f2 = graph_seconds(lambda i: fb2(i, fallback), SETS)
     return min(results, key=lambda r: r[0]), (f1, f2)
 
 
@@ -139,35 +240,79 @@ def _as_dict(config: MoEKernelConfig) -> dict:
     return dataclasses.asdict(config)
 
 
-def main() -> None:
+def _write(path: Path, table: dict[str, dict]) -> None:
+    """Merge the table into the file at path: token counts not tuned now keep their entries."""
+    merged = json.loads(path.read_text()) if path.is_file() else {}
+    merged.update(table)
+    path.write_text(json.dumps(dict(sorted(merged.items(), key=lambda kv: int(kv[0]))), indent=1) + "\n")
+
+
+def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shapes", default="gpt-oss-20b,gpt-oss-120b")
+    parser.add_argument("--shapes", default="gpt-oss-20b,gpt-oss-120b",
+                        help=f"one shape or several, comma-separated: {', '.join(SHAPES)}")
+    parser.add_argument("--format", default=None,
+                        help="the experts' weight format, one every shape has (default: each shape's first)")
     parser.add_argument("--tokens", default="1,4,16,64,256,1024,4096,8192")
     parser.add_argument("--out", default=str(moe_configs.CONFIG_DIR))
+    parser.add_argument("--grid", choices=GRIDS, default="small",
+                        help="small: 4-12 candidates per GEMM and tile; full: gpt-oss MXFP4's original grid")
+    parser.add_argument("--block-m", default=None, help="comma list of tiles to try at every T (default: from T)")
     parser.add_argument("--quick", action="store_true",
                         help="few candidates: the column tile at the decode settings (with --tokens up to 64)")
     args = parser.parse_args()
+    _check_args(parser, args)
+    return args
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",")]
+
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject a bad shape, format, token count or tile before any GPU work (a device call is short)."""
+    for shape in args.shapes.split(","):
+        if shape not in SHAPES:
+            parser.error(f"--shapes: unknown shape {shape!r}; valid shapes: {', '.join(SHAPES)}")
+        formats = SHAPES[shape].formats
+        if args.format is not None and args.format not in formats:
+            parser.error(f"--format {args.format!r}: shape {shape!r} has no such experts; valid formats for "
+                         f"{shape}: {', '.join(formats)}")
+    try:
+        args.tokens = _ints(args.tokens)
+        args.block_m = _ints(args.block_m) if args.block_m else None
+        for block_m in args.block_m or ():
+            MoEKernelConfig(block_m=block_m)
+    except (ValueError, ConfigError) as exc:
+        parser.error(f"--tokens / --block-m: {exc}")
+
+
+def tune_shape(shape: str, args: argparse.Namespace, device: torch.device, name: str) -> None:
+    """Tune every T of one shape in one format, writing both GEMMs' files after each T."""
+    spec = SHAPES[shape]
+    fmt = args.format or spec.formats[0]
+    weights = {"bf16": "dense"}.get(fmt, fmt)  # the config files' name of the format
+    g = torch.Generator().manual_seed(0)
+    ex = make_experts(spec, fmt, device, g)
+    table1: dict[str, dict] = {}
+    table2: dict[str, dict] = {}
+    for tokens in args.tokens:
+        (total, t1, t2, c1, c2), (f1, f2) = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
+                                                        block_ms=args.block_m)
+        table1[str(tokens)], table2[str(tokens)] = _as_dict(c1), _as_dict(c2)
+        print(f"{shape} {fmt} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
+              f"{_as_dict(c2)} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)
+        for (n, k), table in (((2 * spec.inter, spec.hidden), table1), ((spec.hidden, spec.inter), table2)):
+            _write(Path(args.out) / config_file_name(spec.experts, n, k, weights, name), table)
+    print(f"wrote the {fmt} configs of {shape} into {args.out}")
+
+
+def main() -> None:
+    args = _parse_args()
     device = torch.device("cuda")
     name = torch.cuda.get_device_name(device)
     for shape in args.shapes.split(","):
-        spec = SHAPES[shape]
-        hidden, inter, experts, top_k = spec.hidden, spec.inter, spec.experts, spec.top_k
-        fmt = "mxfp4" if "mxfp4" in spec.formats else "bf16"  # the formats the Triton kernels run
-        g = torch.Generator().manual_seed(0)
-        ex = make_experts(spec, fmt, device, g)
-        table1: dict[str, dict] = {}
-        table2: dict[str, dict] = {}
-        for tokens in (int(t) for t in args.tokens.split(",")):
-            (total, t1, t2, c1, c2), (f1, f2) = tune_tokens(ex, top_k, tokens, args.quick, g)
-            table1[str(tokens)], table2[str(tokens)] = _as_dict(c1), _as_dict(c2)
-            print(f"{shape} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
-                  f"{_as_dict(c2)} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)
-            for (n, k), table in (((2 * inter, hidden), table1), ((hidden, inter), table2)):  # after every T
-                path = Path(args.out) / config_file_name(experts, n, k, "mxfp4" if fmt == "mxfp4" else "dense", name)
-                merged = json.loads(path.read_text()) if path.is_file() else {}
-                merged.update(table)
-                path.write_text(json.dumps(dict(sorted(merged.items(), key=lambda kv: int(kv[0]))), indent=1) + "\n")
-        print(f"wrote the configs of {shape} into {args.out}")
+        tune_shape(shape, args, device, name)
 
 
 if __name__ == "__main__":

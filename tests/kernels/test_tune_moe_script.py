@@ -36,3 +36,49 @@ def test_prefill_candidates_try_one_dot_and_decode_candidates_do_not():
     assert len(prefill) == 2 * len({c for c in prefill if not c.gate_up_one_dot})
     assert not any(c.gate_up_one_dot for c in tuner.gemm1_candidates(16, quick=False))
     assert not any(c.gate_up_one_dot for c in tuner.gemm1_candidates(16, quick=True))
+
+
+def test_a_candidate_whose_output_is_wrong_is_never_chosen(monkeypatch):
+    """The tuner times candidates only after their output matched the fallback config's: a faster tile that
+    computes garbage (as two FP8 decode tiles did on the H200) must not win, and one that fails to match at all
+    must not leave an empty choice unexplained."""
+    import torch
+
+    tuner = _tuner()
+    fast_wrong = MoEKernelConfig(block_m=16, block_n=32, num_warps=2)
+    slow_right = MoEKernelConfig(block_m=16, block_n=64, num_warps=4)
+    g = torch.Generator().manual_seed(7)
+    reference = torch.randn(24, 40, generator=g)
+    outputs = {fast_wrong: reference + torch.randn(24, 40, generator=g),  # off by about its own size
+               slow_right: reference * (1 + 1e-4)}
+    seconds = {fast_wrong: 1e-6, slow_right: 2e-6}
+    timed_configs = []
+
+    def fake_graph_seconds(fn, sets):
+        fn(0)
+        return seconds[timed_configs[-1]]
+
+    def run(i, config):
+        timed_configs.append(config)
+        return outputs[config]
+
+    monkeypatch.setattr(tuner, "graph_seconds", fake_graph_seconds)
+    assert tuner.best_of([fast_wrong, slow_right], run, reference) == (2e-6, slow_right)
+    assert tuner.best_of([fast_wrong, slow_right], run, None) == (1e-6, fast_wrong)  # no reference: time only
+    outputs[slow_right] = torch.full_like(reference, float("nan"))
+    with pytest.raises(RuntimeError, match="matched the fallback"):
+        tuner.best_of([fast_wrong, slow_right], run, reference)
+
+
+def test_the_small_grid_is_small_and_fp8_steps_one_scale_group():
+    """Every candidate compiles a kernel, so the default grid stays within a device call; FP8 K steps are its
+    128-column scale groups whatever the grid says (the kernel forces them), so no candidate is timed twice."""
+    tuner = _tuner()
+    for fmt in ("mxfp4", "nvfp4", "fp8", "bf16"):
+        for block_m in (16, 128):
+            ones = tuner.gemm1_candidates(block_m, fmt), tuner.gemm2_candidates(block_m, fmt)
+            for candidates in ones:
+                assert 1 <= len(candidates) <= 12 and len(set(candidates)) == len(candidates)
+                if fmt == "fp8":
+                    assert {c.block_k for c in candidates} == {128}
+    assert len(tuner.gemm1_candidates(16, "mxfp4", grid="full")) == 48  # the original grid is still reachable
