@@ -15,6 +15,8 @@
 #   serve      quickmoe serve on each Qwen3-30B-A3B checkpoint (fp8, nvfp4, bf16; bf16's 61 GB go to /dev/shm: the
 #              disk holds 64 GB), bench serve at concurrency 1 and 32 (1000 -> 256)
 #   fp8-gemm   the FP8 dense GEMM's tests on CUDA and scripts/probes/fp8_gemm_probe.py (Qwen3-30B-A3B dense shapes)
+#   fp8-tiles  scripts/probes/fp8_decode_tile_probe.py: which FP8 decode tiles compute wrong results at T = 1-16 on
+#              this GPU, and in which rows of their tile (fp8_decode_tiles.{log,json}; two were wrong on the H200)
 #   moe-sweep  scripts/probes/moe_config_sweep.py for SWEEP_FORMAT (fp8) experts of both shapes at SWEEP_TOKENS
 #              (8192): the prefill launch configs (BLOCK_M 64-256, 4 / 8 warps, 3 / 4 stages, M-tile groups of 1 / 8;
 #              GEMM 2's BLOCK_N 64-256), each GEMM alone in a CUDA graph (moe_sweep_FORMAT.{log,json}); SWEEP_SWAP
@@ -76,6 +78,9 @@ for stage in "$@"; do
     fp8-gemm)
       python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fp8_gemm.py 2>&1 | tail -2
       python3 scripts/probes/fp8_gemm_probe.py 2>&1 | tee "$OUT/fp8_gemm_probe.txt" ;;
+    fp8-tiles)
+      python3 scripts/probes/fp8_decode_tile_probe.py --json "$OUT/fp8_decode_tiles.json" 2>&1 \
+        | tee "$OUT/fp8_decode_tiles.log" ;;
     moe-sweep)
       fmt=${SWEEP_FORMAT:-fp8}
       for shape in ${SWEEP_SHAPES:-qwen3-30b-a3b mixtral-8x7b}; do
@@ -85,7 +90,7 @@ for stage in "$@"; do
           --swap "${SWEEP_SWAP:-0}" --one-dot "${SWEEP_ONE_DOT:-0}" --group-m "${SWEEP_GROUP_M:-1,8}" --top 4 \
           --json "$OUT/moe_sweep_${fmt}_$shape.json" 2>&1 | grep -v "skipped" | tee -a "$OUT/moe_sweep_$fmt.log"
       done ;;
-    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, moe-sweep)"; exit 2 ;;
+    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, fp8-tiles, moe-sweep)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"

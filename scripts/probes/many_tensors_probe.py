@@ -1,8 +1,9 @@
 """Start-up's per-tensor costs: a checkpoint with Qwen3-30B-A3B FP8's layout (48 layers x 128 experts, each
 projection with its weight_scale_inv: 37,491 tensors) but tiny dimensions (0.6 GB), so that what start-up spends
-per tensor, not per byte, is what a run shows.
+per tensor, not per byte, is what a run shows. `--weights nvfp4`: the NVFP4 layout (each expert projection with
+weight_scale, weight_scale_2 and input_scale: 73,875 tensors).
 
-    PYTHONPATH=src python3 scripts/probes/many_tensors_probe.py write /tmp/q3many
+    PYTHONPATH=src python3 scripts/probes/many_tensors_probe.py write /tmp/q3many [--weights fp8|nvfp4]
     PYTHONPATH=src python3 scripts/probes/many_tensors_probe.py time /tmp/q3many [--device cpu] [--runs 3]
     python3 -m quickmoe bench coldstart /tmp/q3many -n 3 --device cuda      # the same, with the serving path
 
@@ -33,6 +34,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     write = sub.add_parser("write", help="write the checkpoint")
     write.add_argument("out")
+    write.add_argument("--weights", choices=("fp8", "nvfp4"), default="fp8")
     timing = sub.add_parser("time", help="time the start-up phases in fresh processes")
     timing.add_argument("model")
     timing.add_argument("--device", default="cpu")
@@ -41,7 +43,7 @@ def main() -> None:
     if args.command == "write":
         from quickmoe.checkpoint.synth import write_checkpoint
 
-        path = write_checkpoint(args.out, preset="qwen3-30b-a3b", experts_dtype="fp8", overwrite=True,
+        path = write_checkpoint(args.out, preset="qwen3-30b-a3b", experts_dtype=args.weights, overwrite=True,
                                 progress=False, overrides=OVERRIDES)
         print(path)
         return
