@@ -1,7 +1,7 @@
 """Start-up's per-tensor costs: a checkpoint with Qwen3-30B-A3B FP8's layout (48 layers x 128 experts, each
 projection with its weight_scale_inv: 37,491 tensors) but tiny dimensions (0.6 GB), so that what start-up spends
 per tensor, not per byte, is what a run shows. `--weights nvfp4`: the NVFP4 layout (each expert projection with
-weight_scale, weight_scale_2 and input_scale: 73,875 tensors).
+weight_scale, weight_scale_2 and input_scale: 74,163 tensors).
 
     PYTHONPATH=src python3 scripts/probes/many_tensors_probe.py write /tmp/q3many [--weights fp8|nvfp4]
     PYTHONPATH=src python3 scripts/probes/many_tensors_probe.py time /tmp/q3many [--device cpu] [--runs 3]
