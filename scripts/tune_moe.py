@@ -50,6 +50,7 @@ SETS = 8  # input sets per graph: their experts' bytes outgrow the L2 cache
 CALLS = 16  # calls per graph replay
 GRIDS = ("small", "full")
 FOUR_BIT = ("mxfp4", "nvfp4")  # two weights per byte: K steps of 64 won at prefill tiles
+DECODE_K = 256  # deep K steps for decode-sized tiles: 256 won in every committed file (FP8: see `_configs`)
 
 # Axes of a grid, in the order (block_n, block_k, num_warps, num_stages, swap_ab, group_m, gate_up_one_dot).
 # The full grid (gpt-oss MXFP4's tuning): GEMM 1, GEMM 2 at decode-sized and prefill tiles.
@@ -65,15 +66,9 @@ def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
     return [m for m in (16, 32, 64, 128, 256) if m == 16 or mean_rows / 2 >= m / 4] [-3:]
 
 
-def _decode_k(fmt: str) -> int:
-    """Deep K steps for decode-sized tiles (256 won in every committed file); FP8 steps one 128-column scale
-    group whatever the config says (`moe_gemm._fp8_config`)."""
-    return FP8_GROUP if fmt == "fp8" else 256
-
-
 def _prefill_k(fmt: str) -> int:
-    """K step of prefill tiles: 64 for the 4-bit formats (their winners), 128 for FP8 (its scale group) and for
-    bf16 (no bf16 file to go by yet)."""
+    """K step of prefill tiles: 64 for the 4-bit formats (their winners), else 128 (bf16: no file to go by yet;
+    FP8: see `_configs`)."""
     return 64 if fmt in FOUR_BIT else 128
 
 
@@ -100,11 +95,11 @@ def gemm1_candidates(block_m: int, fmt: str = "mxfp4", *, grid: str = "small",
     column tiles of 16, both K steps, 4 stages, groups of 1 (`FULL_GEMM1`). `quick`: the column tile only, at the
     decode settings that won before."""
     if quick:
-        axes = ((16, 32, GROUP), (_decode_k(fmt),), (4,), (3,), (False,), (1,), (False,))
+        axes = ((16, 32, GROUP), (DECODE_K,), (4,), (3,), (False,), (1,), (False,))
     elif grid == "full":
         axes = FULL_GEMM1[block_m > 32]
     elif block_m <= 32:
-        axes = ((32, GROUP), (_decode_k(fmt),), (2, 4), (3,), (False, True), (1,), (False,))
+        axes = ((32, GROUP), (DECODE_K,), (2, 4), (3,), (False, True), (1,), (False,))
     else:
         axes = ((GROUP,), (_prefill_k(fmt),), (4, 8), (3,), _prefill_swap(fmt), (8,), (False, True))
     return _configs(block_m, fmt, axes)
@@ -115,11 +110,11 @@ def gemm2_candidates(block_m: int, fmt: str = "mxfp4", *, grid: str = "small",
     """GEMM 2's column tile is free: 32 to 128 for decode-sized tiles, 64 to 256 for prefill ones (FP8 prefill won
     at 64); the other axes as GEMM 1's."""
     if quick:
-        axes = ((16, 32, 64), (_decode_k(fmt),), (4,), (3,), (False,), (1,), (False,))
+        axes = ((16, 32, 64), (DECODE_K,), (4,), (3,), (False,), (1,), (False,))
     elif grid == "full":
         axes = FULL_GEMM2[block_m > 32]
     elif block_m <= 32:
-        axes = ((32, 64, 128), (_decode_k(fmt),), (2, 4), (3,), (False, True), (1,), (False,))
+        axes = ((32, 64, 128), (DECODE_K,), (2, 4), (3,), (False, True), (1,), (False,))
     else:
         axes = ((64, 128, 256), (_prefill_k(fmt),), (4, 8), (3,), _prefill_swap(fmt), (8,), (False,))
     return _configs(block_m, fmt, axes)
@@ -152,7 +147,7 @@ def graph_seconds(fn, sets: int) -> float:
 MAX_REL_ERR = 1e-2  # a candidate's output against the fallback config's, same inputs (the tiles change no sum's terms)
 
 
-def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got.float() - want.float()).norm() / want.float().norm().clamp_min(1e-30)).item()
 
 
@@ -163,7 +158,7 @@ def best_of(candidates, run, reference: torch.Tensor | None = None) -> tuple[flo
     timed = []
     for config in candidates:
         try:
-            err = _rel_err(run(0, config), reference) if reference is not None else 0.0
+            err = rel_err(run(0, config), reference) if reference is not None else 0.0
             if not err < MAX_REL_ERR:  # NaN included
                 print(f"  {config}: skipped (wrong result: relative error {err:.3g} against the fallback config)")
                 continue

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: the tuner's helpers
-from tune_moe import _rel_err, gemm1_candidates, gemm2_candidates, gemm_runs, make_inputs
+from tune_moe import gemm1_candidates, gemm2_candidates, gemm_runs, make_inputs, rel_err
 
 from quickmoe.bench.moe_experts import SHAPES, make_experts
 from quickmoe.kernels import moe_configs
@@ -71,7 +71,7 @@ def main() -> None:
                                            (2, gemm2, gemm2_candidates(16, "fp8"))):
                 for config in candidates:
                     got = run(0, config)
-                    err = _rel_err(got, refs[which - 1])
+                    err = rel_err(got, refs[which - 1])
                     row = {"shape": shape, "tokens": tokens, "gemm": which, "block_n": config.block_n,
                            "warps": config.num_warps, "swap_ab": config.swap_ab, "rel_err": err}
                     if not err < 1e-2:
