@@ -16,7 +16,9 @@
 #              disk holds 64 GB), bench serve at concurrency 1 and 32 (1000 -> 256)
 #   fp8-gemm   the FP8 dense GEMM's tests on CUDA and scripts/probes/fp8_gemm_probe.py (Qwen3-30B-A3B dense shapes)
 #   fp8-tiles  scripts/probes/fp8_decode_tile_probe.py: which FP8 decode tiles compute wrong results at T = 1-16 on
-#              this GPU, and in which rows of their tile (fp8_decode_tiles.{log,json}; two were wrong on the H200)
+#              this GPU, and in which rows of their tile (fp8_decode_tiles.{log,json}; all right on the H200: what was
+#              wrong there was the activations' quantizer), then scripts/probes/fp8_quant_tiles_probe.py (the
+#              quantizers' bits at every launch: fp8_quant_tiles.{log,json})
 #   moe-sweep  scripts/probes/moe_config_sweep.py for SWEEP_FORMAT (fp8) experts of both shapes at SWEEP_TOKENS
 #              (8192): the prefill launch configs (BLOCK_M 64-256, 4 / 8 warps, 3 / 4 stages, M-tile groups of 1 / 8;
 #              GEMM 2's BLOCK_N 64-256), each GEMM alone in a CUDA graph (moe_sweep_FORMAT.{log,json}); SWEEP_SWAP
@@ -80,7 +82,9 @@ for stage in "$@"; do
       python3 scripts/probes/fp8_gemm_probe.py 2>&1 | tee "$OUT/fp8_gemm_probe.txt" ;;
     fp8-tiles)
       python3 scripts/probes/fp8_decode_tile_probe.py --json "$OUT/fp8_decode_tiles.json" 2>&1 \
-        | tee "$OUT/fp8_decode_tiles.log" ;;
+        | tee "$OUT/fp8_decode_tiles.log"
+      python3 scripts/probes/fp8_quant_tiles_probe.py --json "$OUT/fp8_quant_tiles.json" 2>&1 \
+        | tee "$OUT/fp8_quant_tiles.log" ;;
     moe-sweep)
       fmt=${SWEEP_FORMAT:-fp8}
       for shape in ${SWEEP_SHAPES:-qwen3-30b-a3b mixtral-8x7b}; do

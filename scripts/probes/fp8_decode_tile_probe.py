@@ -5,7 +5,9 @@ PYTHONPATH=src python3 scripts/probes/fp8_decode_tile_probe.py [--shapes qwen3-3
 
 On the H200 (docs/benchmarks.md, 2026-11-28 fifth session) the tuner's FP8 decode winners (GEMM 1 with 32 columns
 on 2 warps in the plain orientation, GEMM 2 in the transposed one) gave relative errors of 3.6-3.8 against the
-float64 reference at T = 16, while T = 1 (one row a tile) passed; Triton's interpreter computes them right. This
+float64 reference at T = 16, while T = 1 (one row a tile) passed; Triton's interpreter computes them right. (This
+probe then found every tile right, sixth session: the fault was the activations' quantizer, whose launch at those
+sizes gave its threads 2 values each; see `fp8_quant.launch_tile` and `fp8_quant_tiles_probe.py`.) This
 times nothing: for each shape, T, GEMM and decode tile of `scripts/tune_moe.py`'s small grid it compares the
 output with the fallback config's on the same inputs (the candidate check the tuner now makes) and, for a wrong
 tile, prints which rows of their M tile (0-15: position among the tile's assignments) and which output columns

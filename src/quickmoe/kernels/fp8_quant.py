@@ -22,7 +22,7 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["quantize_fp8_per_token_group", "quantize_fp8_per_token_group_ref"]
+__all__ = ["launch_tile", "quantize_fp8_per_token_group", "quantize_fp8_per_token_group_ref"]
 
 
 def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,19 +39,36 @@ def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128) -> tuple[tor
     q = torch.empty(num_rows, k, dtype=torch.float8_e4m3fn, device=x.device)
     scales = torch.empty(num_rows, groups, dtype=torch.float32, device=x.device)
     if num_rows and k:
-        # about 256 programs while each has <= 4,096 values, so decode sizes keep many small programs; the
-        # results do not depend on the tiling (a group's maximum is exact in any order)
-        total = num_rows * groups * group
-        tile = max(group, min(_TILE_ELEMENTS, 1 << max(0, (total // 256).bit_length() - 1)))
-        per_program = min(triton.next_power_of_2(groups), max(1, min(tile, _ROW_ELEMENTS) // group))  # of a row
-        rows = max(1, tile // (per_program * group))
+        rows, per_program, num_warps = launch_tile(num_rows, groups, group)
         _quantize_kernel[(triton.cdiv(num_rows, rows), triton.cdiv(groups, per_program))](
             x, q.view(torch.uint8), scales, num_rows, k, groups, x.stride(0), x.stride(1), GROUP=group,
-            GROUPS=per_program, ROWS=rows, num_warps=4)
+            GROUPS=per_program, ROWS=rows, num_warps=num_warps)
     return q, scales
 
 
+def launch_tile(num_rows: int, groups: int, group: int = 128) -> tuple[int, int, int]:
+    """(rows, groups of a row, warps) of one program. About 256 programs while each has <= 4,096 values, so decode
+    sizes keep many small programs; the results do not depend on the tiling (a group's maximum is exact in any
+    order). The warps give each thread 1 value (a one-group tile on 4 warps) or >= 4 (`MIN_VALUES_PER_THREAD`),
+    never 2: on the H200 with triton 3.6 every tile of exactly 2 values a thread (64 a warp: [1, 1, 128] on 2
+    warps, [1, 2, 128] or [2, 1, 128] on 4, [1, 4, 128] on 8) computed wrong bits in bf16 and float32 alike, and
+    with the 4 warps this once took for every tile, FP8 `fused_moe` was wrong wherever a GEMM's activations had
+    512-1,024 groups (e.g. 16 x 4,096, 128 x 768); 1 value a thread and 4 or more were right
+    (`scripts/probes/fp8_quant_tiles_probe.py`, docs/benchmarks.md)."""
+    total = num_rows * groups * group
+    tile = max(group, min(_TILE_ELEMENTS, 1 << max(0, (total // 256).bit_length() - 1)))
+    per_program = min(_next_power_of_2(groups), max(1, min(tile, _ROW_ELEMENTS) // group))  # of a row
+    rows = max(1, tile // (per_program * group))
+    num_warps = 4 if tile == group else max(1, min(4, tile // (32 * MIN_VALUES_PER_THREAD)))
+    return rows, per_program, num_warps
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
 _TILE_ELEMENTS = 4096  # values a program quantizes
+MIN_VALUES_PER_THREAD = 4  # see launch_tile
 _ROW_ELEMENTS = 2048  # at most this many columns of a row per program
 
 
