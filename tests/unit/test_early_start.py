@@ -130,7 +130,9 @@ def test_early_start_switches(tmp_path, monkeypatch):
     monkeypatch.setenv("QUICKMOE_CUDA_PREINIT", "0")
     early = EarlyStart.begin(tmp_path, "cuda:0")
     assert early.prefetch is None and early.cuda is None and early.info() == {}
-    assert early.tokenizer is not None  # the tokenizer loads on its thread whatever the switches
+    assert early.tokenizer is not None  # the tokenizer loads on its thread whatever the other switches
+    monkeypatch.setenv("QUICKMOE_EARLY_TOKENIZER", "0")
+    assert EarlyStart.begin(tmp_path, "cpu").tokenizer is None  # left to the engine (llm.py starts it itself)
 
 
 def test_cuda_preinit_context_only_and_a_bad_switch(tmp_path, monkeypatch):

@@ -10,7 +10,8 @@ The engine picks them up later (`ModelRunner`, `LLM`): it waits for the context 
 init, hands the ring to the loader, stops the prefetch after loading, frees the ring after weight
 processing, and takes the tokenizer when it needs it.
 
-Environment switches (for comparisons; both default on): QUICKMOE_PREFETCH=0 disables the prefetch,
+Environment switches (for comparisons; all default on): QUICKMOE_PREFETCH=0 disables the prefetch,
+QUICKMOE_EARLY_TOKENIZER=0 leaves the tokenizer to the engine (a thread started beside the weights' load),
 QUICKMOE_CUDA_PREINIT=0 the CUDA pre-initialisation, QUICKMOE_CUDA_PREINIT=context creates the context only (the
 loader pins its ring itself, after the imports: does page-locking 512 MiB beside the imports slow them?);
 QUICKMOE_LOADER sizes them (`LoaderOptions`). This module imports only the standard library.
@@ -85,7 +86,7 @@ class EarlyStart:
         started_at = time.perf_counter()
         options = options if options is not None else LoaderOptions.from_env()
         prefetch = tokenizer = None
-        if model_dir is not None:
+        if model_dir is not None and _enabled("QUICKMOE_EARLY_TOKENIZER"):
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer")
             tokenizer = pool.submit(_load_tokenizer, Path(model_dir))
             pool.shutdown(wait=False)  # the thread ends after its one task
