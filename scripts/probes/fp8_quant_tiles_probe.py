@@ -98,7 +98,7 @@ def main() -> None:
                 q = torch.empty_like(q_ref)
                 s = torch.empty_like(s_ref)
                 mxfp8_quant._quantize_kernel[(num_rows, -(-padded // block_k))](
-                    x, q, s, k, padded, x.stride(0), x.stride(1), BLOCK_K=block_k, num_warps=warps)
+                    x, q.view(torch.uint8), s, k, padded, x.stride(0), x.stride(1), BLOCK_K=block_k, num_warps=warps)
                 ok_q = torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
                 ok = ok_q and torch.equal(s, s_ref)
                 results.setdefault("mxfp8_tiles", []).append({"rows": num_rows, "k": k, "block_k": block_k,

@@ -68,7 +68,7 @@ def quantize_mxfp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if num_rows and padded:
         block_k = min(256, triton.next_power_of_2(padded))
         grid = (num_rows, triton.cdiv(padded, block_k))
-        _quantize_kernel[grid](x, q, scales, k, padded, x.stride(0), x.stride(1), BLOCK_K=block_k)
+        _quantize_kernel[grid](x, q.view(torch.uint8), scales, k, padded, x.stride(0), x.stride(1), BLOCK_K=block_k)
     return q, scales
 
 
@@ -104,6 +104,9 @@ if triton is not None:
         rounded = tl.where(tie_to_odd, rounded - 1.0, rounded)  # ties to even
         quantized = tl.where(scaled < 0, -rounded * ulp, rounded * ulp)  # on the e4m3 grid: exact below
         q = tl.reshape(quantized, (BLOCK_K,))
-        tl.store(q_ptr + row * KP + cols, q.to(tl.float8e4nv), mask=cols < KP)
+        # the sign bit set from the scaled value: a negative value that rounds to zero (and -0.0 itself) stays
+        # -0.0 as in the reference, which the float8 conversion drops (the GPU's and the interpreter's alike)
+        sign = ((tl.reshape(scaled, (BLOCK_K,)).to(tl.uint32, bitcast=True) >> 31) << 7).to(tl.uint8)
+        tl.store(q_ptr + row * KP + cols, q.to(tl.float8e4nv).to(tl.uint8, bitcast=True) | sign, mask=cols < KP)
         groups = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
         tl.store(s_ptr + row * (KP // 32) + groups, (shared + 127).to(tl.uint8), mask=groups < KP // 32)
