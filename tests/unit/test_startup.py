@@ -144,6 +144,8 @@ def test_coldstart_bench_runs_fresh_processes(tmp_path):
         prefetch = report["info"]["early_start"]["prefetch"]
         assert prefetch["read_bytes"] + prefetch["resident_bytes"] == shard_bytes
         assert "cuda_preinit" not in report["info"]["early_start"]  # --device cpu
+        assert 0 < report["info"]["early_start"]["tokenizer"]["seconds"] < report["total"]
+    assert "tokenizer " in format_table(doc).split("early start:")[1].splitlines()[0]
     assert json.loads(out.read_text())["summary"]["quickmoe"]["total"][0] > 0
 
 

@@ -18,6 +18,9 @@ def _early_start_line(infos: list[dict]) -> str:
                      f"{statistics.median(p['host_buffer_seconds'] for p in pre):.2f} s on a thread during imports")
     elif pre:
         parts.append(f"CUDA pre-initialisation failed ({pre[0]['error']})")
+    tok = [i["tokenizer"]["seconds"] for i in infos if "tokenizer" in i]
+    if tok:
+        parts.append(f"tokenizer {statistics.median(tok):.2f} s on a thread during imports (holding the GIL)")
     fetch = [i["prefetch"] for i in infos if "prefetch" in i]
     if fetch:
         parts.append(f"page-cache prefetch read {statistics.median(f['read_bytes'] for f in fetch) / 1e9:.2f} GB "

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +48,13 @@ def cuda_ordinal(device: str) -> int | None:
     return None
 
 
-def _load_tokenizer(model_dir: Path):  # -> Tokenizer; imported here, on the thread (no torch in it)
+def _load_tokenizer(model_dir: Path, timing: dict[str, float]):  # -> Tokenizer; imported on the thread (no torch)
+    t0 = time.perf_counter()
     from quickmoe.tokenizer import load_tokenizer
 
-    return load_tokenizer(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    timing["seconds"] = time.perf_counter() - t0  # mostly `tokenizers` parsing tokenizer.json, holding the GIL
+    return tokenizer
 
 
 def _enabled(variable: str) -> bool:
@@ -77,6 +80,7 @@ class EarlyStart:
     tokenizer: Future | None  # -> quickmoe.tokenizer.Tokenizer
     options: LoaderOptions
     started_at: float  # time.perf_counter() at begin()
+    tokenizer_timing: dict[str, float] = field(default_factory=dict)  # "seconds" once the tokenizer has loaded
 
     @classmethod
     def begin(cls, model_dir: str | Path | None, device: str, options: LoaderOptions | None = None) -> EarlyStart:
@@ -86,9 +90,10 @@ class EarlyStart:
         started_at = time.perf_counter()
         options = options if options is not None else LoaderOptions.from_env()
         prefetch = tokenizer = None
+        tokenizer_timing: dict[str, float] = {}
         if model_dir is not None and _enabled("QUICKMOE_EARLY_TOKENIZER"):
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer")
-            tokenizer = pool.submit(_load_tokenizer, Path(model_dir))
+            tokenizer = pool.submit(_load_tokenizer, Path(model_dir), tokenizer_timing)
             pool.shutdown(wait=False)  # the thread ends after its one task
         if model_dir is not None and _enabled("QUICKMOE_PREFETCH"):
             files = checkpoint_files(model_dir)
@@ -101,7 +106,8 @@ class EarlyStart:
         if ordinal is not None and mode != "0":
             cuda = CudaPreinit(ordinal, num_buffers=options.buffers if mode == "1" else 0,
                                buffer_bytes=options.chunk_bytes).start()
-        return cls(prefetch=prefetch, cuda=cuda, tokenizer=tokenizer, options=options, started_at=started_at)
+        return cls(prefetch=prefetch, cuda=cuda, tokenizer=tokenizer, options=options, started_at=started_at,
+                   tokenizer_timing=tokenizer_timing)
 
     def imports_done(self) -> None:
         """The imports' own disk reads are over: the prefetch may read at normal I/O priority."""
@@ -132,4 +138,6 @@ class EarlyStart:
                                    "context_seconds": round(self.cuda.context_seconds, 4),
                                    "host_buffer_seconds": round(self.cuda.buffer_seconds, 4),
                                    "host_buffer_bytes": self.cuda.num_buffers * self.cuda.buffer_bytes}
+        if "seconds" in self.tokenizer_timing:
+            out["tokenizer"] = {"seconds": round(self.tokenizer_timing["seconds"], 4)}
         return out
