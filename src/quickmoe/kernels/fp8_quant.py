@@ -53,7 +53,7 @@ def launch_tile(num_rows: int, groups: int, group: int = 128) -> tuple[int, int,
     never 2: on the H200 with triton 3.6 every tile of exactly 2 values a thread (64 a warp: [1, 1, 128] on 2
     warps, [1, 2, 128] or [2, 1, 128] on 4, [1, 4, 128] on 8) computed wrong bits in bf16 and float32 alike, and
     with the 4 warps this once took for every tile, FP8 `fused_moe` was wrong wherever a GEMM's activations had
-    512-1,024 groups (e.g. 16 x 4,096, 128 x 768); 1 value a thread and 4 or more were right
+    512-1,023 groups (e.g. 16 x 4,096, 128 x 768); 1 value a thread and 4 or more were right
     (`scripts/probes/fp8_quant_tiles_probe.py`, docs/benchmarks.md)."""
     total = num_rows * groups * group
     tile = max(group, min(_TILE_ELEMENTS, 1 << max(0, (total // 256).bit_length() - 1)))
