@@ -11,7 +11,7 @@ import pytest
 
 from quickmoe.engine.detokenizer import IncrementalDetokenizer
 from quickmoe.engine.sampling_params import SamplingParams
-from quickmoe.tokenizer import O200kHarmonyTokenizer, Tokenizer, load_tokenizer, write_tokenizer_files
+from quickmoe.tokenizer import HFTokenizer, O200kHarmonyTokenizer, Tokenizer, write_tokenizer_files
 
 CHANNEL, MESSAGE, END = 200005, 200008, 200007
 SPLIT_TEXT = "Robots 🤖🚀 say 日本語のテキスト, 한국어, emoji 👨‍👩‍👧‍👦 🇫🇷 👍🏽 and é\u0301!"
@@ -26,7 +26,7 @@ def tok() -> O200kHarmonyTokenizer:
 def hf_tok(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
     directory: Path = tmp_path_factory.mktemp("hf-tokenizer")
     write_tokenizer_files(directory)
-    return load_tokenizer(directory)
+    return HFTokenizer(directory)  # through `tokenizers` (load_tokenizer may recognise the file as o200k_harmony)
 
 
 def stream(tokenizer: Tokenizer, params: SamplingParams, ids: Sequence[int],

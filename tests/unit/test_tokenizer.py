@@ -25,7 +25,7 @@ from quickmoe.tokenizer import (CHAT_STOP_TOKEN_IDS, GPT_OSS_EOS_TOKEN_IDS, UNPA
                                 write_tokenizer_files)
 from quickmoe.tokenizer.chat import harmony_encoding
 from quickmoe.tokenizer.vocab import (O200K_BASE_NUM_RANKS, O200K_BASE_SHA256, O200K_PATTERN, o200k_base_file,
-                                      load_mergeable_ranks, special_token_names)
+                                      load_mergeable_ranks, read_tiktoken_file, special_token_names)
 
 # harmony's default system message (as the model card prescribes), then <|start|>user<|message|>Hello world<|end|>
 # <|start|>assistant
@@ -276,7 +276,8 @@ def test_exported_tokenizer_loads_in_transformers(tok, exported_dir):
         assert hf.eos_token_id == 200002 and hf.bos_token_id == 199998 and hf.pad_token_id == 199999
 
 
-def test_load_tokenizer_picks_tokenizer_json(tok, exported_dir, tmp_path):
+def test_load_tokenizer_picks_tokenizer_json(tok, exported_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("QUICKMOE_TOKENIZER_RECOGNITION", "0")  # through `tokenizers` (test_tokenizer_recognition.py)
     hf = load_tokenizer(exported_dir)
     assert isinstance(hf, HFTokenizer) and hf.uses_harmony
     assert hf.vocab_size == VOCAB_SIZE
@@ -353,11 +354,21 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
     assert cache_dir() == tmp_path / "home" / ".cache" / "quickmoe"
 
 
+def test_decode_bytes_of_every_id_is_the_vocabulary_file(tok):
+    """The built-in tokenizer looks each base id's bytes up on first use; the reference decodes the whole
+    vocabulary file (ranks checked in order) and appends the specials' texts."""
+    reference = read_tiktoken_file(o200k_base_file()) + [name.encode() for _, name in
+                                                         sorted(special_token_names().items())]
+    fresh = O200kHarmonyTokenizer()
+    ids = random.Random().sample(range(VOCAB_SIZE), 64)
+    assert fresh.decode_bytes(ids) == b"".join(reference[i] for i in ids)
+    assert [fresh.decode_bytes([i]) for i in range(VOCAB_SIZE)] == reference
+
+
 def test_hf_decode_bytes_of_every_id_is_the_o200k_table(tok, exported_dir):
     """HFTokenizer looks each id's bytes up on first use; the reference is O200kHarmonyTokenizer's table, built from
     the tiktoken vocabulary file (not from tokenizer.json)."""
-    hf = load_tokenizer(exported_dir)
-    assert isinstance(hf, HFTokenizer)
+    hf = HFTokenizer(exported_dir)
     ids = random.Random(7).sample(range(VOCAB_SIZE), 50)
     assert hf.decode_bytes(ids) == tok.decode_bytes(ids)
     assert sum(piece is not None for piece in hf._id_to_bytes) == len(ids)  # only what was decoded was looked up

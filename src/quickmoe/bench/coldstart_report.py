@@ -8,6 +8,9 @@ import statistics
 
 __all__ = ["format_table"]
 
+_TOKENIZER_KINDS = {"HFTokenizer": "tokenizer.json through `tokenizers`",
+                    "O200kHarmonyTokenizer": "o200k_harmony through openai-harmony"}
+
 
 def _early_start_line(infos: list[dict]) -> str:
     """One line on the background start-up work (medians over the runs)."""
@@ -18,9 +21,11 @@ def _early_start_line(infos: list[dict]) -> str:
                      f"{statistics.median(p['host_buffer_seconds'] for p in pre):.2f} s on a thread during imports")
     elif pre:
         parts.append(f"CUDA pre-initialisation failed ({pre[0]['error']})")
-    tok = [i["tokenizer"]["seconds"] for i in infos if "tokenizer" in i]
+    tok = [i["tokenizer"] for i in infos if "tokenizer" in i]
     if tok:
-        parts.append(f"tokenizer {statistics.median(tok):.2f} s on a thread during imports (holding the GIL)")
+        kinds = sorted({_TOKENIZER_KINDS.get(t.get("kind"), str(t.get("kind"))) for t in tok})
+        parts.append(f"tokenizer {statistics.median(t['seconds'] for t in tok):.2f} s on a thread during imports "
+                     f"(holding the GIL; {' / '.join(kinds)})")
     fetch = [i["prefetch"] for i in infos if "prefetch" in i]
     if fetch:
         parts.append(f"page-cache prefetch read {statistics.median(f['read_bytes'] for f in fetch) / 1e9:.2f} GB "

@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         "optionally with the PermutationCache off and with transformers' from_pretrained + one forward side by "
         "side. Every start has serve's default engine options (decode CUDA graphs on CUDA) and the persistent Triton "
         "kernel cache (filled by an untimed run first). The runs inherit the environment, so QUICKMOE_LOADER, "
-        "QUICKMOE_PREFETCH=0, QUICKMOE_CUDA_PREINIT=0 and QUICKMOE_BYTECODE_CACHE=off compare start-up settings.")
+        "QUICKMOE_PREFETCH=0, QUICKMOE_CUDA_PREINIT=0, QUICKMOE_TOKENIZER_RECOGNITION=0 and QUICKMOE_BYTECODE_CACHE=off "
+        "compare start-up settings.")
     cold.add_argument("model", metavar="DIR", help="checkpoint directory")
     cold.add_argument("-n", "--runs", type=int, default=3, help="runs per configuration (default 3)")
     cold.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")

@@ -4,8 +4,9 @@
 - a `PageCachePrefetch` of the checkpoint's shards (a cold page cache then fills while torch imports;
   a warm one is probed and skipped);
 - a `CudaPreinit` for a CUDA device: the primary context and the loader's page-locked host ring;
-- the tokenizer's load. HF `tokenizers` parses tokenizer.json holding the GIL (0.3-0.7 s for o200k);
-  beside the loader it would stall the reader threads and the copies, so it runs during the imports.
+- the tokenizer's load. HF `tokenizers` parses tokenizer.json holding the GIL (0.3-0.7 s for o200k; ~0.2 s
+  once the file is recognised as o200k_harmony, tokenizer/recognise.py); beside the loader it would stall
+  the reader threads and the copies, so it runs during the imports.
 The engine picks them up later (`ModelRunner`, `LLM`): it waits for the context before torch's CUDA
 init, hands the ring to the loader, stops the prefetch after loading, frees the ring after weight
 processing, and takes the tokenizer when it needs it.
@@ -53,7 +54,8 @@ def _load_tokenizer(model_dir: Path, timing: dict[str, float]):  # -> Tokenizer;
     from quickmoe.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)
-    timing["seconds"] = time.perf_counter() - t0  # mostly `tokenizers` parsing tokenizer.json, holding the GIL
+    timing["seconds"] = time.perf_counter() - t0  # `tokenizers` parsing tokenizer.json (or harmony), holding the GIL
+    timing["kind"] = type(tokenizer).__name__  # O200kHarmonyTokenizer: tokenizer.json recognised as o200k_harmony
     return tokenizer
 
 
@@ -139,5 +141,6 @@ class EarlyStart:
                                    "host_buffer_seconds": round(self.cuda.buffer_seconds, 4),
                                    "host_buffer_bytes": self.cuda.num_buffers * self.cuda.buffer_bytes}
         if "seconds" in self.tokenizer_timing:
-            out["tokenizer"] = {"seconds": round(self.tokenizer_timing["seconds"], 4)}
+            out["tokenizer"] = {"seconds": round(self.tokenizer_timing["seconds"], 4),
+                                "kind": self.tokenizer_timing.get("kind")}
         return out

@@ -9,7 +9,6 @@ parsed by openai-harmony, exactly as for the built-in tokenizer; otherwise by th
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Sequence
@@ -22,13 +21,13 @@ from quickmoe.paths import read_regular
 from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.byte_level import text_to_bytes
 from quickmoe.tokenizer.chat_template import ChatTemplate, load_chat_template
+from quickmoe.tokenizer.model_files import TOKENIZER_FILE, read_eos_token_ids, read_json_object
 from quickmoe.tokenizer.text import replace_lone_surrogates
 from quickmoe.tokenizer.vocab import (
     CALL,
     CHANNEL,
     CONSTRAIN,
     END,
-    GPT_OSS_EOS_TOKEN_IDS,
     MESSAGE,
     RETURN,
     START,
@@ -37,41 +36,25 @@ from quickmoe.tokenizer.vocab import (
 
 logger = logging.getLogger(__name__)
 
-TOKENIZER_FILE = "tokenizer.json"
 _HARMONY_PROBE_TEXT, _HARMONY_PROBE_IDS = "Hello world", [13225, 2375]
 # the tokens harmony's format is made of, at their o200k_harmony ids
 HARMONY_FORMAT_TOKEN_IDS = (RETURN, CONSTRAIN, CHANNEL, START, END, MESSAGE, CALL)
 _BYTE_FALLBACK_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON file holding an object; {} if the file does not exist."""
-    try:
-        text = read_regular(path).decode("utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TokenizerError(f"{path}: cannot read it ({exc})") from exc
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TokenizerError(f"{path}: not valid JSON ({exc}); expected a JSON object") from exc
-    if not isinstance(obj, dict):
-        raise TokenizerError(f"{path}: expected a JSON object, found {type(obj).__name__}")
-    return obj
-
-
 class HFTokenizer(Tokenizer):
     """The tokenizer described by `model_dir/tokenizer.json` (Hugging Face `tokenizers` format)."""
 
-    def __init__(self, model_dir: Path) -> None:
+    def __init__(self, model_dir: Path, data: bytes | None = None) -> None:
+        """`data`: the bytes of model_dir/tokenizer.json when the caller has read them already."""
         import tokenizers
 
         self.model_dir = Path(model_dir)
         self.path = self.model_dir / TOKENIZER_FILE
         self.name = str(self.path)
         try:
-            text = read_regular(self.path).decode("utf-8")  # a FIFO or a device is refused, never waited on
+            # a FIFO or a device is refused, never waited on
+            text = (read_regular(self.path) if data is None else data).decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise TokenizerError(f"{self.path}: cannot read it ({exc})") from None
         try:
@@ -149,37 +132,9 @@ class HFTokenizer(Tokenizer):
             return False
         return self.encode(_HARMONY_PROBE_TEXT) == _HARMONY_PROBE_IDS
 
-    def _eos_token_from(self, path: Path) -> int | None:
-        eos = read_json_object(path).get("eos_token")
-        if isinstance(eos, dict):
-            eos = eos.get("content")
-        if eos is None:
-            return None
-        if not isinstance(eos, str):
-            raise TokenizerError(f"{path}: eos_token = {eos!r}, expected a token string")
-        token_id = self._tokenizer.token_to_id(eos)
-        if token_id is None:
-            raise TokenizerError(f"{path}: eos_token {eos!r} is not a token of {self.path}")
-        return token_id
-
     def _read_eos_token_ids(self) -> tuple[int, ...]:
-        found: list[int] = []
-        generation_config = self.model_dir / "generation_config.json"
-        eos = read_json_object(generation_config).get("eos_token_id")
-        for token_id in eos if isinstance(eos, list) else [eos]:
-            if token_id is None:
-                continue
-            if not isinstance(token_id, int) or not 0 <= token_id < self.vocab_size:
-                raise TokenizerError(f"{generation_config}: eos_token_id {token_id!r} is not a token id in "
-                                     f"[0, {self.vocab_size})")
-            found.append(token_id)
-        for name in ("tokenizer_config.json", "special_tokens_map.json"):
-            token_id = self._eos_token_from(self.model_dir / name)
-            if token_id is not None:
-                found.append(token_id)
-        if self.uses_harmony:
-            found.extend(GPT_OSS_EOS_TOKEN_IDS)
-        return tuple(dict.fromkeys(found))
+        return read_eos_token_ids(self.model_dir, self.vocab_size, self._tokenizer.token_to_id, self.uses_harmony,
+                                  str(self.path))
 
     def _token_bytes(self, token_id: int) -> bytes:
         """The bytes of one id, from its token string: an added token's content as UTF-8, a byte-level token through

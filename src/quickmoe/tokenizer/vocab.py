@@ -152,14 +152,3 @@ def read_tiktoken_file(path: Path) -> list[bytes]:
 def load_mergeable_ranks(path: Path) -> dict[bytes, int]:
     """{token bytes: rank} of a .tiktoken file (the form tiktoken.Encoding takes)."""
     return {token: rank for rank, token in enumerate(read_tiktoken_file(path))}
-
-
-def id_to_bytes_table(base_tokens: list[bytes], specials: dict[int, str]) -> list[bytes]:
-    """A dense list: token id -> its bytes. Special tokens decode to their text."""
-    table = list(base_tokens)
-    for token_id in sorted(specials):
-        if token_id != len(table):
-            raise TokenizerError(f"special token id {token_id} leaves a gap after the {len(table)} base tokens "
-                                 "(expected consecutive ids)")
-        table.append(specials[token_id].encode("utf-8"))
-    return table
