@@ -163,3 +163,20 @@ def test_recognition_can_be_turned_off(exported_dir, tmp_path, monkeypatch):
     assert recognise(directory / "tokenizer.json") is True
     monkeypatch.setenv("QUICKMOE_TOKENIZER_RECOGNITION", "0")
     assert isinstance(load_tokenizer(directory), HFTokenizer)
+
+
+def test_decoding_and_eos_need_no_bpe(exported_dir, tmp_path, monkeypatch):
+    """A serving engine process decodes and reads eos ids but never encodes (its frontend does): harmony's BPE
+    (~0.2 s holding the GIL) must not load until the first encode."""
+    import quickmoe.tokenizer.o200k as o200k
+
+    directory = _copy_with(exported_dir, tmp_path / "model")
+    assert recognise(directory / "tokenizer.json") is True
+    loads = []
+    real = o200k.harmony_encoding
+    monkeypatch.setattr(o200k, "harmony_encoding", lambda: loads.append(1) or real())
+    tokenizer = load_tokenizer(directory)
+    ids = random.Random().sample(range(VOCAB_SIZE), 100)
+    assert tokenizer.decode_bytes(ids) == HFTokenizer(directory).decode_bytes(ids)
+    assert tokenizer.eos_token_ids and tokenizer.special_token_ids and not loads
+    assert tokenizer.encode("Hello world") == [13225, 2375] and loads

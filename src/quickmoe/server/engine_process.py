@@ -144,8 +144,13 @@ def _frontend_main(conn, sock: socket.socket, model_hint: str | None, log_level:
                         datefmt="%H:%M:%S")
     from quickmoe.tokenizer import load_tokenizer
 
+    def load_for_encoding(model_dir: Path):  # -> Tokenizer, ready to encode (this process tokenizes every prompt)
+        tokenizer = load_tokenizer(model_dir)
+        tokenizer.encode("")  # what encoding loads on first use (harmony's BPE) loads now, not in the first request
+        return tokenizer
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-tokenizer") as pool:
-        early = pool.submit(load_tokenizer, Path(model_hint)) if model_hint is not None else None
+        early = pool.submit(load_for_encoding, Path(model_hint)) if model_hint is not None else None
         from quickmoe.server.app import create_app  # imported while the tokenizer (and the model) load
         from quickmoe.server.serve import run_server
 
@@ -155,7 +160,7 @@ def _frontend_main(conn, sock: socket.socket, model_hint: str | None, log_level:
             return
         same = early is not None and Path(model_hint).resolve() == Path(info.model_dir).resolve()
         try:
-            tokenizer = early.result() if same else load_tokenizer(Path(info.model_dir))
+            tokenizer = early.result() if same else load_for_encoding(Path(info.model_dir))
         except Exception:
             logger.exception("the frontend could not load the tokenizer of %s", info.model_dir)
             raise SystemExit(1) from None

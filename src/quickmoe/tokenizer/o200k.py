@@ -2,7 +2,7 @@
 directory's tokenizer.json once that file is recognised as o200k_harmony (tokenizer/recognise.py).
 
 Encoding runs in openai-harmony's Rust BPE (the tiktoken algorithm), loaded from the local
-o200k_base file: it loads in ~0.15 s, and harmony is needed for the chat format anyway. tiktoken
+o200k_base file on the first encode: it loads in ~0.2 s, and harmony is needed for the chat format anyway. tiktoken
 encodes about 3x faster but loads slower (its ranks must be parsed in Python) and is not a runtime
 dependency; the tests use it as the independent reference. Decoding uses a Python table id -> bytes,
 each base token's bytes decoded on first use.
@@ -36,13 +36,18 @@ class O200kHarmonyTokenizer(Tokenizer):
         """`model_dir`: a model directory whose tokenizer.json is o200k_harmony (recognised): errors then name
         that file, and the eos ids come from the directory's files as they would through `tokenizers`
         (generation_config.json, tokenizer_config.json, special_tokens_map.json, then harmony's)."""
-        self._encoding = harmony_encoding()
         self._id_to_bytes: list[bytes | None] | None = None
         self._base64_tokens: list[bytes] = []
         if model_dir is not None:
             self.name = str(Path(model_dir) / TOKENIZER_FILE)
             self.eos_token_ids = read_eos_token_ids(Path(model_dir), self.vocab_size, self._token_to_id,
                                                     self.uses_harmony, self.name)
+
+    @property
+    def _encoding(self):  # -> openai_harmony.HarmonyEncoding
+        """harmony's BPE, loaded on the first encode (~0.2 s holding the GIL; once per process): a serving engine
+        process, whose frontend tokenizes, decodes and never loads it."""
+        return harmony_encoding()
 
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str):
