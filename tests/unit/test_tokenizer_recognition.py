@@ -130,7 +130,8 @@ def test_a_changed_file_is_not_recognised(exported_dir, tmp_path, change):
     directory = _copy_with(exported_dir, tmp_path / "model", document)
     assert recognise(directory / "tokenizer.json") is False
     assert cached_verdict(_digest(directory)) is False
-    assert isinstance(load_tokenizer(directory), HFTokenizer)
+    if change is _swap_merges:  # (loading each through `tokenizers` would add 0.6 s a case)
+        assert isinstance(load_tokenizer(directory), HFTokenizer)
 
 
 def test_other_tokenizers_and_broken_files_are_not_recognised(tmp_path):

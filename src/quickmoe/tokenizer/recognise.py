@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +88,15 @@ def is_o200k_harmony_document(document: Any) -> bool:
     vocab = model.get("vocab") if isinstance(model, dict) else None
     if not isinstance(vocab, dict) or len(vocab) != O200K_BASE_NUM_RANKS:
         return False  # most files stop here, before o200k_harmony's own document is read or derived
+    return _normalised(document) == _reference_document()
+
+
+@lru_cache(maxsize=1)
+def _reference_document() -> Any:
+    """o200k_harmony's own document, normalised (derived on first use, then read from quickmoe's cache)."""
     from quickmoe.tokenizer.export import cached_tokenizer_json
 
-    reference = json.loads(read_regular(cached_tokenizer_json()))
-    return _normalised(document) == _normalised(reference)
+    return _normalised(json.loads(read_regular(cached_tokenizer_json())))
 
 
 def recognise(path: Path) -> bool:
