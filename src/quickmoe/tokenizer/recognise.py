@@ -27,6 +27,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -43,7 +44,6 @@ logger = logging.getLogger(__name__)
 RECOGNITION_VERSION = 1  # bump when what counts as recognised changes: older verdicts are then ignored
 PENDING_SECONDS = 600.0  # a background decision not finished by then is taken as dead, and may be started again
 
-_children: list[subprocess.Popen] = []  # background deciders started by this process (kept: reaped at exit)
 
 
 def recognition_enabled() -> bool:
@@ -128,9 +128,10 @@ def request_recognition(path: Path, digest: str) -> bool:
             pending.touch()
         else:
             os.close(fd)
-        _children.append(subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "quickmoe.tokenizer.recognise", str(path), digest],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        threading.Thread(target=process.wait, name="quickmoe-tokenizer-recognition", daemon=True).start()  # reaps it
         return True
     except OSError as exc:
         logger.debug("could not start the tokenizer recognition of %s: %s", path, exc)
