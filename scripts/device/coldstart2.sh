@@ -34,6 +34,9 @@
 #                 on an image that ships no .pyc the imports phase should drop by about 3 s
 #   first-token   scripts/probes/first_token_probe.py on the 20b, plain, cprofile (pstats files kept) and torch.profiler:
 #                 where the capture phase's warm-ups and the first request's time go; `-X importtime` of generate
+#   tokenizer     gpt-oss's tokenizer.json recognised as o200k_harmony (tokenizer/recognise.py) vs loaded through
+#                 `tokenizers` (QUICKMOE_TOKENIZER_RECOGNITION=0), in turns: bench coldstart --import-floor (weights_ready
+#                 <= import torch + 1 s; the CPU cut weights_ready by 0.5 s) and serve's /health from outside
 #   120b-serve    quickmoe serve on it: /health, then bench serve at concurrency 1 and 16 (1000 -> 1000): no failure;
 #                 the KV cache's size and nvidia-smi's memory in use
 set -uo pipefail
@@ -164,6 +167,18 @@ stage_serve() {
   make_20b
   python3 scripts/probes/serve_probe.py -n 3 --json "$OUT/serve_probe.json" -- "$CKPT" 2>&1 | tee "$OUT/serve_probe.txt"
 }
+stage_tokenizer() {
+  make_20b  # (bench coldstart decides the file after its untimed first start, so every timed start finds the verdict)
+  for turn in a b; do
+    for recognition in 1 0; do
+      QUICKMOE_TOKENIZER_RECOGNITION=$recognition bench "cold2_20b_recognition${recognition}_$turn" "$CKPT" -n 3 \
+        --device cuda --import-floor
+      QUICKMOE_TOKENIZER_RECOGNITION=$recognition python3 scripts/probes/serve_probe.py -n 3 \
+        --json "$OUT/serve_recognition${recognition}_$turn.json" -- "$CKPT" 2>&1 | tail -1 \
+        | tee "$OUT/serve_recognition${recognition}_$turn.txt"
+    done
+  done
+}
 stage_bytecode() {
   make_20b
   QUICKMOE_BYTECODE_CACHE=off bench cold2_20b_bytecode_off "$CKPT" -n 3 --device cuda
@@ -211,7 +226,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 for stage in "$@"; do
   run="stage_${stage//-/_}"
   declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
-    "quick, imports, compile, compile-ab, aot, compile-ratio, serve, bytecode, first-token, 120b, 120b-serve)"; exit 2; }
+    "quick, imports, compile, compile-ab, aot, compile-ratio, serve, tokenizer, bytecode, first-token, 120b," \
+    "120b-serve)"; exit 2; }
   echo "== $stage ($(date +%T))"
   "$run"
 done
