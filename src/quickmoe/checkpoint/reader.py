@@ -145,22 +145,28 @@ class CheckpointReader:
 
         `expected` is a mapping name -> spec (the key is the name) or an iterable of specs.
         """
-        specs = dict(expected) if isinstance(expected, Mapping) else {s.name: s for s in expected}
+        specs = expected if isinstance(expected, Mapping) else {s.name: s for s in expected}
+        entries = self.entries
         problems = []
-        for name in sorted(set(specs) - set(self.entries)):
-            problems.append(f"missing tensor {name}: expected {_fmt(specs[name].shape, specs[name].dtype)}, "
-                            "found in no file")
-        for name in sorted(set(self.entries) - set(specs)):
-            e = self.entries[name]
-            problems.append(f"unexpected tensor {name} in {e.file.name}: the model has no such parameter, found "
-                            f"{_fmt(e.shape, e.dtype)}")
-        for name in sorted(set(specs) & set(self.entries)):
-            s, e = specs[name], self.entries[name]
+        if specs.keys() != entries.keys():  # set comparisons of the key views; the names sorted only when they differ
+            for name in sorted(specs.keys() - entries.keys()):
+                problems.append(f"missing tensor {name}: expected {_fmt(specs[name].shape, specs[name].dtype)}, "
+                                "found in no file")
+            for name in sorted(entries.keys() - specs.keys()):
+                e = entries[name]
+                problems.append(f"unexpected tensor {name} in {e.file.name}: the model has no such parameter, "
+                                f"found {_fmt(e.shape, e.dtype)}")
+        mismatched = []  # one pass over the specs (~74,000 for an NVFP4 Qwen3-30B-A3B): no sets, no sort
+        for name, s in specs.items():
+            e = entries.get(name)
+            if e is not None and (tuple(s.shape) != e.shape or (s.dtype != e.dtype and e.dtype not in s.alt_dtypes)):
+                mismatched.append(name)
+        for name in sorted(mismatched):
+            s, e = specs[name], entries[name]
             bad_dtype = s.dtype != e.dtype and e.dtype not in s.alt_dtypes
             what = [w for w, bad in (("shape", tuple(s.shape) != e.shape), ("dtype", bad_dtype)) if bad]
-            if what:
-                problems.append(f"wrong {' and '.join(what)} for tensor {name} in {e.file.name}: expected "
-                                f"{_fmt(s.shape, s.dtype)}, found {_fmt(e.shape, e.dtype)}")
+            problems.append(f"wrong {' and '.join(what)} for tensor {name} in {e.file.name}: expected "
+                            f"{_fmt(s.shape, s.dtype)}, found {_fmt(e.shape, e.dtype)}")
         if problems:
             raise CheckpointError(_report(f"checkpoint {self.model_dir} does not match the model", problems))
 
