@@ -12,6 +12,11 @@ if not torch.cuda.is_available():
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# A tokenizer.json not yet recognised as o200k_harmony or not would start a background process deciding it
+# (tokenizer/recognise.py), per test cache directory, outliving the test. Off by default in the tests; the tests
+# of recognition (tests/unit/test_tokenizer_recognition.py) and of `bench coldstart` (test_startup.py) turn it on.
+os.environ.setdefault("QUICKMOE_TOKENIZER_RECOGNITION", "0")
+
 
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():

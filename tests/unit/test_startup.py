@@ -123,9 +123,10 @@ def test_table_reports_start_up_graphs_and_the_kernel_cache():
 
 
 @pytest.mark.slow
-def test_coldstart_bench_runs_fresh_processes(tmp_path):
+def test_coldstart_bench_runs_fresh_processes(tmp_path, monkeypatch):
     from quickmoe.checkpoint.synth import write_checkpoint
 
+    monkeypatch.setenv("QUICKMOE_TOKENIZER_RECOGNITION", "1")  # serve's default (tests/conftest.py turns it off)
     model = write_checkpoint(tmp_path / "model", preset="tiny", layers=2, experts=4, progress=False)  # real vocab
     out = tmp_path / "cold.json"
     doc = run_coldstart(ColdstartOptions(model=str(model), runs=2, device="cpu", json_out=str(out), import_floor=True))
@@ -145,7 +146,10 @@ def test_coldstart_bench_runs_fresh_processes(tmp_path):
         assert prefetch["read_bytes"] + prefetch["resident_bytes"] == shard_bytes
         assert "cuda_preinit" not in report["info"]["early_start"]  # --device cpu
         assert 0 < report["info"]["early_start"]["tokenizer"]["seconds"] < report["total"]
+        # gpt-oss's tokenizer.json, decided after the untimed start: every timed start runs it as o200k_harmony
+        assert report["info"]["early_start"]["tokenizer"]["kind"] == "O200kHarmonyTokenizer"
     assert "tokenizer " in format_table(doc).split("early start:")[1].splitlines()[0]
+    assert "o200k_harmony through openai-harmony" in format_table(doc)
     assert json.loads(out.read_text())["summary"]["quickmoe"]["total"][0] > 0
 
 

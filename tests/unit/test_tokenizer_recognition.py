@@ -181,3 +181,13 @@ def test_decoding_and_eos_need_no_bpe(exported_dir, tmp_path, monkeypatch):
     assert tokenizer.decode_bytes(ids) == HFTokenizer(directory).decode_bytes(ids)
     assert tokenizer.eos_token_ids and tokenizer.special_token_ids and not loads
     assert tokenizer.encode("Hello world") == [13225, 2375] and loads
+
+
+def test_bench_coldstart_decides_before_its_timed_starts(exported_dir, tmp_path):
+    """`bench coldstart` decides a file its untimed start left undecided, so no timed start loads it otherwise."""
+    from quickmoe.bench.coldstart import _decide_tokenizer
+
+    directory = _copy_with(exported_dir, tmp_path / "model")
+    assert cached_verdict(_digest(directory)) is None
+    _decide_tokenizer(directory)
+    assert cached_verdict(_digest(directory)) is True
