@@ -149,7 +149,7 @@ def test_coldstart_bench_runs_fresh_processes(tmp_path, monkeypatch):
         # gpt-oss's tokenizer.json, decided after the untimed start: every timed start runs it as o200k_harmony
         assert report["info"]["early_start"]["tokenizer"]["kind"] == "O200kHarmonyTokenizer"
     assert "tokenizer " in format_table(doc).split("early start:")[1].splitlines()[0]
-    assert "o200k_harmony through openai-harmony" in format_table(doc)
+    assert "tokenizer.json recognised as o200k_harmony" in format_table(doc)
     assert json.loads(out.read_text())["summary"]["quickmoe"]["total"][0] > 0
 
 

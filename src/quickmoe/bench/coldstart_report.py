@@ -9,7 +9,7 @@ import statistics
 __all__ = ["format_table"]
 
 _TOKENIZER_KINDS = {"HFTokenizer": "tokenizer.json through `tokenizers`",
-                    "O200kHarmonyTokenizer": "o200k_harmony through openai-harmony"}
+                    "O200kHarmonyTokenizer": "tokenizer.json recognised as o200k_harmony"}
 
 
 def _early_start_line(infos: list[dict]) -> str:

@@ -45,7 +45,6 @@ RECOGNITION_VERSION = 1  # bump when what counts as recognised changes: older ve
 PENDING_SECONDS = 600.0  # a background decision not finished by then is taken as dead, and may be started again
 
 
-
 def recognition_enabled() -> bool:
     return os.environ.get("QUICKMOE_TOKENIZER_RECOGNITION", "1") != "0"
 
