@@ -71,6 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from quickmoe.server.app import create_app
         from quickmoe.server.serve import run_server
 
+        llm.tokenizer.encode("")  # this process tokenizes the prompts: what encoding loads on first use loads now
         run_server(create_app(llm, config), config, sock)
         return 0
     from quickmoe.server.engine_process import EngineInfo, run_engine_host
