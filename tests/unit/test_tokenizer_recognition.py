@@ -17,7 +17,7 @@ import pytest
 
 from quickmoe.paths import cache_dir
 from quickmoe.tokenizer import HFTokenizer, O200kHarmonyTokenizer, VOCAB_SIZE, load_tokenizer, write_tokenizer_files
-from quickmoe.tokenizer.recognise import (RECOGNITION_VERSION, cached_verdict, file_digest, recognise,
+from quickmoe.tokenizer.recognise import (RECOGNITION_VERSION, cached_verdict, decide_now, file_digest, recognise,
                                           request_recognition)
 from tests.unit.test_tokenizer import SAMPLES, random_texts
 
@@ -183,11 +183,17 @@ def test_decoding_and_eos_need_no_bpe(exported_dir, tmp_path, monkeypatch):
     assert tokenizer.encode("Hello world") == [13225, 2375] and loads
 
 
-def test_bench_coldstart_decides_before_its_timed_starts(exported_dir, tmp_path):
-    """`bench coldstart` decides a file its untimed start left undecided, so no timed start loads it otherwise."""
-    from quickmoe.bench.coldstart import _decide_tokenizer
+def test_decide_now_decides_only_what_is_undecided(exported_dir, tmp_path, monkeypatch):
+    """What `bench coldstart` runs before its timed starts: it decides a file left undecided, and only that."""
+    import quickmoe.tokenizer.recognise as recognise_module
 
     directory = _copy_with(exported_dir, tmp_path / "model")
-    assert cached_verdict(_digest(directory)) is None
-    _decide_tokenizer(directory)
+    monkeypatch.setenv("QUICKMOE_TOKENIZER_RECOGNITION", "0")
+    decide_now(directory / "tokenizer.json")
+    assert cached_verdict(_digest(directory)) is None  # off: nothing decided
+    monkeypatch.delenv("QUICKMOE_TOKENIZER_RECOGNITION")
+    decide_now(directory / "tokenizer.json")
     assert cached_verdict(_digest(directory)) is True
+    monkeypatch.setattr(recognise_module, "recognise", lambda path: pytest.fail("decided twice"))
+    decide_now(directory / "tokenizer.json")  # known: not decided again
+    decide_now(tmp_path / "absent" / "tokenizer.json")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from quickmoe.bench.coldstart_report import format_table
 from quickmoe.errors import ConfigError
+from quickmoe.tokenizer.recognise import decide_now
 
 logger = logging.getLogger(__name__)
 
@@ -189,17 +190,6 @@ def quickmoe_command(opts: ColdstartOptions, directory: Path) -> list[str]:
     return cmd + ([] if opts.cuda_graphs else ["--cuda-graphs", "off"]) + list(opts.generate_args)
 
 
-def _decide_tokenizer(model_dir: Path) -> None:
-    """Decide now whether the checkpoint's tokenizer.json is o200k_harmony, if the untimed start's background
-    process has not yet (tokenizer/recognise.py): every timed start then finds the verdict, as a server's
-    second start does."""
-    from quickmoe.tokenizer.recognise import cached_verdict, file_digest, recognise, recognition_enabled
-
-    path = model_dir / "tokenizer.json"
-    if recognition_enabled() and path.is_file() and cached_verdict(file_digest(path.read_bytes())) is None:
-        recognise(path)
-
-
 def run_coldstart(opts: ColdstartOptions) -> dict:
     model_dir = Path(opts.model)
     if not opts.drop_caches:
@@ -207,7 +197,9 @@ def run_coldstart(opts: ColdstartOptions) -> dict:
     env = dict(os.environ)
     quickmoe_cmd = quickmoe_command(opts, model_dir)
     _one_run(quickmoe_cmd, env)  # untimed: fills the persistent Triton kernel cache, as a server's first start did
-    _decide_tokenizer(model_dir)  # and what that start left to decide in the background
+    # and what that start left to decide in the background (tokenizer/recognise.py): every timed start then finds
+    # the verdict, as a server's second start does
+    decide_now(model_dir / "tokenizer.json")
     results = {"quickmoe": _series(opts, quickmoe_cmd, env, "quickmoe")}
     if opts.compare_cold_kernels:
         results["cold_kernels"] = _series(opts, quickmoe_cmd, env, "quickmoe, empty Triton kernel cache",

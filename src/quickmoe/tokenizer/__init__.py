@@ -14,11 +14,11 @@ import logging
 from pathlib import Path
 
 from quickmoe.errors import TokenizerError
-from quickmoe.paths import read_regular
 from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.chat import CHAT_STOP_TOKEN_IDS, UNPARSED_CHANNEL, ChatSegment
 from quickmoe.tokenizer.export import write_tokenizer_files
 from quickmoe.tokenizer.hf import TOKENIZER_FILE, HFTokenizer
+from quickmoe.tokenizer.model_files import read_tokenizer_file
 from quickmoe.tokenizer.o200k import O200kHarmonyTokenizer
 from quickmoe.tokenizer.recognise import cached_verdict, file_digest, recognition_enabled, request_recognition
 from quickmoe.tokenizer.vocab import GPT_OSS_EOS_TOKEN_IDS, VOCAB_SIZE
@@ -53,7 +53,7 @@ def load_tokenizer(model_dir: Path | str | None = None) -> Tokenizer:
         if path.exists():  # not a regular file: refused when read
             if not recognition_enabled():
                 return HFTokenizer(directory)
-            data = _read_tokenizer_file(path)
+            data = read_tokenizer_file(path)
             digest = file_digest(data)
             verdict = cached_verdict(digest)
             if verdict:
@@ -68,9 +68,3 @@ def load_tokenizer(model_dir: Path | str | None = None) -> Tokenizer:
         logger.debug("tokenizer: %s has no %s; using the built-in o200k_harmony", directory, TOKENIZER_FILE)
     return O200kHarmonyTokenizer()
 
-
-def _read_tokenizer_file(path: Path) -> bytes:
-    try:
-        return read_regular(path)  # a FIFO or a device is refused, never waited on
-    except OSError as exc:
-        raise TokenizerError(f"{path}: cannot read it ({exc})") from None

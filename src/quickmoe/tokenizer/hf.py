@@ -21,7 +21,7 @@ from quickmoe.paths import read_regular
 from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.byte_level import text_to_bytes
 from quickmoe.tokenizer.chat_template import ChatTemplate, load_chat_template
-from quickmoe.tokenizer.model_files import TOKENIZER_FILE, read_eos_token_ids, read_json_object
+from quickmoe.tokenizer.model_files import TOKENIZER_FILE, read_eos_token_ids, read_json_object, read_tokenizer_file
 from quickmoe.tokenizer.text import replace_lone_surrogates
 from quickmoe.tokenizer.vocab import (
     CALL,
@@ -52,10 +52,10 @@ class HFTokenizer(Tokenizer):
         self.model_dir = Path(model_dir)
         self.path = self.model_dir / TOKENIZER_FILE
         self.name = str(self.path)
+        data = read_tokenizer_file(self.path) if data is None else data
         try:
-            # a FIFO or a device is refused, never waited on
-            text = (read_regular(self.path) if data is None else data).decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise TokenizerError(f"{self.path}: cannot read it ({exc})") from None
         try:
             self._tokenizer = tokenizers.Tokenizer.from_str(text)

@@ -12,9 +12,17 @@ from quickmoe.errors import TokenizerError
 from quickmoe.paths import read_regular
 from quickmoe.tokenizer.vocab import GPT_OSS_EOS_TOKEN_IDS
 
-__all__ = ["TOKENIZER_FILE", "read_eos_token_ids", "read_json_object"]
+__all__ = ["TOKENIZER_FILE", "read_eos_token_ids", "read_json_object", "read_tokenizer_file"]
 
 TOKENIZER_FILE = "tokenizer.json"
+
+
+def read_tokenizer_file(path: Path) -> bytes:
+    """The bytes of a tokenizer.json (a FIFO or a device is refused, never waited on)."""
+    try:
+        return read_regular(path)
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read it ({exc})") from None
 
 
 def read_json_object(path: Path) -> dict[str, Any]:

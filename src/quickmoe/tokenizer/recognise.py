@@ -36,8 +36,8 @@ from typing import Any
 from quickmoe.paths import atomic_write_bytes, cache_dir, read_regular
 from quickmoe.tokenizer.vocab import O200K_BASE_NUM_RANKS
 
-__all__ = ["RECOGNITION_VERSION", "cached_verdict", "file_digest", "is_o200k_harmony_document", "recognise",
-           "recognition_enabled", "request_recognition"]
+__all__ = ["RECOGNITION_VERSION", "cached_verdict", "decide_now", "file_digest", "is_o200k_harmony_document",
+           "recognise", "recognition_enabled", "request_recognition"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,13 @@ def recognise(path: Path) -> bool:
     atomic_write_bytes(_verdict_dir() / f"{digest}.json",
                        json.dumps({"o200k_harmony": verdict, "bytes": len(data), "file": str(path)}).encode())
     return verdict
+
+
+def decide_now(path: Path) -> None:
+    """Decide `path` here and now unless recognition is off, the file is absent or its verdict is known (what a
+    background decision leaves for the next start, made before it: `bench coldstart` before its timed starts)."""
+    if recognition_enabled() and path.is_file() and cached_verdict(file_digest(read_regular(path))) is None:
+        recognise(path)
 
 
 def request_recognition(path: Path, digest: str) -> bool:
