@@ -68,3 +68,16 @@ def test_pads_zero_and_special_values():
     assert q.float()[2, 0] == 448.0 and int(s[2, 0]) == 254  # inf saturates at the largest scale
     kq, ks = quantize_mxfp8(x.to(DEVICE))
     assert torch.equal(kq.cpu().view(torch.uint8), q.view(torch.uint8)) and torch.equal(ks.cpu(), s)
+
+
+@pytest.mark.parametrize("columns", [1, 32, 33, 64, 96, 128, 200, 256, 2880, 4096])
+def test_the_launch_gives_each_thread_one_value_or_at_least_four(columns):
+    """The warps of a tile (`launch_warps`) never give a thread 2 values: with the default 4 warps, gpt-oss's
+    2,880-column rows (256-value tiles, 2 a thread) came out wrong on the H200, every second value."""
+    from quickmoe.kernels.fp8_quant import MIN_VALUES_PER_THREAD
+    from quickmoe.kernels.mxfp8_quant import launch_warps
+
+    padded = -(-columns // 32) * 32
+    block_k = min(256, 1 << (padded - 1).bit_length())
+    per_thread = block_k / (32 * launch_warps(block_k))
+    assert per_thread == 1 or per_thread >= MIN_VALUES_PER_THREAD, (block_k, launch_warps(block_k))

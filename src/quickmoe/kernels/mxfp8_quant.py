@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import torch
 
+from quickmoe.kernels.fp8_quant import MIN_VALUES_PER_THREAD
+
 try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["quantize_mxfp8", "quantize_mxfp8_ref", "dequantize_mxfp8_ref"]
+__all__ = ["quantize_mxfp8", "quantize_mxfp8_ref", "dequantize_mxfp8_ref", "launch_warps"]
 
 E4M3_MAX = 448.0
 E4M3_EMAX = 8
@@ -68,8 +70,19 @@ def quantize_mxfp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if num_rows and padded:
         block_k = min(256, triton.next_power_of_2(padded))
         grid = (num_rows, triton.cdiv(padded, block_k))
-        _quantize_kernel[grid](x, q.view(torch.uint8), scales, k, padded, x.stride(0), x.stride(1), BLOCK_K=block_k)
+        _quantize_kernel[grid](x, q.view(torch.uint8), scales, k, padded, x.stride(0), x.stride(1), BLOCK_K=block_k,
+                               num_warps=launch_warps(block_k))
     return q, scales
+
+
+def launch_warps(block_k: int) -> int:
+    """Warps of a program quantizing block_k (32-256) values of a row: 1 value a thread up to 64 values, else 4 or
+    more, never 2. On the H200 with triton 3.6 the default 4 warps gave the 256-value tiles (any row of more than
+    128 columns) 2 values a thread, and every second value came out wrong (gpt-oss's 2,880 columns, 2026-11-29),
+    the fault `fp8_quant.launch_tile` documents for the FP8 quantizer."""
+    if block_k <= 64:
+        return max(1, block_k // 32)
+    return max(1, min(4, block_k // (32 * MIN_VALUES_PER_THREAD)))
 
 
 if triton is not None:
