@@ -296,8 +296,12 @@ def test_stats_keep_existing_fields():
 @pytest.mark.parametrize("chunk_bytes,num_threads,num_buffers,num_device_buffers",
                          [(4096, 1, 1, 1), (4096, 4, 3, 2), (4097, 2, 2, 3), (1 << 20, 4, 8, 2),
                           (DEFAULT_CHUNK_BYTES, 4, 8, 2)])
+@pytest.mark.parametrize("batched", [True, False])
 def test_cuda_load_is_bit_identical_to_naive(ckpts, experts_dtype, chunk_bytes, num_threads, num_buffers,
-                                             num_device_buffers):
+                                             num_device_buffers, batched, monkeypatch):
+    """Chunks of one tensor piece to many; each chunk's direct copies in one batched driver call (where the driver
+    has it: CUDA 13.0) or one call each (QUICKMOE_BATCHED_COPIES=0)."""
+    monkeypatch.setenv("QUICKMOE_BATCHED_COPIES", "1" if batched else "0")
     model_dir = ckpts[experts_dtype]
     reader = CheckpointReader(model_dir)
     want = build(model_dir, torch.bfloat16, "cuda")
@@ -310,6 +314,13 @@ def test_cuda_load_is_bit_identical_to_naive(ckpts, experts_dtype, chunk_bytes, 
                          num_device_buffers=num_device_buffers)
     torch.cuda.synchronize()
     assert_models_equal(got, want)
+    from quickmoe.checkpoint.batched_memcpy import batch_memcpy
+
+    assert stats.direct_copies > 0
+    if batched and batch_memcpy() is not None and chunk_bytes >= 1 << 20:  # chunks of many pieces: batched
+        assert stats.copy_calls < stats.direct_copies, stats
+    elif not batched:
+        assert stats.copy_calls == stats.direct_copies
     largest = max(e.nbytes for e in reader.entries.values())
     assert 0 < stats.peak_host_buffer_bytes <= num_buffers * chunk_bytes
     assert 0 < stats.peak_device_buffer_bytes <= num_device_buffers * chunk_bytes + largest

@@ -73,6 +73,8 @@ class LoadStats:
     wait_seconds: float = 0.0
     deliver_seconds: float = 0.0
     finish_seconds: float = 0.0
+    direct_copies: int = 0  # pieces copied straight into their parameters
+    copy_calls: int = 0  # the driver calls that queued those copies (fewer where a chunk's copies are batched)
 
     @property
     def gb_per_s(self) -> float:
@@ -164,7 +166,8 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
         num_chunks=len(chunks), chunk_bytes=chunk_bytes,
         peak_host_buffer_bytes=peak_host + (sink.peak_assembly_bytes if on_cpu else 0),
         peak_device_buffer_bytes=transfer.allocated_bytes + (0 if on_cpu else sink.peak_assembly_bytes),
-        deliver_seconds=deliver_seconds, finish_seconds=finish_seconds, **ring_stats)
+        deliver_seconds=deliver_seconds, finish_seconds=finish_seconds, direct_copies=transfer.direct_copies,
+        copy_calls=transfer.copy_calls, **ring_stats)
     logger.info("loaded %d tensors, %.2f GB in %.2f s (%.2f GB/s; %d chunks of <= %d MiB, %d threads, "
                 "%.0f MiB host buffers; validate %.3f s)", stats.num_tensors, stats.num_bytes / 1e9, stats.seconds,
                 stats.gb_per_s, stats.num_chunks, chunk_bytes >> 20, stats.num_threads,

@@ -18,7 +18,8 @@ hands the delivered pieces to their weight loaders, inside `with transfer.delive
   the consumer thread more than the copies' own launch. The direct copies themselves go through the
   driver (`cuMemcpyHtoDAsync`, the call torch's copy_ ends in), with precomputed addresses and the GIL
   held for its few microseconds: a torch call releases the GIL and must take it back, and with 16 reader
-  threads taking it too, each take waits its turn. Two events per chunk keep the rings safe:
+  threads taking it too, each take waits its turn. A chunk with several direct copies queues them in one
+  call where the driver has one (`batched_memcpy`: CUDA 13.0's `cuMemcpyBatchAsync`). Two events per chunk keep the rings safe:
   `copied` (copy stream, after the chunk's copies) gates the host buffer's reuse (the reader thread that
   gets the slot next synchronizes on it) and the weight loaders (current stream waits on it);
   `consumed` (current stream, after the weight loaders) gates the next copy into the same device staging
@@ -30,10 +31,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import os
 import time
 
 import torch
 
+from quickmoe.checkpoint.batched_memcpy import batch_memcpy
 from quickmoe.checkpoint.sink import ChunkRoute
 from quickmoe.checkpoint.staging import ChunkRing
 
@@ -47,6 +50,7 @@ class HostTransfer:
 
     device = torch.device("cpu")
     allocated_bytes = 0  # no staging memory besides the ring
+    direct_copies = copy_calls = 0  # (CudaTransfer's counts of driver copies)
 
     def streaming(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
@@ -69,6 +73,12 @@ class HostTransfer:
 
     def close(self) -> None:
         pass
+
+
+# Copies per batched call. The H200's driver (580.159.04, CUDA 13.0) ran batches of up to ~80 copies (Qwen3-30B-A3B
+# NVFP4's 16 MB chunks; the loader's GPU tests) and crashed the process (SIGSEGV) on chunks of 2,200-3,500 copies
+# (the same tensors at tiny sizes, scripts/probes/many_tensors_probe.py; 2026-11-29): batches stay in the size run.
+MAX_BATCH = 64
 
 
 class _DriverMemcpy:
@@ -115,7 +125,14 @@ class CudaTransfer:
         self._count = 0
         self._staged_slot: int | None = None
         self._memcpy = _driver_memcpy()
+        # A chunk's direct copies in one driver call where the driver has it (CUDA 13.0); QUICKMOE_BATCHED_COPIES=0
+        # keeps one call per copy (a comparison switch)
+        batched = self._memcpy is not None and os.environ.get("QUICKMOE_BATCHED_COPIES", "1") != "0"
+        self._batch = batch_memcpy() if batched else None
+        self._batch_worked = False
         self._host_ptr: dict[int, int] = {}  # slot -> address of its (page-locked) buffer
+        self.direct_copies = 0  # pieces landed straight in their parameters
+        self.copy_calls = 0  # driver calls that queued them
 
     def streaming(self) -> contextlib.AbstractContextManager:
         """Make the copy stream current for the consumer thread while it streams chunks."""
@@ -152,11 +169,17 @@ class CudaTransfer:
             if base is None:
                 base = self._host_ptr[slot] = host.data_ptr()
             stream = self.copy_stream.cuda_stream
-            for dst_ptr, start, nbytes in route.direct_ptrs:
-                self._memcpy(dst_ptr, base + start, nbytes, stream)
+            copies = route.direct_ptrs
+            if not (len(copies) > 1 and self._send_batch(copies, base, stream)):
+                for dst_ptr, start, nbytes in copies:
+                    self._memcpy(dst_ptr, base + start, nbytes, stream)
+                self.copy_calls += len(copies)
+            self.direct_copies += len(copies)
         else:
             for param_bytes, offset, start, nbytes in route.direct:
                 param_bytes[offset:offset + nbytes].copy_(host[start:start + nbytes], non_blocking=True)
+            self.direct_copies += len(route.direct)
+            self.copy_calls += len(route.direct)
         if staged is not None:
             staged.copy_(host[route.span[0]:route.span[1]], non_blocking=True)
         copied = self._copied.get(slot)
@@ -169,6 +192,24 @@ class CudaTransfer:
         if staged is not None:
             self.compute_stream.wait_event(copied)
         return staged
+
+    def _send_batch(self, copies: list[tuple[int, int, int]], base: int, stream: int) -> bool:
+        """Queue `copies` (destination address, host start, bytes) in one batched call; False if there is no
+        batched call (none in the driver, or the first one failed: then every chunk copies one by one)."""
+        if self._batch is None:
+            return False
+        for first in range(0, len(copies), MAX_BATCH):
+            try:
+                self._batch(copies[first:first + MAX_BATCH], base, stream)
+            except RuntimeError as exc:
+                if self._batch_worked:  # not the driver's lack of support: a real failure
+                    raise
+                logger.warning("%s; the loader copies tensors one by one", exc)
+                self._batch = None
+                return False
+            self._batch_worked = True
+            self.copy_calls += 1
+        return True
 
     def done(self, slot: int, ring: ChunkRing) -> None:
         if self._staged_slot is not None:
