@@ -9,7 +9,8 @@ a plain copy of the whole parameter, or a `SliceLoader` part of a contiguous par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -20,8 +21,7 @@ from quickmoe.checkpoint.weight_loaders import Narrow, SliceLoader, WeightLoader
 __all__ = ["Binding", "checkpoint_bindings"]
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(NamedTuple):
     """Checkpoint tensor `spec.name` goes into parameter `param_name` through `weight_loader`;
     `direct_offset` is the element offset of its bytes in the parameter when they may land directly. `narrow`:
     only that slice (dim, start, length) of the tensor is this rank's (checkpoint/narrow.py resolves it before
@@ -56,13 +56,19 @@ def checkpoint_bindings(model: nn.Module) -> dict[str, Binding]:
                              narrow)]
         else:
             prefix = name.rpartition(".")[0]
+            prefix = f"{prefix}." if prefix else ""
+            # SliceLoader.offset's arithmetic, with the parameter's strides taken once for its (up to ~1,500) parts
+            per_index, row = (math.prod(param.shape[1:]), math.prod(param.shape[2:])) if param.is_contiguous() \
+                else (None, None)
+            dtype = param.dtype
             found = []
             for part in parts:
-                full = f"{prefix}.{part.name}" if prefix else part.name
                 loader = part.weight_loader
-                offset = (loader.offset(param) if isinstance(loader, SliceLoader) and part.narrow is None
-                          and param.dtype in (part.dtype, *part.alt_dtypes) else None)  # the sink checks the file's
-                spec = TensorSpec(full, tuple(part.shape), part.dtype, part.alt_dtypes)
+                offset = None
+                if (per_index is not None and isinstance(loader, SliceLoader) and part.narrow is None
+                        and (dtype == part.dtype or dtype in part.alt_dtypes)):  # the sink checks the file's dtype
+                    offset = loader.index * per_index + (loader.rows[0] * row if loader.rows is not None else 0)
+                spec = TensorSpec(prefix + part.name, tuple(part.shape), part.dtype, part.alt_dtypes)
                 found.append(Binding(name, param, spec, loader, offset, part.narrow))
         for binding in found:
             other = bindings.get(binding.spec.name)

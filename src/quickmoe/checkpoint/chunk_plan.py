@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
+from typing import NamedTuple
 
 from quickmoe.checkpoint.safetensors_header import TensorEntry
 
 __all__ = ["Chunk", "Piece", "plan_chunks"]
 
 
-@dataclass(frozen=True)
-class Piece:
-    """Bytes [dst, dst + nbytes) of `entry`, found at byte `src` of its chunk."""
+class Piece(NamedTuple):
+    """Bytes [dst, dst + nbytes) of `entry`, found at byte `src` of its chunk (a NamedTuple: one per tensor)."""
 
     entry: TensorEntry
     src: int  # byte offset in the chunk
@@ -50,6 +51,9 @@ class Chunk:
     pieces: tuple[Piece, ...]
 
 
+_OFFSET_NBYTES = attrgetter("offset", "nbytes")  # file order; an empty tensor before one at its offset
+
+
 def plan_chunks(entries_by_file: Mapping[Path, Iterable[TensorEntry]], chunk_bytes: int,
                 names: Iterable[str] | None = None) -> list[Chunk]:
     """The reads covering every non-empty tensor of `entries_by_file` (or only those in `names`), files in
@@ -72,7 +76,7 @@ def plan_chunks(entries_by_file: Mapping[Path, Iterable[TensorEntry]], chunk_byt
                 chunks.append(Chunk(len(chunks), file, start, end, tuple(pieces)))
                 pieces.clear()
 
-        for entry in sorted(entries, key=lambda e: (e.offset, e.nbytes)):
+        for entry in sorted(entries, key=_OFFSET_NBYTES):
             if entry.nbytes == 0 or (wanted is not None and entry.name not in wanted):
                 continue
             pos = entry.offset
@@ -81,7 +85,7 @@ def plan_chunks(entries_by_file: Mapping[Path, Iterable[TensorEntry]], chunk_byt
                     close()
                     start = pos
                 take = min(entry.end, start + chunk_bytes) - pos
-                pieces.append(Piece(entry, src=pos - start, dst=pos - entry.offset, nbytes=take))
+                pieces.append(Piece(entry, pos - start, pos - entry.offset, take))  # src, dst, nbytes
                 pos += take
         close()
     return chunks

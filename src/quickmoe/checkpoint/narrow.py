@@ -71,7 +71,7 @@ def _in_runs(binding: Binding, entry: TensorEntry, dim: int, start: int,
     out = []
     for i in range(outer):
         name = f"{entry.name}[{i}]"
-        sub = dataclasses.replace(entry, name=name, shape=(length, *entry.shape[dim + 1:]), nbytes=run,
+        sub = entry._replace(name=name, shape=(length, *entry.shape[dim + 1:]), nbytes=run,
                                   offset=entry.offset + (i * entry.shape[dim] + start) * inner * item)
         direct = i * length * inner if param.dtype == entry.dtype else None
         out.append((sub, Binding(binding.param_name, param, TensorSpec(name, sub.shape, sub.dtype),
@@ -99,11 +99,11 @@ def rank_view(bindings: Mapping[str, Binding], entries: Mapping[str, TensorEntry
                                   f"{start + length})) is outside the tensor")
         inner = math.prod(entry.shape[dim + 1:]) * entry.dtype.itemsize  # bytes per index along dim
         if math.prod(entry.shape[:dim]) == 1:  # one run: read only those bytes
-            sub = dataclasses.replace(entry, shape=(*entry.shape[:dim], length, *entry.shape[dim + 1:]),
+            sub = entry._replace(shape=(*entry.shape[:dim], length, *entry.shape[dim + 1:]),
                                       offset=entry.offset + start * inner, nbytes=length * inner)
             replaced[name] = [sub]
-            narrowed = dataclasses.replace(binding, spec=TensorSpec(name, sub.shape, sub.dtype), narrow=None)
-            out_bindings[name] = dataclasses.replace(narrowed, direct_offset=_direct_offset(narrowed, sub))
+            narrowed = binding._replace(spec=TensorSpec(name, sub.shape, sub.dtype), narrow=None)
+            out_bindings[name] = narrowed._replace(direct_offset=_direct_offset(narrowed, sub))
             continue
         runs = _in_runs(binding, entry, dim, start, length)
         if runs is not None:  # one entry per leading index
@@ -111,7 +111,7 @@ def rank_view(bindings: Mapping[str, Binding], entries: Mapping[str, TensorEntry
             out_bindings.update((sub.name, b) for sub, b in runs)
             continue
         loader = NarrowLoader(binding.weight_loader, dim, start, length)  # read whole, keep the slice
-        out_bindings[name] = dataclasses.replace(binding, weight_loader=loader, direct_offset=None)
+        out_bindings[name] = binding._replace(weight_loader=loader, direct_offset=None)
     by_file = {file: tuple(e for old in file_entries if old.name not in skipped
                            for e in replaced.get(old.name, [old]))
                for file, file_entries in entries_by_file.items()}

@@ -16,10 +16,9 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import torch
 
@@ -36,8 +35,7 @@ SINGLE_NAME = "model.safetensors"
 MAX_REPORTED = 20
 
 
-@dataclass(frozen=True)
-class TensorSpec:
+class TensorSpec(NamedTuple):
     """A tensor a model expects: name, shape, dtype (or one of `alt_dtypes`: e.g. FP8 scales in bf16 or float32)."""
 
     name: str
@@ -60,14 +58,17 @@ class CheckpointReader:
         weight_map = self._discover()
         self.shards: Mapping[Path, ShardHeader] = MappingProxyType({f: parse_header(f) for f in self.files})
         entries: dict[str, TensorEntry] = {}
-        for shard in self.shards.values():
+        shard_of: dict[str, str] = {}  # tensor name -> its shard's file name, as the index maps them
+        for file, shard in self.shards.items():
+            shard_name = file.name
             for entry in shard.entries:
                 other = entries.get(entry.name)
                 if other is not None:
                     raise CheckpointError(f"{self.model_dir}: tensor {entry.name} is in two shards: "
                                           f"{other.file.name} and {entry.file.name} (expected exactly one)")
                 entries[entry.name] = entry
-        if weight_map is not None:
+                shard_of[entry.name] = shard_name
+        if weight_map is not None and shard_of != weight_map:  # one comparison in C; the report names each problem
             self._check_index(weight_map, entries)
         self.entries: Mapping[str, TensorEntry] = MappingProxyType(entries)
         self.entries_by_file: Mapping[Path, tuple[TensorEntry, ...]] = MappingProxyType(

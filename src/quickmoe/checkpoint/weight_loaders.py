@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -41,8 +42,7 @@ def transpose_last2_weight_loader(param: nn.Parameter, loaded: torch.Tensor) -> 
     param.data.copy_(loaded.transpose(-1, -2))
 
 
-@dataclass(frozen=True)
-class SliceLoader:
+class SliceLoader(NamedTuple):
     """Copies a checkpoint tensor into `param[index][rows]` (rows None: the whole sub-tensor), converting dtype:
     e.g. expert 3's gate weight [I, H] into rows [0, I) of the stacked gate_up parameter [E, 2I, H]."""
 
@@ -97,8 +97,7 @@ class OuterIndexLoader:
         dst.copy_(loaded.reshape(-1))
 
 
-@dataclass(frozen=True)
-class CheckpointPart:
+class CheckpointPart(NamedTuple):
     """One checkpoint tensor filling part of a parameter: `name` relative to the parameter's module (the
     full name is `<module prefix>.<name>`), its checkpoint `shape` and `dtype` (or one of `alt_dtypes`), and its
     `weight_loader`. `narrow`: only this slice of the tensor goes into the parameter (tensor parallelism);
