@@ -75,9 +75,10 @@ class HostTransfer:
         pass
 
 
-# Copies per batched call. The H200's driver (580.159.04, CUDA 13.0) ran batches of up to ~80 copies (Qwen3-30B-A3B
-# NVFP4's 16 MB chunks; the loader's GPU tests) and crashed the process (SIGSEGV) on chunks of 2,200-3,500 copies
-# (the same tensors at tiny sizes, scripts/probes/many_tensors_probe.py; 2026-11-29): batches stay in the size run.
+# Copies per batched call. The H200's driver (580.159.04, CUDA 13.0) ran the batches of Qwen3-30B-A3B NVFP4's 16 MB
+# chunks (64 copies on average) and of the loader's GPU tests, and crashed the process (SIGSEGV) on chunks of
+# 2,200-3,500 copies (the same tensors at tiny sizes, scripts/probes/many_tensors_probe.py; 2026-11-29): batches stay
+# near the sizes that ran.
 MAX_BATCH = 64
 
 
