@@ -2,10 +2,10 @@
 
 The loader lands a checkpoint tensor that is a plain run of its parameter's bytes with one asynchronous copy
 (`transfer.CudaTransfer`). A checkpoint of many small tensors pays for each: Qwen3-30B-A3B NVFP4 has 74,163 of
-them (each expert's weight, weight_scale, weight_scale_2 and input_scale), and on the H200 its loader spent
-0.63 s of its 1.16 s issuing copies, one driver call and one ctypes call each (2026-11-29). `cuMemcpyBatchAsync`
-takes arrays of destinations, sources and sizes, queued in stream order on one stream, so a chunk's copies are one
-call.
+them (each expert's weight, weight_scale, weight_scale_2 and input_scale), and on the H200 its loader's consumer
+thread spent 0.62-0.64 s of its 1.13-1.18 s issuing copies (one driver call and one ctypes call each) and weight
+loaders (2026-11-29). `cuMemcpyBatchAsync` takes arrays of destinations, sources and sizes, queued in stream order on
+one stream, so a chunk's copies take a few calls (`transfer.MAX_BATCH` copies each at most).
 
 The entry point is resolved with `cuGetProcAddress_v2(..., 13000, ...)`: CUDA 12.8 exported a
 `cuMemcpyBatchAsync` with a trailing `failIdx` argument that 13.0 dropped, so asking for the 13.0 revision by

@@ -72,7 +72,7 @@ def _in_runs(binding: Binding, entry: TensorEntry, dim: int, start: int,
     for i in range(outer):
         name = f"{entry.name}[{i}]"
         sub = entry._replace(name=name, shape=(length, *entry.shape[dim + 1:]), nbytes=run,
-                                  offset=entry.offset + (i * entry.shape[dim] + start) * inner * item)
+                             offset=entry.offset + (i * entry.shape[dim] + start) * inner * item)
         direct = i * length * inner if param.dtype == entry.dtype else None
         out.append((sub, Binding(binding.param_name, param, TensorSpec(name, sub.shape, sub.dtype),
                                  OuterIndexLoader(i, outer), direct)))
@@ -100,7 +100,7 @@ def rank_view(bindings: Mapping[str, Binding], entries: Mapping[str, TensorEntry
         inner = math.prod(entry.shape[dim + 1:]) * entry.dtype.itemsize  # bytes per index along dim
         if math.prod(entry.shape[:dim]) == 1:  # one run: read only those bytes
             sub = entry._replace(shape=(*entry.shape[:dim], length, *entry.shape[dim + 1:]),
-                                      offset=entry.offset + start * inner, nbytes=length * inner)
+                                 offset=entry.offset + start * inner, nbytes=length * inner)
             replaced[name] = [sub]
             narrowed = binding._replace(spec=TensorSpec(name, sub.shape, sub.dtype), narrow=None)
             out_bindings[name] = narrowed._replace(direct_offset=_direct_offset(narrowed, sub))

@@ -18,8 +18,9 @@ hands the delivered pieces to their weight loaders, inside `with transfer.delive
   the consumer thread more than the copies' own launch. The direct copies themselves go through the
   driver (`cuMemcpyHtoDAsync`, the call torch's copy_ ends in), with precomputed addresses and the GIL
   held for its few microseconds: a torch call releases the GIL and must take it back, and with 16 reader
-  threads taking it too, each take waits its turn. A chunk with several direct copies queues them in one
-  call where the driver has one (`batched_memcpy`: CUDA 13.0's `cuMemcpyBatchAsync`). Two events per chunk keep the rings safe:
+  threads taking it too, each take waits its turn. A chunk with several direct copies queues them in
+  batched calls where the driver has them (`batched_memcpy`: CUDA 13.0's `cuMemcpyBatchAsync`, at most
+  MAX_BATCH copies a call). Two events per chunk keep the rings safe:
   `copied` (copy stream, after the chunk's copies) gates the host buffer's reuse (the reader thread that
   gets the slot next synchronizes on it) and the weight loaders (current stream waits on it);
   `consumed` (current stream, after the weight loaders) gates the next copy into the same device staging
@@ -195,8 +196,9 @@ class CudaTransfer:
         return staged
 
     def _send_batch(self, copies: list[tuple[int, int, int]], base: int, stream: int) -> bool:
-        """Queue `copies` (destination address, host start, bytes) in one batched call; False if there is no
-        batched call (none in the driver, or the first one failed: then every chunk copies one by one)."""
+        """Queue `copies` (destination address, host start, bytes) in batched calls of at most MAX_BATCH; False if
+        there is no batched call (none in the driver, or the first one failed: then every chunk copies one by one),
+        and nothing was queued."""
         if self._batch is None:
             return False
         for first in range(0, len(copies), MAX_BATCH):
