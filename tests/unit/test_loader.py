@@ -299,8 +299,8 @@ def test_stats_keep_existing_fields():
 @pytest.mark.parametrize("batched", [True, False])
 def test_cuda_load_is_bit_identical_to_naive(ckpts, experts_dtype, chunk_bytes, num_threads, num_buffers,
                                              num_device_buffers, batched, monkeypatch):
-    """Chunks of one tensor piece to many; each chunk's direct copies in one batched driver call (where the driver
-    has it: CUDA 13.0) or one call each (QUICKMOE_BATCHED_COPIES=0)."""
+    """Chunks of one tensor piece to many; each chunk's direct copies in batched driver calls (where the driver has
+    them: CUDA 13.0) or one call each (QUICKMOE_BATCHED_COPIES=0)."""
     monkeypatch.setenv("QUICKMOE_BATCHED_COPIES", "1" if batched else "0")
     model_dir = ckpts[experts_dtype]
     reader = CheckpointReader(model_dir)
