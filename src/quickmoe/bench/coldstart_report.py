@@ -106,7 +106,12 @@ def format_table(doc: dict) -> str:
                 f" ({100 * stream_rate / h2d:.0f}%)" if h2d else "")
         if h2d:
             line += f"; pinned host->device measured now: {h2d:.1f} GB/s"
-        lines.append(line + " (medians)")
+        loader = next((r["info"]["loader"] for r in reports if r.get("info", {}).get("loader", {}).get("copy_calls")),
+                      None)
+        if loader:  # the direct copies and the driver calls that queued them (batched: transfer.MAX_BATCH a call)
+            line += (f" (medians); {loader['direct_copies']:,} tensor pieces copied straight into their parameters "
+                     f"in {loader['copy_calls']:,} driver calls")
+        lines.append(line if loader else line + " (medians)")
     if "quickmoe_uncached" in summary and "process" in summary["quickmoe"]:
         cached, uncached = summary["quickmoe"]["process"][1], summary["quickmoe_uncached"]["process"][1]
         lines.append(f"weight processing, PermutationCache off / on (medians): {uncached:.3f} s / {cached:.3f} s = "
