@@ -22,7 +22,8 @@ from typing import BinaryIO, NamedTuple
 
 import torch
 
-from quickmoe.checkpoint.safetensors_header import ShardHeader, TensorEntry, dtype_name, parse_header
+from quickmoe.checkpoint.header_cache import parse_header_cached
+from quickmoe.checkpoint.safetensors_header import ShardHeader, TensorEntry, dtype_name
 from quickmoe.errors import CheckpointError
 from quickmoe.paths import open_regular, read_regular
 
@@ -56,7 +57,7 @@ class CheckpointReader:
         self.model_dir = Path(model_dir)
         self.index_path: Path | None = None
         weight_map = self._discover()
-        self.shards: Mapping[Path, ShardHeader] = MappingProxyType({f: parse_header(f) for f in self.files})
+        self.shards: Mapping[Path, ShardHeader] = MappingProxyType({f: parse_header_cached(f) for f in self.files})
         entries: dict[str, TensorEntry] = {}
         shard_of: dict[str, str] = {}  # tensor name -> its shard's file name, as the index maps them
         for file, shard in self.shards.items():

@@ -76,6 +76,12 @@ class ShardHeader:
 
 def parse_header(path: Path) -> ShardHeader:
     """Parse and check the header of the safetensors file `path` against the file's size."""
+    raw, size = read_header_bytes(path)
+    return parse_header_bytes(path, raw, size)
+
+
+def read_header_bytes(path: Path) -> tuple[bytes, int]:
+    """The JSON header's bytes of the safetensors file `path` (checked for length only) and the file's size."""
     try:
         with os.fdopen(open_regular(path), "rb", buffering=0) as f:
             size = f.seek(0, 2)
@@ -95,6 +101,12 @@ def parse_header(path: Path) -> ShardHeader:
         raise CheckpointError(f"{path}: cannot read safetensors file ({exc})") from None
     if len(raw) != header_len:
         raise CheckpointError(f"{path}: short read of the header ({len(raw)} of {header_len} bytes)")
+    return raw, size
+
+
+def parse_header_bytes(path: Path, raw: bytes, size: int) -> ShardHeader:
+    """`parse_header` of header bytes `raw` read from `path`, a file of `size` bytes."""
+    header_len = len(raw)
     header = _decode_json(path, raw)
     data_start = 8 + header_len
     metadata = _metadata(path, header.pop(METADATA_KEY, None))
