@@ -93,3 +93,14 @@ def test_small_headers_and_the_switch_write_nothing(cache, monkeypatch):
     large = _checkpoint(Path(cache).parent.parent / "large", 40, seed=6)
     assert _fields(header_cache.parse_header_cached(large)) == _fields(safetensors_header.parse_header(large))
     assert not list(cache.rglob("*.marshal"))
+
+
+def test_no_cache_directory_means_parsing_every_time(cache, monkeypatch):
+    """A cache directory that cannot be made (a read-only home) costs the cache, not the start."""
+    path = _checkpoint(Path(cache).parent.parent / "ckpt", 40, seed=7)
+
+    def refuse():
+        raise PermissionError(13, "read-only file system")
+
+    monkeypatch.setattr(header_cache, "cache_dir", refuse)
+    assert _fields(header_cache.parse_header_cached(path)) == _fields(safetensors_header.parse_header(path))

@@ -41,7 +41,11 @@ def parse_header_cached(path: Path) -> ShardHeader:
     raw, size = read_header_bytes(path)
     if os.environ.get("QUICKMOE_HEADER_CACHE", "1") == "0":
         return parse_header_bytes(path, raw, size)
-    file = _cache_file(raw)
+    try:
+        file = _cache_file(raw)
+    except OSError as exc:  # no cache directory to be had (e.g. a read-only home): parse every time
+        logger.debug("header cache unavailable (%s)", exc)
+        return parse_header_bytes(path, raw, size)
     header = _load(file, path, size, 8 + len(raw))
     if header is None:
         header = parse_header_bytes(path, raw, size)
