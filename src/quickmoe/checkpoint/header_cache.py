@@ -1,6 +1,6 @@
 """Parsed safetensors headers kept in the quickmoe cache, for checkpoints of many tensors.
 
-A header is JSON: Qwen3-30B-A3B NVFP4's three shards list 74,163 tensors, and parsing and checking them
+A header is JSON: Qwen3-30B-A3B NVFP4's shards list 74,163 tensors, and parsing and checking them
 (`safetensors_header.parse_header_bytes`: the JSON, one checked `TensorEntry` per tensor, the overlap and
 duplicate-key checks) took 0.27 s a start on the development machine, where loading the same entries from this
 cache takes 0.04 s. The cache holds what a header says, keyed by its bytes: `<cache>/safetensors-headers/v1-py3.X/
