@@ -24,7 +24,7 @@ DTYPES = [torch.bfloat16, torch.float32, torch.uint8, torch.float8_e4m3fn, torch
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("QUICKMOE_HEADER_CACHE", raising=False)
-    monkeypatch.setattr(header_cache, "MIN_TENSORS", 20)
+    monkeypatch.setattr(header_cache, "MIN_HEADER_BYTES", 2000)  # 10 tensors' header under it, 40 tensors' over
     return tmp_path / "cache" / "safetensors-headers"
 
 
@@ -87,10 +87,12 @@ def test_a_malformed_cache_file_is_a_miss_and_is_rewritten(cache):
 
 def test_small_headers_and_the_switch_write_nothing(cache, monkeypatch):
     small = _checkpoint(Path(cache).parent.parent / "small", 10, seed=5)
+    assert len(safetensors_header.read_header_bytes(small)[0]) < header_cache.MIN_HEADER_BYTES
     header_cache.parse_header_cached(small)
     assert not list(cache.rglob("*.marshal"))
     monkeypatch.setenv("QUICKMOE_HEADER_CACHE", "0")
     large = _checkpoint(Path(cache).parent.parent / "large", 40, seed=6)
+    assert len(safetensors_header.read_header_bytes(large)[0]) >= header_cache.MIN_HEADER_BYTES
     assert _fields(header_cache.parse_header_cached(large)) == _fields(safetensors_header.parse_header(large))
     assert not list(cache.rglob("*.marshal"))
 

@@ -9,14 +9,13 @@ a plain copy of the whole parameter, or a `SliceLoader` part of a contiguous par
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from quickmoe.checkpoint.reader import TensorSpec
-from quickmoe.checkpoint.weight_loaders import Narrow, SliceLoader, WeightLoader, copy_weight_loader
+from quickmoe.checkpoint.weight_loaders import Narrow, SliceLoader, WeightLoader, copy_weight_loader, slice_strides
 
 __all__ = ["Binding", "checkpoint_bindings"]
 
@@ -57,17 +56,15 @@ def checkpoint_bindings(model: nn.Module) -> dict[str, Binding]:
         else:
             prefix = name.rpartition(".")[0]
             prefix = f"{prefix}." if prefix else ""
-            # SliceLoader.offset's arithmetic, with the parameter's strides taken once for its (up to ~1,500) parts
-            per_index, row = (math.prod(param.shape[1:]), math.prod(param.shape[2:])) if param.is_contiguous() \
-                else (None, None)
+            strides = slice_strides(param)  # taken once for the parameter's (up to ~1,500) parts
             dtype = param.dtype
             found = []
             for part in parts:
                 loader = part.weight_loader
                 offset = None
-                if (per_index is not None and isinstance(loader, SliceLoader) and part.narrow is None
+                if (strides is not None and isinstance(loader, SliceLoader) and part.narrow is None
                         and (dtype == part.dtype or dtype in part.alt_dtypes)):  # the sink checks the file's dtype
-                    offset = loader.index * per_index + (loader.rows[0] * row if loader.rows is not None else 0)
+                    offset = loader.offset_in(*strides)
                 spec = TensorSpec(prefix + part.name, tuple(part.shape), part.dtype, part.alt_dtypes)
                 found.append(Binding(name, param, spec, loader, offset, part.narrow))
         for binding in found:

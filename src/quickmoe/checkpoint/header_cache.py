@@ -4,11 +4,12 @@ A header is JSON: Qwen3-30B-A3B NVFP4's shards list 74,163 tensors, and parsing 
 (`safetensors_header.parse_header_bytes`: the JSON, one checked `TensorEntry` per tensor, the overlap and
 duplicate-key checks) took 0.27 s a start on the development machine, where loading the same entries from this
 cache takes 0.04 s. The cache holds what a header says, keyed by its bytes: `<cache>/safetensors-headers/v1-py3.X/
-<sha256 of the header bytes>.marshal`, written the first time a header of at least MIN_TENSORS tensors is parsed
-(smaller ones parse in milliseconds). A file whose header changes in any byte has another key; the entries are
-rebuilt with the file's current path, so a moved checkpoint hits; the file's size is checked against the tensors'
-end on every start, so a truncated shard still fails with `parse_header`'s error. An unreadable or malformed cache
-file is a miss (and is rewritten). `QUICKMOE_HEADER_CACHE=0` parses every header.
+<sha256 of the header bytes>.marshal`, written the first time a header of at least MIN_HEADER_BYTES is parsed
+(some 500 tensors at ~120 bytes of JSON each; smaller headers, gpt-oss's included, parse in milliseconds and are
+neither hashed nor looked up). A file whose header changes in any byte has another key; the entries are rebuilt
+with the file's current path, so a moved checkpoint hits; the file's size is checked against the tensors' end on
+every start, so a truncated shard still fails with `parse_header`'s error. An unreadable or malformed cache file is
+a miss (and is rewritten). `QUICKMOE_HEADER_CACHE=0` parses every header.
 
 marshal (plain tuples, strings and integers; versioned with Python, hence the directory name) is the format: ~7x
 faster to load than the JSON it replaces.
@@ -28,18 +29,18 @@ from quickmoe.checkpoint.safetensors_header import (DTYPE_NAMES, DTYPES, ShardHe
                                                     read_header_bytes)
 from quickmoe.paths import atomic_write_bytes, cache_dir
 
-__all__ = ["MIN_TENSORS", "parse_header_cached"]
+__all__ = ["MIN_HEADER_BYTES", "parse_header_cached"]
 
 logger = logging.getLogger(__name__)
 
-MIN_TENSORS = 1000  # headers with fewer tensors are parsed every time
+MIN_HEADER_BYTES = 64 << 10  # smaller headers are parsed every time
 _VERSION = 1  # of the cached layout below
 
 
 def parse_header_cached(path: Path) -> ShardHeader:
     """`safetensors_header.parse_header(path)`, from the cache when this header was parsed before."""
     raw, size = read_header_bytes(path)
-    if os.environ.get("QUICKMOE_HEADER_CACHE", "1") == "0":
+    if len(raw) < MIN_HEADER_BYTES or os.environ.get("QUICKMOE_HEADER_CACHE", "1") == "0":
         return parse_header_bytes(path, raw, size)
     try:
         file = _cache_file(raw)
@@ -49,8 +50,7 @@ def parse_header_cached(path: Path) -> ShardHeader:
     header = _load(file, path, size, 8 + len(raw))
     if header is None:
         header = parse_header_bytes(path, raw, size)
-        if len(header.entries) >= MIN_TENSORS:
-            _store(file, header)
+        _store(file, header)
     return header
 
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 __all__ = ["CheckpointPart", "Narrow", "NarrowLoader", "OuterIndexLoader", "SliceLoader", "WeightLoader",
-           "copy_weight_loader", "transpose_last2_weight_loader", "zero_weight_loader"]
+           "copy_weight_loader", "slice_strides", "transpose_last2_weight_loader", "zero_weight_loader"]
 
 WeightLoader = Callable[[nn.Parameter, torch.Tensor], None]
 
@@ -58,11 +58,20 @@ class SliceLoader(NamedTuple):
 
     def offset(self, param: nn.Parameter) -> int | None:
         """Element offset of the destination when it is one contiguous run of the parameter, else None."""
-        if not param.is_contiguous():
-            return None
-        per_index = math.prod(param.shape[1:])  # elements of param[index] (shape arithmetic: no views)
-        row = math.prod(param.shape[2:])  # of param[index][row]
+        strides = slice_strides(param)
+        return None if strides is None else self.offset_in(*strides)
+
+    def offset_in(self, per_index: int, row: int) -> int:
+        """`offset` given the parameter's `slice_strides` (taken once for the ~1,500 parts of a stacked one)."""
         return self.index * per_index + (self.rows[0] * row if self.rows is not None else 0)
+
+
+def slice_strides(param: nn.Parameter) -> tuple[int, int] | None:
+    """(elements of param[index], elements of param[index][row]) of a contiguous parameter (shape arithmetic, no
+    views), else None: a SliceLoader's destination is then not one run of it."""
+    if not param.is_contiguous():
+        return None
+    return math.prod(param.shape[1:]), math.prod(param.shape[2:])
 
 
 # (dim, start, length): the part of a checkpoint tensor this rank's parameter holds, along one dimension
