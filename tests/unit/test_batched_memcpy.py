@@ -17,11 +17,14 @@ from quickmoe.checkpoint.transfer import CudaTransfer
 
 def _fake_driver(calls: list, result: int = 0):
     """An entry point of cuMemcpyBatchAsync's signature that memmoves each copy (host memory stands in for the
-    device) and records what it was called with."""
+    device) and records what it was called with; like the H200's driver (2026-11-29), it refuses a batch holding a
+    0-byte copy (CUDA_ERROR_INVALID_VALUE)."""
     def fn(dsts, srcs, sizes, count, attrs, attr_idx, num_attrs, stream):
         calls.append(dict(count=count, stream=stream, num_attrs=num_attrs, attr_idx=attr_idx[0],
                           order=attrs[0].srcAccessOrder, flags=attrs[0].flags,
                           hints=(attrs[0].srcLocHint.type, attrs[0].dstLocHint.type)))
+        if any(sizes[i] == 0 for i in range(count)):
+            return 1
         if result == 0:
             for i in range(count):
                 ctypes.memmove(dsts[i], srcs[i], sizes[i])
@@ -43,6 +46,21 @@ def test_a_batch_copies_every_piece_to_its_address():
         want[d:d + n] = host[s:s + n]
     assert np.array_equal(device, want)
     assert calls == [dict(count=5, stream=1234, num_attrs=1, attr_idx=0, order=1, flags=0, hints=(0, 0))]
+
+
+def test_empty_copies_are_left_out_of_the_batch():
+    """A 0-byte copy has nothing to move; the driver would refuse the whole batch for it."""
+    host = np.arange(32, dtype=np.uint8)
+    device = np.zeros(32, dtype=np.uint8)
+    calls: list = []
+    batch = BatchMemcpy(_fake_driver(calls))
+    batch([(device.ctypes.data, 0, 8), (device.ctypes.data + 8, 8, 0), (device.ctypes.data + 16, 16, 8)],
+          host.ctypes.data, 0)
+    assert [c["count"] for c in calls] == [2]
+    assert np.array_equal(device[:8], host[:8]) and np.array_equal(device[16:24], host[16:24])
+    assert not device[8:16].any() and not device[24:].any()
+    batch([(device.ctypes.data, 0, 0)], host.ctypes.data, 0)  # nothing to copy: no driver call
+    assert len(calls) == 1
 
 
 def test_a_failed_batch_names_the_driver_error():

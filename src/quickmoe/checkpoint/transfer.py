@@ -76,10 +76,11 @@ class HostTransfer:
         pass
 
 
-# Copies per batched call. The H200's driver (580.159.04, CUDA 13.0) ran the batches of Qwen3-30B-A3B NVFP4's 16 MB
-# chunks (64 copies on average) and of the loader's GPU tests, and crashed the process (SIGSEGV) on chunks of
-# 2,200-3,500 copies (the same tensors at tiny sizes, scripts/probes/many_tensors_probe.py; 2026-11-29): batches stay
-# near the sizes that ran.
+# Copies per batched call. On the H200's driver (580.159.04, CUDA 13.0) a load of Qwen3-30B-A3B NVFP4's tensors at tiny
+# sizes (scripts/probes/many_tensors_probe.py: 2,200-3,500 copies a 16 MB chunk) crashed inside cuMemcpyBatchAsync
+# (SIGSEGV) whenever a call took a whole chunk: 5 starts of 5, with or without Triton's and cuBLAS's start threads
+# beside it; lone batches of up to 16,384 copies in a fresh process ran. In calls of 64 the same load, the real
+# checkpoint and the loader's GPU tests ran every time (2026-11-29; docs/benchmarks.md).
 MAX_BATCH = 64
 
 
