@@ -143,7 +143,7 @@ def main() -> None:
         nsets = max(2, min(16, -(-ROTATE_BYTES // kv_bytes)))
         row = {"batch": batch, "context": context, "window": window, "kv_bytes": kv_bytes}
         sets = [_set(batch, context, window, g) for _ in range(nsets)]
-        default = decode_launch_config(batch, KV, DIM, window)
+        default = decode_launch_config(batch, KV, DIM, window, torch.cuda.get_device_name())
         row["default_us"] = _time(sets, window, None, default, args.reps) * 1e6
         timed = []
         for c in configs:

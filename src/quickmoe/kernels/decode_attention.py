@@ -21,7 +21,7 @@ softmax itself (sink included); with several, each writes (m, l, acc) and `_deco
 (Merging in the split kernel instead, by its last program to take a ticket, was measured slower on the H100:
 13.1 against 8.6 us a gpt-oss-20b layer at batch 1 for the three launches it replaced, 2026-11-24.)
 The number of splits and the launch config depend on B and the layer's window only (a CUDA graph fixes them at
-capture; `decode_num_splits`, `decode_launch_config`, tuned on the H100); each program finds its span from
+capture; `decode_num_splits`, `decode_launch_config`, tuned on the H100 and the H200); each program finds its span from
 context_lens on the device, so nothing is read on the host. A sliding-window layer's spans cover only the
 window: released blocks are never read.
 
@@ -103,12 +103,17 @@ class DecodeLaunchConfig:
             raise ValueError(f"DecodeLaunchConfig.num_stages = {self.num_stages}: expected >= 1")
 
 
-def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: int = 0) -> DecodeLaunchConfig:
-    """The launch config of a decode step of `batch` sequences (full and sliding layers alike).
+def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: int = 0,
+                         device_name: str = "") -> DecodeLaunchConfig:
+    """The launch config of a decode step of `batch` sequences (full and sliding layers alike) on the GPU named
+    `device_name` (`torch.cuda.get_device_name`; the H100's rule for any other).
 
     Tuned on the H100 for gpt-oss (8 KV heads of 64; `scripts/probes/decode_attention_sweep.py`, docs/benchmarks.md)
-    among the configs that keep a row's result the same as before at every batch size: 64 keys per iteration and
-    the split count of `decode_num_splits`, so warps, stages and the grid's order are all that vary. Other tiles
+    among the configs that keep a row's tiles at every batch size: 64 keys per iteration and the split count of
+    `decode_num_splits`, so warps, stages and the grid's order are all that vary. Stages and the grid's order change
+    no result bit; warps may change the last bit of some outputs (on Hopper 4 warps multiply with wgmma and 2 with
+    mma.sync: the H200 gave different bf16 bits at 8 x 4k, 16 x 4k, 64 x 4k, 32 x 16k and 64 x 16k, max 1.2e-4,
+    and the same at 15 other points of 2-64 sequences, 2026-11-29), as a different split count does. Other tiles
     read up to 5% faster at some sizes, and a sliding window's 128 keys in one tile of one program 12-27% faster up to
     batch 32, but each regrouped rows' online softmax differently at different batch sizes or between decode and
     mixed steps: 80% (tiles of 32 and 128 by batch size) and 97.7% (the one-tile window) of greedy tokens agreed
@@ -119,14 +124,28 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
     3 stages up to 512 programs and 2 warps with 4 stages beyond (more programs resident, each with loads in
     flight): 3-5% faster than 4 warps and 2 stages at 8 x 4k, 64 x 4k and 256 x 1k-4k. A sliding layer's one
     split of its window (`decode_num_splits`) keeps 4 warps and 2 stages up to 256 programs: gpt-oss's 128-key
-    window at batch 2-16 took 3.5-5.6 us with them against 3.8-5.7 us with the full layers' config."""
+    window at batch 2-16 took 3.5-5.6 us with them against 3.8-5.7 us with the full layers' config.
+
+    On the H200 (4.8 TB/s against the H100's 3.35, the same 132 multiprocessors) a full layer's 9-512 programs take
+    2 warps and 6 stages instead of 4 and 3: more of each program's keys in flight, and the warps of the configs
+    beyond 512 programs (one split from 33 sequences on: the same bits at 33 sequences as at 256). In turns on the H200 (2026-11-29), gpt-oss
+    shapes at 2-64 sequences of 1k-16k keys: geometric mean 0.960 of the 4-warp time, 0.92-0.95 at 64 sequences
+    and at 4-32 sequences of 16k keys, +4% at 2 x 4k and 8 x 1k; above 512 programs 6 stages were 15-19% slower than
+    the 2 warps and 4 stages kept there. Not measured on the H100, whose sweep tried at most 4 stages."""
     block_n = 64 if head_dim <= 128 else 32
     programs = batch * num_kv_heads
     if head_dim > 64 or programs <= 8 or (window > 0 and programs <= 256):
         return DecodeLaunchConfig(block_n=block_n)
     if programs <= 512:
+        if "H200" in device_name and window == 0:
+            return DecodeLaunchConfig(block_n, 2, 6, True)
         return DecodeLaunchConfig(block_n, 4, 3, True)
     return DecodeLaunchConfig(block_n, 2, 4, True)
+
+
+@functools.lru_cache(maxsize=8)
+def _device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 @functools.lru_cache(maxsize=8)
@@ -222,7 +241,8 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
     splits = num_splits if num_splits is not None else decode_num_splits(batch, num_kv, q.device, window=window)
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
     d_pow2 = max(16, triton.next_power_of_2(head_dim))
-    config = config if config is not None else decode_launch_config(batch, num_kv, head_dim, window)
+    if config is None:
+        config = decode_launch_config(batch, num_kv, head_dim, window, _device_name(q.device))
     if splits == 1:
         partial_acc = partial_ml = out  # unused: the program normalises and writes `out` itself
     else:
