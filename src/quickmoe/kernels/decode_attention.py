@@ -128,10 +128,11 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
 
     On the H200 (4.8 TB/s against the H100's 3.35, the same 132 multiprocessors) a full layer's 9-512 programs take
     2 warps and 6 stages instead of 4 and 3: more of each program's keys in flight, and the warps of the configs
-    beyond 512 programs (one split from 33 sequences on: the same bits at 33 sequences as at 256). In turns on the H200 (2026-11-29), gpt-oss
-    shapes at 2-64 sequences of 1k-16k keys: geometric mean 0.960 of the 4-warp time, 0.92-0.95 at 64 sequences
-    and at 4-32 sequences of 16k keys, +4% at 2 x 4k and 8 x 1k; above 512 programs 6 stages were 15-19% slower than
-    the 2 warps and 4 stages kept there. Not measured on the H100, whose sweep tried at most 4 stages."""
+    beyond 512 programs (gpt-oss has one split from 33 sequences on: the same bits at 33 sequences as at 256). In
+    turns on the H200 (2026-11-29), gpt-oss shapes at 2-64 sequences of 1k-16k keys: geometric mean 0.960 of the
+    4-warp time, 0.92-0.95 at 64 sequences and at 4-32 sequences of 16k keys, +4% at 2 x 4k and 8 x 1k; above 512
+    programs 6 stages were 15-19% slower than the 2 warps and 4 stages kept there. Not measured on the H100, whose
+    sweep tried at most 4 stages."""
     block_n = 64 if head_dim <= 128 else 32
     programs = batch * num_kv_heads
     if head_dim > 64 or programs <= 8 or (window > 0 and programs <= 256):
