@@ -49,6 +49,22 @@ def test_per_expert_tensors_fill_their_rows(checkpoint, dtype, chunk_bytes):
         assert torch.equal(rows, reader.read(name).to(dtype)), name
 
 
+def test_a_single_ranks_view_is_the_per_binding_resolution(checkpoint):
+    """rank_view's shortcut for one rank (nothing narrowed or skipped) gives what resolving each binding gives."""
+    from quickmoe.checkpoint import narrow
+
+    model = build_model(ModelConfig.from_dir(checkpoint), dtype=torch.bfloat16, device="cpu")
+    reader = CheckpointReader(checkpoint)
+    bindings = checkpoint_bindings(model)
+    fast = narrow.rank_view(bindings, reader.entries, reader.entries_by_file)
+    slow = narrow._resolve(bindings, reader.entries, reader.entries_by_file)
+    assert list(fast.bindings) == list(slow.bindings)
+    assert all(fast.bindings[name] is slow.bindings[name] for name in slow.bindings)
+    assert (fast.entries, fast.entries_by_file, fast.names, fast.skipped, fast.runs) == (
+        slow.entries, slow.entries_by_file, slow.names, slow.skipped, slow.runs)
+    assert len(fast.names) == len(reader.entries)
+
+
 def test_a_missing_expert_tensor_is_named(checkpoint, tmp_path):
     import json
 

@@ -54,24 +54,29 @@ class ParameterSink:
         # Per checkpoint tensor that lands directly: its parameter's bytes (one view per parameter, shared by the
         # experts stacked in it: a Qwen3-30B-A3B FP8 checkpoint has ~37,000 such tensors in 192 parameters), its
         # byte offset there and the parameter's address: plain integers from here on.
-        landing: dict[str, tuple[torch.Tensor, int, int]] = {}
-        param_bytes: dict[int, tuple[torch.Tensor, int]] = {}  # id(parameter) -> (its bytes, their address)
+        landing: dict[str, tuple[torch.Tensor, int, int]] = {}  # tensors in several pieces, once their first is seen
+        # id(parameter) -> (its bytes, their address, its element size, its dtype)
+        param_bytes: dict[int, tuple[torch.Tensor, int, int, torch.dtype]] = {}
         self.routes: list[ChunkRoute] = []
         for chunk in chunks:  # ~74,000 pieces for Qwen3-30B-A3B NVFP4: plain tuples and locals in this loop
             direct, direct_ptrs, completed, delivered = [], [], [], []
             for piece in chunk.pieces:
                 entry, src, dst, nbytes = piece
                 name = entry.name
-                where = landing.get(name)
+                where = landing.get(name) if dst else None  # a tensor's first piece starts at 0
                 if where is None:
                     binding = bindings[name]
-                    param = binding.param
-                    if binding.direct_offset is not None and entry.dtype == param.dtype:
+                    if binding.direct_offset is not None:
+                        param = binding.param
                         flat = param_bytes.get(id(param))
                         if flat is None:
                             view = bytes_view(param)
-                            flat = param_bytes[id(param)] = (view, view.data_ptr())
-                        where = landing[name] = (flat[0], binding.direct_offset * param.element_size(), flat[1])
+                            flat = param_bytes[id(param)] = (view, view.data_ptr(), param.element_size(),
+                                                             param.dtype)
+                        if entry.dtype == flat[3]:
+                            where = (flat[0], binding.direct_offset * flat[2], flat[1])
+                            if nbytes != entry.nbytes:  # more pieces to come
+                                landing[name] = where
                 if where is not None:
                     view, start, address = where
                     offset = start + dst
