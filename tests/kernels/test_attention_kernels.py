@@ -118,11 +118,12 @@ def test_stages_and_grid_order_change_no_bit():
     g = torch.Generator().manual_seed(51)
     # 8 splits of 600 keys: spans of 75 keys, inside and across 64-key tiles; on the GPU also 4,200 keys, where the
     # H200 told 2 warps from 4 (the interpreter on the CPU takes half the contexts and half the splits: the same
-    # spans, in the CI's time)
+    # spans, and 2 KV heads of 8 query heads, still two grid orders, in the CI's time)
     contexts = [1, 17, 300, 600, 4200] if DEVICE == "cuda" else [1, 17, 150, 300]
-    k_cache, v_cache, tables = _paged_cache(contexts, 8, 64, dtype, g)
-    q = torch.randn(len(contexts), 64, 64, generator=g).to(dtype).to(DEVICE)
-    sinks = torch.randn(64, generator=g).to(DEVICE)
+    num_kv, num_heads = (8, 64) if DEVICE == "cuda" else (2, 8)
+    k_cache, v_cache, tables = _paged_cache(contexts, num_kv, 64, dtype, g)
+    q = torch.randn(len(contexts), num_heads, 64, generator=g).to(dtype).to(DEVICE)
+    sinks = torch.randn(num_heads, generator=g).to(DEVICE)
     lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
     groups = [[DecodeLaunchConfig(), DecodeLaunchConfig(64, 4, 3, True)],
               [DecodeLaunchConfig(64, 2, 4, True), DecodeLaunchConfig(64, 2, 6, True), DecodeLaunchConfig(64, 2, 4)]]
