@@ -26,11 +26,13 @@ def test_a_timer_off_records_nothing():
 
 
 def _timed_steps(timer: StepTimer, rng: random.Random, idle_after: int) -> list[tuple[str, int, float, float]]:
-    """Run 8 CPU "steps" of known length with known gaps (one gap after mark_idle); returns, per step, its kind,
-    tokens, the time inside and the gap before it (None after the idle mark)."""
+    """Run 8 CPU "steps" of random length with random gaps (one gap after mark_idle); returns, per step, its kind,
+    tokens, the time inside and the gap before it (None after the idle mark), both as this function's own clock
+    read them around the timer's calls (a sleep may overrun on a busy machine: the reference is what happened)."""
     import time
 
     plan = []
+    last_end = 0.0
     for i in range(8):
         rows = [[0] * rng.choice((1, 1, 4)) for _ in range(rng.randint(1, 3))]
         inside, gap = rng.uniform(0.004, 0.008), rng.uniform(0.002, 0.004)
@@ -38,11 +40,14 @@ def _timed_steps(timer: StepTimer, rng: random.Random, idle_after: int) -> list[
             timer.mark_idle()
             gap = 0.03
         time.sleep(gap)
+        started = time.perf_counter()
         timer.begin()
         time.sleep(inside)
         timer.end(rows)
-        plan.append((step_kind([len(r) for r in rows]), sum(len(r) for r in rows), inside,
-                     None if i in (0, idle_after) else gap))
+        ended = time.perf_counter()
+        plan.append((step_kind([len(r) for r in rows]), sum(len(r) for r in rows), ended - started,
+                     None if i in (0, idle_after) else started - last_end))
+        last_end = ended
     return plan
 
 
