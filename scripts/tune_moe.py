@@ -61,9 +61,10 @@ FULL_GEMM2 = (((16, 32, 64, 128), (128, 256), (2, 4), (3, 4), (False, True), (1,
 
 
 def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
-    """Tiles from about half to four times the mean rows per expert hit, at least 16, at most 256."""
+    """Tiles from about half to four times the mean rows per expert hit, at most 256; 8 and 16 always where they are
+    among the last three (8 rows: the transposed orientation only, see `_configs`)."""
     mean_rows = tokens * top_k / min(experts, tokens * top_k)
-    return [m for m in (16, 32, 64, 128, 256) if m == 16 or mean_rows / 2 >= m / 4] [-3:]
+    return [m for m in (8, 16, 32, 64, 128, 256) if m <= 16 or mean_rows / 2 >= m / 4] [-3:]
 
 
 def _prefill_k(fmt: str) -> int:
@@ -79,10 +80,11 @@ def _prefill_swap(fmt: str) -> tuple[bool, ...]:
 
 def _configs(block_m: int, fmt: str, axes) -> list[MoEKernelConfig]:
     """The grid's configs in order, each once: FP8's K step is its scale group (the kernel forces it), so a grid's
-    other block_k values would time the same kernel again."""
+    other block_k values would time the same kernel again; tiles of 8 rows take the transposed orientation (the
+    tokens are the mma's 8-wide side there), so their plain-orientation points become transposed ones."""
     configs = (MoEKernelConfig(block_m=block_m, block_n=n, block_k=FP8_GROUP if fmt == "fp8" else k, num_warps=w,
-                               num_stages=s, swap_ab=swap, group_m=group, gate_up_one_dot=one_dot)
-               for n, k, w, s, swap, group, one_dot in itertools.product(*axes))
+                               num_stages=s, swap_ab=swap or block_m < 16, group_m=group, gate_up_one_dot=one_dot)
+               for n, k, w, s, swap, group, one_dot in itertools.product(*axes))  # 8 rows: transposed only
     return list(dict.fromkeys(configs))
 
 

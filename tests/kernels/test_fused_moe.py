@@ -95,8 +95,13 @@ def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(monkeypatch, num_tokens, forced
         from quickmoe.kernels import moe_configs
 
         tuned = moe_configs.moe_kernel_config
-        monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: dataclasses.replace(
-            tuned(*args, **kwargs), block_n=forced[0], swap_ab=forced[1]))
+
+        def forced_config(*args, **kwargs):  # the plain orientation takes 16-row tiles at least
+            config = tuned(*args, **kwargs)
+            block_m = config.block_m if forced[1] else max(config.block_m, 16)
+            return dataclasses.replace(config, block_m=block_m, block_n=forced[0], swap_ab=forced[1])
+
+        monkeypatch.setattr(moe_configs, "moe_kernel_config", forced_config)
     g = torch.Generator().manual_seed(num_tokens)
     w1, b1, w2, b2, s1, s2 = _experts(32, 2880, 2880, True, torch.bfloat16, g)
     x = torch.randn(num_tokens, 2880, generator=g).to(torch.bfloat16).to(DEVICE)
@@ -273,6 +278,74 @@ def test_one_token_needs_no_alignment_launch_and_gives_the_aligned_bits(monkeypa
         assert (got.double() - want).norm() / want.norm() < 1e-5
     with pytest.raises(ValueError, match=r"\[1, k\]"):
         align_module.single_token_alignment(torch.zeros(2, top_k, dtype=torch.int32), 16)
+
+
+@pytest.mark.parametrize("mxfp4", [True, False])
+@pytest.mark.parametrize("num_tokens", [1, 5])
+def test_eight_row_tiles_of_the_transposed_orientation_match_the_reference(monkeypatch, mxfp4, num_tokens):
+    """In the transposed orientation the assignments are the tensor-core instruction's 8-wide side, so a tile may
+    hold 8 of them (half a 16-row tile's padding at T = 1-8): both GEMMs give the float64 reference's result, one
+    token (no alignment launch) and five (sorted tiles, an expert with two assignments), idle experts. The plain
+    orientation keeps 16 (its assignments are the instruction's 16-row side)."""
+    from quickmoe.errors import ConfigError
+    from quickmoe.kernels import moe_configs
+
+    config = moe_configs.MoEKernelConfig(block_m=8, block_n=32, block_k=64, num_warps=2, swap_ab=True)
+    monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
+    g = torch.Generator().manual_seed(31 + num_tokens + 2 * mxfp4)
+    w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, mxfp4, torch.float32, g)
+    x = torch.randn(num_tokens, 96, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(num_tokens, 8, generator=g).to(DEVICE), 4)
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64)
+    got = fused_moe(x, weights, ids, w1, b1, w2, b2, **kw)
+    want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1 if mxfp4 else w1.double(), b1.double(),
+                         w2 if mxfp4 else w2.double(), b2.double(), **kw)
+    assert (got.double() - want).norm() / want.norm() < 1e-5
+    with pytest.raises(ConfigError, match=r"block_m must be >= 16 \(>= 8 with swap_ab\)"):
+        moe_configs.MoEKernelConfig(block_m=8, swap_ab=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(DEVICE != "cuda", reason="tensor-core bits: the GPU")
+@pytest.mark.parametrize("fmt", ["mxfp4", "bf16", "fp8", "nvfp4"])
+@pytest.mark.parametrize("num_tokens", [1, 3, 8, 40])
+@pytest.mark.parametrize("block_n,warps", [(32, 2), (64, 4)])
+def test_eight_row_tiles_give_the_sixteen_row_tiles_bits(fmt, num_tokens, block_n, warps):
+    """A row's output is the same chain of tensor-core steps over K whether its tile holds 8 assignments or 16
+    (the instruction's 8-wide side once or twice), so both GEMMs give bit-identical outputs, which keeps a
+    request's tokens independent of the batch it shares a step with: gpt-oss-20b's MXFP4 and bf16 experts,
+    Qwen3-30B-A3B's FP8 and NVFP4 ones; 8-row tiles of 32 columns on 2 warps and of 64 on 4 (mma.sync, as the
+    tuned decode tiles) against the 16-row tile of 32 columns on 2 warps. (16 rows of 64 columns on 4 warps
+    take wgmma, whose sums may round otherwise: not a decode tile.)"""
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_configs import MoEKernelConfig
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+
+    spec = SHAPES["gpt-oss-20b" if fmt in ("mxfp4", "bf16") else "qwen3-30b-a3b"]
+    g = torch.Generator().manual_seed(num_tokens)
+    experts = make_experts(spec, fmt, torch.device("cuda"), g)
+    quantize = quantize_fp8_per_token_group if fmt == "fp8" else (lambda t: (t, None))
+    acts, act_scales = quantize(torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).cuda())
+    weights, ids = route_ref(torch.randn(num_tokens, spec.experts, generator=g).cuda(), spec.top_k)
+    inter = torch.randn(num_tokens * spec.top_k, spec.inter, generator=g).to(torch.bfloat16).cuda()
+    inter, inter_scales = quantize(inter)
+    outs = []
+    for block_m, n, w in ((8, block_n, warps), (16, 32, 2)):
+        config = MoEKernelConfig(block_m=block_m, block_n=n, block_k=128 if fmt == "fp8" else 256, num_warps=w,
+                                 num_stages=3, swap_ab=True)
+        align = moe_align(ids, spec.experts, block_m)
+        outs.append((
+            moe_gemm1_swiglu(acts, align, spec.top_k, experts.w1, experts.b1, experts.kwargs.get("w1_scales"), GROUP,
+                             7.0, 1.702, act_scales=act_scales, out_dtype=torch.bfloat16, config=config,
+                             activation=spec.activation, w1_row_scale=experts.kwargs.get("w1_row_scale")),
+            moe_gemm2(inter, align, weights, experts.w2, experts.b2, experts.kwargs.get("w2_scales"),
+                      act_scales=inter_scales, out_dtype=torch.bfloat16, config=config,
+                      w2_row_scale=experts.kwargs.get("w2_row_scale"))))
+    for which, (a, b) in enumerate(zip(*outs), start=1):
+        assert a.abs().max() > 0
+        assert torch.equal(a, b), f"gemm {which}: {int((a != b).sum())} of {a.numel()} outputs differ"
 
 
 @pytest.mark.gpu

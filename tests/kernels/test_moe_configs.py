@@ -81,3 +81,22 @@ def test_every_shipped_files_device_has_its_architecture():
     """A device tuned later must say its architecture, or its siblings would not find its files."""
     devices = {path.stem.split("_", 4)[4] for path in moe_configs.CONFIG_DIR.glob("E*_N*_K*_*.json")}
     assert devices and devices <= set(moe_configs.TUNED_DEVICE_ARCH), devices - set(moe_configs.TUNED_DEVICE_ARCH)
+
+
+def test_shipped_eight_row_tiles_pair_with_a_transposed_gemm_2():
+    """GEMM 2 runs on GEMM 1's alignment, so its tiles have GEMM 1's rows: where a shipped GEMM 1 entry takes 8-row
+    tiles (the transposed orientation's), the GEMM 2 entry of the same model, format, device and T must be
+    transposed too (in the plain orientation 8 rows would be padded to the mma's 16)."""
+    files = {path.stem: json.loads(path.read_text()) for path in moe_configs.CONFIG_DIR.glob("E*_N*_K*_*.json")}
+    pairs = 0
+    for stem, table in files.items():
+        experts, n, k, rest = stem.split("_", 3)
+        gemm2 = files.get(f"{experts}_N{k[1:]}_K{int(n[1:]) // 2}_{rest}")  # GEMM 1 is [2I, H], GEMM 2 [H, I]
+        if gemm2 is None or int(n[1:]) % 2:
+            continue
+        for tokens, entry in table.items():
+            if entry["block_m"] < 16:
+                pairs += 1
+                assert MoEKernelConfig(**entry).swap_ab, (stem, tokens)
+                assert gemm2[tokens]["swap_ab"], (stem, tokens, gemm2[tokens])
+    assert pairs, "no shipped 8-row tile"

@@ -75,10 +75,15 @@ def test_the_small_grid_is_small_and_fp8_steps_one_scale_group():
     128-column scale groups whatever the grid says (the kernel forces them), so no candidate is timed twice."""
     tuner = _tuner()
     for fmt in ("mxfp4", "nvfp4", "fp8", "bf16"):
-        for block_m in (16, 128):
+        for block_m in (8, 16, 128):
             ones = tuner.gemm1_candidates(block_m, fmt), tuner.gemm2_candidates(block_m, fmt)
             for candidates in ones:
                 assert 1 <= len(candidates) <= 12 and len(set(candidates)) == len(candidates)
                 if fmt == "fp8":
                     assert {c.block_k for c in candidates} == {128}
     assert len(tuner.gemm1_candidates(16, "mxfp4", grid="full")) == 48  # the original grid is still reachable
+    for quick in (False, True):  # 8-row tiles: transposed only, the plain orientation's points folded into it
+        eight = tuner.gemm1_candidates(8, "mxfp4", quick=quick) + tuner.gemm2_candidates(8, "mxfp4", quick=quick)
+        assert eight and all(c.swap_ab and c.block_m == 8 for c in eight)
+    assert tuner.block_m_candidates(1, 4, 32) == [8, 16]  # gpt-oss-20b's batch-1 decode
+    assert tuner.block_m_candidates(256, 4, 32) == [16, 32, 64]

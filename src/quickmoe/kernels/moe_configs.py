@@ -37,7 +37,8 @@ TUNED_DEVICE_ARCH = {"NVIDIA_H100_80GB_HBM3": "sm_90", "NVIDIA_H200": "sm_90"}
 @dataclass(frozen=True)
 class MoEKernelConfig:
     """Launch parameters of one grouped GEMM. block_m: assignment rows per tile (also the alignment of
-    `moe_align`); block_n: output columns (GEMM 1: activation columns, at most the layout's gate/up group, which
+    `moe_align`; 8 only with swap_ab, where the assignments are the mma's 8-wide side: half the tensor-core work
+    and operand moves of 16 rows at decode sizes, the same bits); block_n: output columns (GEMM 1: activation columns, at most the layout's gate/up group, which
     it divides); block_k:
     reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
     sweep all N tiles together (L2 reuse of activations and weights); gate_up_one_dot: GEMM 1 multiplies its
@@ -67,9 +68,11 @@ class MoEKernelConfig:
             value = getattr(self, name)
             if value & (value - 1):
                 raise ConfigError(f"MoE kernel config {name!r} = {value}: expected a power of two")
-        if self.block_m < 16 or self.block_n < 16 or self.block_k % 32:
-            raise ConfigError(f"MoE kernel config {self}: block_m and block_n must be >= 16 (tensor-core tiles) and "
-                              "block_k a multiple of 32 (one MX block)")
+        # The tokens are the mma's 8-wide side in the transposed orientation, so its tiles may take 8 of them
+        min_block_m = 8 if self.swap_ab else 16
+        if self.block_m < min_block_m or self.block_n < 16 or self.block_k % 32:
+            raise ConfigError(f"MoE kernel config {self}: block_m must be >= 16 (>= 8 with swap_ab), block_n >= 16 "
+                              "(tensor-core tiles) and block_k a multiple of 32 (one MX block)")
 
 
 def _fallback(tokens: int) -> MoEKernelConfig:
