@@ -38,9 +38,9 @@ TUNED_DEVICE_ARCH = {"NVIDIA_H100_80GB_HBM3": "sm_90", "NVIDIA_H200": "sm_90"}
 class MoEKernelConfig:
     """Launch parameters of one grouped GEMM. block_m: assignment rows per tile (also the alignment of
     `moe_align`; 8 only with swap_ab, where the assignments are the mma's 8-wide side: half the tensor-core work
-    and operand moves of 16 rows at decode sizes, the same bits); block_n: output columns (GEMM 1: activation columns, at most the layout's gate/up group, which
-    it divides); block_k:
-    reduction step, a multiple of 32 (one MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
+    and operand moves of 16 rows at decode sizes, the same bits); block_n: output columns (GEMM 1: activation
+    columns, at most the layout's gate/up group, which it divides); block_k: reduction step, a multiple of 32 (one
+    MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
     sweep all N tiles together (L2 reuse of activations and weights); gate_up_one_dot: GEMM 1 multiplies its
     columns' gate and up rows in one dot of 2 x block_n weight rows (wider tensor-core tiles; the epilogue splits
     the accumulator) instead of two dots of block_n (GEMM 2 ignores it)."""
