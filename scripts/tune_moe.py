@@ -279,7 +279,7 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         args.tokens = _ints(args.tokens)
         args.block_m = _ints(args.block_m) if args.block_m else None
         for block_m in args.block_m or ():
-            MoEKernelConfig(block_m=block_m)
+            MoEKernelConfig(block_m=block_m, swap_ab=block_m < 16)  # 8 rows: transposed candidates (`_configs`)
     except (ValueError, ConfigError) as exc:
         parser.error(f"--tokens / --block-m: {exc}")
 

@@ -87,3 +87,16 @@ def test_the_small_grid_is_small_and_fp8_steps_one_scale_group():
         assert eight and all(c.swap_ab and c.block_m == 8 for c in eight)
     assert tuner.block_m_candidates(1, 4, 32) == [8, 16]  # gpt-oss-20b's batch-1 decode
     assert tuner.block_m_candidates(256, 4, 32) == [16, 32, 64]
+
+
+def test_the_tile_option_takes_eight_rows_and_names_a_bad_tile(monkeypatch, capsys):
+    """`--block-m 8,16` is a valid request (8-row tiles are tried in the transposed orientation); a tile that is no
+    power of two is refused before any GPU work, naming the option."""
+    tuner = _tuner()
+    monkeypatch.setattr("sys.argv", ["tune_moe.py", "--shapes", "gpt-oss-20b", "--tokens", "1,2", "--block-m", "8,16"])
+    args = tuner._parse_args()
+    assert args.block_m == [8, 16] and args.tokens == [1, 2]
+    monkeypatch.setattr("sys.argv", ["tune_moe.py", "--shapes", "gpt-oss-20b", "--block-m", "12"])
+    with pytest.raises(SystemExit):
+        tuner._parse_args()
+    assert "--block-m" in capsys.readouterr().err
