@@ -142,7 +142,8 @@ def main() -> None:
                                             swap_ab=bool(sw), group_m=gm, gate_up_one_dot=bool(od))
                             for n, k, w, s, sw, gm, od in itertools.product(
                                 ints(n_list), ints(args.block_k), ints(args.warps), ints(args.stages),
-                                ints(args.swap), ints(args.group_m), ints(args.one_dot) if which == 1 else [0])]
+                                ints(args.swap), ints(args.group_m), ints(args.one_dot) if which == 1 else [0])
+                            if sw or block_m >= 16]  # 8-row tiles: the transposed orientation only
                 timed = []
                 for config in grid:
                     try:
