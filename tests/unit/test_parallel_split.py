@@ -116,3 +116,26 @@ def test_more_ranks_than_gpus_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.raises(ConfigError, match=r"tensor_parallel_size = 4: only 2 GPU\(s\) visible"):
         launch._check_devices(EngineConfig(tensor_parallel_size=4), 4)
+
+
+def test_the_split_check_builds_on_meta_without_torch_dynamo(tiny):
+    """The ranks' dry run (and `quickmoe info`) build the model on the meta device, where torch.arange has no kernel
+    and its Python reference imports torch._dynamo (0.7 s on the development machine): the rotary table is then
+    only declared. In a fresh interpreter the check leaves torch._dynamo unimported, and the meta model's table has
+    its shape."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from quickmoe.config import EngineConfig\n"
+            "from quickmoe.executor.launch import check_split\n"
+            "from quickmoe.config import ModelConfig\n"
+            "from quickmoe.models.registry import build_model\n"
+            f"check_split({str(tiny)!r}, EngineConfig(tensor_parallel_size=2))\n"
+            f"model = build_model(ModelConfig.from_dir({str(tiny)!r}), dtype=torch.bfloat16, device='meta')\n"
+            "tables = [b for n, b in model.named_buffers() if n.endswith('cos_sin_cache')]\n"
+            "assert tables and all(t.is_meta and t.shape[-1] == 16 for t in tables), tables\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"

@@ -56,10 +56,15 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.head_dim = head_dim
         self.scale = rope.cos_sin_scale
-        inv_freq = rope_inv_freq(rope, head_dim).to(device)
-        positions = torch.arange(max_positions, device=device, dtype=torch.float32)
-        freqs = positions[:, None] * inv_freq[None, :]  # [P, D/2]
-        cache = torch.cat([freqs.cos() * self.scale, freqs.sin() * self.scale], dim=-1)  # [P, D]
+        if torch.device(device).type == "meta":
+            # A model built for its shapes only (checks, the ranks' splits): no values. torch.arange has no meta
+            # kernel, and its Python reference imports torch._dynamo (0.7 s on the development machine).
+            cache = torch.empty(max_positions, head_dim, dtype=torch.float32, device=device)
+        else:
+            inv_freq = rope_inv_freq(rope, head_dim).to(device)
+            positions = torch.arange(max_positions, device=device, dtype=torch.float32)
+            freqs = positions[:, None] * inv_freq[None, :]  # [P, D/2]
+            cache = torch.cat([freqs.cos() * self.scale, freqs.sin() * self.scale], dim=-1)  # [P, D]
         self.register_buffer("cos_sin_cache", cache, persistent=False)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
