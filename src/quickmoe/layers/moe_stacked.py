@@ -11,6 +11,7 @@ parameter, all experts at once, into the kernel layout (`layouts.mxfp4_moe`'s ga
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -60,24 +61,34 @@ def _declare_stacked(layer: FusedMoE, name: str, shape: tuple[int, ...], dtype: 
     tensors (`part`: their full checkpoint shape): `projections` lists each projection with the number of leading
     rows (of shape[0]) it fills, in order. Expert parallel: the other ranks' experts are declared unread. Tensor
     parallel: each part is narrowed to this rank's channels as `split` says."""
-    suffix, part_shape, part_dtype, alt = part
     experts, intermediate = expert_shards(layer)
     narrow = None
     if split is not None and not intermediate.whole:
         dim, num, den = split
         channels = scaled(intermediate, num, den)
         narrow = (dim, channels.start, channels.size)
-    parts = []
-    for expert in range(experts.total):  # one checkpoint tensor per expert and projection (the format's)
-        start, local = 0, expert - experts.start
-        mine = 0 <= local < experts.size
-        for projection, rows in projections:
-            loader = SliceLoader(local, (start, start + rows)) if mine else None
-            parts.append(CheckpointPart(f"{expert}.{projection}{suffix}", part_shape, part_dtype, loader, alt,
-                                        narrow if mine else None))
-            start += rows
-    declare_weight(layer, name, (layer.num_experts, *shape), dtype, device, checkpoint_dtype=part_dtype,
+    parts = _stacked_parts(experts.total, experts.start, experts.size, tuple(projections), part, narrow)
+    declare_weight(layer, name, (layer.num_experts, *shape), dtype, device, checkpoint_dtype=part[2],
                    checkpoint_parts=parts, dtype_follows_checkpoint=dtype_follows_checkpoint)
+
+
+@functools.lru_cache(maxsize=64)
+def _stacked_parts(total: int, first: int, mine: int, projections: tuple[tuple[str, int], ...], part: PartSpec,
+                   narrow: tuple[int, int, int] | None) -> tuple[CheckpointPart, ...]:
+    """The parts of one stacked parameter: one checkpoint tensor per expert and projection (the format's), names
+    relative to the layer. Every MoE layer of a model has the same (Qwen3-30B-A3B NVFP4: 48 layers x 8
+    parameters, 73,728 parts), so the immutable tuple is built once per model shape and shared."""
+    suffix, part_shape, part_dtype, alt = part
+    parts = []
+    for expert in range(total):
+        start, local = 0, expert - first
+        own = 0 <= local < mine
+        for projection, rows in projections:
+            loader = SliceLoader(local, (start, start + rows)) if own else None
+            parts.append(CheckpointPart(f"{expert}.{projection}{suffix}", part_shape, part_dtype, loader, alt,
+                                        narrow if own else None))
+            start += rows
+    return tuple(parts)
 
 
 def _use_kernels(layer: FusedMoE, hidden: torch.Tensor) -> bool:
