@@ -28,7 +28,8 @@
 #   ncu        Nsight Compute on the probe's GEMMs at T=1 and 256 (--profile-once): speed of light, warp states,
 #              memory, occupancy (ncu_gemm.txt)
 #   moe-rows   8- against 16-row MoE tiles at decode sizes, each GEMM alone (scripts/probes/moe_config_sweep.py
-#              --block-m 8,16, transposed, T = ROWS_TOKENS, default 1-64) for gpt-oss-20b and -120b (ROWS_SHAPES),
+#              --block-m 8,16, transposed, T = ROWS_TOKENS, default 1-64) for gpt-oss-20b and -120b (ROWS_SHAPES:
+#              SHAPE or SHAPE:FORMAT, e.g. "qwen3-30b-a3b:fp8 mixtral-8x7b:nvfp4"),
 #              the kernel tests of 8-row tiles on CUDA first (moe_rows_SHAPE.txt; the files are then edited by
 #              hand and checked with bench moe and ab-profile, as in docs/benchmarks.md, 2026-11-29 third session)
 #   attention-ncu Nsight Compute on decode attention (ours, then SDPA on contiguous keys) at the points of
@@ -341,10 +342,12 @@ print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:4
     moe-rows)
       python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fused_moe.py -k eight_row > "$OUT/moe_rows_tests.log" 2>&1
       echo "eight-row tests: $(tail -1 "$OUT/moe_rows_tests.log")"
-      for shape in ${ROWS_SHAPES:-gpt-oss-20b gpt-oss-120b}; do
-        python3 scripts/probes/moe_config_sweep.py --shape "$shape" --tokens "${ROWS_TOKENS:-1,2,4,8,16,32,64}" \
-          --block-m 8,16 --block-n 32,64 --block-k 256 --warps 2,4 --stages 3 --swap 1 --top 4 \
-          --json "$OUT/moe_rows_$shape.json" 2>&1 | tee "$OUT/moe_rows_$shape.txt" | grep -E "tuned|^ +[0-9]" | head -120
+      for item in ${ROWS_SHAPES:-gpt-oss-20b gpt-oss-120b}; do  # SHAPE or SHAPE:FORMAT (e.g. qwen3-30b-a3b:nvfp4)
+        shape=${item%%:*}; fmt=${item#*:}; [ "$fmt" = "$item" ] && fmt=""
+        python3 scripts/probes/moe_config_sweep.py --shape "$shape" ${fmt:+--format "$fmt"} \
+          --tokens "${ROWS_TOKENS:-1,2,4,8,16,32,64}" --block-m 8,16 --block-n 32,64 --block-k 256 --warps 2,4 \
+          --stages 3 --swap 1 --top 4 --json "$OUT/moe_rows_${shape}_${fmt}.json" 2>&1 \
+          | tee "$OUT/moe_rows_${shape}_${fmt}.txt" | grep -E "tuned|^ +[0-9]" | head -120
       done ;;
     attention-ncu)
       for point in ${NCU_POINTS:-256x4096 64x4096 8x16384}; do
