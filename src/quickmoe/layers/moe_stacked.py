@@ -73,16 +73,17 @@ def _declare_stacked(layer: FusedMoE, name: str, shape: tuple[int, ...], dtype: 
 
 
 @functools.lru_cache(maxsize=64)
-def _stacked_parts(total: int, first: int, mine: int, projections: tuple[tuple[str, int], ...], part: PartSpec,
+def _stacked_parts(total: int, first: int, count: int, projections: tuple[tuple[str, int], ...], part: PartSpec,
                    narrow: tuple[int, int, int] | None) -> tuple[CheckpointPart, ...]:
     """The parts of one stacked parameter: one checkpoint tensor per expert and projection (the format's), names
-    relative to the layer. Every MoE layer of a model has the same (Qwen3-30B-A3B NVFP4: 48 layers x 8
-    parameters, 73,728 parts), so the immutable tuple is built once per model shape and shared."""
+    relative to the layer; this rank's experts are [first, first + count) of `total`. Every MoE layer of a model
+    has the same (Qwen3-30B-A3B NVFP4: 48 layers x 8 parameters, 73,728 parts), so the immutable tuple is built
+    once per model shape and shared."""
     suffix, part_shape, part_dtype, alt = part
     parts = []
     for expert in range(total):
         start, local = 0, expert - first
-        own = 0 <= local < mine
+        own = 0 <= local < count
         for projection, rows in projections:
             loader = SliceLoader(local, (start, start + rows)) if own else None
             parts.append(CheckpointPart(f"{expert}.{projection}{suffix}", part_shape, part_dtype, loader, alt,
