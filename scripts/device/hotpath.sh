@@ -346,7 +346,7 @@ print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:4
         shape=${item%%:*}; fmt=${item#*:}; [ "$fmt" = "$item" ] && fmt=""
         python3 scripts/probes/moe_config_sweep.py --shape "$shape" ${fmt:+--format "$fmt"} \
           --tokens "${ROWS_TOKENS:-1,2,4,8,16,32,64}" --block-m 8,16 --block-n 32,64 --block-k 256 --warps 2,4 \
-          --stages 3 --swap 1 --top 4 --json "$OUT/moe_rows_${shape}_${fmt}.json" 2>&1 \
+          --stages 3 --swap 1 --top 4 --time-tuned --json "$OUT/moe_rows_${shape}_${fmt}.json" 2>&1 \
           | tee "$OUT/moe_rows_${shape}_${fmt}.txt" | grep -E "tuned|^ +[0-9]" | head -120
       done ;;
     attention-ncu)
