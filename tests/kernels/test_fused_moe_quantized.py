@@ -199,6 +199,12 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     ("mixtral-8x7b", "nvfp4", 2048), ("mixtral-8x7b", "nvfp4", 4096), ("mixtral-8x7b", "nvfp4", 8192),
     ("qwen3-30b-a3b", "nvfp4", 1), ("qwen3-30b-a3b", "nvfp4", 16), ("qwen3-30b-a3b", "nvfp4", 64),
     ("qwen3-30b-a3b", "nvfp4", 2048), ("qwen3-30b-a3b", "nvfp4", 8192),
+    # the H200's 8-row decode tiles (2026-11-29, fourth session): NVFP4 at T = 1-64 (Qwen3) and 1-16 (Mixtral), and
+    # the 120b's MXFP4 (its own H200 files since), with T = 128 back on 16 rows
+    ("qwen3-30b-a3b", "nvfp4", 4), ("qwen3-30b-a3b", "nvfp4", 32), ("qwen3-30b-a3b", "nvfp4", 128),
+    ("mixtral-8x7b", "nvfp4", 4), ("mixtral-8x7b", "nvfp4", 32),
+    ("gpt-oss-120b", "mxfp4", 1), ("gpt-oss-120b", "mxfp4", 8), ("gpt-oss-120b", "mxfp4", 64),
+    ("gpt-oss-120b", "mxfp4", 128),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
