@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from quickmoe.errors import ConfigError
+from quickmoe.sources import sources_digest
 
 __all__ = ["aot_available", "aot_directory", "install_aot_layers", "require_aot"]
 
@@ -61,15 +62,8 @@ def require_aot() -> None:
 
 
 def _sources_hash() -> str:
-    """sha256 of quickmoe's Python sources (paths and contents) and AOT_FORMAT."""
-    import quickmoe
-
-    root = Path(quickmoe.__file__).parent
-    digest = hashlib.sha256(f"aot-format-{AOT_FORMAT}".encode())
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    """sha256 of quickmoe's Python sources (`sources.sources_digest`) and AOT_FORMAT."""
+    return hashlib.sha256(f"aot-format-{AOT_FORMAT}-{sources_digest()}".encode()).hexdigest()[:16]
 
 
 def aot_directory(compile_cache: Path) -> Path:
