@@ -42,24 +42,25 @@ def parse_header_cached(path: Path) -> ShardHeader:
     raw, size = read_header_bytes(path)
     if len(raw) < MIN_HEADER_BYTES or os.environ.get("QUICKMOE_HEADER_CACHE", "1") == "0":
         return parse_header_bytes(path, raw, size)
+    digest = hashlib.sha256(raw).hexdigest()
     try:
-        file = _cache_file(raw)
+        file = _cache_file(digest)
     except OSError as exc:  # no cache directory to be had (e.g. a read-only home): parse every time
         logger.debug("header cache unavailable (%s)", exc)
         return parse_header_bytes(path, raw, size)
-    header = _load(file, path, size, 8 + len(raw))
+    header = _load(file, path, size, 8 + len(raw), digest)
     if header is None:
         header = parse_header_bytes(path, raw, size)
         _store(file, header)
     return header
 
 
-def _cache_file(raw: bytes) -> Path:
+def _cache_file(digest: str) -> Path:
     folder = f"v{_VERSION}-py{sys.version_info[0]}.{sys.version_info[1]}"
-    return cache_dir() / "safetensors-headers" / folder / f"{hashlib.sha256(raw).hexdigest()}.marshal"
+    return cache_dir() / "safetensors-headers" / folder / f"{digest}.marshal"
 
 
-def _load(file: Path, path: Path, size: int, data_start: int) -> ShardHeader | None:
+def _load(file: Path, path: Path, size: int, data_start: int, digest: str) -> ShardHeader | None:
     """The cached header of `path`, or None (no cache file, a malformed one, or tensors past the file's end)."""
     try:
         data = file.read_bytes()
@@ -71,7 +72,7 @@ def _load(file: Path, path: Path, size: int, data_start: int) -> ShardHeader | N
             return None
         entries = tuple(TensorEntry(name, path, DTYPES[dtype], shape, offset, nbytes)
                         for name, dtype, shape, offset, nbytes in rows)
-        return ShardHeader(path, size, data_start, MappingProxyType(dict(metadata)), entries)
+        return ShardHeader(path, size, data_start, MappingProxyType(dict(metadata)), entries, digest)
     except (EOFError, ValueError, TypeError, KeyError) as exc:
         logger.debug("%s: malformed header cache entry (%s); parsing the header", file, exc)
         return None

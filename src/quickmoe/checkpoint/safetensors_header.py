@@ -8,6 +8,7 @@ the file size, so a corrupt or truncated file fails at open time with its file a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -65,13 +66,15 @@ class TensorEntry(NamedTuple):
 
 @dataclass(frozen=True)
 class ShardHeader:
-    """One parsed safetensors file: its size, where the data starts, metadata, tensors in offset order."""
+    """One parsed safetensors file: its size, where the data starts, metadata, tensors in offset order, and the
+    sha256 (hex) of its header's bytes (what keys the caches derived from the header: `header_cache`, `load_plan`)."""
 
     file: Path
     file_size: int
     data_start: int
     metadata: MappingProxyType[str, str]
     entries: tuple[TensorEntry, ...]
+    header_sha256: str = ""
 
 
 def parse_header(path: Path) -> ShardHeader:
@@ -120,7 +123,8 @@ def parse_header_bytes(path: Path, raw: bytes, size: int) -> ShardHeader:
     _check_truncation(path, entries, size)
     logger.debug("%s: %d tensors, header %d bytes, data %d bytes", path, len(entries), header_len,
                  size - data_start)
-    return ShardHeader(path, size, data_start, MappingProxyType(metadata), tuple(entries))
+    return ShardHeader(path, size, data_start, MappingProxyType(metadata), tuple(entries),
+                       hashlib.sha256(raw).hexdigest())
 
 
 def _read_exact(f: Any, n: int) -> bytes:
