@@ -111,6 +111,9 @@ def format_table(doc: dict) -> str:
         if loader:  # the direct copies and the driver calls that queued them (batched: transfer.MAX_BATCH a call)
             line += (f" (medians); {loader['direct_copies']:,} tensor pieces copied straight into their parameters "
                      f"in {loader['copy_calls']:,} driver calls")
+            planned = [bool(r["info"]["loader"].get("plan_cached")) for r in reports if "loader" in r.get("info", {})]
+            if any(planned):  # checkpoint/load_plan.py
+                line += f"; {sum(planned)} of {len(planned)} runs streamed from a cached load plan"
         lines.append(line if loader else line + " (medians)")
     if "quickmoe_uncached" in summary and "process" in summary["quickmoe"]:
         cached, uncached = summary["quickmoe"]["process"][1], summary["quickmoe_uncached"]["process"][1]

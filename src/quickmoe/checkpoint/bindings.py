@@ -9,6 +9,7 @@ a plain copy of the whole parameter, or a `SliceLoader` part of a contiguous par
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import NamedTuple
 
 import torch
@@ -40,13 +41,17 @@ def _whole_copy_offset(param: nn.Parameter) -> int | None:
     return 0 if same else None
 
 
-def checkpoint_bindings(model: nn.Module) -> dict[str, Binding]:
-    """Checkpoint tensor name -> its binding, for every parameter of `model` (in parameter order)."""
+def checkpoint_bindings(model: nn.Module, only: Collection[str] | None = None) -> dict[str, Binding]:
+    """Checkpoint tensor name -> its binding, for every parameter of `model` (in parameter order); `only`: the
+    bindings of those tensor names alone (a cached load plan's delivered tensors: a stacked parameter's parts are
+    gone through only where one of them is wanted)."""
     bindings: dict[str, Binding] = {}
     for name, param in model.named_parameters():
         if not hasattr(param, "checkpoint_dtype"):
             raise AssertionError(f"parameter {name} was not declared with declare_weight")
         parts = getattr(param, "checkpoint_parts", None)
+        if only is not None and (name not in only if parts is None else not _wanted_below(name, only)):
+            continue
         if parts is None:
             spec = TensorSpec(name, tuple(param.checkpoint_shape), param.checkpoint_dtype,
                               getattr(param, "checkpoint_alt_dtypes", ()))
@@ -66,11 +71,20 @@ def checkpoint_bindings(model: nn.Module) -> dict[str, Binding]:
                     and (dtype == part.dtype or dtype in part.alt_dtypes)):  # the sink checks the file's dtype
                 offset = loader.offset_in(*strides)
             tensor = prefix + part.name
+            if only is not None and tensor not in only:
+                continue
             binding = Binding(name, param, TensorSpec(tensor, part.shape, part.dtype, part.alt_dtypes), loader, offset,
                               part.narrow)
             if bindings.setdefault(tensor, binding) is not binding:
                 _claimed_twice(bindings[tensor], binding)
     return bindings
+
+
+def _wanted_below(param_name: str, only: Collection[str]) -> bool:
+    """Whether a tensor of `only` may be a part of the stacked parameter `param_name` (under its module)."""
+    prefix = param_name.rpartition(".")[0]
+    prefix = f"{prefix}." if prefix else ""
+    return any(name.startswith(prefix) for name in only)
 
 
 def _bind(bindings: dict[str, Binding], binding: Binding) -> None:

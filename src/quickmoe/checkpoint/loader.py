@@ -30,12 +30,13 @@ from torch import nn
 from quickmoe.checkpoint.bindings import Binding, checkpoint_bindings
 from quickmoe.checkpoint.chunk_plan import plan_chunks
 from quickmoe.checkpoint.dtype_adoption import adopt_checkpoint_dtypes
+from quickmoe.checkpoint.load_plan import LoadPlan, load_plan_file, plan_key
 from quickmoe.checkpoint.loader_options import LoaderOptions
 from quickmoe.checkpoint.narrow import rank_view
 from quickmoe.checkpoint.reader import CheckpointReader, TensorSpec
 from quickmoe.checkpoint.sink import ParameterSink
 from quickmoe.checkpoint.staging import ChunkRing
-from quickmoe.checkpoint.transfer import CudaTransfer, HostTransfer
+from quickmoe.checkpoint.transfer import CudaTransfer, HostTransfer, address_copies_available
 from quickmoe.errors import CheckpointError
 
 __all__ = ["LoadStats", "expected_tensors", "load_weights", "DEFAULT_CHUNK_BYTES", "DEFAULT_NUM_BUFFERS",
@@ -75,6 +76,7 @@ class LoadStats:
     finish_seconds: float = 0.0
     direct_copies: int = 0  # pieces copied straight into their parameters
     copy_calls: int = 0  # the driver calls that queued those copies (fewer where a chunk's copies are batched)
+    plan_cached: bool = False  # streamed from a cached plan (`load_plan`): no bindings, validation or chunk plan
 
     @property
     def gb_per_s(self) -> float:
@@ -104,25 +106,36 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
             raise ValueError(f"load_weights option {option!r} = {value!r}: expected a positive integer")
     t_start = time.perf_counter()
     adopt_checkpoint_dtypes(model, reader)  # before the bindings: their direct landing depends on the dtypes
-    bindings = checkpoint_bindings(model)
-    reader.validate({name: b.spec for name, b in bindings.items()})  # names, shapes, dtypes: all problems at once
-    validate_seconds = time.perf_counter() - t_start
-    start = time.perf_counter()
     device = _staging_device(p for _, p in model.named_parameters())
-    view = rank_view(bindings, reader.entries, reader.entries_by_file)  # this rank's slices (all with one rank)
-    bindings, entries = view.bindings, view.entries
-    names = view.names
-    chunks = plan_chunks(view.entries_by_file, chunk_bytes, names)
-    sink = ParameterSink(bindings, device, chunks)
-    sink.filled.update(view.skipped)
-    for name in names:  # empty tensors have no bytes to read
-        entry = entries[name]
-        if entry.nbytes == 0:
+    key = plan_key(model, reader, chunk_bytes, device)
+    cached = _cached_plan(key, model, reader, device)
+    if cached is not None:  # a checked load of the same checkpoint, model and code: no per-tensor work
+        validate_seconds = time.perf_counter() - t_start
+        start = time.perf_counter()
+        chunks, routes = cached.chunks_and_routes(model, reader)
+        sink = ParameterSink(checkpoint_bindings(model, only=cached.delivered_names), device, ())
+        sink.scratch_bytes = cached.scratch_bytes  # the largest delivered tensor assembled from several chunks
+        staging_bytes, total = cached.staging_bytes, cached.payload_bytes()
+    else:
+        bindings = checkpoint_bindings(model)
+        reader.validate({name: b.spec for name, b in bindings.items()})  # names, shapes, dtypes: all problems at once
+        validate_seconds = time.perf_counter() - t_start
+        start = time.perf_counter()
+        view = rank_view(bindings, reader.entries, reader.entries_by_file)  # this rank's slices (all with one rank)
+        bindings, entries = view.bindings, view.entries
+        names = view.names
+        chunks = plan_chunks(view.entries_by_file, chunk_bytes, names)
+        sink = ParameterSink(bindings, device, chunks)
+        sink.filled.update(view.skipped)
+        empty = [name for name in names if entries[name].nbytes == 0]
+        for name in empty:  # empty tensors have no bytes to read (nor a cached plan: it holds pieces only)
+            entry = entries[name]
             sink.load(name, torch.empty(entry.shape, dtype=entry.dtype, device=device), None)
+        routes, staging_bytes = sink.routes, sink.staging_bytes
+        total = sum(entries[n].nbytes for n in names)
     buffer_bytes = max((c.nbytes for c in chunks), default=1)
-    transfer = (CudaTransfer(device, sink.staging_bytes, num_device_buffers) if device.type == "cuda"
+    transfer = (CudaTransfer(device, staging_bytes, num_device_buffers) if device.type == "cuda"
                 else HostTransfer())
-    total = sum(entries[n].nbytes for n in names)
     ring_stats: dict[str, float] = {}
     peak_host = 0
     deliver_seconds = finish_seconds = 0.0
@@ -134,7 +147,7 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
                 with transfer.streaming():
                     for chunk, host, slot in ring:
                         t0 = time.perf_counter()
-                        route = sink.routes[chunk.index]
+                        route = routes[chunk.index]
                         staged = transfer.send(host, slot, ring, route)
                         sink.filled.update(route.completed)
                         if route.delivered:
@@ -145,7 +158,8 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
                         transfer.done(slot, ring)
                         deliver_seconds += time.perf_counter() - t0
                         if bar is not None:
-                            bar.update(sum(p.nbytes for p in chunk.pieces))
+                            bar.update(sum(p.nbytes for p in chunk.pieces) if chunk.pieces  # else a cached plan's
+                                       else int(route.direct_ptrs[:, 2].sum()) + sum(p.nbytes for p in route.delivered))
                 finish_seconds = transfer.finish()
                 peak_host = ring.allocated_bytes
                 ring_stats = dict(read_seconds=ring.read_seconds, copy_wait_seconds=ring.copy_wait_seconds,
@@ -156,24 +170,48 @@ def load_weights(model: nn.Module, reader: CheckpointReader, *, progress: bool =
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - start
-    sink.filled.update(view.filled_originals(sink.filled))
-    _check_complete(reader, bindings, sink.filled)
-    sink.filled.difference_update(view.skipped)
-    sink.filled.difference_update(view.runs)  # counted by their runs
+    if cached is None:
+        sink.filled.update(view.filled_originals(sink.filled))
+        _check_complete(reader, bindings, sink.filled)
+        sink.filled.difference_update(view.skipped)
+        sink.filled.difference_update(view.runs)  # counted by their runs
+        num_tensors = len(sink.filled)
+        if key is not None and not (view.skipped or view.runs or empty) and all(  # one rank's whole checkpoint
+                b.narrow is None for b in bindings.values()):  # (a narrowed tensor's entry is not the file's)
+            plan = LoadPlan.from_sink(model, reader, chunks, sink, num_tensors)
+            if plan is not None:  # the next start with this key skips the per-tensor work
+                plan.save(load_plan_file(key))
+    else:
+        num_tensors = cached.num_tensors
+    assembly_bytes = sink.peak_assembly_bytes
     on_cpu = device.type != "cuda"
     stats = LoadStats(
-        num_tensors=len(sink.filled), num_bytes=total, seconds=seconds, validate_seconds=validate_seconds,
+        num_tensors=num_tensors, num_bytes=total, seconds=seconds, validate_seconds=validate_seconds,
         num_chunks=len(chunks), chunk_bytes=chunk_bytes,
-        peak_host_buffer_bytes=peak_host + (sink.peak_assembly_bytes if on_cpu else 0),
-        peak_device_buffer_bytes=transfer.allocated_bytes + (0 if on_cpu else sink.peak_assembly_bytes),
+        peak_host_buffer_bytes=peak_host + (assembly_bytes if on_cpu else 0),
+        peak_device_buffer_bytes=transfer.allocated_bytes + (0 if on_cpu else assembly_bytes),
         deliver_seconds=deliver_seconds, finish_seconds=finish_seconds, direct_copies=transfer.direct_copies,
-        copy_calls=transfer.copy_calls, **ring_stats)
+        copy_calls=transfer.copy_calls, plan_cached=cached is not None, **ring_stats)
     logger.info("loaded %d tensors, %.2f GB in %.2f s (%.2f GB/s; %d chunks of <= %d MiB, %d threads, "
-                "%.0f MiB host buffers; validate %.3f s)", stats.num_tensors, stats.num_bytes / 1e9, stats.seconds,
+                "%.0f MiB host buffers; validate %.3f s%s)", stats.num_tensors, stats.num_bytes / 1e9, stats.seconds,
                 stats.gb_per_s, stats.num_chunks, chunk_bytes >> 20, stats.num_threads,
-                stats.peak_host_buffer_bytes / 2**20, validate_seconds)
+                stats.peak_host_buffer_bytes / 2**20, validate_seconds, "; cached plan" if stats.plan_cached else "")
     logger.debug("load phases: %s", stats)
     return stats
+
+
+def _cached_plan(key: str | None, model: nn.Module, reader: CheckpointReader, device: torch.device) -> LoadPlan | None:
+    """The cached plan of this load, where there is one that fits and the transfer copies by address."""
+    if key is None:
+        return None
+    if device.type == "cuda" and not address_copies_available():
+        return None
+    plan = LoadPlan.load(load_plan_file(key))
+    if plan is not None and not plan.applies_to(model, reader):
+        logger.warning("the cached load plan %s does not fit this model and checkpoint; planning again",
+                       load_plan_file(key))
+        return None
+    return plan
 
 
 def _staging_device(params: Iterable[nn.Parameter]) -> torch.device:

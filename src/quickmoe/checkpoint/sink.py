@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from quickmoe.checkpoint.bindings import Binding, bytes_view
@@ -38,7 +39,9 @@ class ChunkRoute:
     `span` [start, end) that must be staged for those (None if none)."""
 
     direct: list[tuple[torch.Tensor, int, int, int]]  # (parameter's bytes, byte offset in it, host start, nbytes)
-    direct_ptrs: list[tuple[int, int, int]]  # the same copies as (destination address, host start, nbytes)
+    # the same copies as (destination address, host start, nbytes); from a cached plan (`load_plan`, where `direct`
+    # is empty) an [n, 3] uint64 array of them
+    direct_ptrs: list[tuple[int, int, int]] | np.ndarray
     completed: list[str]
     delivered: list[Piece]
     span: tuple[int, int] | None

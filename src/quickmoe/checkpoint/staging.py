@@ -243,6 +243,7 @@ def _pread_exact(fd: int, chunk: Chunk, view: memoryview) -> None:
             break
         got += n
     if got != chunk.nbytes:
-        names = ", ".join(dict.fromkeys(p.entry.name for p in chunk.pieces))
+        names = (", ".join(dict.fromkeys(p.entry.name for p in chunk.pieces))
+                 or "not named (the chunk of a cached load plan)")
         raise CheckpointError(f"{chunk.file}: short read: expected {chunk.nbytes} bytes at offset {chunk.offset}, "
                               f"got {got} (the file was truncated or changed after opening); tensor(s) {names}")

@@ -35,13 +35,14 @@ import logging
 import os
 import time
 
+import numpy as np
 import torch
 
 from quickmoe.checkpoint.batched_memcpy import batch_memcpy
 from quickmoe.checkpoint.sink import ChunkRoute
 from quickmoe.checkpoint.staging import ChunkRing
 
-__all__ = ["CudaTransfer", "HostTransfer"]
+__all__ = ["CudaTransfer", "HostTransfer", "address_copies_available"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +61,13 @@ class HostTransfer:
         return contextlib.nullcontext()
 
     def send(self, host: torch.Tensor, slot: int, ring: ChunkRing, route: ChunkRoute) -> torch.Tensor | None:
-        for param_bytes, offset, start, nbytes in route.direct:
-            param_bytes[offset:offset + nbytes].copy_(host[start:start + nbytes])
+        if route.direct or not len(route.direct_ptrs):
+            for param_bytes, offset, start, nbytes in route.direct:
+                param_bytes[offset:offset + nbytes].copy_(host[start:start + nbytes])
+        else:  # a cached plan's route: [n, 3] (destination address, host start, bytes)
+            base = host.data_ptr()
+            for dst_ptr, start, nbytes in _rows(route.direct_ptrs):
+                ctypes.memmove(dst_ptr, base + start, nbytes)
         return None if route.span is None else host[route.span[0]:route.span[1]]
 
     def done(self, slot: int, ring: ChunkRing) -> None:
@@ -99,12 +105,23 @@ class _DriverMemcpy:
             raise RuntimeError(f"cuMemcpyHtoDAsync({dst:#x}, {src:#x}, {nbytes}) failed: CUDA driver error {result}")
 
 
+def address_copies_available() -> bool:
+    """Whether `CudaTransfer` copies by address (the driver's copy entry point is there): a route given as addresses
+    only (a cached `load_plan`) needs it; without libcuda the transfer copies through torch, from views."""
+    return _driver_memcpy() is not None
+
+
 def _driver_memcpy() -> _DriverMemcpy | None:
     try:
         return _DriverMemcpy()
     except (OSError, AttributeError) as exc:  # no libcuda (or no such symbol): torch's copy_ does the same
         logger.debug("direct host->device copies through torch: %s", exc)
         return None
+
+
+def _rows(copies) -> list:
+    """A route's direct copies as Python (int, int, int) rows: a list already, or a cached plan's [n, 3] array."""
+    return copies.tolist() if isinstance(copies, np.ndarray) else copies
 
 
 class CudaTransfer:
@@ -174,7 +191,7 @@ class CudaTransfer:
             stream = self.copy_stream.cuda_stream
             copies = route.direct_ptrs
             if not (len(copies) > 1 and self._send_batch(copies, base, stream)):
-                for dst_ptr, start, nbytes in copies:
+                for dst_ptr, start, nbytes in _rows(copies):
                     self._memcpy(dst_ptr, base + start, nbytes, stream)
                 self.copy_calls += len(copies)
             self.direct_copies += len(copies)

@@ -184,7 +184,7 @@ class ModelRunner:
         self.report.info["loader"] = {k: getattr(stats, k) for k in (
             "seconds", "num_buffers", "peak_host_buffer_bytes", "peak_device_buffer_bytes", "validate_seconds",
             "read_seconds", "wait_seconds", "deliver_seconds", "finish_seconds", "num_chunks", "chunk_bytes",
-            "num_threads", "direct_copies", "copy_calls")}
+            "num_threads", "direct_copies", "copy_calls", "plan_cached")}
         if self.parallel.sharded:  # every rank's phases, and the slowest rank's of each, on rank 0
             self.report.info["ranks"] = gather_rank_phases(self.report, self.parallel)
             if self.parallel.is_driver:
