@@ -1,5 +1,6 @@
 """A digest of quickmoe's own Python sources, for caches whose contents the code determines (the AOT-compiled
-layers, the loader's plans): any edit to any module gives other keys, so a cache never outlives the code that made it."""
+layers, the loader's plans): any edit to any module gives other keys, so a cache never outlives the code that made
+it."""
 
 from __future__ import annotations
 
