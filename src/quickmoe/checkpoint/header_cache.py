@@ -47,10 +47,10 @@ def parse_header_cached(path: Path) -> ShardHeader:
         file = _cache_file(digest)
     except OSError as exc:  # no cache directory to be had (e.g. a read-only home): parse every time
         logger.debug("header cache unavailable (%s)", exc)
-        return parse_header_bytes(path, raw, size)
+        return parse_header_bytes(path, raw, size, digest)
     header = _load(file, path, size, 8 + len(raw), digest)
     if header is None:
-        header = parse_header_bytes(path, raw, size)
+        header = parse_header_bytes(path, raw, size, digest)
         _store(file, header)
     return header
 

@@ -107,8 +107,9 @@ def read_header_bytes(path: Path) -> tuple[bytes, int]:
     return raw, size
 
 
-def parse_header_bytes(path: Path, raw: bytes, size: int) -> ShardHeader:
-    """`parse_header` of header bytes `raw` read from `path`, a file of `size` bytes."""
+def parse_header_bytes(path: Path, raw: bytes, size: int, digest: str | None = None) -> ShardHeader:
+    """`parse_header` of header bytes `raw` read from `path`, a file of `size` bytes (`digest`: their sha256, if the
+    caller has it)."""
     header_len = len(raw)
     header = _decode_json(path, raw)
     data_start = 8 + header_len
@@ -124,7 +125,7 @@ def parse_header_bytes(path: Path, raw: bytes, size: int) -> ShardHeader:
     logger.debug("%s: %d tensors, header %d bytes, data %d bytes", path, len(entries), header_len,
                  size - data_start)
     return ShardHeader(path, size, data_start, MappingProxyType(metadata), tuple(entries),
-                       hashlib.sha256(raw).hexdigest())
+                       digest or hashlib.sha256(raw).hexdigest())
 
 
 def _read_exact(f: Any, n: int) -> bytes:
