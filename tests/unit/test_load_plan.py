@@ -31,7 +31,7 @@ def checkpoint(request, tmp_path_factory):
 def plans(tmp_path, monkeypatch):
     """A fresh cache directory, and plans kept for checkpoints of any size."""
     monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("QUICKMOE_LOAD_PLAN_CACHE", raising=False)
+    monkeypatch.setenv("QUICKMOE_LOAD_PLAN_CACHE", "1")
     monkeypatch.setattr(load_plan, "MIN_TENSORS", 1)
     return tmp_path / "cache" / "load-plans"
 
@@ -137,8 +137,12 @@ def test_a_damaged_or_foreign_plan_is_not_used(checkpoint, plans, caplog):
 
 
 def test_no_plan_is_kept_when_switched_off_or_for_few_tensors(checkpoint, plans, monkeypatch):
-    monkeypatch.setenv("QUICKMOE_LOAD_PLAN_CACHE", "0")
-    assert not _load(checkpoint)[1].plan_cached and not plans.exists()
-    monkeypatch.delenv("QUICKMOE_LOAD_PLAN_CACHE")
+    for switch in ("0", None):  # off, and by default (opt-in until measured on a GPU)
+        if switch is None:
+            monkeypatch.delenv("QUICKMOE_LOAD_PLAN_CACHE")
+        else:
+            monkeypatch.setenv("QUICKMOE_LOAD_PLAN_CACHE", switch)
+        assert not _load(checkpoint)[1].plan_cached and not plans.exists()
+    monkeypatch.setenv("QUICKMOE_LOAD_PLAN_CACHE", "1")
     monkeypatch.setattr(load_plan, "MIN_TENSORS", len(CheckpointReader(checkpoint).entries) + 1)
     assert not _load(checkpoint)[1].plan_cached and not plans.exists()

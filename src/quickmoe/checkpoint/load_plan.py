@@ -14,7 +14,8 @@ The key (`plan_key`) hashes what decides the plan: quickmoe's sources (`sources.
 the model's parameters (name, shape, stride, dtype, in order), the files' names and sizes with the sha256 of each
 header's bytes, config.json and hf_quant_config.json, the chunk size and the device type. The plan is written only
 after a load that checked everything (`loader._check_complete`), so a hit repeats a checked load. A missing,
-unreadable or malformed file is a miss. `<cache>/load-plans/<key>.npz`; `QUICKMOE_LOAD_PLAN_CACHE=0` turns it off.
+unreadable or malformed file is a miss. `<cache>/load-plans/<key>.npz`. Opt-in (`QUICKMOE_LOAD_PLAN_CACHE=1`) until
+its CUDA path has been measured on a GPU (`scripts/device/coldstart2.sh load-plan`); the CPU path is tested and measured.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ _FIELDS = ("chunk_file", "chunk_offset", "chunk_nbytes", "chunk_pieces", "chunk_
 
 
 def plan_key(model: nn.Module, reader: CheckpointReader, chunk_bytes: int, device: torch.device) -> str | None:
-    """The plan's cache key, or None where no plan is kept (the switch off, or fewer than MIN_TENSORS tensors)."""
-    if os.environ.get("QUICKMOE_LOAD_PLAN_CACHE", "1") == "0" or len(reader.entries) < MIN_TENSORS:
+    """The plan's cache key, or None where no plan is kept (the switch not on, or fewer than MIN_TENSORS tensors)."""
+    if os.environ.get("QUICKMOE_LOAD_PLAN_CACHE", "0") != "1" or len(reader.entries) < MIN_TENSORS:
         return None
     digest = hashlib.sha256(f"load-plan-{_FORMAT}-{sources_digest()}-{torch.__version__}-{chunk_bytes}-"
                             f"{device.type}".encode())
