@@ -205,6 +205,8 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     ("mixtral-8x7b", "nvfp4", 4), ("mixtral-8x7b", "nvfp4", 32),
     ("gpt-oss-120b", "mxfp4", 1), ("gpt-oss-120b", "mxfp4", 8), ("gpt-oss-120b", "mxfp4", 64),
     ("gpt-oss-120b", "mxfp4", 128),
+    # Qwen3 FP8's 8-row tiles at T = 3-12 (2026-11-29, fifth session): keys 4 and 8
+    ("qwen3-30b-a3b", "fp8", 8), ("qwen3-30b-a3b", "fp8", 6),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
