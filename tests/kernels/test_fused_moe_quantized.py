@@ -207,6 +207,9 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     ("gpt-oss-120b", "mxfp4", 128),
     # Qwen3 FP8's 8-row tiles at T = 3-12 (2026-11-29, fifth session): keys 4 and 8
     ("qwen3-30b-a3b", "fp8", 8), ("qwen3-30b-a3b", "fp8", 6),
+    # Qwen3 bf16's H200 file (the same session): 8-row tiles at T = 1-24, the fallback's tiles past it
+    ("qwen3-30b-a3b", "bf16", 1), ("qwen3-30b-a3b", "bf16", 2), ("qwen3-30b-a3b", "bf16", 12),
+    ("qwen3-30b-a3b", "bf16", 40),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
