@@ -56,7 +56,11 @@ def _kernel_cache_line(infos: list[dict]) -> str | None:
             f"entries found, {statistics.median(c.get('new_entries_startup', 0) for c in caches):.0f} compiled at "
             "start-up")
     firsts = [c["new_entries_first_token"] for c in caches if "new_entries_first_token" in c]
-    return line + (f", {statistics.median(firsts):.0f} for the first token" if firsts else "") + " (medians)"
+    line += (f", {statistics.median(firsts):.0f} for the first token" if firsts else "") + " (medians)"
+    keys = [c["triton_key"] for c in caches if c.get("triton_key", "off") != "off"]  # executor/triton_key.py
+    if keys:
+        line += f"; Triton's version key read from the cache in {keys.count('cached')} of {len(caches)} runs"
+    return line
 
 
 def format_table(doc: dict) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from quickmoe.executor.triton_key import use_cached_triton_key
 from quickmoe.paths import cache_dir
 
 __all__ = ["KernelCache", "cache_key", "device_name", "triton_cache_dir", "use_triton_cache", "versions"]
@@ -107,5 +108,7 @@ def use_triton_cache(device: torch.device) -> KernelCache:
         path.mkdir(parents=True, exist_ok=True)
         os.environ[TRITON_CACHE_ENV] = _set_by_us = str(path)
     cache = KernelCache(path=path, source=source, entries=count_entries(path))
-    logger.debug("Triton kernel cache: %s (%s, %d entries)", path, source, cache.entries)
+    cache.info["triton_key"] = use_cached_triton_key()  # Triton's own version key, from quickmoe's cache (opt-in)
+    logger.debug("Triton kernel cache: %s (%s, %d entries; version key %s)", path, source, cache.entries,
+                 cache.info["triton_key"])
     return cache
