@@ -25,12 +25,14 @@ from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_ca
 from quickmoe.executor.rank_report import gather_rank_phases
 from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
 from quickmoe.executor.step_timer import StepTimer
+from quickmoe.executor.tables_start import TablesStart, tables_start_enabled
 from quickmoe.executor.triton_start import TritonStart
 from quickmoe.forward.forward_batch import ForwardBatch
 from quickmoe.layers.attention import Attention
 from quickmoe.layers.moe import FusedMoE, GptOssMLP
 from quickmoe.layers.norm import RMSNorm
 from quickmoe.layers.prompt_logprobs import PromptLogprobRequest, prompt_logit_rows, prompt_logprob_table
+from quickmoe.layers.rotary import fill_rotary_tables
 from quickmoe.layers.sampler import DeviceSample, Sampler
 from quickmoe.layers.sparse_moe import SparseMoeBlock
 from quickmoe.layouts import default_permutation_cache
@@ -115,7 +117,11 @@ class ModelRunner:
             self.config = ModelConfig.from_dir(self.model_dir)
             reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
             self.report.mark("config")
-            self.model = build_model(self.config, dtype=self.dtype, device=self.device, parallel=self.parallel)
+            # QUICKMOE_TABLES_START=1 on CUDA: the rotary table is computed beside the load (`TablesStart`)
+            tables_on_thread = self.device.type == "cuda" and tables_start_enabled()
+            self.model = build_model(self.config, dtype=self.dtype, device=self.device, parallel=self.parallel,
+                                     defer_tables=tables_on_thread)
+        tables_start = TablesStart(self.device, self.model).start() if tables_on_thread else None
         moe_kernels, attention_kernels = self.moe_kernels, self.attention_kernels
         for module in self.model.modules():  # the backends are chosen once, here
             if isinstance(module, (FusedMoE, GptOssMLP, SparseMoeBlock)):  # the experts and their routing
@@ -140,6 +146,9 @@ class ModelRunner:
             self.report.info["triton_start_seconds"] = triton_start.join()
         if cublas_start is not None:  # and cuBLAS's
             self.report.info["cublas_start_seconds"] = cublas_start.join()
+        if tables_start is not None:  # and the model's tables
+            self.report.info["tables_start_seconds"] = tables_start.join()
+        fill_rotary_tables(self.model)  # nothing left when the thread filled them; else here, raising what fails
         self.model.process_weights_after_loading()
         self.model.eval()
         if self.device.type == "cuda":

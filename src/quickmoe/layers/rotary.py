@@ -23,10 +23,10 @@ from torch import nn
 from quickmoe.config import RopeScaling
 
 
-def rope_inv_freq(rope: RopeScaling, head_dim: int) -> torch.Tensor:
-    """Inverse frequencies [head_dim/2] in float32."""
+def rope_inv_freq(rope: RopeScaling, head_dim: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Inverse frequencies [head_dim/2] in float32, computed on `device` (None: the default device)."""
     base = rope.rope_theta
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim  # [D/2]
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim  # [D/2]
     pos_freqs = base**exponents
     extrapolated = 1.0 / pos_freqs
     if rope.rope_type == "default":
@@ -43,31 +43,54 @@ def rope_inv_freq(rope: RopeScaling, head_dim: int) -> torch.Tensor:
     low, high = max(low, 0), min(high, head_dim - 1)
     if low == high:
         high += 0.001  # avoid a zero-width ramp
-    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # [D/2]
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32, device=device) - low) / (high - low)).clamp(0, 1)  # [D/2]
     keep_extrapolated = 1 - ramp
     return interpolated * (1 - keep_extrapolated) + extrapolated * keep_extrapolated
 
 
 class RotaryEmbedding(nn.Module):
     """The table of scaled cos and sin per position, `cos_sin_cache` [max_positions, head_dim] float32 (cos in
-    the first half of each row, sin in the second), computed once: a step indexes it by its positions."""
+    the first half of each row, sin in the second), computed once: a step indexes it by its positions.
 
-    def __init__(self, rope: RopeScaling, head_dim: int, max_positions: int, *, device: torch.device | str) -> None:
+    `fill=False` allocates the table and leaves it to `fill()`: a model's start computes it on a thread beside the
+    weight load (`executor/tables_start.py`), where on a GPU the first use of each of its elementwise kernels (pow,
+    clamp, cos, ...) loads that kernel, 0.14 of gpt-oss-20b's 0.18 s build on the H200. `fill()` computes on the
+    table's device with the ops the constructor used, so the bits are the same either way."""
+
+    def __init__(self, rope: RopeScaling, head_dim: int, max_positions: int, *, device: torch.device | str,
+                 fill: bool = True) -> None:
         super().__init__()
         self.head_dim = head_dim
         self.scale = rope.cos_sin_scale
-        if torch.device(device).type == "meta":
-            # A model built for its shapes only (checks, the ranks' splits): no values. torch.arange has no meta
-            # kernel, and its Python reference imports torch._dynamo (0.7 s on the development machine).
-            cache = torch.empty(max_positions, head_dim, dtype=torch.float32, device=device)
-        else:
-            inv_freq = rope_inv_freq(rope, head_dim).to(device)
-            positions = torch.arange(max_positions, device=device, dtype=torch.float32)
-            freqs = positions[:, None] * inv_freq[None, :]  # [P, D/2]
-            cache = torch.cat([freqs.cos() * self.scale, freqs.sin() * self.scale], dim=-1)  # [P, D]
-        self.register_buffer("cos_sin_cache", cache, persistent=False)
+        self.rope = rope
+        # A model built on the meta device (checks, the ranks' splits) has no values to compute. torch.arange has no
+        # meta kernel, and its Python reference imports torch._dynamo (0.7 s on the development machine).
+        self.pending = torch.device(device).type != "meta"
+        self.register_buffer("cos_sin_cache", torch.empty(max_positions, head_dim, dtype=torch.float32,
+                                                          device=device), persistent=False)
+        if fill:
+            self.fill()
+
+    def fill(self) -> None:
+        """Compute the table into `cos_sin_cache`, on its device and the current stream; once (later calls do
+        nothing)."""
+        if not self.pending:
+            return
+        device = self.cos_sin_cache.device
+        inv_freq = rope_inv_freq(self.rope, self.head_dim, device)
+        positions = torch.arange(self.cos_sin_cache.shape[0], device=device, dtype=torch.float32)
+        freqs = positions[:, None] * inv_freq[None, :]  # [P, D/2]
+        torch.cat([freqs.cos() * self.scale, freqs.sin() * self.scale], dim=-1, out=self.cos_sin_cache)  # [P, D]
+        self.pending = False
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin [T, D/2] in `dtype` for positions [T] (rows of the table)."""
         rows = self.cos_sin_cache[positions.long()].to(dtype)  # [T, D]
         return rows[:, :self.head_dim // 2], rows[:, self.head_dim // 2:]
+
+
+def fill_rotary_tables(model: nn.Module) -> None:
+    """`fill()` every rotary table of `model` still to compute."""
+    for module in model.modules():
+        if isinstance(module, RotaryEmbedding):
+            module.fill()

@@ -64,12 +64,15 @@ class DecoderModel(nn.Module):
         self.dtype = dtype
         self.embed_tokens = VocabEmbedding(config.vocab_size, config.hidden_size, dtype=dtype, device=device,
                                            parallel=parallel)
-        self.rotary = RotaryEmbedding(config.rope, config.head_dim, config.max_position_embeddings, device=device)
+        # computed by build_model, or by the caller it deferred it to (`fill_rotary_tables`)
+        self.rotary = RotaryEmbedding(config.rope, config.head_dim, config.max_position_embeddings, device=device,
+                                      fill=False)
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, device=device)
 
     def forward(self, batch: ForwardBatch, run_mlp: Sequence[bool] | None = None) -> torch.Tensor:
         """run_mlp[i] False skips layer i's MLP block on this step."""
+        assert not self.rotary.pending, "the rotary table was never computed (fill_rotary_tables)"
         delta = self.embed_tokens(batch.input_ids)  # [T, H]
         residual = torch.zeros_like(delta)  # the stream is delta + residual
         cache = batch.kv_cache

@@ -12,6 +12,7 @@ from quickmoe.checkpoint.reader import CheckpointReader
 from quickmoe.config import SUPPORTED_ARCHITECTURES, ModelConfig
 from quickmoe.distributed import SINGLE, ParallelContext
 from quickmoe.errors import ConfigError
+from quickmoe.layers.rotary import fill_rotary_tables
 from quickmoe.models.gpt_oss import GptOssForCausalLM
 from quickmoe.models.mixtral import MixtralForCausalLM
 from quickmoe.models.qwen3_moe import Qwen3MoeForCausalLM
@@ -23,16 +24,20 @@ assert set(MODEL_REGISTRY) == set(SUPPORTED_ARCHITECTURES)
 
 
 def build_model(config: ModelConfig, *, dtype: torch.dtype, device: torch.device | str,
-                parallel: ParallelContext = SINGLE) -> nn.Module:
+                parallel: ParallelContext = SINGLE, defer_tables: bool = False) -> nn.Module:
     """Allocate the model's parameters (uninitialised) on `device`, this rank's share of them when `parallel`
-    spreads the model over several; the checkpoint fills them."""
+    spreads the model over several; the checkpoint fills them. The rotary table is computed here, unless
+    `defer_tables`: then the caller runs `fill_rotary_tables(model)` before the first forward."""
     try:
         cls = MODEL_REGISTRY[config.architecture]
     except KeyError:
         raise ConfigError(f"{config.source}: architecture {config.architecture!r} has no model; "
                           f"expected one of {sorted(MODEL_REGISTRY)}") from None
     with torch.device(device):
-        return cls(config, dtype=dtype, device=device, parallel=parallel)
+        model = cls(config, dtype=dtype, device=device, parallel=parallel)
+    if not defer_tables:
+        fill_rotary_tables(model)
+    return model
 
 
 def check_checkpoint(model_dir: str | Path) -> tuple[ModelConfig, CheckpointReader]:
