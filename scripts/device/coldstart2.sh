@@ -43,6 +43,12 @@
 #                 with the cached load plan on and off (QUICKMOE_LOAD_PLAN_CACHE), in turns: bench coldstart
 #                 --import-floor (weights_ready <= import torch + 2 s; the CPU cut the steps before the first read
 #                 from 0.26 to 0.02 s)
+#   start-threads the 20b's path after the imports: the defaults, then QUICKMOE_TRITON_KEY_CACHE=1 (Triton's version
+#                 key read from the cache instead of hashing libtriton at Triton's start), then that and
+#                 QUICKMOE_TABLES_START=1 (the rotary table computed beside the load), in turns: bench coldstart
+#                 --import-floor; the phases build, load and process, and the start threads' seconds (info:
+#                 triton_start_seconds, tables_start_seconds). Each switch goes on by default if weights_ready gains
+#                 (prediction: Triton's start 0.66-0.72 s -> ~0.4 s; weights_ready -0.1 s with both, ~0 with the key alone)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 CKPT=/tmp/gpt-oss-20b
@@ -195,6 +201,33 @@ stage_load_plan() {
     done
   done
 }
+stage_start_threads() {
+  make_20b
+  for turn in a b; do
+    for variant in base key key_tables; do
+      local key=0 tables=0
+      [ $variant != base ] && key=1
+      [ $variant = key_tables ] && tables=1
+      QUICKMOE_TRITON_KEY_CACHE=$key QUICKMOE_TABLES_START=$tables bench "cold2_20b_threads_${variant}_$turn" "$CKPT" \
+        -n 3 --device cuda --import-floor
+      python3 - "$OUT/cold2_20b_threads_${variant}_$turn.json" <<'PY'
+import json, statistics, sys
+def find(o, key, acc):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            find(v, key, acc) if k != key else acc.append(v)
+    elif isinstance(o, list):
+        for v in o:
+            find(v, key, acc)
+    return acc
+doc = json.load(open(sys.argv[1]))
+for key in ("triton_start_seconds", "tables_start_seconds", "cublas_start_seconds"):
+    values = [v for v in find(doc, key, []) if isinstance(v, (int, float))]
+    print(f"  {key}: " + (f"median {statistics.median(values):.3f} s of {len(values)}" if values else "none"))
+PY
+    done
+  done
+}
 stage_bytecode() {
   make_20b
   QUICKMOE_BYTECODE_CACHE=off bench cold2_20b_bytecode_off "$CKPT" -n 3 --device cuda
@@ -242,8 +275,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 for stage in "$@"; do
   run="stage_${stage//-/_}"
   declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
-    "quick, imports, compile, compile-ab, aot, compile-ratio, serve, tokenizer, load-plan, bytecode, first-token," \
-    "120b, 120b-serve)"; exit 2; }
+    "quick, imports, compile, compile-ab, aot, compile-ratio, serve, tokenizer, load-plan, start-threads, bytecode," \
+    "first-token, 120b, 120b-serve)"; exit 2; }
   echo "== $stage ($(date +%T))"
   "$run"
 done
