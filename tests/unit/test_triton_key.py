@@ -28,7 +28,8 @@ t = time.perf_counter()
 key = triton_cache.get_cache_key.__globals__["triton_key"]()  # what Triton's get_cache_key calls
 seconds = time.perf_counter() - t
 print(json.dumps(dict(outcome=outcome, again=again, key=key, seconds=seconds,
-                      original_ran=original.cache_info().currsize > 0, replaced=triton_cache.triton_key is not original)))
+                      original_ran=original.cache_info().currsize > 0,
+                      replaced=triton_cache.triton_key is not original)))
 """
 
 
