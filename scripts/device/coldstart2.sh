@@ -43,12 +43,14 @@
 #                 with the cached load plan on and off (QUICKMOE_LOAD_PLAN_CACHE), in turns: bench coldstart
 #                 --import-floor (weights_ready <= import torch + 2 s; the CPU cut the steps before the first read
 #                 from 0.26 to 0.02 s)
-#   start-threads the 20b's path after the imports: the defaults, then QUICKMOE_TRITON_KEY_CACHE=1 (Triton's version
-#                 key read from the cache instead of hashing libtriton at Triton's start), then that and
-#                 QUICKMOE_TABLES_START=1 (the rotary table computed beside the load), in turns: bench coldstart
-#                 --import-floor; the phases build, load and process, and the start threads' seconds (info:
-#                 triton_start_seconds, tables_start_seconds). Each switch goes on by default if weights_ready gains
-#                 (prediction: Triton's start 0.66-0.72 s -> ~0.4 s; weights_ready -0.1 s with both, ~0 with the key alone)
+#   start-threads the 20b's start with the opt-in cuts, in turns: the defaults; QUICKMOE_TRITON_KEY_CACHE=1 (Triton's
+#                 version key read from the cache instead of hashing libtriton at Triton's start); that and
+#                 QUICKMOE_TABLES_START=1 (the rotary table computed beside the load); QUICKMOE_STARTUP_GC=paused (the
+#                 collector paused through the imports, what they made frozen after); all three. bench coldstart
+#                 --import-floor; the phases, and the start threads' seconds (info: triton_start_seconds,
+#                 tables_start_seconds). Each switch goes on by default if weights_ready gains (predictions: Triton's
+#                 start 0.66-0.72 s -> ~0.4 s, weights_ready -0.1 s with the key and the table's thread, ~0 with the
+#                 key alone; imports -0.2 to -0.3 s with the collector paused, as on the development machine)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 CKPT=/tmp/gpt-oss-20b
@@ -204,12 +206,11 @@ stage_load_plan() {
 stage_start_threads() {
   make_20b
   for turn in a b; do
-    for variant in base key key_tables; do
-      local key=0 tables=0
-      [ $variant != base ] && key=1
-      [ $variant = key_tables ] && tables=1
-      QUICKMOE_TRITON_KEY_CACHE=$key QUICKMOE_TABLES_START=$tables bench "cold2_20b_threads_${variant}_$turn" "$CKPT" \
-        -n 3 --device cuda --import-floor
+    for variant in base key key_tables gc all; do
+      local key=0 tables=0 gc=default
+      case $variant in key) key=1 ;; key_tables) key=1 tables=1 ;; gc) gc=paused ;; all) key=1 tables=1 gc=paused ;; esac
+      QUICKMOE_TRITON_KEY_CACHE=$key QUICKMOE_TABLES_START=$tables QUICKMOE_STARTUP_GC=$gc \
+        bench "cold2_20b_threads_${variant}_$turn" "$CKPT" -n 3 --device cuda --import-floor
       python3 - "$OUT/cold2_20b_threads_${variant}_$turn.json" <<'PY'
 import json, statistics, sys
 def find(o, key, acc):

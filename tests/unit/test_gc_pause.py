@@ -1,5 +1,6 @@
 """startup/gc_pause.py: the collector is off inside the block and back to its previous state after (also after
-an error), and never switched on by it when it was off."""
+an error), and never switched on by it when it was off; the frozen variant takes what the block made out of every
+generation; QUICKMOE_STARTUP_GC is read and checked, and a start with it gives the same tokens."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import gc
 
 import pytest
 
-from quickmoe.startup.gc_pause import paused_gc
+from quickmoe.errors import ConfigError
+from quickmoe.startup.gc_pause import paused_gc, paused_then_frozen_gc, startup_gc_paused
 
 
 def test_the_collector_is_paused_inside_and_restored_after():
@@ -28,3 +30,71 @@ def test_a_collector_left_off_stays_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _Node:
+    """An object the collector tracks (it can hold a cycle)."""
+
+    def __init__(self) -> None:
+        self.other = self
+
+
+def test_paused_then_frozen_moves_what_the_block_made_out_of_later_collections():
+    gc.unfreeze()
+    try:
+        before = gc.get_freeze_count()
+        with paused_then_frozen_gc():
+            assert not gc.isenabled()
+            kept = [_Node() for _ in range(1000)]  # what imports leave behind: long-lived objects
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= before + 1000
+        assert not any(obj is kept[0] for obj in gc.get_objects())  # frozen: no generation scans it
+    finally:
+        gc.unfreeze()
+    assert any(obj is kept[0] for obj in gc.get_objects())  # unfrozen again for the other tests
+
+
+def test_an_error_in_the_block_freezes_nothing_and_restores_the_collector():
+    gc.unfreeze()
+    try:
+        with pytest.raises(RuntimeError), paused_then_frozen_gc():
+            raise RuntimeError("a failed import")
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+
+
+@pytest.mark.parametrize("value,paused", [(None, False), ("default", False), ("paused", True)])
+def test_the_startup_switch(monkeypatch, value, paused):
+    if value is None:
+        monkeypatch.delenv("QUICKMOE_STARTUP_GC", raising=False)
+    else:
+        monkeypatch.setenv("QUICKMOE_STARTUP_GC", value)
+    assert startup_gc_paused() is paused
+
+
+def test_a_bad_startup_switch_names_the_variable_and_the_choices(monkeypatch):
+    monkeypatch.setenv("QUICKMOE_STARTUP_GC", "off")
+    with pytest.raises(ConfigError, match=r"QUICKMOE_STARTUP_GC='off': expected 'default' or 'paused'"):
+        startup_gc_paused()
+
+
+def test_generate_with_the_switch_gives_the_same_text(tmp_path):
+    """The embedded model, greedy: the same tokens with the collector paused and frozen through the imports."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def generate(switch: str) -> list[int]:
+        env = {**os.environ, "QUICKMOE_STARTUP_GC": switch, "QUICKMOE_CACHE_DIR": str(tmp_path)}
+        out = subprocess.run([sys.executable, "-m", "quickmoe", "generate", "--prompt", "def add(a, b):",
+                              "--max-tokens", "8", "--temperature", "0", "--device", "cpu", "--json", "-q"],
+                             env=env, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])["token_ids"]
+
+    assert generate("paused") == generate("default")
+    env = {**os.environ, "QUICKMOE_STARTUP_GC": "sometimes", "QUICKMOE_CACHE_DIR": str(tmp_path)}
+    bad = subprocess.run([sys.executable, "-m", "quickmoe", "generate", "--prompt", "x", "--max-tokens", "1",
+                          "--device", "cpu", "-q"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "QUICKMOE_STARTUP_GC='sometimes'" in bad.stderr and "Traceback" not in bad.stderr

@@ -4,6 +4,7 @@ runs (so `quickmoe --help` answers at once)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -22,6 +23,14 @@ from quickmoe.cli.args import (
 from quickmoe.errors import ConfigError
 
 logger = logging.getLogger("quickmoe")
+
+
+def _imports_gc() -> contextlib.AbstractContextManager:
+    """The imports of a start, with the garbage collector paused and what they made frozen when
+    `QUICKMOE_STARTUP_GC=paused`."""
+    from quickmoe.startup.gc_pause import paused_then_frozen_gc, startup_gc_paused  # stdlib only
+
+    return paused_then_frozen_gc() if startup_gc_paused() else contextlib.nullcontext()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -44,9 +53,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         frontend = start_frontend(sock, args.model, logging.getLogger().getEffectiveLevel())
     try:
         device = "cpu" if args.model is None and args.device == "auto" else args.device
-        early = EarlyStart.begin(args.model, device)
-        spawned = _spawn_ranks_early(args, device)
-        from quickmoe.llm import LLM
+        with _imports_gc():
+            early = EarlyStart.begin(args.model, device)
+            spawned = _spawn_ranks_early(args, device)
+            from quickmoe.llm import LLM
 
         report.mark("imports")
         options = _engine_options(args)
@@ -137,11 +147,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
 
     params = checked_inputs(args)["sampling"]  # torch-free: bad flags fail before anything starts
-    # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
-    # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
-    early = EarlyStart.begin(args.model, args.device)
-    spawned = _spawn_ranks_early(args, args.device)
-    from quickmoe.llm import LLM
+    with _imports_gc():
+        # Before the heavy imports: read the shards into the page cache (skipped when already cached), create
+        # the CUDA context and page-lock the loader's host ring, on threads, while torch imports.
+        early = EarlyStart.begin(args.model, args.device)
+        spawned = _spawn_ranks_early(args, args.device)
+        from quickmoe.llm import LLM
 
     report.mark("imports")
     t0 = time.perf_counter()
