@@ -43,14 +43,13 @@
 #                 with the cached load plan on and off (QUICKMOE_LOAD_PLAN_CACHE), in turns: bench coldstart
 #                 --import-floor (weights_ready <= import torch + 2 s; the CPU cut the steps before the first read
 #                 from 0.26 to 0.02 s)
-#   start-threads the 20b's start with the opt-in cuts, in turns: the defaults; QUICKMOE_TRITON_KEY_CACHE=1 (Triton's
-#                 version key read from the cache instead of hashing libtriton at Triton's start); that and
-#                 QUICKMOE_TABLES_START=1 (the rotary table computed beside the load); QUICKMOE_STARTUP_GC=paused (the
-#                 collector paused through the imports, what they made frozen after); all three. bench coldstart
-#                 --import-floor; the phases, and the start threads' seconds (info: triton_start_seconds,
-#                 tables_start_seconds). Each switch goes on by default if weights_ready gains (predictions: Triton's
-#                 start 0.66-0.72 s -> ~0.4 s, weights_ready -0.1 s with the key and the table's thread, ~0 with the
-#                 key alone; imports -0.2 to -0.3 s with the collector paused, as on the development machine)
+#   start-threads the 20b's start with and without the three start-up cuts, in turns: none ("base":
+#                 QUICKMOE_TRITON_KEY_CACHE=0 QUICKMOE_TABLES_START=0 QUICKMOE_STARTUP_GC=normal); the Triton version
+#                 key read from the cache ("key"); that and the rotary table computed beside the load ("key_tables");
+#                 the collector paused through the imports, what they made frozen after ("gc"); all three ("all",
+#                 the defaults since the 2026-11-29 sixth session, where it measured weights_ready 2.55-2.61 s against
+#                 2.89-3.12 s for none). bench coldstart --import-floor; the phases, and the start threads' seconds
+#                 (info: triton_start_seconds, tables_start_seconds)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 CKPT=/tmp/gpt-oss-20b
@@ -207,7 +206,7 @@ stage_start_threads() {
   make_20b
   for turn in a b; do
     for variant in base key key_tables gc all; do
-      local key=0 tables=0 gc=default
+      local key=0 tables=0 gc=normal
       case $variant in key) key=1 ;; key_tables) key=1 tables=1 ;; gc) gc=paused ;; all) key=1 tables=1 gc=paused ;; esac
       QUICKMOE_TRITON_KEY_CACHE=$key QUICKMOE_TABLES_START=$tables QUICKMOE_STARTUP_GC=$gc \
         bench "cold2_20b_threads_${variant}_$turn" "$CKPT" -n 3 --device cuda --import-floor

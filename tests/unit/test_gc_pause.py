@@ -64,7 +64,7 @@ def test_an_error_in_the_block_freezes_nothing_and_restores_the_collector():
         gc.unfreeze()
 
 
-@pytest.mark.parametrize("value,paused", [(None, False), ("default", False), ("paused", True)])
+@pytest.mark.parametrize("value,paused", [(None, True), ("normal", False), ("paused", True)])
 def test_the_startup_switch(monkeypatch, value, paused):
     if value is None:
         monkeypatch.delenv("QUICKMOE_STARTUP_GC", raising=False)
@@ -75,7 +75,7 @@ def test_the_startup_switch(monkeypatch, value, paused):
 
 def test_a_bad_startup_switch_names_the_variable_and_the_choices(monkeypatch):
     monkeypatch.setenv("QUICKMOE_STARTUP_GC", "off")
-    with pytest.raises(ConfigError, match=r"QUICKMOE_STARTUP_GC='off': expected 'default' or 'paused'"):
+    with pytest.raises(ConfigError, match=r"QUICKMOE_STARTUP_GC='off': expected 'paused' \(the default\) or 'normal'"):
         startup_gc_paused()
 
 
@@ -93,7 +93,7 @@ def test_generate_with_the_switch_gives_the_same_text(tmp_path):
                              env=env, capture_output=True, text=True, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])["token_ids"]
 
-    assert generate("paused") == generate("default")
+    assert generate("paused") == generate("normal")
     env = {**os.environ, "QUICKMOE_STARTUP_GC": "sometimes", "QUICKMOE_CACHE_DIR": str(tmp_path)}
     bad = subprocess.run([sys.executable, "-m", "quickmoe", "generate", "--prompt", "x", "--max-tokens", "1",
                           "--device", "cpu", "-q"], env=env, capture_output=True, text=True)

@@ -121,7 +121,7 @@ def test_table_reports_start_up_graphs_and_the_kernel_cache():
             "[16, 32] when first needed") in table
     assert "Triton kernel cache (quickmoe): 40 entries found, 0 compiled at start-up, 2 for the first token" in table
     assert "KV cache 50.00 GiB (max_model_len 131072)" in table
-    assert "version key" not in table  # QUICKMOE_TRITON_KEY_CACHE off: nothing to say
+    assert "version key" not in table  # no outcome recorded: nothing to say
     runs = []
     for outcome in ("miss", "cached", "cached"):
         run_info = {**info, "triton_cache": {**info["triton_cache"], "triton_key": outcome}}

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from quickmoe.errors import ConfigError
+
 from quickmoe.config import ModelConfig
 from quickmoe.executor.tables_start import TablesStart, tables_start_enabled
 from quickmoe.layers.rotary import RotaryEmbedding, fill_rotary_tables, rope_inv_freq
@@ -71,11 +73,17 @@ def test_the_thread_fills_the_tables_with_the_bits_of_the_build(config):
     assert not table.pending and torch.equal(table.cos_sin_cache, want)
 
 
-@pytest.mark.parametrize("value,enabled", [(None, False), ("0", False), ("1", True)])
-def test_the_switch_is_off_by_default(monkeypatch, value, enabled):
+@pytest.mark.parametrize("value,enabled", [(None, True), ("0", False), ("1", True)])
+def test_the_switch_is_on_by_default(monkeypatch, value, enabled):
     if value is None:
         monkeypatch.delenv("QUICKMOE_TABLES_START", raising=False)
     else:
         monkeypatch.setenv("QUICKMOE_TABLES_START", value)
     assert tables_start_enabled() is enabled
+
+
+def test_a_bad_switch_names_the_variable_and_the_choices(monkeypatch):
+    monkeypatch.setenv("QUICKMOE_TABLES_START", "yes")
+    with pytest.raises(ConfigError, match=r"QUICKMOE_TABLES_START='yes': expected '1' .* or '0'"):
+        tables_start_enabled()
 

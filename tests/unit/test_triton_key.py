@@ -68,11 +68,22 @@ def test_an_empty_or_unreadable_stored_key_is_a_miss(tmp_path, triton_own_key):
     assert again["outcome"] == "miss" and again["key"] == triton_own_key and stored.read_text() == triton_own_key
 
 
-@pytest.mark.parametrize("switch", [None, "0"])
-def test_off_by_default_and_when_switched_off(tmp_path, switch, triton_own_key):
-    got = _start(tmp_path, switch)
+def test_on_by_default_and_off_when_switched_off(tmp_path, triton_own_key):
+    got = _start(tmp_path, "0")
     assert got["outcome"] == "off" and not got["replaced"] and got["key"] == triton_own_key
     assert not (tmp_path / "triton-key").exists()
+    first, second = _start(tmp_path, None), _start(tmp_path, None)
+    assert first["outcome"] == "miss" and second["outcome"] == "cached" and second["key"] == triton_own_key
+    assert not second["original_ran"]
+
+
+def test_a_bad_switch_names_the_variable_and_the_choices(tmp_path, monkeypatch):
+    from quickmoe.errors import ConfigError
+    from quickmoe.executor.triton_key import use_cached_triton_key
+
+    monkeypatch.setenv("QUICKMOE_TRITON_KEY_CACHE", "on")
+    with pytest.raises(ConfigError, match=r"QUICKMOE_TRITON_KEY_CACHE='on': expected '1' .* or '0'"):
+        use_cached_triton_key()
 
 
 def test_the_stamp_follows_every_key_file(tmp_path):

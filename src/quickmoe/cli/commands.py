@@ -26,8 +26,8 @@ logger = logging.getLogger("quickmoe")
 
 
 def _imports_gc() -> contextlib.AbstractContextManager:
-    """The imports of a start, with the garbage collector paused and what they made frozen when
-    `QUICKMOE_STARTUP_GC=paused`."""
+    """The imports of a start, with the garbage collector paused and what they made frozen (unless
+    `QUICKMOE_STARTUP_GC=normal`)."""
     from quickmoe.startup.gc_pause import paused_then_frozen_gc, startup_gc_paused  # stdlib only
 
     return paused_then_frozen_gc() if startup_gc_paused() else contextlib.nullcontext()

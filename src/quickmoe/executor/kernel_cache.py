@@ -108,7 +108,7 @@ def use_triton_cache(device: torch.device) -> KernelCache:
         path.mkdir(parents=True, exist_ok=True)
         os.environ[TRITON_CACHE_ENV] = _set_by_us = str(path)
     cache = KernelCache(path=path, source=source, entries=count_entries(path))
-    cache.info["triton_key"] = use_cached_triton_key()  # Triton's own version key, from quickmoe's cache (opt-in)
+    cache.info["triton_key"] = use_cached_triton_key()  # Triton's own version key, from quickmoe's cache
     logger.debug("Triton kernel cache: %s (%s, %d entries; version key %s)", path, source, cache.entries,
                  cache.info["triton_key"])
     return cache

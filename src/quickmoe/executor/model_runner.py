@@ -117,7 +117,7 @@ class ModelRunner:
             self.config = ModelConfig.from_dir(self.model_dir)
             reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
             self.report.mark("config")
-            # QUICKMOE_TABLES_START=1 on CUDA: the rotary table is computed beside the load (`TablesStart`)
+            # on CUDA the rotary table is computed beside the load (`TablesStart`; QUICKMOE_TABLES_START=0: here)
             tables_on_thread = self.device.type == "cuda" and tables_start_enabled()
             self.model = build_model(self.config, dtype=self.dtype, device=self.device, parallel=self.parallel,
                                      defer_tables=tables_on_thread)

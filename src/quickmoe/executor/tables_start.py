@@ -8,11 +8,13 @@ stream of its own, while the main thread loads the weights; PyTorch releases the
 model is built with `defer_tables=True`; after `join()` the runner calls `fill_rotary_tables` itself, which does
 nothing when the thread filled them and computes them when it failed.
 
-Opt-in (`QUICKMOE_TABLES_START=1`). Measured alone on the H200 it shortened the build by 0.14 s, but the load and
-processing grew by as much: processing then waited longer for Triton's start (0.66-0.72 s from the CUDA init, longer
-than build + load), so weights_ready did not move. Part of Triton's start is its hash of libtriton (0.36 s on the
-development machine), which `QUICKMOE_TRITON_KEY_CACHE=1` (`executor/triton_key.py`) serves from the cache; the two
-together are measured by `scripts/device/coldstart2.sh start-threads`.
+On by default on CUDA (`QUICKMOE_TABLES_START=0` turns it off). Alone, on the H200, it shortened the build by
+0.14 s while the load and processing grew by as much: processing waited for Triton's start (0.66-0.72 s from the
+CUDA init, longer than build + load), so weights_ready did not move. With Triton's version key served from the
+cache (`executor/triton_key.py`, 0.09 s left of that start), the build took 0.07-0.13 s against 0.17-0.24 s, and the
+three start-up cuts together (this, the key, the paused collector of `startup/gc_pause.py`) gave the lowest
+weights_ready of `scripts/device/coldstart2.sh start-threads`, 2.55-2.61 s against 2.89-3.12 s with none
+(docs/benchmarks.md, 2026-11-29 sixth session).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 import torch
 from torch import nn
 
+from quickmoe.errors import ConfigError
 from quickmoe.executor.background_start import BackgroundStart
 from quickmoe.layers.rotary import fill_rotary_tables
 
@@ -31,8 +34,12 @@ SWITCH = "QUICKMOE_TABLES_START"
 
 
 def tables_start_enabled() -> bool:
-    """Whether the runner computes the model's tables on a thread (`QUICKMOE_TABLES_START=1`; off by default)."""
-    return os.environ.get(SWITCH, "0") == "1"
+    """Whether the runner computes the model's tables on a thread on CUDA (on unless `QUICKMOE_TABLES_START=0`)."""
+    value = os.environ.get(SWITCH, "1")
+    if value not in ("0", "1"):
+        raise ConfigError(f"{SWITCH}={value!r}: expected '1' (the default: the rotary table computed on a thread "
+                          "beside the weight load) or '0' (computed in the build)")
+    return value == "1"
 
 
 class TablesStart(BackgroundStart):

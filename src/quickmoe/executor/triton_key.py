@@ -15,7 +15,9 @@ as Triton does, on whatever thread first asks (Triton's start, as before), and s
 either way, so Triton finds the same cache entries. Inductor's copy of the function (`--compile`, which keys its caches
 by it too) is replaced as well when Inductor was imported first; imported later, it takes the replacement.
 
-Opt-in (`QUICKMOE_TRITON_KEY_CACHE=1`) until measured on a GPU: `scripts/device/coldstart2.sh start-threads`.
+On by default (`QUICKMOE_TRITON_KEY_CACHE=0` turns it off). On the H200 (`scripts/device/coldstart2.sh
+start-threads`, docs/benchmarks.md, 2026-11-29 sixth session) Triton's start took 0.086-0.097 s with the stored key
+against 0.66-0.69 s without it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 
+from quickmoe.errors import ConfigError
 from quickmoe.paths import cache_dir
 
 __all__ = ["key_stamp", "use_cached_triton_key"]
@@ -91,10 +94,14 @@ def _cached(original: Callable[[], str], path: Path) -> Callable[[], str]:
 
 
 def use_cached_triton_key() -> str:
-    """Serve triton_key from quickmoe's cache when `QUICKMOE_TRITON_KEY_CACHE=1`. Returns what happened: "off",
+    """Serve triton_key from quickmoe's cache (unless `QUICKMOE_TRITON_KEY_CACHE=0`). Returns what happened: "off",
     "unavailable" (no triton, or a triton_key this does not know), "computed already" (this process has it),
     "cached" (the stored key) or "miss" (computed at first use and stored)."""
-    if os.environ.get(SWITCH, "0") != "1":
+    value = os.environ.get(SWITCH, "1")
+    if value not in ("0", "1"):
+        raise ConfigError(f"{SWITCH}={value!r}: expected '1' (the default: Triton's version key kept in quickmoe's "
+                          "cache) or '0' (Triton hashes its sources and libtriton in every process)")
+    if value == "0":
         return "off"
     try:
         import triton

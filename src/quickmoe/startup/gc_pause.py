@@ -46,12 +46,14 @@ def paused_then_frozen_gc() -> Iterator[None]:
 
 def startup_gc_paused() -> bool:
     """Whether the `quickmoe` command pauses the collector through its imports and `--compile`'s imports, freezing
-    what they made after (`paused_then_frozen_gc`; `QUICKMOE_STARTUP_GC=paused`; `default` leaves them to the
-    collector: the default until measured on a GPU). Importing torch, triton, quickmoe, Dynamo and Inductor makes
-    objects by the million, few of them garbage. On the development machine (fresh processes, in turns;
+    what they made after (`paused_then_frozen_gc`; `QUICKMOE_STARTUP_GC=paused`, the default; `normal` leaves them
+    to the collector). Importing torch, triton, quickmoe, Dynamo and Inductor makes objects by the million, few of
+    them garbage. On the development machine (fresh processes, in turns;
     docs/runs/2026-11-29e-session/cpu_startup_gc.txt) `quickmoe generate`'s imports phase took 2.00-2.24 s against
-    2.18-2.69 s, and with `--compile on` the compile phase 4.15-5.20 s against 5.94-6.62 s."""
-    value = os.environ.get(STARTUP_SWITCH, "default")
-    if value not in ("default", "paused"):
-        raise ConfigError(f"{STARTUP_SWITCH}={value!r}: expected 'default' or 'paused'")
+    2.18-2.69 s, and with `--compile on` the compile phase 4.15-5.20 s against 5.94-6.62 s. On the H200 it was part
+    of the fastest start measured (docs/benchmarks.md, 2026-11-29 sixth session: weights_ready 2.55-2.61 s with the
+    Triton key and the tables' thread, 2.89-3.12 s with none; alone it moved nothing beyond the runs' spread)."""
+    value = os.environ.get(STARTUP_SWITCH, "paused")
+    if value not in ("paused", "normal"):
+        raise ConfigError(f"{STARTUP_SWITCH}={value!r}: expected 'paused' (the default) or 'normal'")
     return value == "paused"
