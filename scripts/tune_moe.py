@@ -81,10 +81,15 @@ def _prefill_swap(fmt: str) -> tuple[bool, ...]:
 def _configs(block_m: int, fmt: str, axes) -> list[MoEKernelConfig]:
     """The grid's configs in order, each once: FP8's K step is its scale group (the kernel forces it), so a grid's
     other block_k values would time the same kernel again; tiles of 8 rows take the transposed orientation (the
-    tokens are the mma's 8-wide side there), so their plain-orientation points become transposed ones."""
-    configs = (MoEKernelConfig(block_m=block_m, block_n=n, block_k=FP8_GROUP if fmt == "fp8" else k, num_warps=w,
+    tokens are the mma's 8-wide side there), so their plain-orientation points become transposed ones. Prefill
+    tiles of FP8 and bf16 weights come twice, the second time with their weight tiles by TMA (`weight_tma`, GEMM 1
+    with two dots only): on the H200 it won every FP8 prefill point measured (docs/benchmarks.md, 2026-11-29 sixth
+    session)."""
+    configs = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=FP8_GROUP if fmt == "fp8" else k, num_warps=w,
                                num_stages=s, swap_ab=swap or block_m < 16, group_m=group, gate_up_one_dot=one_dot)
-               for n, k, w, s, swap, group, one_dot in itertools.product(*axes))  # 8 rows: transposed only
+               for n, k, w, s, swap, group, one_dot in itertools.product(*axes)]  # 8 rows: transposed only
+    if fmt not in FOUR_BIT and block_m > 32:  # prefill tiles of FP8 / bf16 weights: also their weight tiles by TMA
+        configs += [dataclasses.replace(c, weight_tma=True) for c in configs if not c.gate_up_one_dot]
     return list(dict.fromkeys(configs))
 
 

@@ -67,6 +67,8 @@ def main() -> None:
     ap.add_argument("--swap", default="1")
     ap.add_argument("--group-m", default="1")
     ap.add_argument("--one-dot", default="0", help="GEMM 1's gate_up_one_dot values (0, 1)")
+    ap.add_argument("--weight-tma", default="0",
+                    help="weight_tma values (0, 1): weight tiles by TMA (FP8 and dense; GEMM 1 with two dots)")
     ap.add_argument("--around-tuned", action="store_true",
                     help="the tuned config of each GEMM with gate_up_one_dot and warps (4 <-> 8) varied, and the stages "
                          "of --stages-around (default: the tuned); the grid options are ignored")
@@ -146,17 +148,22 @@ def main() -> None:
                 elif args.around_tuned:
                     base = dataclasses.replace(tuned[which - 1], block_m=block_m)
                     grid = list(dict.fromkeys(
-                        dataclasses.replace(base, gate_up_one_dot=bool(od), num_warps=w, num_stages=s)
+                        dataclasses.replace(base, gate_up_one_dot=bool(od), num_warps=w, num_stages=s,
+                                            weight_tma=bool(tma))
                         for od in ((0, 1) if which == 1 else (0,))
                         for w in (base.num_warps, 8 if base.num_warps == 4 else 4)
-                        for s in ints(args.stages_around or str(base.num_stages))))
+                        for s in ints(args.stages_around or str(base.num_stages))
+                        for tma in ints(args.weight_tma) if not (tma and od and which == 1)))
                 else:
                     grid = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s,
-                                            swap_ab=bool(sw), group_m=gm, gate_up_one_dot=bool(od))
-                            for n, k, w, s, sw, gm, od in itertools.product(
+                                            swap_ab=bool(sw), group_m=gm, gate_up_one_dot=bool(od),
+                                            weight_tma=bool(tma))
+                            for n, k, w, s, sw, gm, od, tma in itertools.product(
                                 ints(n_list), ints(args.block_k), ints(args.warps), ints(args.stages),
-                                ints(args.swap), ints(args.group_m), ints(args.one_dot) if which == 1 else [0])
-                            if sw or block_m >= 16]  # 8-row tiles: the transposed orientation only
+                                ints(args.swap), ints(args.group_m), ints(args.one_dot) if which == 1 else [0],
+                                ints(args.weight_tma))
+                            if (sw or block_m >= 16)  # 8-row tiles: the transposed orientation only
+                            and not (tma and od and which == 1)]  # TMA tiles: GEMM 1 with two dots
                 timed = []
                 for config in grid:
                     try:
@@ -180,9 +187,10 @@ def main() -> None:
                 for sec, config in timed[:args.top]:
                     print(f"  {sec * 1e6:8.1f} us  n{config.block_n} k{config.block_k} w{config.num_warps} "
                           f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m} "
-                          f"one_dot{int(config.gate_up_one_dot)}",
+                          f"one_dot{int(config.gate_up_one_dot)} tma{int(config.weight_tma)}",
                           flush=True)
-                fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "gate_up_one_dot")
+                fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "gate_up_one_dot",
+                          "weight_tma")
                 results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which,
                                 "proxy": args.proxy_half_k,
                                 "tuned_us": None if ref is None else ref * 1e6,

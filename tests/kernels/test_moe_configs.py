@@ -19,6 +19,8 @@ def test_config_is_validated():
         MoEKernelConfig(block_k=16)
     with pytest.raises(ConfigError, match="'num_stages' = 0"):
         MoEKernelConfig(num_stages=0)
+    with pytest.raises(ConfigError, match="'weight_tma' = 'yes': expected true or false"):
+        MoEKernelConfig(weight_tma="yes")
 
 
 def test_nearest_tuned_token_count_and_fallback(tmp_path):

@@ -3,6 +3,7 @@ prefill candidates try the gate and up rows in one dot as well as in two (decode
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -25,7 +26,7 @@ def _tuner():
 def test_every_config_field_survives_the_written_table():
     tuner = _tuner()
     config = MoEKernelConfig(block_m=128, block_n=64, block_k=128, num_warps=8, num_stages=5, swap_ab=True,
-                             group_m=3, gate_up_one_dot=True)  # every field away from its default
+                             group_m=3, gate_up_one_dot=True, weight_tma=True)  # every field away from its default
     assert MoEKernelConfig(**json.loads(json.dumps(tuner._as_dict(config)))) == config
 
 
@@ -81,6 +82,11 @@ def test_the_small_grid_is_small_and_fp8_steps_one_scale_group():
                 assert 1 <= len(candidates) <= 12 and len(set(candidates)) == len(candidates)
                 if fmt == "fp8":
                     assert {c.block_k for c in candidates} == {128}
+                # prefill tiles of unpacked weights also try TMA weight tiles, never with one dot in GEMM 1
+                tma = {c for c in candidates if c.weight_tma}
+                assert bool(tma) == (block_m > 32 and fmt in ("fp8", "bf16"))
+                assert not any(c.gate_up_one_dot for c in tma)
+                assert {dataclasses.replace(c, weight_tma=False) for c in tma} <= set(candidates)
     assert len(tuner.gemm1_candidates(16, "mxfp4", grid="full")) == 48  # the original grid is still reachable
     for quick in (False, True):  # 8-row tiles: transposed only, the plain orientation's points folded into it
         eight = tuner.gemm1_candidates(8, "mxfp4", quick=quick) + tuner.gemm2_candidates(8, "mxfp4", quick=quick)

@@ -43,7 +43,9 @@ class MoEKernelConfig:
     MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
     sweep all N tiles together (L2 reuse of activations and weights); gate_up_one_dot: GEMM 1 multiplies its
     columns' gate and up rows in one dot of 2 x block_n weight rows (wider tensor-core tiles; the epilogue splits
-    the accumulator) instead of two dots of block_n (GEMM 2 ignores it)."""
+    the accumulator) instead of two dots of block_n (GEMM 2 ignores it); weight_tma: the weight tiles (FP8 and
+    dense weights only, with two dots in GEMM 1) loaded by the Hopper tensor-memory accelerator through a tensor
+    descriptor instead of per-thread pointers (`moe_gemm._weight_descriptor`)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -53,13 +55,14 @@ class MoEKernelConfig:
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
     group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
     gate_up_one_dot: bool = False  # GEMM 1: gate and up rows in one dot (see moe_gemm._gemm1_tile)
+    weight_tma: bool = False  # weight tiles by TMA (see moe_gemm._weight_descriptor)
 
     def __post_init__(self) -> None:
-        for name in ("swap_ab", "gate_up_one_dot"):
+        for name in ("swap_ab", "gate_up_one_dot", "weight_tma"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"MoE kernel config {name!r} = {getattr(self, name)!r}: expected true or false")
         for f in fields(self):
-            if f.name in ("swap_ab", "gate_up_one_dot"):
+            if f.name in ("swap_ab", "gate_up_one_dot", "weight_tma"):
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

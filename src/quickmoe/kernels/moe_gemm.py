@@ -23,8 +23,11 @@ rows share one; or dense [E, N, K].
   row = assignment index.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
-Block sizes, warps, stages, orientation and launch order come from `moe_configs` (tuned data files, else
-a fallback); FP4 is decoded by inline PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4:
+Block sizes, warps, stages, orientation, launch order and how the weight tiles are loaded come from `moe_configs`
+(tuned data files, else a fallback). FP8 and dense weight tiles may be loaded by TMA (`weight_tma`: a tensor
+descriptor of the weights as [E * N, K], the tile copied into shared memory by the tensor-memory accelerator instead
+of per-thread loads; on the H200 it made the FP8 GEMMs 6-25% faster at T = 2,048-8,192, docs/benchmarks.md,
+2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. FP4 is decoded by inline PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4:
 `_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: the same shifts and masks, another scale); GEMM 1's
 column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
@@ -45,6 +48,7 @@ from quickmoe.kernels.pdl import pdl_kwargs
 try:  # CPU installs without triton keep the torch references
     import triton
     import triton.language as tl
+    from triton.tools.tensor_descriptor import TensorDescriptor
 
     from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
@@ -90,7 +94,7 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.T
                 NVFP4=nvfp4,
                 MXFP4=mxfp4, PRECISION=precision, DOT_DTYPE=dot_dtype,
                 PTX=ptx, MXFP4_PTX=mxfp4 and ptx and dot_dtype != tl.float16,  # bf16 or float32 dots
-                SWAP_AB=config.swap_ab, num_warps=config.num_warps,
+                SWAP_AB=config.swap_ab, W_TMA=config.weight_tma, num_warps=config.num_warps,
                 num_stages=config.num_stages)
 
 
@@ -150,8 +154,12 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
     block_n = min(config.block_n, group)  # columns per program: the group, or a part of it (more programs)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group) * (group // block_n)
+    if config.weight_tma and config.gate_up_one_dot:
+        raise ValueError(f"GEMM 1: weight_tma loads the gate and up rows as two tiles; it needs "
+                         f"gate_up_one_dot false ({config})")
     _gemm1_swiglu_kernel[(num_m * num_n,)](
-        acts, act_scales if act_scales is not None else acts, w1, _scales_arg(w1_scales, w1),
+        acts, act_scales if act_scales is not None else acts, _weight_descriptor(w1, w1_scales, block_n, config, "GEMM 1"),
+        _scales_arg(w1_scales, w1),
         w1_bias if w1_bias is not None else w1, w1_row_scale if w1_row_scale is not None else w1, inter,
         align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
@@ -171,6 +179,24 @@ def _scales_arg(w_scales: torch.Tensor | None, w: torch.Tensor) -> torch.Tensor:
     return w_scales.view(torch.uint8) if w_scales.dtype == torch.float8_e4m3fn else w_scales
 
 
+def _weight_descriptor(w: torch.Tensor, w_scales: torch.Tensor | None, block_n: int, config: MoEKernelConfig,
+                       gemm: str):
+    """The weight as the kernels read it: w itself, or with `config.weight_tma` a tensor descriptor of w viewed as
+    [E * N, K] whose blocks are the tiles [block_n, block_k] (Hopper's tensor-memory accelerator copies each into
+    shared memory; rows past the last expert read as zeros, rows of the next expert only feed masked columns).
+    FP8 and dense weights only: packed FP4 tiles are decoded from registers."""
+    if not config.weight_tma:
+        return w
+    if _packed(w_scales, w) or w.dim() != 3 or not w.is_contiguous():
+        raise ValueError(f"{gemm}: weight_tma needs contiguous FP8 or dense weights [E, N, K]; got {w.dtype} "
+                         f"{tuple(w.shape)}{' (packed FP4)' if _packed(w_scales, w) else ''}")
+    experts, n, k = w.shape
+    if (k * w.element_size()) % 16 or w.data_ptr() % 16:
+        raise ValueError(f"{gemm}: weight_tma needs 16-byte aligned weight rows; K = {k} x {w.element_size()} bytes")
+    return TensorDescriptor(w.view(experts * n, k), shape=[experts * n, k], strides=[k, 1],
+                            block_shape=[block_n, config.block_k])
+
+
 def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
               w2_bias: torch.Tensor | None, w2_scales: torch.Tensor | None, *, act_scales: torch.Tensor | None = None,
               out_dtype: torch.dtype | None = None, config: MoEKernelConfig | None = None,
@@ -184,7 +210,8 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
     out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n)
     _gemm2_kernel[(num_m * num_n,)](
-        acts, act_scales if act_scales is not None else acts, w2, _scales_arg(w2_scales, w2),
+        acts, act_scales if act_scales is not None else acts,
+        _weight_descriptor(w2, w2_scales, config.block_n, config, "GEMM 2"), _scales_arg(w2_scales, w2),
         w2_bias if w2_bias is not None else w2, w2_row_scale if w2_row_scale is not None else w2,
         topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert, align.num_padded,
         align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
@@ -329,7 +356,7 @@ if triton is not None:
     @triton.jit
     def _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                      ROWS: tl.constexpr, BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                     MXFP4_PTX: tl.constexpr, scales=None):
+                     MXFP4_PTX: tl.constexpr, scales=None, W_TMA: tl.constexpr = False, row0=0):
         """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> [ROWS, BLOCK_K]
         in DOT_DTYPE, zero where masked. MXFP4 and NVFP4 are decoded here: E2M1 code c = sign(c & 8) x magnitude
         (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times the
@@ -339,7 +366,9 @@ if triton is not None:
         `_NVFP4_PAIRS_TO_BF16_PTX`, the weights times 2^-7 (the caller's factor NVFP4_PAIRS_ACC_SCALE); else
         through float16 bit patterns and float32 (the interpreter, and MXFP4 with float16 dots). All are exact
         (E2M1 x E4M3 has at most 6 significant bits). FP8 (and dense) weights are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the
-        GPU; its scales are applied per K step by the kernels)."""
+        GPU; its scales are applied per K step by the kernels). W_TMA: w_ptr is a tensor descriptor of the weights
+        as [E * N, K] and the tile is its block at row expert * N + row0 (`rows` = row0 + arange, unmasked: rows
+        past N only feed masked outputs)."""
         if MXFP4 or NVFP4:
             byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
             ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
@@ -377,6 +406,8 @@ if triton is not None:
                 else:
                     value = tl.reshape(value, (ROWS, BLOCK_K // 32, 32)) * factor[:, :, None]
                 value = tl.reshape(value, (ROWS, BLOCK_K)).to(DOT_DTYPE)
+        elif W_TMA:
+            value = w_ptr.load([(expert * N + row0).to(tl.int32), k0]).to(DOT_DTYPE)  # [ROWS, BK]
         else:
             cols = k0 + tl.arange(0, BLOCK_K)
             value = tl.load(w_ptr + expert * N * K + rows[:, None] * K + cols[None, :],
@@ -484,7 +515,8 @@ if triton is not None:
                              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                              PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr,
                              HAS_BIAS: tl.constexpr, SILU: tl.constexpr, ROW_SCALE: tl.constexpr,
-                             SUB_TILES: tl.constexpr, ONE_DOT: tl.constexpr, PDL: tl.constexpr):
+                             SUB_TILES: tl.constexpr, ONE_DOT: tl.constexpr, W_TMA: tl.constexpr,
+                             PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
@@ -495,19 +527,19 @@ if triton is not None:
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                                 limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M // 4, BLOCK_N,
                                 BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                                ONE_DOT)
+                                ONE_DOT, W_TMA)
                 else:
                     _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                                 limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
                                 BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                                ONE_DOT)
+                                ONE_DOT, W_TMA)
             else:
                 _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
                             block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                             limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
                             BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                            ONE_DOT)
+                            ONE_DOT, W_TMA)
 
     @triton.jit
     def _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows, gate_row0, up_row0,
@@ -515,7 +547,7 @@ if triton is not None:
                         stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                         FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                        MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr):
+                        MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, W_TMA: tl.constexpr):
         """GEMM 1's K loop as two dots a step (gate rows, up rows) -> the float32 sums (gate, up), [BM, BN] each."""
         acc_gate = _zeros(BLOCK_N, BM, SWAP_AB)
         acc_up = _zeros(BLOCK_N, BM, SWAP_AB)
@@ -534,9 +566,9 @@ if triton is not None:
                 s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_K)
             a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
             w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
-                                  BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate)  # [BN, BK]
+                                  BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate, W_TMA, gate_row0)  # [BN, BK]
             w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
-                                BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up)
+                                BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up, W_TMA, up_row0)
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
                 s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
                 s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
@@ -594,7 +626,7 @@ if triton is not None:
                     FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BM: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                     PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr, ONE_DOT: tl.constexpr):
+                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr, ONE_DOT: tl.constexpr, W_TMA: tl.constexpr):
         """GEMM 1 + SwiGLU of rows [first, first + BM) of sorted_ids (one expert's) and the program's columns.
         ONE_DOT: the columns' gate and up weight rows as one [2 BN, BK] tile (gate rows first) and one dot per K
         step, whose [BM, 2 BN] accumulator the epilogue splits; else a dot of BN rows each. Either way every
@@ -618,7 +650,7 @@ if triton is not None:
             gate, up = _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows,
                                        gate_row0, gate_row0 + size, n_ok, stride_x, stride_xs, H, I, MXFP4, NVFP4,
                                        FP8_SCALE_ROWS, A_MXFP8, BM, BLOCK_N, BLOCK_K, PRECISION, DOT_DTYPE, PTX,
-                                       MXFP4_PTX, SWAP_AB)
+                                       MXFP4_PTX, SWAP_AB, W_TMA)
         if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
             gate *= _PAIRS_ACC
             up *= _PAIRS_ACC
@@ -649,7 +681,7 @@ if triton is not None:
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      ROW_SCALE: tl.constexpr, SUB_TILES: tl.constexpr, PDL: tl.constexpr):
+                      ROW_SCALE: tl.constexpr, SUB_TILES: tl.constexpr, W_TMA: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
@@ -659,17 +691,17 @@ if triton is not None:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                                 sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                                 stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M // 4, BLOCK_N, BLOCK_K,
-                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
+                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA)
                 else:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                                 sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                                 stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
-                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
+                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA)
             else:
                 _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
                             sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                             stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
-                            PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE)
+                            PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA)
 
     @triton.jit
     def _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
@@ -677,7 +709,8 @@ if triton is not None:
                     H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                     FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                    MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr):
+                    MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr,
+                    W_TMA: tl.constexpr):
         """GEMM 2 of rows [first, first + BM) of sorted_ids (one expert's) and the program's output columns."""
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
         assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
@@ -696,7 +729,7 @@ if triton is not None:
                 s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_K)
             a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
             w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
-                             DOT_DTYPE, PTX, MXFP4_PTX, s_w)
+                             DOT_DTYPE, PTX, MXFP4_PTX, s_w, W_TMA, pid_n * BLOCK_N)
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
                 s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
             if FP8_SCALE_ROWS:
