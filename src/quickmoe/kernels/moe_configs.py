@@ -32,6 +32,8 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 # The architecture ("sm_XY", `device_arch`) of each device that has tuned files here, by its name as the files
 # spell it: a device without files of its own borrows those of a device with the same architecture.
 TUNED_DEVICE_ARCH = {"NVIDIA_H100_80GB_HBM3": "sm_90", "NVIDIA_H200": "sm_90"}
+PACKED_WEIGHTS = frozenset({"mxfp4", "nvfp4"})  # two 4-bit values a byte, decoded in the kernel
+TMA_WEIGHTS = frozenset({"fp8", "dense"})  # the formats whose weight tiles `weight_tma` can load
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class MoEKernelConfig:
                 raise ConfigError(f"MoE kernel config {name!r} = {value}: expected a power of two")
         # The tokens are the mma's 8-wide side in the transposed orientation, so its tiles may take 8 of them
         min_block_m = 8 if self.swap_ab else 16
+        if self.weight_tma and self.gate_up_one_dot:
+            raise ConfigError(f"MoE kernel config {self}: weight_tma loads GEMM 1's gate and up rows as two tiles; "
+                              "it needs gate_up_one_dot false")
         if self.block_m < min_block_m or self.block_n < 16 or self.block_k % 32:
             raise ConfigError(f"MoE kernel config {self}: block_m must be >= 16 (>= 8 with swap_ab), block_n >= 16 "
                               "(tensor-core tiles) and block_k a multiple of 32 (one MX block)")
@@ -153,4 +158,8 @@ def moe_kernel_config(num_experts: int, n: int, k: int, weights: str, device_nam
     if not table:
         return _fallback(tokens)
     nearest = min(table, key=lambda t: (abs(t - tokens), t))
+    if table[nearest].weight_tma and weights in PACKED_WEIGHTS:
+        raise ConfigError(f"{path}: the entry for {nearest} tokens sets weight_tma, which {weights} weights do not "
+                          f"support (their packed tiles are decoded from registers); expected it with "
+                          f"{sorted(TMA_WEIGHTS)} weights only")
     return table[nearest]

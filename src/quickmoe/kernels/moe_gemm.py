@@ -27,9 +27,9 @@ Block sizes, warps, stages, orientation, launch order and how the weight tiles a
 (tuned data files, else a fallback). FP8 and dense weight tiles may be loaded by TMA (`weight_tma`: a tensor
 descriptor of the weights as [E * N, K], the tile copied into shared memory by the tensor-memory accelerator instead
 of per-thread loads; on the H200 it made the FP8 GEMMs 6-26% faster at T = 2,048-8,192, docs/benchmarks.md,
-2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. FP4 is decoded by inline PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4:
-`_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: the same shifts and masks, another scale); GEMM 1's
-column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
+2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. FP4 is decoded by inline
+PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4: `_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: the same shifts and masks,
+another scale); GEMM 1's column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
 compile-time constants: one compilation per model shape, K loops with constant bounds.
 """
@@ -154,12 +154,9 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
     block_n = min(config.block_n, group)  # columns per program: the group, or a part of it (more programs)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group) * (group // block_n)
-    if config.weight_tma and config.gate_up_one_dot:
-        raise ValueError(f"GEMM 1: weight_tma loads the gate and up rows as two tiles; it needs "
-                         f"gate_up_one_dot false ({config})")
     _gemm1_swiglu_kernel[(num_m * num_n,)](
-        acts, act_scales if act_scales is not None else acts, _weight_descriptor(w1, w1_scales, block_n, config, "GEMM 1"),
-        _scales_arg(w1_scales, w1),
+        acts, act_scales if act_scales is not None else acts,
+        _weight_descriptor(w1, w1_scales, block_n, config, "GEMM 1"), _scales_arg(w1_scales, w1),
         w1_bias if w1_bias is not None else w1, w1_row_scale if w1_row_scale is not None else w1, inter,
         align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
