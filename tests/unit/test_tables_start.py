@@ -87,3 +87,15 @@ def test_a_bad_switch_names_the_variable_and_the_choices(monkeypatch):
     with pytest.raises(ConfigError, match=r"QUICKMOE_TABLES_START='yes': expected '1' .* or '0'"):
         tables_start_enabled()
 
+
+
+def test_a_bad_switch_stops_a_cpu_start_with_the_message(tmp_path):
+    """The value is checked on every device (on the CPU the tables are computed in the build either way)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "QUICKMOE_TABLES_START": "yes", "QUICKMOE_CACHE_DIR": str(tmp_path)}
+    bad = subprocess.run([sys.executable, "-m", "quickmoe", "generate", "--prompt", "x", "--max-tokens", "1",
+                          "--device", "cpu", "-q"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "QUICKMOE_TABLES_START='yes'" in bad.stderr and "Traceback" not in bad.stderr

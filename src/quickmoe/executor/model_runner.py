@@ -118,7 +118,7 @@ class ModelRunner:
             reader = CheckpointReader(self.model_dir)  # headers only: fails fast on a bad checkpoint
             self.report.mark("config")
             # on CUDA the rotary table is computed beside the load (`TablesStart`; QUICKMOE_TABLES_START=0: here)
-            tables_on_thread = self.device.type == "cuda" and tables_start_enabled()
+            tables_on_thread = tables_start_enabled() and self.device.type == "cuda"  # the value checked everywhere
             self.model = build_model(self.config, dtype=self.dtype, device=self.device, parallel=self.parallel,
                                      defer_tables=tables_on_thread)
         tables_start = TablesStart(self.device, self.model).start() if tables_on_thread else None
