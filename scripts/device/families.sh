@@ -25,6 +25,12 @@
 #              (0; "0,1" adds the transposed orientation, which won Mixtral NVFP4's prefill sizes on the H200 once NVFP4
 #              took the mma-pair decode) and SWEEP_ONE_DOT (0) widen it; e.g. the next NVFP4 check on an H100:
 #              SWEEP_FORMAT=nvfp4 SWEEP_TOKENS=2048,8192 SWEEP_SWAP=0,1 SWEEP_ONE_DOT=1 SWEEP_BLOCK_K=64 SWEEP_STAGES=3
+#   tma        weight tiles by TMA (`weight_tma`): first the model-sized shipped-config tests of Mixtral FP8 (its H200
+#              files take TMA tiles at T = 1,024-8,192; T = 2,048 and 8,192 were not reached in the session that
+#              made them), then moe_config_sweep.py --around-tuned --weight-tma 0,1 for TMA_FORMAT (nvfp4) experts of
+#              both shapes at TMA_TOKENS (2048,8192), each GEMM alone (tma_sweep_FORMAT_SHAPE.{txt,json}). Packed
+#              FP4 tiles by TMA are built and tested on the CPU but not timed yet: FP8's gained 6-26% per GEMM on the
+#              H200 (docs/benchmarks.md, 2026-11-29 sixth session); Mixtral NVFP4 is 0.90-0.96x of F.grouped_mm bf16
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 qwen() {  # qwen FORMAT: the Qwen3-30B-A3B-shaped checkpoint with experts in FORMAT, made once (bf16, 61 GB, in
@@ -94,7 +100,16 @@ for stage in "$@"; do
           --swap "${SWEEP_SWAP:-0}" --one-dot "${SWEEP_ONE_DOT:-0}" --group-m "${SWEEP_GROUP_M:-1,8}" --top 4 \
           --json "$OUT/moe_sweep_${fmt}_$shape.json" 2>&1 | grep -v "skipped" | tee -a "$OUT/moe_sweep_$fmt.log"
       done ;;
-    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, fp8-tiles, moe-sweep)"; exit 2 ;;
+    tma)
+      python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fused_moe_quantized.py \
+        -k "shipped and mixtral and fp8" 2>&1 | tee "$OUT/tma_shipped_tests.log" | tail -2
+      fmt=${TMA_FORMAT:-nvfp4}
+      for shape in ${TMA_SHAPES:-mixtral-8x7b qwen3-30b-a3b}; do
+        python3 scripts/probes/moe_config_sweep.py --shape "$shape" --format "$fmt" --tokens "${TMA_TOKENS:-2048,8192}" \
+          --around-tuned --weight-tma 0,1 --top 8 --json "$OUT/tma_sweep_${fmt}_$shape.json" 2>&1 \
+          | grep -v "skipped" | tee "$OUT/tma_sweep_${fmt}_$shape.txt"
+      done ;;
+    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, fp8-tiles, moe-sweep, tma)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"

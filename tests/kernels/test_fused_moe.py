@@ -199,6 +199,28 @@ def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_
     assert (got - want).norm() / want.norm() < 1e-5
 
 
+@pytest.mark.parametrize("swap_ab,block_n", [(False, 32), (True, 64)])
+def test_mxfp4_weight_tiles_by_tma_give_the_pointer_loads_bits(monkeypatch, swap_ab, block_n):
+    """MXFP4 weight tiles copied through a tensor descriptor of the packed bytes [E * N, K / 2] (`weight_tma`) decode
+    to the same weights as the pointer loads: identical outputs, with a ragged last gate/up group (I = 160) and a
+    last K step half past H = 96 (its bytes read as zeros, as the masked loads give)."""
+    from quickmoe.kernels import moe_configs
+
+    g = torch.Generator().manual_seed(31 + swap_ab)
+    w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, True, torch.float32, g)
+    x = torch.randn(7, 96, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(7, 8, generator=g).to(DEVICE), 2)
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64)
+    outs = []
+    for tma in (False, True):
+        config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab, weight_tma=tma)
+        monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, c=config, **kwargs: c)
+        outs.append(fused_moe(x, weights, ids, w1, b1, w2, b2, **kw))
+    want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1, b1.double(), w2, b2.double(), **kw)
+    assert torch.equal(outs[0], outs[1])
+    assert (outs[1].double() - want).norm() / want.norm() < 1e-5
+
+
 @pytest.mark.parametrize("mxfp4,swap_ab", [(True, False), (False, False), (True, True)])
 def test_partial_tiles_take_the_quarter_tile_path_and_match_the_reference(monkeypatch, mxfp4, swap_ab):
     """Prefill-sized tiles (BLOCK_M 64 here) run an expert's last tile on a quarter of its rows when its valid

@@ -23,16 +23,6 @@ def test_config_is_validated():
         MoEKernelConfig(weight_tma="yes")
 
 
-def test_weight_tma_in_a_file_of_packed_weights_names_the_file(tmp_path):
-    entry = {"block_m": 64, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 3, "weight_tma": True}
-    for weights in ("fp8", "nvfp4"):
-        (tmp_path / config_file_name(8, 256, 128, weights, "GPU X")).write_text(json.dumps({"1024": entry}))
-    assert moe_kernel_config(8, 256, 128, "fp8", "GPU X", 1000, config_dir=tmp_path).weight_tma
-    with pytest.raises(ConfigError, match=r"E8_N256_K128_nvfp4_GPU_X\.json: the entry for 1024 tokens sets weight_tma, "
-                                          r"which nvfp4 weights do not support"):
-        moe_kernel_config(8, 256, 128, "nvfp4", "GPU X", 1000, config_dir=tmp_path)
-
-
 def test_nearest_tuned_token_count_and_fallback(tmp_path):
     name = config_file_name(32, 5760, 2880, "mxfp4", "NVIDIA H100 80GB HBM3")
     assert name == "E32_N5760_K2880_mxfp4_NVIDIA_H100_80GB_HBM3.json"

@@ -32,8 +32,6 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 # The architecture ("sm_XY", `device_arch`) of each device that has tuned files here, by its name as the files
 # spell it: a device without files of its own borrows those of a device with the same architecture.
 TUNED_DEVICE_ARCH = {"NVIDIA_H100_80GB_HBM3": "sm_90", "NVIDIA_H200": "sm_90"}
-PACKED_WEIGHTS = frozenset({"mxfp4", "nvfp4"})  # two 4-bit values a byte, decoded in the kernel
-TMA_WEIGHTS = frozenset({"fp8", "dense"})  # the formats whose weight tiles `weight_tma` can load
 
 
 @dataclass(frozen=True)
@@ -45,9 +43,9 @@ class MoEKernelConfig:
     MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
     sweep all N tiles together (L2 reuse of activations and weights); gate_up_one_dot: GEMM 1 multiplies its
     columns' gate and up rows in one dot of 2 x block_n weight rows (wider tensor-core tiles; the epilogue splits
-    the accumulator) instead of two dots of block_n (GEMM 2 ignores it); weight_tma: the weight tiles (FP8 and
-    dense weights only, with two dots in GEMM 1) loaded by the Hopper tensor-memory accelerator through a tensor
-    descriptor instead of per-thread pointers (`moe_gemm._weight_descriptor`)."""
+    the accumulator) instead of two dots of block_n (GEMM 2 ignores it); weight_tma: the weight tiles (any format;
+    with two dots in GEMM 1) loaded by the Hopper tensor-memory accelerator through a tensor descriptor instead of
+    per-thread pointers (`moe_gemm._weight_descriptor`)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -158,8 +156,4 @@ def moe_kernel_config(num_experts: int, n: int, k: int, weights: str, device_nam
     if not table:
         return _fallback(tokens)
     nearest = min(table, key=lambda t: (abs(t - tokens), t))
-    if table[nearest].weight_tma and weights in PACKED_WEIGHTS:
-        raise ConfigError(f"{path}: the entry for {nearest} tokens sets weight_tma, which {weights} weights do not "
-                          f"support (their packed tiles are decoded from registers); expected it with "
-                          f"{sorted(TMA_WEIGHTS)} weights only")
     return table[nearest]

@@ -24,8 +24,8 @@ rows share one; or dense [E, N, K].
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation, launch order and how the weight tiles are loaded come from `moe_configs`
-(tuned data files, else a fallback). FP8 and dense weight tiles may be loaded by TMA (`weight_tma`: a tensor
-descriptor of the weights as [E * N, K], the tile copied into shared memory by the tensor-memory accelerator instead
+(tuned data files, else a fallback). Weight tiles may be loaded by TMA (`weight_tma`: a tensor descriptor of the
+weights as [E * N, K], or K / 2 bytes for packed FP4, the tile copied into shared memory by the tensor-memory accelerator instead
 of per-thread loads; on the H200 it made the FP8 GEMMs 6-26% faster at T = 2,048-8,192, docs/benchmarks.md,
 2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. FP4 is decoded by inline
 PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4: `_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: the same shifts and masks,
@@ -179,19 +179,21 @@ def _scales_arg(w_scales: torch.Tensor | None, w: torch.Tensor) -> torch.Tensor:
 def _weight_descriptor(w: torch.Tensor, w_scales: torch.Tensor | None, block_n: int, config: MoEKernelConfig,
                        gemm: str):
     """The weight as the kernels read it: w itself, or with `config.weight_tma` a tensor descriptor of w viewed as
-    [E * N, K] whose blocks are the tiles [block_n, block_k] (Hopper's tensor-memory accelerator copies each into
-    shared memory; rows past the last expert read as zeros, rows of the next expert only feed masked columns).
-    FP8 and dense weights only: packed FP4 tiles are decoded from registers."""
+    [E * N, K'] (K' = K, or K / 2 bytes for packed FP4) whose blocks are the tiles [block_n, block_k'] (Hopper's
+    tensor-memory accelerator copies each into shared memory; rows past the last expert read as zeros, rows of the
+    next expert only feed masked columns). Packed FP4 tiles are decoded from the copy as from a pointer load."""
     if not config.weight_tma:
         return w
-    if _packed(w_scales, w) or w.dim() != 3 or not w.is_contiguous():
-        raise ValueError(f"{gemm}: weight_tma needs contiguous FP8 or dense weights [E, N, K]; got {w.dtype} "
-                         f"{tuple(w.shape)}{' (packed FP4)' if _packed(w_scales, w) else ''}")
-    experts, n, k = w.shape
-    if (k * w.element_size()) % 16 or w.data_ptr() % 16:
-        raise ValueError(f"{gemm}: weight_tma needs 16-byte aligned weight rows; K = {k} x {w.element_size()} bytes")
-    return TensorDescriptor(w.view(experts * n, k), shape=[experts * n, k], strides=[k, 1],
-                            block_shape=[block_n, config.block_k])
+    if w.dim() != 3 or not w.is_contiguous():
+        raise ValueError(f"{gemm}: weight_tma needs contiguous weights [E, N, K]; got {w.dtype} {tuple(w.shape)} "
+                         f"with strides {w.stride()}")
+    experts, n, row_elements = w.shape
+    block_k = config.block_k // 2 if _packed(w_scales, w) else config.block_k  # bytes of packed rows
+    if (row_elements * w.element_size()) % 16 or w.data_ptr() % 16:
+        raise ValueError(f"{gemm}: weight_tma needs 16-byte aligned weight rows; a row is {row_elements} x "
+                         f"{w.element_size()} bytes")
+    return TensorDescriptor(w.view(experts * n, row_elements), shape=[experts * n, row_elements],
+                            strides=[row_elements, 1], block_shape=[block_n, block_k])
 
 
 def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
@@ -364,13 +366,16 @@ if triton is not None:
         through float16 bit patterns and float32 (the interpreter, and MXFP4 with float16 dots). All are exact
         (E2M1 x E4M3 has at most 6 significant bits). FP8 (and dense) weights are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the
         GPU; its scales are applied per K step by the kernels). W_TMA: w_ptr is a tensor descriptor of the weights
-        as [E * N, K] and the tile is its block at row expert * N + row0 (`rows` = row0 + arange, unmasked: rows
-        past N only feed masked outputs)."""
+        as [E * N, K] (packed: [E * N, K / 2] bytes) and the tile is its block at row expert * N + row0 (`rows` =
+        row0 + arange, unmasked: rows past N only feed masked outputs)."""
         if MXFP4 or NVFP4:
-            byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
-            ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
-            packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
-                             mask=ok, other=0)  # [R, BK/2] uint8
+            if W_TMA:
+                packed = w_ptr.load([(expert * N + row0).to(tl.int32), k0 // 2])  # [R, BK/2] uint8
+            else:
+                byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
+                ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
+                packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
+                                 mask=ok, other=0)  # [R, BK/2] uint8
             if MXFP4_PTX:  # `scales`: _mxfp4_scales of this tile, from the caller (see _SCALES_AHEAD_BLOCK_M)
                 scale = tl.reshape(tl.broadcast_to(scales[:, :, None], (ROWS, BLOCK_K // 32, 16)),
                                    (ROWS, BLOCK_K // 2))  # each byte's block scale
