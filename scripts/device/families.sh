@@ -105,11 +105,12 @@ for stage in "$@"; do
         -k "shipped and mixtral and fp8" 2>&1 | tee "$OUT/tma_shipped_tests.log" | tail -2
       fmt=${TMA_FORMAT:-nvfp4}
       for shape in ${TMA_SHAPES:-mixtral-8x7b qwen3-30b-a3b}; do
-        python3 scripts/probes/moe_config_sweep.py --shape "$shape" --format "$fmt" --tokens "${TMA_TOKENS:-2048,8192}" \
-          --around-tuned --weight-tma 0,1 --top 8 --json "$OUT/tma_sweep_${fmt}_$shape.json" 2>&1 \
+        python3 scripts/probes/moe_config_sweep.py --shape "$shape" --format "$fmt" \
+          --tokens "${TMA_TOKENS:-2048,8192}" --around-tuned --weight-tma 0,1 --top 8 --json "$OUT/tma_sweep_${fmt}_$shape.json" 2>&1 \
           | grep -v "skipped" | tee "$OUT/tma_sweep_${fmt}_$shape.txt"
       done ;;
-    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, fp8-tiles, moe-sweep, tma)"; exit 2 ;;
+    *) echo "unknown stage $stage (expected tests, moe, make, coldstart, serve, fp8-gemm, fp8-tiles, moe-sweep," \
+         "tma)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"

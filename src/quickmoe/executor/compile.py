@@ -145,8 +145,8 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
     compiled) and `warmup_s` (the steps' own time, with whatever compiles at a kernel's first call, which no Dynamo
     timer covers)."""
     t0 = time.perf_counter()
-    # QUICKMOE_STARTUP_GC=paused (the default): the collector paused through these imports, what they made frozen after (paused
-    # through the tracing as well, Dynamo took 0.4 s longer on the development machine)
+    # QUICKMOE_STARTUP_GC=paused (the default): the collector paused through these imports, what they made frozen
+    # after (paused through the tracing as well, Dynamo took 0.4 s longer on the development machine)
     with paused_then_frozen_gc() if startup_gc_paused() else contextlib.nullcontext():
         import torch._dynamo  # noqa: F401  (their imports are part of the compile phase: measured apart)
 

@@ -52,9 +52,9 @@ class RotaryEmbedding(nn.Module):
     """The table of scaled cos and sin per position, `cos_sin_cache` [max_positions, head_dim] float32 (cos in
     the first half of each row, sin in the second), computed once: a step indexes it by its positions.
 
-    `fill=False` allocates the table and leaves it to `fill()`: `build_model` fills it after construction, or, with
-    on a GPU (unless `QUICKMOE_TABLES_START=0`), a thread beside the weight load does (`executor/tables_start.py`): there the
-    first use of each of its elementwise kernels (pow, clamp, cos, ...) loads that kernel, 0.14 of gpt-oss-20b's
+    `fill=False` allocates the table and leaves it to `fill()`: `build_model` fills it after construction, or, on a
+    GPU (unless `QUICKMOE_TABLES_START=0`), a thread beside the weight load does (`executor/tables_start.py`): there
+    the first use of each of its elementwise kernels (pow, clamp, cos, ...) loads that kernel, 0.14 of gpt-oss-20b's
     0.18 s build on the H200. `fill()` computes on the table's device whatever the caller's device context, so the
     bits are the same either way."""
 
