@@ -28,9 +28,9 @@ Block sizes, warps, stages, orientation, launch order and how the weight tiles a
 weights as [E * N, K], or K / 2 bytes for packed FP4, the tile copied into shared memory by the tensor-memory
 accelerator instead of per-thread loads; on the H200 it made the FP8 GEMMs 6-26% faster at T = 2,048-8,192,
 docs/benchmarks.md, 2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. FP4 is
-decoded by inline
-PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4: `_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: the same shifts and masks,
-another scale); GEMM 1's column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
+decoded by inline PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4: `_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: the same
+shifts and masks, another scale); GEMM 1's column tile is the layout's gate/up group, and both GEMMs share the
+alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
 compile-time constants: one compilation per model shape, K loops with constant bounds.
 """
