@@ -44,9 +44,11 @@ def _start(cache: Path, switch: str | None) -> dict:
 
 @pytest.fixture(scope="module")
 def triton_own_key() -> str:
-    from triton.runtime.cache import triton_key
-
-    return triton_key.__wrapped__()  # computed afresh, as Triton does
+    """Triton's key computed by Triton alone, in a fresh process: this one may hold quickmoe's stand-in already
+    (any in-process start installs it, the default)."""
+    code = "from triton.runtime.cache import triton_key; print(triton_key())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
 
 
 def test_the_first_start_stores_triton_key_and_the_next_reads_it(tmp_path, triton_own_key):
