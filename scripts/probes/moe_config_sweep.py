@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--group-m", default="1")
     ap.add_argument("--one-dot", default="0", help="GEMM 1's gate_up_one_dot values (0, 1)")
     ap.add_argument("--weight-tma", default="0",
-                    help="weight_tma values (0, 1): weight tiles by TMA (GEMM 1 with two dots only)")
+                    help="weight_tma values (0, 1): weight tiles by TMA (with one dot in GEMM 1: whole gate/up groups only)")
     ap.add_argument("--around-tuned", action="store_true",
                     help="the tuned config of each GEMM with gate_up_one_dot and warps (4 <-> 8) varied, and the stages "
                          "of --stages-around (default: the tuned); the grid options are ignored")
@@ -153,7 +153,7 @@ def main() -> None:
                         for od in ((0, 1) if which == 1 else (0,))
                         for w in (base.num_warps, 8 if base.num_warps == 4 else 4)
                         for s in ints(args.stages_around or str(base.num_stages))
-                        for tma in ints(args.weight_tma) if not (tma and od and which == 1)))
+                        for tma in ints(args.weight_tma)))
                 else:
                     grid = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s,
                                             swap_ab=bool(sw), group_m=gm, gate_up_one_dot=bool(od),
@@ -162,8 +162,7 @@ def main() -> None:
                                 ints(n_list), ints(args.block_k), ints(args.warps), ints(args.stages),
                                 ints(args.swap), ints(args.group_m), ints(args.one_dot) if which == 1 else [0],
                                 ints(args.weight_tma))
-                            if (sw or block_m >= 16)  # 8-row tiles: the transposed orientation only
-                            and not (tma and od and which == 1)]  # TMA tiles: GEMM 1 with two dots
+                            if sw or block_m >= 16]  # 8-row tiles: the transposed orientation only
                 timed = []
                 for config in grid:
                     try:

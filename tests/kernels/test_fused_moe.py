@@ -199,21 +199,24 @@ def test_both_gemm_orientations_match_the_reference(monkeypatch, swap_ab, group_
     assert (got - want).norm() / want.norm() < 1e-5
 
 
-@pytest.mark.parametrize("swap_ab,block_n", [(False, 32), (True, 64)])
-def test_mxfp4_weight_tiles_by_tma_give_the_pointer_loads_bits(monkeypatch, swap_ab, block_n):
+@pytest.mark.parametrize("swap_ab,block_n,inter,one_dot", [(False, 32, 160, False), (True, 64, 160, False),
+                                                       (True, 64, 128, True), (False, 64, 192, True)])
+def test_mxfp4_weight_tiles_by_tma_give_the_pointer_loads_bits(monkeypatch, swap_ab, block_n, inter, one_dot):
     """MXFP4 weight tiles copied through a tensor descriptor of the packed bytes [E * N, K / 2] (`weight_tma`) decode
     to the same weights as the pointer loads: identical outputs, with a ragged last gate/up group (I = 160) and a
-    last K step half past H = 96 (its bytes read as zeros, as the masked loads give)."""
+    last K step half past H = 96 (its bytes read as zeros, as the masked loads give); with one dot in GEMM 1, a block
+    of a group's gate rows then its up rows."""
     from quickmoe.kernels import moe_configs
 
-    g = torch.Generator().manual_seed(31 + swap_ab)
-    w1, b1, w2, b2, s1, s2 = _experts(8, 96, 160, True, torch.float32, g)
+    g = torch.Generator().manual_seed(31 + swap_ab + inter)
+    w1, b1, w2, b2, s1, s2 = _experts(8, 96, inter, True, torch.float32, g)
     x = torch.randn(7, 96, generator=g).to(DEVICE)
     weights, ids = route_ref(torch.randn(7, 8, generator=g).to(DEVICE), 2)
     kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64)
     outs = []
     for tma in (False, True):
-        config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab, weight_tma=tma)
+        config = moe_configs.MoEKernelConfig(block_m=16, block_n=block_n, block_k=64, swap_ab=swap_ab, weight_tma=tma,
+                                             gate_up_one_dot=one_dot)
         monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, c=config, **kwargs: c)
         outs.append(fused_moe(x, weights, ids, w1, b1, w2, b2, **kw))
     want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1, b1.double(), w2, b2.double(), **kw)

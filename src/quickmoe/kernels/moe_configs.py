@@ -43,9 +43,9 @@ class MoEKernelConfig:
     MX block); swap_ab: the GEMM's orientation; group_m: M tiles that
     sweep all N tiles together (L2 reuse of activations and weights); gate_up_one_dot: GEMM 1 multiplies its
     columns' gate and up rows in one dot of 2 x block_n weight rows (wider tensor-core tiles; the epilogue splits
-    the accumulator) instead of two dots of block_n (GEMM 2 ignores it); weight_tma: the weight tiles (any format;
-    with two dots in GEMM 1) loaded by the Hopper tensor-memory accelerator through a tensor descriptor instead of
-    per-thread pointers (`moe_gemm._weight_descriptor`)."""
+    the accumulator) instead of two dots of block_n (GEMM 2 ignores it); weight_tma: the weight tiles (any format)
+    loaded by the Hopper tensor-memory accelerator through a tensor descriptor instead of per-thread pointers
+    (`moe_gemm._weight_descriptor`; with gate_up_one_dot one block of whole gate/up groups, which GEMM 1 checks)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -73,9 +73,6 @@ class MoEKernelConfig:
                 raise ConfigError(f"MoE kernel config {name!r} = {value}: expected a power of two")
         # The tokens are the mma's 8-wide side in the transposed orientation, so its tiles may take 8 of them
         min_block_m = 8 if self.swap_ab else 16
-        if self.weight_tma and self.gate_up_one_dot:
-            raise ConfigError(f"MoE kernel config {self}: weight_tma loads GEMM 1's gate and up rows as two tiles; "
-                              "it needs gate_up_one_dot false")
         if self.block_m < min_block_m or self.block_n < 16 or self.block_k % 32:
             raise ConfigError(f"MoE kernel config {self}: block_m must be >= 16 (>= 8 with swap_ab), block_n >= 16 "
                               "(tensor-core tiles) and block_k a multiple of 32 (one MX block)")

@@ -41,6 +41,7 @@ import dataclasses
 
 import torch
 
+from quickmoe.errors import ConfigError
 from quickmoe.formats.mxfp4_mma_pairs import BIT_PLACES
 from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
@@ -155,9 +156,17 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
     block_n = min(config.block_n, group)  # columns per program: the group, or a part of it (more programs)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group) * (group // block_n)
+    tile_rows = block_n
+    if config.weight_tma and config.gate_up_one_dot:  # one block of a group's gate rows then its up rows
+        if block_n != group or intermediate % group:
+            raise ConfigError(f"GEMM 1: {config} loads a program's gate and up rows as one TMA block, which needs "
+                             f"whole gate/up groups: block_n {config.block_n} >= the group's {group} columns and "
+                             f"the intermediate size {intermediate} a multiple of {group}; use two dots "
+                             "(gate_up_one_dot false) here")
+        tile_rows = 2 * block_n
     _gemm1_swiglu_kernel[(num_m * num_n,)](
         acts, act_scales if act_scales is not None else acts,
-        _weight_descriptor(w1, w1_scales, block_n, config, "GEMM 1"), _scales_arg(w1_scales, w1),
+        _weight_descriptor(w1, w1_scales, tile_rows, config, "GEMM 1"), _scales_arg(w1_scales, w1),
         w1_bias if w1_bias is not None else w1, w1_row_scale if w1_row_scale is not None else w1, inter,
         align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
@@ -177,10 +186,11 @@ def _scales_arg(w_scales: torch.Tensor | None, w: torch.Tensor) -> torch.Tensor:
     return w_scales.view(torch.uint8) if w_scales.dtype == torch.float8_e4m3fn else w_scales
 
 
-def _weight_descriptor(w: torch.Tensor, w_scales: torch.Tensor | None, block_n: int, config: MoEKernelConfig,
+def _weight_descriptor(w: torch.Tensor, w_scales: torch.Tensor | None, tile_rows: int, config: MoEKernelConfig,
                        gemm: str):
     """The weight as the kernels read it: w itself, or with `config.weight_tma` a tensor descriptor of w viewed as
-    [E * N, K'] (K' = K, or K / 2 bytes for packed FP4) whose blocks are the tiles [block_n, block_k'] (Hopper's
+    [E * N, K'] (K' = K, or K / 2 bytes for packed FP4) whose blocks are the tiles [tile_rows, block_k'] (block_n
+    rows, or GEMM 1's 2 x block_n gate and up rows with one dot; Hopper's
     tensor-memory accelerator copies each into shared memory; rows past the last expert read as zeros, rows of the
     next expert only feed masked columns). Packed FP4 tiles are decoded from the copy as from a pointer load."""
     if not config.weight_tma:
@@ -194,7 +204,7 @@ def _weight_descriptor(w: torch.Tensor, w_scales: torch.Tensor | None, block_n: 
         raise ValueError(f"{gemm}: weight_tma needs 16-byte aligned weight rows; a row is {row_elements} x "
                          f"{w.element_size()} bytes")
     return TensorDescriptor(w.view(experts * n, row_elements), shape=[experts * n, row_elements],
-                            strides=[row_elements, 1], block_shape=[block_n, block_k])
+                            strides=[row_elements, 1], block_shape=[tile_rows, block_k])
 
 
 def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
@@ -592,9 +602,11 @@ if triton is not None:
                        stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                        FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr):
+                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, W_TMA: tl.constexpr, gate_row0):
         """GEMM 1's K loop as one dot a step over the gate rows then the up rows ([2 BN] weight rows; up row c
-        lies `size` rows after gate row c) -> the float32 sums (gate, up), [BM, BN] each."""
+        lies `size` rows after gate row c) -> the float32 sums (gate, up), [BM, BN] each. W_TMA: the [2 BN] rows are
+        one descriptor block from gate_row0, which needs size == BN (the host checks BLOCK_N == GROUP and no ragged
+        last group), so the up rows follow the gate rows."""
         half = tl.arange(0, 2 * BLOCK_N) // BLOCK_N  # [2BN] 0: gate, 1: up
         both_rows = tl.reshape(tl.broadcast_to(gate_rows[None, :], (2, BLOCK_N)), (2 * BLOCK_N,)) + half * size
         both_ok = tl.reshape(tl.broadcast_to(n_ok[None, :], (2, BLOCK_N)), (2 * BLOCK_N,))
@@ -610,7 +622,7 @@ if triton is not None:
                 s_w = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, BLOCK_K)
             a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
             w = _weight_tile(w_ptr, s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, MXFP4, NVFP4, 2 * BLOCK_N,
-                             BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_w)  # [2BN, BK]
+                             BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_w, W_TMA, gate_row0)  # [2BN, BK]
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
                 s_next = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
             if FP8_SCALE_ROWS:
@@ -644,12 +656,12 @@ if triton is not None:
         n_ok = cols < size
         gate_rows = 2 * group * GROUP + cols  # [BN] this group's slab: s_n gate rows, then s_n up rows
         up_rows = gate_rows + size
+        gate_row0 = 2 * group * GROUP + (pid_n % (GROUP // BLOCK_N)) * BLOCK_N  # gate_rows[0]
         if ONE_DOT:
             gate, up = _gemm1_one_dot(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, size, n_ok,
                                       stride_x, stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BM, BLOCK_N,
-                                      BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB)
+                                      BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, W_TMA, gate_row0)
         else:
-            gate_row0 = 2 * group * GROUP + (pid_n % (GROUP // BLOCK_N)) * BLOCK_N  # gate_rows[0]
             gate, up = _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows,
                                        gate_row0, gate_row0 + size, n_ok, stride_x, stride_xs, H, I, MXFP4, NVFP4,
                                        FP8_SCALE_ROWS, A_MXFP8, BM, BLOCK_N, BLOCK_K, PRECISION, DOT_DTYPE, PTX,
