@@ -219,17 +219,15 @@ def test_fp8_activation_quantizer_is_bit_exact(shape, dtype):
 @pytest.mark.parametrize("num_rows", [1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 1024, 8192])
 @pytest.mark.parametrize("k", [128, 256, 768, 2048, 2880, 4096, 14336])
 def test_the_quantizer_launch_never_gives_a_thread_2_values(num_rows, k):
-    """A program's tile covers its rows x groups x 128 values, within the tensor's groups, and its warps give each
-    thread 1 value or >= MIN_VALUES_PER_THREAD (2 a thread computed wrong bits on the H200; see `launch_tile`)."""
+    """A program's tile covers its rows x groups x 128 values, a power of two of groups that divides a row's (no
+    masked lanes where K is whole groups), and its warps give each thread 1 value or >= MIN_VALUES_PER_THREAD (2 a
+    thread computed wrong bits on the H200; see `launch_tile`)."""
     groups = -(-k // 128)
     rows, per_program, num_warps = launch_tile(num_rows, groups)
-    assert per_program <= triton_next_power_of_2(groups) and rows >= 1 and num_warps in (1, 2, 4)
+    assert groups % per_program == 0 and per_program & (per_program - 1) == 0
+    assert rows >= 1 and num_warps in (1, 2, 4)
     values_per_thread = rows * per_program * 128 // (32 * num_warps)
     assert values_per_thread == 1 or values_per_thread >= MIN_VALUES_PER_THREAD
-
-
-def triton_next_power_of_2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
 
 
 @pytest.mark.gpu

@@ -4,10 +4,14 @@
 x [T, K] -> (q float8_e4m3fn [T, K], scales float32 [T, ceil(K/group)]): scale = max(amax, 1e-10) / 448 over
 each group, q = x / scale (IEEE division) rounded to the nearest e4m3 value, ties to even, saturating at
 448. The FP8 MoE GEMMs multiply these by e4m3 weights and scale each 128-column step's dot by (activation
-scale x weight scale). The kernel rounds explicitly in float32, so the final float8 conversion is exact
-whatever rounding mode the backend's conversion uses. A program takes a [ROWS, GROUPS, GROUP] tile of up to
-4,096 values (up to 2,048 columns of a row), fewer at decode sizes: one program per (token, group) of 128 values
-was launch-bound at prefill sizes (81 us for 8,192 tokens x 2,048 columns on the H100, 30 us as tiles).
+scale x weight scale). On the GPU the conversion rounds (cvt.rn.satfinite: to nearest, ties to even, the
+reference's rounding); the interpreter's float8 conversion does not round that way, so there the kernel rounds
+explicitly in float32 and the conversion is exact. The explicit rounding was the kernel's cost on the GPU too: with
+the conversion rounding, Qwen3-30B-A3B's 65,536 x 768 intermediate at T = 8,192 took 40 against 81 us on the H200,
+near the HBM rate (docs/benchmarks.md, 2026-11-29 seventh session). A program takes a [ROWS, GROUPS, GROUP] tile of
+up to 4,096 values (up to 2,048 columns of a row; GROUPS divides a row's groups, so no lane is masked where K is
+whole groups), fewer at decode sizes: one program per (token, group) of 128 values was launch-bound at prefill
+sizes (81 us for 8,192 tokens x 2,048 columns on the H100, 30 us as tiles).
 """
 
 from __future__ import annotations
@@ -42,29 +46,29 @@ def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128) -> tuple[tor
         rows, per_program, num_warps = launch_tile(num_rows, groups, group)
         _quantize_kernel[(triton.cdiv(num_rows, rows), triton.cdiv(groups, per_program))](
             x, q.view(torch.uint8), scales, num_rows, k, groups, x.stride(0), x.stride(1), GROUP=group,
-            GROUPS=per_program, ROWS=rows, num_warps=num_warps)
+            GROUPS=per_program, ROWS=rows, HW_ROUND=x.device.type == "cuda", num_warps=num_warps)
     return q, scales
 
 
 def launch_tile(num_rows: int, groups: int, group: int = 128) -> tuple[int, int, int]:
     """(rows, groups of a row, warps) of one program. About 256 programs while each has <= 4,096 values, so decode
     sizes keep many small programs; the results do not depend on the tiling (a group's maximum is exact in any
-    order). The warps give each thread 1 value (a one-group tile on 4 warps) or >= 4 (`MIN_VALUES_PER_THREAD`),
+    order). The groups of a program are the largest power of two that divides a row's groups (768 columns: 2 of
+    6, where the next power of two, 8, masked a quarter of every tile: 128 -> 81 us for 65,536 rows on the H200). The warps give each thread 1 value (a one-group tile on 4 warps) or >= 4 (`MIN_VALUES_PER_THREAD`),
     never 2: on the H200 with triton 3.6 every tile of exactly 2 values a thread (64 a warp: [1, 1, 128] on 2
     warps, [1, 2, 128] or [2, 1, 128] on 4, [1, 4, 128] on 8) computed wrong bits in bf16 and float32 alike, and
     with the 4 warps this once took for every tile, FP8 `fused_moe` was wrong wherever a GEMM's activations had
     512-1,023 groups (e.g. 16 x 4,096, 128 x 768); 1 value a thread and 4 or more were right
-    (`scripts/probes/fp8_quant_tiles_probe.py`, docs/benchmarks.md)."""
+    (`scripts/probes/fp8_quant_tiles_probe.py`, docs/benchmarks.md). Since the GPU's conversion rounds, every tile
+    and warp count of that probe computed the right bits on the H200, 2 values a thread included (the MXFP8
+    quantizer, which still rounds in float32, still fails there: the fault lies in the float32 rounding's code);
+    the rule stays, as the interpreter's path keeps that code."""
     total = num_rows * groups * group
     tile = max(group, min(_TILE_ELEMENTS, 1 << max(0, (total // 256).bit_length() - 1)))
-    per_program = min(_next_power_of_2(groups), max(1, min(tile, _ROW_ELEMENTS) // group))  # of a row
+    per_program = min(groups & -groups, max(1, min(tile, _ROW_ELEMENTS) // group))  # of a row: divides it
     rows = max(1, tile // (per_program * group))
     num_warps = 4 if tile == group else max(1, min(4, tile // (32 * MIN_VALUES_PER_THREAD)))
     return rows, per_program, num_warps
-
-
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 _TILE_ELEMENTS = 4096  # values a program quantizes
@@ -76,7 +80,7 @@ if triton is not None:
 
     @triton.jit
     def _quantize_kernel(x_ptr, q_ptr, s_ptr, T, K, G, stride_t, stride_k, GROUP: tl.constexpr,
-                         GROUPS: tl.constexpr, ROWS: tl.constexpr):
+                         GROUPS: tl.constexpr, ROWS: tl.constexpr, HW_ROUND: tl.constexpr):
         rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)  # [R] tokens
         groups = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)  # [Gp] groups of 128 (GROUP) columns
         cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]  # [Gp, GROUP]
@@ -87,18 +91,21 @@ if triton is not None:
         scale = tl.maximum(tl.max(tl.abs(x), axis=2), 1e-10) / 448.0  # [R, Gp]
         v = tl.math.div_rn(x, tl.zeros_like(x) + scale[:, :, None])  # IEEE division, as the reference
         v = tl.minimum(tl.maximum(v, -448.0), 448.0)
-        mag = tl.abs(v)
-        # e4m3 ulp: 2^(floor(log2|v|) - 3) for |v| >= 2^-6, else 2^-9 (subnormals)
-        exp = tl.maximum(((tl.maximum(mag, 1e-30).to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127, -6)
-        ulp = ((exp - 3 + 127) << 23).to(tl.float32, bitcast=True)
-        units = mag / ulp  # exact: division by a power of two
-        rounded = tl.floor(units + 0.5)
-        tie_to_odd = ((rounded - units) == 0.5) & ((rounded.to(tl.int32) & 1) == 1)
-        rounded = tl.where(tie_to_odd, rounded - 1.0, rounded)  # ties to even
-        q = tl.where(v < 0, -rounded * ulp, rounded * ulp)  # on the e4m3 grid: the conversion below is exact
-        # the sign bit set again: a value that rounds to zero keeps its sign (-0.0, as the reference), which the
-        # interpreter's float8 conversion drops
-        sign = ((v.to(tl.uint32, bitcast=True) >> 31) << 7).to(tl.uint8)
-        bits = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True) | sign
+        if HW_ROUND:  # the GPU's conversion: to nearest, ties to even, saturating (v is within +-448)
+            bits = v.to(tl.float8e4nv, fp_downcast_rounding="rtne").to(tl.uint8, bitcast=True)
+        else:
+            mag = tl.abs(v)
+            # e4m3 ulp: 2^(floor(log2|v|) - 3) for |v| >= 2^-6, else 2^-9 (subnormals)
+            exp = tl.maximum(((tl.maximum(mag, 1e-30).to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127, -6)
+            ulp = ((exp - 3 + 127) << 23).to(tl.float32, bitcast=True)
+            units = mag / ulp  # exact: division by a power of two
+            rounded = tl.floor(units + 0.5)
+            tie_to_odd = ((rounded - units) == 0.5) & ((rounded.to(tl.int32) & 1) == 1)
+            rounded = tl.where(tie_to_odd, rounded - 1.0, rounded)  # ties to even
+            q = tl.where(v < 0, -rounded * ulp, rounded * ulp)  # on the e4m3 grid: the conversion below is exact
+            # the sign bit set again: a value that rounds to zero keeps its sign (-0.0, as the reference), which
+            # the interpreter's float8 conversion drops
+            sign = ((v.to(tl.uint32, bitcast=True) >> 31) << 7).to(tl.uint8)
+            bits = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True) | sign
         tl.store(q_ptr + rows.to(tl.int64)[:, None, None] * K + cols[None, :, :], bits, mask=ok)
         tl.store(s_ptr + rows[:, None] * G + groups[None, :], scale, mask=row_ok[:, None] & (groups < G)[None, :])
