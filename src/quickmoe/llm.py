@@ -106,6 +106,7 @@ class LLM:
             self.runner = DriverRunner(self.runner, parallel)
             atexit.register(self.shutdown)
         self.config = self.runner.config
+        self.tokenizer.accept_model_ids(self.config.vocab_size)  # the model's ids past the tokenizer's: no text
         self.startup_report.mark("tokenizer")
         self.max_model_len = self.runner.max_model_len
         config = self.engine_config

@@ -60,3 +60,50 @@ def _greedy(n: int):
     from quickmoe.engine.sampling_params import SamplingParams
 
     return SamplingParams(max_tokens=n, temperature=0)
+
+
+def test_ids_the_model_has_past_its_tokenizer_decode_to_no_text(qwen_llm):
+    """Qwen3's model has 151,936 output rows for 151,669 tokenizer ids. A generated id among the extra rows (here
+    forced by logit_bias) is a token with no text, as in transformers' decode, not an error that ends the request;
+    ids past the model's rows stay an error."""
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.errors import TokenizerError
+
+    tokenizer = qwen_llm.tokenizer
+    extra = tokenizer.vocab_size + 5
+    assert tokenizer.vocab_size < extra < qwen_llm.config.vocab_size
+    params = SamplingParams(max_tokens=3, temperature=0, logit_bias={extra: 100.0})
+    out = qwen_llm.generate([[9707, 11, 1879]], params)[0]  # "Hello, world"
+    assert out.token_ids == [extra] * 3 and out.text == ""
+    assert tokenizer.id_limit == qwen_llm.config.vocab_size
+    hello = tokenizer.encode("Hello")
+    assert tokenizer.decode([*hello, extra, *hello]) == "HelloHello"
+    with pytest.raises(TokenizerError, match=f"token id {qwen_llm.config.vocab_size} is outside the vocabulary"):
+        tokenizer.decode([qwen_llm.config.vocab_size])
+    server = ServerThread(qwen_llm, ServerConfig(port=0, served_model_name="qwen"))
+    try:
+        with httpx.Client(base_url=server.url, timeout=60, trust_env=False) as client:
+            body = {"model": "qwen", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                    "temperature": 0, "logit_bias": {str(extra): 100}, "logprobs": True, "top_logprobs": 2}
+            reply = client.post("/v1/chat/completions", json=body)
+            assert reply.status_code == 200, reply.text
+            choice = reply.json()["choices"][0]
+            assert choice["message"]["content"] == ""
+            assert [(e["token"], e["bytes"]) for e in choice["logprobs"]["content"]] == [("", [])] * 2
+            streamed = client.post("/v1/chat/completions", json={**body, "stream": True})
+            assert streamed.status_code == 200 and "[DONE]" in streamed.text
+    finally:
+        server.stop()
+
+
+def test_bench_generate_prompts_hold_only_ordinary_ids(qwen_llm):
+    """`bench generate`'s random prompts stay below Qwen3's first special token (<|endoftext|> = 151,643) and its
+    tokenizer's ids: the 256-prompt run drew ids past the tokenizer before (2026-11-29 seventh session)."""
+    from quickmoe.bench.generate import random_prompts, text_vocab
+
+    tokenizer = qwen_llm.tokenizer
+    top = text_vocab(qwen_llm.config.vocab_size, tokenizer)
+    assert top == min(tokenizer.special_token_ids) == 151643
+    prompts = random_prompts(64, 200, top, seed=0)
+    assert max(max(p) for p in prompts) >= top - 200  # the draw covers the range up to the limit
+    assert not any(t in tokenizer.special_token_ids or t >= top for p in prompts for t in p)

@@ -69,10 +69,17 @@ class GenerateBenchOptions:
 
 
 def random_prompts(num: int, length: int, vocab: int, seed: int) -> list[list[int]]:
-    """Prompts of exactly `length` ids drawn uniformly from the first 199998 ids (no special token)."""
+    """Prompts of exactly `length` ids drawn uniformly from [0, vocab): the caller passes the first special
+    token's id (`text_vocab`), so that no prompt holds a special token or an id the tokenizer lacks."""
     rng = random.Random(seed)
-    top = min(vocab, 199998)
-    return [[rng.randrange(top) for _ in range(length)] for _ in range(num)]
+    return [[rng.randrange(vocab) for _ in range(length)] for _ in range(num)]
+
+
+def text_vocab(model_vocab_size: int, tokenizer) -> int:
+    """Ids below this are ordinary text in both the model and the tokenizer: below the first special token
+    (gpt-oss: 199,998; Qwen3: 151,643) and below both vocabularies (Qwen3's model has 267 rows past its
+    tokenizer's ids)."""
+    return min(model_vocab_size, tokenizer.vocab_size, min(tokenizer.special_token_ids, default=model_vocab_size))
 
 
 def decode_bytes_per_step(model, config, context_len: int, kv_element_size: int) -> int:
@@ -103,7 +110,8 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     engine.setdefault("max_num_seqs", min(opts.num_prompts, 256))
     engine.setdefault("max_model_len", opts.input_len + opts.output_len)
     llm = LLM(opts.model, **engine)
-    prompts = random_prompts(opts.num_prompts, opts.input_len, llm.config.vocab_size, opts.seed)
+    prompts = random_prompts(opts.num_prompts, opts.input_len, text_vocab(llm.config.vocab_size, llm.tokenizer),
+                             opts.seed)
     greedy = dict(temperature=0, ignore_eos=True)
     llm.generate(prompts[:2], SamplingParams(max_tokens=4, **greedy))  # warm-up: kernels compiled, caches touched
     # What `quickmoe serve` does once idle after start-up (IDLE_WORK_DELAY_S): the decode graphs left for later

@@ -164,6 +164,7 @@ def _frontend_main(conn, sock: socket.socket, model_hint: str | None, log_level:
         except Exception:
             logger.exception("the frontend could not load the tokenizer of %s", info.model_dir)
             raise SystemExit(1) from None
+    tokenizer.accept_model_ids(info.vocab_size)  # the model's ids past the tokenizer's: no text
     core = RemoteCore(conn, info, tokenizer)
     core.on_engine_gone = lambda: os.kill(os.getpid(), signal.SIGTERM)  # drain (nothing is left) and exit
     app = create_app(core, info.server_config, startup_report=info.startup_report, model_dir=info.model_dir)

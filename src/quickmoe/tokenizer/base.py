@@ -17,12 +17,27 @@ class Tokenizer(ABC):
     Subclasses set `name` (what error messages call it), `vocab_size` (number of ids, special tokens
     included), `eos_token_ids` (ids that end a plain-text generation) and `uses_harmony` (whether the
     vocabulary is o200k_harmony, so that openai-harmony renders and parses its chats).
+
+    A model may have more output rows than its tokenizer has ids (Qwen3-30B-A3B: 151,936 logits for 151,669
+    ids, rounded up for the GPU). Once `accept_model_ids(config.vocab_size)` says so, ids of those extra rows
+    are valid, and stand for no text, as transformers' decode leaves them out: a model can generate them.
     """
 
     name: str
     vocab_size: int
     eos_token_ids: tuple[int, ...]
     uses_harmony: bool
+    model_vocab_size: int = 0  # the model's ids: max(this, vocab_size) bounds valid ids
+
+    def accept_model_ids(self, model_vocab_size: int) -> None:
+        """Ids up to the model's vocabulary (config.json's vocab_size) are valid from now on; those past this
+        tokenizer's decode to no text."""
+        self.model_vocab_size = model_vocab_size
+
+    @property
+    def id_limit(self) -> int:
+        """Valid ids are [0, id_limit): the tokenizer's, and the model's extra rows once accepted."""
+        return max(self.vocab_size, self.model_vocab_size)
 
     @abstractmethod
     def encode(self, text: str) -> list[int]:
@@ -66,15 +81,20 @@ class Tokenizer(ABC):
         return chat.parse_chat_completion(checked)
 
     def checked_ids(self, ids: Sequence[int]) -> list[int]:
-        """`ids` as a list of ints, each checked to lie in [0, vocab_size)."""
+        """`ids` as a list of ints, each checked to lie in [0, id_limit), without the model's extra ids (past
+        vocab_size: no text)."""
         try:
             checked = [int(t) for t in ids]
         except (TypeError, ValueError) as exc:
             raise TokenizerError(f"{self.name}: token ids must be integers ({exc})") from exc
+        limit = self.id_limit
         for token in checked:
-            if not 0 <= token < self.vocab_size:
-                raise TokenizerError(f"{self.name}: token id {token} is outside the vocabulary "
-                                     f"[0, {self.vocab_size})")
+            if not 0 <= token < limit:
+                extra = f" (the model's {limit - self.vocab_size} ids past the tokenizer's included)" \
+                    if limit > self.vocab_size else ""
+                raise TokenizerError(f"{self.name}: token id {token} is outside the vocabulary [0, {limit}){extra}")
+        if limit > self.vocab_size:
+            checked = [t for t in checked if t < self.vocab_size]
         return checked
 
     def _require_harmony(self, action: str) -> None:
