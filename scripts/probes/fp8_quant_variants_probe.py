@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import torch
 import triton
 import triton.language as tl
+from fp8_quant_probe import graph_us  # the sibling probe's CUDA-graph timing (scripts/probes is sys.path[0])
 
 from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group, quantize_fp8_per_token_group_ref
 
@@ -93,27 +93,6 @@ def variant(name: str):
             RECIP=name in ("recip", "hwround"), HW_ROUND=name == "hwround", num_warps=4)
         return q.view(torch.float8_e4m3fn), s
     return run
-
-
-def graph_us(fn, reps: int = 8) -> float:
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(reps):
-                fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    times = []
-    for _ in range(30):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        graph.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1e3 / reps)
-    return statistics.median(times)
 
 
 def main() -> None:
