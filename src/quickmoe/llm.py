@@ -119,15 +119,14 @@ class LLM:
 
     def _follow(self, parallel) -> None:
         """A rank > 0 under torchrun: build this rank's share, run rank 0's steps, exit when it stops."""
-        import torch.distributed as dist
-
+        from quickmoe.distributed.env import close_parallel
         from quickmoe.executor.spawn import ignore_stop_signals
         from quickmoe.executor.workers import worker_loop
 
         ignore_stop_signals()
         runner = ModelRunner(self.model_dir, self.engine_config, self.startup_report, parallel=parallel)
         worker_loop(runner, parallel)
-        dist.destroy_process_group()
+        close_parallel()
         raise SystemExit(0)
 
     def shutdown(self) -> None:
@@ -135,15 +134,14 @@ class LLM:
         ranks, self._ranks = self._ranks, None
         if ranks is None:
             return
-        import torch.distributed as dist
+        from quickmoe.distributed.env import close_parallel
 
         if ranks.spawned is not None:
             ranks.spawned.stopping.set()
         self.runner.stop_workers()
         if ranks.spawned is not None:
             ranks.spawned.join()
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        close_parallel()
 
     # -- generation -------------------------------------------------------------------------------
     def generate(self, prompts: Prompt | Sequence[Prompt],

@@ -112,9 +112,7 @@ def _spawned_rank(rendezvous: Rendezvous, model_dir: str, engine: EngineConfig, 
                         format=f"%(asctime)s rank{rendezvous.rank} %(levelname)s %(name)s: %(message)s")
     ignore_stop_signals()
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="quickmoe-parent-watch", daemon=True).start()
-    import torch.distributed as dist
-
-    from quickmoe.distributed.env import init_parallel
+    from quickmoe.distributed.env import close_parallel, init_parallel
     from quickmoe.executor.model_runner import ModelRunner, resolve_device
     from quickmoe.executor.workers import worker_loop
 
@@ -122,4 +120,4 @@ def _spawned_rank(rendezvous: Rendezvous, model_dir: str, engine: EngineConfig, 
                              expert_parallel=engine.enable_expert_parallel)
     runner = ModelRunner(model_dir, engine, parallel=parallel)
     worker_loop(runner, parallel)
-    dist.destroy_process_group()
+    close_parallel()
