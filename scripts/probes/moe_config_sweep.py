@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--group-m", default="1")
     ap.add_argument("--one-dot", default="0", help="GEMM 1's gate_up_one_dot values (0, 1)")
     ap.add_argument("--weight-tma", default="0",
-                    help="weight_tma values (0, 1): weight tiles by TMA (with one dot in GEMM 1: whole gate/up groups only)")
+                    help="weight_tma values (0, 1): weight tiles by TMA (one dot in GEMM 1: whole gate/up groups only)")
     ap.add_argument("--around-tuned", action="store_true",
                     help="the tuned config of each GEMM with gate_up_one_dot and warps (4 <-> 8) varied, and the stages "
                          "of --stages-around (default: the tuned); the grid options are ignored")

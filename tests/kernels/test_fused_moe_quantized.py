@@ -132,7 +132,7 @@ def test_fp8_experts_with_a_scale_per_block_of_rows(monkeypatch, scale_rows, swa
 
 @pytest.mark.parametrize("fmt,swap_ab,block_n,inter,group,one_dot", [
     ("fp8", False, 32, 384, 64, False), ("fp8", True, 32, 384, 64, False),
-    ("fp8", False, 64, 384, 256, False),  # a ragged last gate/up group: the tile's rows past it read the up rows, masked
+    ("fp8", False, 64, 384, 256, False),  # a ragged last gate/up group: rows past it read the up rows, masked
     ("bf16", False, 32, 160, 64, False), ("bf16", True, 64, 96, 64, False),
     ("nvfp4", False, 32, 160, 64, False), ("nvfp4", True, 64, 96, 64, False),  # packed bytes: tiles of [R, BK / 2]
     # one dot: a program's gate rows then up rows as one block of 2 x block_n rows (whole groups)

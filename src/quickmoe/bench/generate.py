@@ -35,6 +35,7 @@ from pathlib import Path
 
 from quickmoe.bench.step_profile import profile_decode
 from quickmoe.errors import ConfigError
+from quickmoe.tokenizer.base import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def random_prompts(num: int, length: int, vocab: int, seed: int) -> list[list[in
     return [[rng.randrange(vocab) for _ in range(length)] for _ in range(num)]
 
 
-def text_vocab(model_vocab_size: int, tokenizer) -> int:
+def text_vocab(model_vocab_size: int, tokenizer: Tokenizer) -> int:
     """Ids below this are ordinary text in both the model and the tokenizer: below the first special token
     (gpt-oss: 199,998; Qwen3: 151,643) and below both vocabularies (Qwen3's model has 267 rows past its
     tokenizer's ids)."""

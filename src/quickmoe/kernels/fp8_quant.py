@@ -53,16 +53,17 @@ def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128) -> tuple[tor
 def launch_tile(num_rows: int, groups: int, group: int = 128) -> tuple[int, int, int]:
     """(rows, groups of a row, warps) of one program. About 256 programs while each has <= 4,096 values, so decode
     sizes keep many small programs; the results do not depend on the tiling (a group's maximum is exact in any
-    order). The groups of a program are the largest power of two that divides a row's groups (768 columns: 2 of
-    6, where the next power of two, 8, masked a quarter of every tile: 128 -> 81 us for 65,536 rows on the H200). The warps give each thread 1 value (a one-group tile on 4 warps) or >= 4 (`MIN_VALUES_PER_THREAD`),
-    never 2: on the H200 with triton 3.6 every tile of exactly 2 values a thread (64 a warp: [1, 1, 128] on 2
-    warps, [1, 2, 128] or [2, 1, 128] on 4, [1, 4, 128] on 8) computed wrong bits in bf16 and float32 alike, and
-    with the 4 warps this once took for every tile, FP8 `fused_moe` was wrong wherever a GEMM's activations had
-    512-1,023 groups (e.g. 16 x 4,096, 128 x 768); 1 value a thread and 4 or more were right
-    (`scripts/probes/fp8_quant_tiles_probe.py`, docs/benchmarks.md). Since the GPU's conversion rounds, every tile
-    and warp count of that probe computed the right bits on the H200, 2 values a thread included (the MXFP8
-    quantizer, which still rounds in float32, still fails there: the fault lies in the float32 rounding's code);
-    the rule stays, as the interpreter's path keeps that code."""
+    order). The groups of a program are the largest power of two that divides a row's groups (768 columns: 2 of 6,
+    where the next power of two, 8, masked a quarter of every tile: 128 -> 81 us for 65,536 rows on the H200). The
+    warps give each thread 1 value (a one-group tile on 4 warps) or >= 4 (`MIN_VALUES_PER_THREAD`), never 2: on the
+    H200 with triton 3.6 every tile of exactly 2 values a thread (64 a warp: [1, 1, 128] on 2 warps, [1, 2, 128] or
+    [2, 1, 128] on 4, [1, 4, 128] on 8) computed wrong bits in bf16 and float32 alike, and with the 4 warps this
+    once took for every tile, FP8 `fused_moe` was wrong wherever a GEMM's activations had 512-1,023 groups (e.g. 16
+    x 4,096, 128 x 768); 1 value a thread and 4 or more were right (`scripts/probes/fp8_quant_tiles_probe.py`,
+    docs/benchmarks.md). Since the GPU's conversion rounds, every tile and warp count of that probe computed the
+    right bits on the H200, 2 values a thread included (the MXFP8 quantizer, which still rounds in float32, still
+    fails there: the fault lies in the float32 rounding's code); the rule stays, as the interpreter's path keeps
+    that code."""
     total = num_rows * groups * group
     tile = max(group, min(_TILE_ELEMENTS, 1 << max(0, (total // 256).bit_length() - 1)))
     per_program = min(groups & -groups, max(1, min(tile, _ROW_ELEMENTS) // group))  # of a row: divides it
