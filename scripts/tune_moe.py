@@ -82,9 +82,10 @@ def _configs(block_m: int, fmt: str, axes) -> list[MoEKernelConfig]:
     """The grid's configs in order, each once: FP8's K step is its scale group (the kernel forces it), so a grid's
     other block_k values would time the same kernel again; tiles of 8 rows take the transposed orientation (the
     tokens are the mma's 8-wide side there), so their plain-orientation points become transposed ones. Prefill
-    tiles of FP8 and bf16 weights come twice, the second time with their weight tiles by TMA (`weight_tma`, GEMM 1
-    with two dots only): on the H200 it won every FP8 prefill point measured (docs/benchmarks.md, 2026-11-29 sixth
-    session)."""
+    tiles of FP8 and bf16 weights come twice, the second time with their weight tiles by TMA (`weight_tma`): on the
+    H200 it won every FP8 prefill point measured (docs/benchmarks.md, 2026-11-29 sixth session). Only two-dot GEMM 1
+    tiles get a TMA twin, and 4-bit weights none: one-dot blocks and packed tiles by TMA gained nothing there
+    (2026-11-29 seventh session; `moe_config_sweep.py --weight-tma 0,1` still tries them)."""
     configs = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=FP8_GROUP if fmt == "fp8" else k, num_warps=w,
                                num_stages=s, swap_ab=swap or block_m < 16, group_m=group, gate_up_one_dot=one_dot)
                for n, k, w, s, swap, group, one_dot in itertools.product(*axes)]  # 8 rows: transposed only
