@@ -6,7 +6,8 @@ PYTHONPATH=src python3 scripts/probes/fp8_gemm_probe.py [--tokens 1,8,64,256,102
 
 Shapes (Qwen3-30B-A3B: hidden 2048, 32 query heads and 4 KV heads of 128): qkv_proj 2048 -> 4096 + 512 + 512 = 5120,
 o_proj 4096 -> 2048; weights FP8 with (128, 128) float32 block scales, activations bf16 [M, K]. Variants, per M:
-- fp8: `quantize_fp8_per_token_group` + `fp8_block_linear` (what Fp8BlockLinearMethod.apply runs on CUDA);
+- fp8: `fp8_quant_block_linear`, the quantizer's launch then the GEMM (what Fp8BlockLinearMethod.apply runs on
+  CUDA);
 - fp8 kernel: `fp8_block_linear` alone, on activations quantized beforehand;
 - dequant: `dequantize_fp8_block` to bf16 + F.linear (the path before the kernel, still the CPU one);
 - bf16: F.linear on the dequantized bf16 weight (the bf16 baseline). No torch._scaled_mm variant.
@@ -14,8 +15,9 @@ Each is timed in a CUDA graph of --calls calls over rotating input sets whose we
 zeros), median of 5 replays, in microseconds per call; TFLOP/s (2 M N K) and GB/s of FP8 weight bytes for the fp8
 variants. The error check compares the kernel (float32 and bf16 output) with the float64 product of the dequantized
 operands: max abs error, and max error over sum_k |x_k w_k| (the float32-accumulation scale of the tests).
---sweep times the fp8 kernel alone at each candidate config (BLOCK_M, BLOCK_N, warps, stages, orientation) and prints
-the best per (shape, M) beside `_config`'s choice, then the best per M summed over the shapes. A probe, not a
+--sweep times the fp8 variant (quantizer included) at each candidate config (BLOCK_M, BLOCK_N, warps, stages,
+orientation, split_k) and prints the best per (shape, M) beside `_config`'s choice, then the best per M
+summed over the shapes. A probe, not a
 benchmark: the figures that count come from `quickmoe bench`.
 """
 
@@ -31,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from quickmoe.formats.fp8 import dequantize_fp8_block, expand_block_scales, quantize_fp8_block
-from quickmoe.kernels.fp8_gemm import FP8_GROUP, Fp8GemmConfig, _config, fp8_block_linear
+from quickmoe.kernels.fp8_gemm import FP8_GROUP, Fp8GemmConfig, _config, fp8_block_linear, fp8_quant_block_linear
 from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 
 SHAPES = {"qkv_proj": (2048, 5120), "o_proj": (4096, 2048)}  # name -> (K in, N out)
@@ -83,8 +85,7 @@ def make_sets(m: int, k: int, n: int, g: torch.Generator) -> list[dict]:
 def variants(sets: list[dict]) -> dict:
     def fp8(i):
         s = sets[i]
-        x_q, x_s = quantize_fp8_per_token_group(s["x"], FP8_GROUP)
-        return fp8_block_linear(x_q, x_s, s["w"], s["w_s"], BLOCK)
+        return fp8_quant_block_linear(s["x"], s["w"], s["w_s"], BLOCK)
 
     def fp8_kernel(i):
         s = sets[i]
@@ -117,16 +118,20 @@ def check_error(s: dict) -> dict:
 
 
 def candidates(m: int) -> list[Fp8GemmConfig]:
-    """Decode: 16-token tiles, both orientations (the transposed one runs fp8 wgmma, the plain one at BLOCK_M 16
-    compiles to fp16 mma.sync); middle: 32 / 64; prefill: 64 / 128 x 64..256 (not 128 x 256: it spills)."""
+    """Decode: 16-token tiles, transposed (fp8 wgmma) with K in 1-8 parts, and the plain orientation (at BLOCK_M 16
+    it compiles to fp16 mma.sync) in one part; middle: 32 / 64; prefill: 64 / 128 x 64..256 (not 128 x 256: it
+    spills)."""
     if m <= 16:
-        grid = itertools.product((16,), (32, 64, 128), (4,), (3, 4, 6), (True, False))
+        grid = [(16, bn, 4, stages, True, split) for bn, stages, split
+                in itertools.product((32, 64, 128), (4, 6), (1, 2, 4, 8))]
+        grid += [(16, bn, 4, 6, False, 1) for bn in (32, 64)]
     elif m <= 64:
-        grid = itertools.product((32, 64), (64, 128), (4,), (3, 4, 5), (True, False))
+        grid = [(32, bn, 4, 4, True, split) for bn, split in itertools.product((64, 128), (1, 2, 4))]
+        grid += [(bm, bn, 4, 4, False, 1) for bm, bn in itertools.product((32, 64), (64, 128))]
     else:
-        grid = [c for c in itertools.product((64, 128), (64, 128, 256), (4, 8), (3, 4), (False,))
+        grid = [c + (1,) for c in itertools.product((64, 128), (64, 128, 256), (4, 8), (3, 4), (False,))
                 if c[:2] != (128, 256)]
-    return [Fp8GemmConfig(bm, bn, warps, stages, swap) for bm, bn, warps, stages, swap in grid]
+    return [Fp8GemmConfig(*c) for c in grid]
 
 
 def sweep(sets: list[dict], m: int, calls: int) -> list[tuple[float, Fp8GemmConfig]]:
@@ -136,7 +141,7 @@ def sweep(sets: list[dict], m: int, calls: int) -> list[tuple[float, Fp8GemmConf
     for config in candidates(m):
         def run(i, config=config):
             s = sets[i]
-            return fp8_block_linear(s["x_q"], s["x_s"], s["w"], s["w_s"], BLOCK, config=config)
+            return fp8_quant_block_linear(s["x"], s["w"], s["w_s"], BLOCK, config=config)
         try:
             timed.append((graph_us(run, len(sets), calls), config))
         except (RuntimeError, triton.runtime.errors.OutOfResources,
@@ -147,7 +152,7 @@ def sweep(sets: list[dict], m: int, calls: int) -> list[tuple[float, Fp8GemmConf
 
 def fmt(config: Fp8GemmConfig) -> str:
     return (f"BM{config.block_m} BN{config.block_n} w{config.num_warps} s{config.num_stages}"
-            f"{' swap' if config.swap_ab else ''}")
+            f"{' swap' if config.swap_ab else ''}{f' split{config.split_k}' if config.split_k > 1 else ''}")
 
 
 def main() -> None:
@@ -183,8 +188,8 @@ def main() -> None:
                 row["sweep"] = [(t, fmt(c)) for t, c in timed]
                 for t, c in timed[:3]:
                     print(f"    {t:9.1f} us  {fmt(c)}")
-                print(f"    default {us['fp8 kernel']:9.1f} us  {row['config']}; best {timed[0][0]:.1f} us "
-                      f"({us['fp8 kernel'] / timed[0][0]:.2f}x)")
+                print(f"    default {us['fp8']:9.1f} us  {row['config']}; best {timed[0][0]:.1f} us "
+                      f"({us['fp8'] / timed[0][0]:.2f}x)")
                 for t, c in timed:
                     best_by_m.setdefault(m, {}).setdefault(fmt(c), []).append(t)
             rows.append(row)

@@ -19,8 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from quickmoe.formats.fp8 import dequantize_fp8_block, quantize_fp8_block
-from quickmoe.kernels.fp8_gemm import Fp8GemmConfig, _config, fp8_block_linear, fp8_block_linear_ref
-from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group_ref
+from quickmoe.kernels.fp8_gemm import (Fp8GemmConfig, _config, fp8_block_linear, fp8_block_linear_ref,
+                                       fp8_quant_block_linear, fp8_quant_block_linear_ref)
+from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group, quantize_fp8_per_token_group_ref
+from quickmoe.kernels.tickets import ticket_counters
 from quickmoe.layers.fp8_linear import Fp8BlockLinearMethod
 from quickmoe.layers.linear import Linear
 
@@ -102,10 +104,58 @@ def test_every_orientation_and_scale_block(config, bn):
     _assert_close(got, want, magnitude, torch.float32)
 
 
+@pytest.mark.parametrize("split_k,k", [(2, 512), (4, 500), (3, 384), (8, 1024), (4, 384)])
+@pytest.mark.parametrize("swap_ab", [True, False])
+def test_split_k_parts_sum_to_the_definition(split_k, k, swap_ab):
+    """K cut into parts (500: the last part's last group ragged; 384 = 3 groups with split_k 4: 3 parts of one):
+    the parts' sum against the float64 definition, with a bias added once, and the tile counters back to zero."""
+    m, n = 5, 192
+    x_q, x_s, w, w_s, b = _operands(m, n, k, 128, seed=split_k * 7 + k, bias=True)
+    want, magnitude = _definition(x_q, x_s, w, w_s, 128, b)
+    config = Fp8GemmConfig(16, 64, swap_ab=swap_ab, split_k=split_k)
+    got = fp8_block_linear(x_q, x_s, w, w_s, (128, 128), b, out_dtype=torch.float32, config=config)
+    _assert_close(got, want, magnitude, torch.float32)
+    assert not ticket_counters(got.device, "fp8_gemm").any()
+    again = fp8_block_linear(x_q, x_s, w, w_s, (128, 128), b, out_dtype=torch.float32, config=config)
+    assert torch.equal(got, again)
+
+
+@pytest.mark.parametrize("m,k", [(1, 256), (7, 300), (70, 512)])
+def test_the_layers_product_quantizes_then_multiplies(m, k):
+    """`fp8_quant_block_linear` (what the FP8 dense layers run): the quantizer's activations (ragged K: the last
+    group's missing columns do not enter its maximum), then the GEMM, against the definition; its torch version
+    likewise."""
+    n = 160
+    g = torch.Generator().manual_seed(m * 31 + k)
+    x = (torch.randn(m, k, generator=g) * torch.exp(torch.randn(m, k // 64 + 1, generator=g).repeat_interleave(
+        64, 1)[:, :k])).to(torch.bfloat16).to(DEVICE)  # magnitudes that differ between groups
+    _, _, w, w_s, b = _operands(1, n, k, 128, seed=k, bias=True)
+    x_q, x_s = quantize_fp8_per_token_group_ref(x, 128)
+    want, magnitude = _definition(x_q, x_s, w, w_s, 128, b)
+    for fn in (fp8_quant_block_linear, fp8_quant_block_linear_ref):
+        _assert_close(fn(x, w, w_s, (128, 128), b, out_dtype=torch.float32), want, magnitude, torch.float32)
+
+
+def test_configs_are_validated():
+    with pytest.raises(ValueError, match="block_m = 24: expected a power of two"):
+        Fp8GemmConfig(24, 64)
+    with pytest.raises(ValueError, match="split_k = 0"):
+        Fp8GemmConfig(16, 64, split_k=0)
+    x_q, x_s, w, w_s, _ = _operands(2, 128, 256, 128, seed=1)
+    with pytest.raises(ValueError, match="not FP8"):
+        fp8_quant_block_linear(x_q, w, w_s, (128, 128))
+    with pytest.raises(ValueError, match="differ in K"):
+        fp8_quant_block_linear(torch.ones(2, 128, device=DEVICE), w, w_s, (128, 128))
+
+
 def test_the_configs_cover_decode_and_prefill():
     for m in (1, 16, 17, 64, 65, 8192):
         cfg = _config(m, 5120, 2048)
         assert cfg.block_m >= min(m, 16) and cfg.block_n in (32, 64, 128, 256)
+    # the split of K depends on K alone over the transposed (decode) tiles: a row's bits at every count up to 64
+    for k in (128, 2048, 4096, 14336):
+        assert len({_config(m, 2048, k).split_k for m in range(1, 65)}) == 1
+    assert _config(1, 2048, 4096).split_k == 4 and _config(1, 5120, 2048).split_k == 2
 
 
 def test_bad_operands_are_named():
@@ -178,3 +228,29 @@ def test_kernel_on_the_gpu(m, swap_ab):
     for out_dtype in (torch.float32, torch.bfloat16):
         got = fp8_block_linear(x_q, x_s, w, w_s, (128, 128), b, out_dtype=out_dtype, config=config)
         _assert_close(got, want, magnitude, out_dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(5120, 2048), (2048, 4096)])
+def test_decode_configs_on_the_gpu(n, k):
+    """Qwen3-30B-A3B's qkv_proj and o_proj at decode sizes on CUDA, `_config`'s choices (K in 2 and 4 parts) and
+    8 parts of narrower tiles: the definition; repeated calls give the same bits whichever part finishes last; a
+    row's bits are the same alone, among 16 rows and among 40 (the 32-row tiles)."""
+    g = torch.Generator().manual_seed(n + k)
+    x = (torch.randn(40, k, generator=g) * torch.exp(torch.randn(40, 1, generator=g))).to(torch.bfloat16).cuda()
+    _, _, w, w_s, b = _operands(1, n, k, 128, seed=k, device="cuda", bias=True)
+    x_q, x_s = quantize_fp8_per_token_group(x, 128)
+    want, magnitude = _definition(x_q, x_s, w, w_s, 128, b)
+    for config in (None, Fp8GemmConfig(16, 32, 4, 4, True, split_k=8)):
+        for out_dtype in (torch.float32, torch.bfloat16):
+            got = fp8_block_linear(x_q[:16], x_s[:16], w, w_s, (128, 128), b, out_dtype=out_dtype, config=config)
+            _assert_close(got, want[:16], magnitude[:16], out_dtype)
+            for _ in range(3):
+                assert torch.equal(got, fp8_block_linear(x_q[:16], x_s[:16], w, w_s, (128, 128), b,
+                                                         out_dtype=out_dtype, config=config))
+            alone = fp8_block_linear(x_q[5:6], x_s[5:6], w, w_s, (128, 128), b, out_dtype=out_dtype, config=config)
+            assert torch.equal(alone, got[5:6])
+            if config is None:
+                forty = fp8_quant_block_linear(x, w, w_s, (128, 128), b, out_dtype=out_dtype)
+                assert torch.equal(forty[:16], got)
+    assert not ticket_counters(x.device, "fp8_gemm").any()

@@ -19,6 +19,15 @@ dots on float32 operands (exact conversions of e4m3, as kernels/moe_gemm.py does
 Orientation (`swap_ab`, as the MoE GEMMs): x_q @ w^T ([BM, BK] x [BK, BN]), or the transposed product
 w @ x_q^T ([BN, BK] x [BK, BM]), which puts the weights on the wide side of Hopper's wgmma (M >= 64 per warp
 group) and the tokens on the narrow one (16 at decode). Both operands are read K-contiguous, as FP8 wgmma needs.
+
+Decode sizes: K in parts (`split_k`). At a few tokens the GEMM is a stream of the weights, and a program's K loop
+is a chain of steps each waiting on its loads and its dot: Qwen3-30B-A3B's o_proj (K = 4,096: 32 steps on 32
+programs at M = 1) took 10.8 us on the H200 where its 8.4 MB take ~2 us at the HBM's rate. With `split_k` the
+output tile's K groups are cut into equal parts, one program each. Each part sums its steps from zero as above
+and stores its float32 tile; the program that takes the tile's last ticket (an atomic counter, kernels/tickets.py,
+as the router does) adds the parts in order (part 0 first), adds the bias and stores. The result does not depend
+on which program finishes last, but it is another float32 sum than one program's, so `_config` takes the split
+from K alone: every token count up to 64 (the transposed tiles) gives a row the same bits.
 """
 
 from __future__ import annotations
@@ -28,14 +37,20 @@ from dataclasses import dataclass
 import torch
 
 from quickmoe.formats.fp8 import FP8_DTYPE, block_scale_shape, dequantize_fp8_block, expand_block_scales
+from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group, quantize_fp8_per_token_group_ref
+from quickmoe.kernels.pdl import pdl_kwargs
+from quickmoe.kernels.tickets import MAX_TICKETS, ticket_counters
 
 try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["FP8_GROUP", "Fp8GemmConfig", "fp8_block_linear", "fp8_block_linear_ref"]
+__all__ = ["FP8_GROUP", "Fp8GemmConfig", "fp8_block_linear", "fp8_block_linear_ref", "fp8_quant_block_linear",
+           "fp8_quant_block_linear_ref"]
 
 FP8_GROUP = 128  # columns per activation scale and per weight scale block (bk): the kernel's K step
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -43,43 +58,56 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 @dataclass(frozen=True)
 class Fp8GemmConfig:
+    """One launch of the FP8 GEMM: a program's tokens (block_m) x output columns (block_n), warps, pipeline
+    stages, orientation (swap_ab); split_k: programs per output tile, each over an equal run of whole K groups
+    (the last to finish sums the parts in order, see the module docstring)."""
+
     block_m: int
     block_n: int
     num_warps: int = 4
     num_stages: int = 3
     swap_ab: bool = False
+    split_k: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n"):
+            value = getattr(self, name)
+            if value < 1 or value & (value - 1):
+                raise ValueError(f"Fp8GemmConfig.{name} = {value}: expected a power of two")
+        if self.split_k < 1:
+            raise ValueError(f"Fp8GemmConfig.split_k = {self.split_k}: expected >= 1")
 
 
 def _config(m: int, n: int, k: int) -> Fp8GemmConfig:
-    """The launch config for M tokens: a starting point, tuned once on the H100 for Qwen3-30B-A3B's qkv_proj
-    (2048 -> 5120) and o_proj (4096 -> 2048): the best sum of both per M of scripts/probes/fp8_gemm_probe.py --sweep
-    (1, 8, 64, 256, 1024, 4096, 8192; re-tune there for other shapes). Up to 64 tokens they sit on wgmma's narrow
-    side (swap_ab; the plain orientation at BLOCK_M 16 compiles to fp16 mma.sync, not fp8 wgmma), with narrow N
-    tiles for more programs over the weight stream; larger M: 64 x 64, then 64 x 128 tiles. The choices were within
-    10% of one another at 1024+ tokens."""
+    """The launch config for M tokens: tuned for Qwen3-30B-A3B's qkv_proj (2048 -> 5120) and o_proj (4096 -> 2048),
+    the best sum of both per M of scripts/probes/fp8_gemm_probe.py --sweep (H100, 2026-11-24: tiles; H200,
+    2026-11-29: K in parts; re-tune there for other shapes). Up to 64 tokens they sit on wgmma's narrow side
+    (swap_ab; the plain orientation at BLOCK_M 16 compiles to fp16 mma.sync, not fp8 wgmma), with K in parts of
+    about 8 groups (`_split_k`: o_proj at M = 1 went 13.0 -> 8.5 us with 4 parts; qkv_proj, 16 groups, within the
+    sweep's spread with 2); larger M: 64 x 64, then 64 x 128 tiles, in one part. The choices were within 10% of one
+    another at 1024+ tokens."""
     if m <= 16:
-        return Fp8GemmConfig(16, 64, num_warps=4, num_stages=6, swap_ab=True)
+        return Fp8GemmConfig(16, 64, num_warps=4, num_stages=6, swap_ab=True, split_k=_split_k(k))
     if m <= 64:
-        return Fp8GemmConfig(32, 64, num_warps=4, num_stages=4, swap_ab=True)
+        return Fp8GemmConfig(32, 64, num_warps=4, num_stages=4, swap_ab=True, split_k=_split_k(k))
     if m <= 256:
         return Fp8GemmConfig(64, 64, num_warps=4, num_stages=4)
     return Fp8GemmConfig(64, 128, num_warps=4, num_stages=3)
 
 
-def _check(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype) -> None:
-    if x_q.dim() != 2 or w.dim() != 2 or x_q.dtype != FP8_DTYPE or w.dtype != FP8_DTYPE:
-        raise ValueError(f"fp8_block_linear: expected float8_e4m3fn x_q [M, K] and w [N, K], got x_q {x_q.dtype} "
-                         f"{tuple(x_q.shape)}, w {w.dtype} {tuple(w.shape)}")
-    (m, k), n = x_q.shape, w.shape[0]
+def _split_k(k: int) -> int:
+    """Parts of K for the decode-sized tiles: one per 8 groups of 128 columns, from K alone (a row's bits then
+    do not depend on the token count, see the module docstring)."""
+    return max(1, -(-k // FP8_GROUP) // 8)
+
+
+def _check_weights(w, w_scale_inv, block, bias, out_dtype, k: int) -> None:
+    n = w.shape[0]
     if w.shape[1] != k:
-        raise ValueError(f"fp8_block_linear: x_q {tuple(x_q.shape)} and w {tuple(w.shape)} differ in K")
+        raise ValueError(f"fp8_block_linear: activations of {k} columns and w {tuple(w.shape)} differ in K")
     if tuple(block)[1:] != (FP8_GROUP,) or len(block) != 2 or block[0] <= 0:
         raise ValueError(f"fp8_block_linear: block = {tuple(block)}: expected (bn, {FP8_GROUP}), the activations' "
                          "scale group along K")
-    groups = -(-k // FP8_GROUP)
-    if x_scales.dtype != torch.float32 or tuple(x_scales.shape) != (m, groups):
-        raise ValueError(f"fp8_block_linear: expected float32 x_scales [{m}, {groups}], got {x_scales.dtype} "
-                         f"{tuple(x_scales.shape)}")
     want = block_scale_shape((n, k), tuple(block))
     if w_scale_inv.dtype != torch.float32 or tuple(w_scale_inv.shape) != want:
         raise ValueError(f"fp8_block_linear: w {tuple(w.shape)} with blocks {tuple(block)} needs float32 "
@@ -88,7 +116,31 @@ def _check(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype) -> None:
         raise ValueError(f"fp8_block_linear: expected bias [{n}], got {tuple(bias.shape)}")
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"fp8_block_linear: out_dtype {out_dtype}: expected one of {OUT_DTYPES}")
-    devices = {t.device for t in (x_q, x_scales, w, w_scale_inv, bias) if t is not None}
+
+
+def _check(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype) -> None:
+    if x_q.dim() != 2 or w.dim() != 2 or x_q.dtype != FP8_DTYPE or w.dtype != FP8_DTYPE:
+        raise ValueError(f"fp8_block_linear: expected float8_e4m3fn x_q [M, K] and w [N, K], got x_q {x_q.dtype} "
+                         f"{tuple(x_q.shape)}, w {w.dtype} {tuple(w.shape)}")
+    m, k = x_q.shape
+    _check_weights(w, w_scale_inv, block, bias, out_dtype, k)
+    groups = -(-k // FP8_GROUP)
+    if x_scales.dtype != torch.float32 or tuple(x_scales.shape) != (m, groups):
+        raise ValueError(f"fp8_block_linear: expected float32 x_scales [{m}, {groups}], got {x_scales.dtype} "
+                         f"{tuple(x_scales.shape)}")
+    _check_devices(x_q, x_scales, w, w_scale_inv, bias)
+
+
+def _check_unquantized(x, w, w_scale_inv, block, bias, out_dtype) -> None:
+    if x.dim() != 2 or not x.dtype.is_floating_point or x.dtype == FP8_DTYPE or w.dim() != 2 or w.dtype != FP8_DTYPE:
+        raise ValueError(f"fp8_quant_block_linear: expected floating-point x [M, K] (not FP8) and float8_e4m3fn w "
+                         f"[N, K], got x {x.dtype} {tuple(x.shape)}, w {w.dtype} {tuple(w.shape)}")
+    _check_weights(w, w_scale_inv, block, bias, out_dtype, x.shape[1])
+    _check_devices(x, w, w_scale_inv, bias)
+
+
+def _check_devices(*tensors) -> None:
+    devices = {t.device for t in tensors if t is not None}
     if len(devices) > 1:
         raise ValueError(f"fp8_block_linear: operands on several devices: {sorted(map(str, devices))}")
 
@@ -122,26 +174,64 @@ def fp8_block_linear(x_q: torch.Tensor, x_scales: torch.Tensor, w: torch.Tensor,
         return out.copy_(bias.to(out_dtype).expand(m, n)) if bias is not None else out.zero_()
     x_q, w = (t if t.stride(1) == 1 else t.contiguous() for t in (x_q, w))
     cfg = config or _config(m, n, k)
+    groups = triton.cdiv(k, FP8_GROUP)
+    grid_m, grid_n = triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n)
+    # parts of K: the largest count up to the config's that divides the groups (equal parts, none past K), and
+    # one ticket counter per output tile
+    split = max(d for d in range(1, min(cfg.split_k, groups) + 1) if groups % d == 0)
+    if grid_m * grid_n > MAX_TICKETS:
+        split = 1
+    partials = counters = out
+    if split > 1:
+        partials = torch.empty(grid_m * grid_n * split * cfg.block_m * cfg.block_n, dtype=torch.float32,
+                               device=x_q.device)
+        counters = ticket_counters(x_q.device, "fp8_gemm")
     on_cpu = x_q.device.type == "cpu"  # the interpreter: float32 operands, exact products, IEEE dots
-    grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n))
-    _fp8_gemm_kernel[grid](
-        x_q, x_scales, w, w_scale_inv, bias if bias is not None else out, out, m, n,
+    _fp8_gemm_kernel[(grid_m, grid_n, split)](
+        x_q, x_scales, w, w_scale_inv, bias if bias is not None else out, out, partials, counters, m, n,
         x_q.stride(0), x_scales.stride(0), x_scales.stride(1), w.stride(0), w_scale_inv.stride(0),
         w_scale_inv.stride(1), out.stride(0), K=k, BN_SCALE=block[0], HAS_BIAS=bias is not None,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=FP8_GROUP, SWAP_AB=cfg.swap_ab,
-        DOT_DTYPE=tl.float32 if on_cpu else tl.float8e4nv, PRECISION="ieee" if on_cpu else "tf32",
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=FP8_GROUP, SWAP_AB=cfg.swap_ab, SPLIT_K=split,
+        K_PER_SPLIT=groups // split * FP8_GROUP, DOT_DTYPE=tl.float32 if on_cpu else tl.float8e4nv,
+        PRECISION="ieee" if on_cpu else "tf32", num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **pdl_kwargs(x_q.device))
     return out
+
+
+def fp8_quant_block_linear_ref(x: torch.Tensor, w: torch.Tensor, w_scale_inv: torch.Tensor, block: tuple[int, int],
+                               bias: torch.Tensor | None = None,
+                               out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """x [M, K] quantized per token and 128 columns (`quantize_fp8_per_token_group_ref`), then
+    `fp8_block_linear_ref`: what the FP8 dense layers compute."""
+    _check_unquantized(x, w, w_scale_inv, block, bias, out_dtype)
+    x_q, x_scales = quantize_fp8_per_token_group_ref(x, FP8_GROUP)
+    return fp8_block_linear_ref(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype)
+
+
+def fp8_quant_block_linear(x: torch.Tensor, w: torch.Tensor, w_scale_inv: torch.Tensor, block: tuple[int, int],
+                           bias: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16,
+                           *, config: Fp8GemmConfig | None = None) -> torch.Tensor:
+    """The Triton version of `fp8_quant_block_linear_ref`: the quantizer's launch, then `fp8_block_linear`. (A
+    quantizer inside the GEMM, each program quantizing the groups it reads, was 2-6x slower at decode sizes on
+    the H200: every column tile quantizes the whole activations again, padding rows included;
+    docs/benchmarks.md, 2026-11-29 eighth session.)"""
+    _check_unquantized(x, w, w_scale_inv, block, bias, out_dtype)
+    if triton is None:
+        raise RuntimeError("fp8_quant_block_linear needs triton; fp8_quant_block_linear_ref is the torch version")
+    x_q, x_scales = quantize_fp8_per_token_group(x, FP8_GROUP)
+    return fp8_block_linear(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype, config=config)
 
 
 if triton is not None:
 
     @triton.jit(do_not_specialize=["M"])  # one compilation per (K, config) for every token count
-    def _fp8_gemm_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, out_ptr, M, N, stride_xm, stride_xsm, stride_xsg,
-                         stride_wn, stride_wsn, stride_wsg, stride_om, K: tl.constexpr, BN_SCALE: tl.constexpr,
-                         HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                         PRECISION: tl.constexpr):
+    def _fp8_gemm_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, out_ptr, partial_ptr, counter_ptr, M, N, stride_xm,
+                         stride_xsm, stride_xsg, stride_wn, stride_wsn, stride_wsg, stride_om, K: tl.constexpr,
+                         BN_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, SPLIT_K: tl.constexpr,
+                         K_PER_SPLIT: tl.constexpr, DOT_DTYPE: tl.constexpr, PRECISION: tl.constexpr,
+                         PDL: tl.constexpr):
+        pdl_wait(PDL)
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # [BM] tokens
         cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
         m_ok = rows < M
@@ -159,7 +249,10 @@ if triton is not None:
             acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
         else:
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
+        # this program's part of K: K_PER_SPLIT columns (whole groups, the same count in every part) from k_lo
+        k_lo = tl.program_id(2) * K_PER_SPLIT if SPLIT_K > 1 else 0
+        for step in range(0, K_PER_SPLIT, BLOCK_K):
+            k0 = k_lo + step
             g = k0 // BLOCK_K  # the scale group
             k = k0 + kk
             k_ok = k < K
@@ -185,7 +278,23 @@ if triton is not None:
                     acc += part * (a_s[:, None] * w_s[None, :])
         if SWAP_AB:
             acc = tl.trans(acc)  # [BM, BN]
-        if HAS_BIAS:
-            acc += tl.load(bias_ptr + cols, mask=n_ok, other=0.0).to(tl.float32)[None, :]
         out = out_ptr + rows.to(tl.int64)[:, None] * stride_om + cols[None, :]
-        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+        if SPLIT_K == 1:
+            if HAS_BIAS:
+                acc += tl.load(bias_ptr + cols, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+            tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+        else:
+            tile_id = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+            tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]  # [BM, BN] offsets
+            tl.store(partial_ptr + (tile_id * SPLIT_K + tl.program_id(2)) * (BLOCK_M * BLOCK_N) + tile, acc)
+            tl.debug_barrier()  # every thread's part is stored before the ticket is taken
+            ticket = tl.atomic_add(counter_ptr + tile_id, 1, sem="acq_rel", scope="gpu")
+            if ticket == SPLIT_K - 1:  # the tile's last program: the other parts are visible
+                total = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+                for i in tl.static_range(SPLIT_K):  # in order: the same sum whichever program finished last
+                    total += tl.load(partial_ptr + (tile_id * SPLIT_K + i) * (BLOCK_M * BLOCK_N) + tile,
+                                     cache_modifier=".cg")
+                tl.atomic_xchg(counter_ptr + tile_id, 0, sem="relaxed", scope="gpu")  # zero for the next call
+                if HAS_BIAS:
+                    total += tl.load(bias_ptr + cols, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+                tl.store(out, total.to(out_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])

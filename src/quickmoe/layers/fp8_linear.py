@@ -3,8 +3,9 @@ dense layer's `LinearMethod` from the checkpoint's quantization config.
 
 The weight stays float8_e4m3fn [out, in] with `weight_scale_inv` [ceil(out/bn), ceil(in/bk)] (float32 here;
 bf16 or float32 in the checkpoint). On CUDA (with triton, and bk = 128) the product quantizes the activations
-to FP8 per token and 128 columns (kernels/fp8_quant.py), then runs the FP8 block-scaled tensor-core GEMM
-(kernels/fp8_gemm.py): the weight is never dequantized. Elsewhere (the CPU, or another bk) it dequantizes the
+to FP8 per token and 128 columns (kernels/fp8_quant.py's arithmetic), then runs the FP8 block-scaled tensor-core
+GEMM (kernels/fp8_gemm.py `fp8_quant_block_linear`; at decode sizes one launch does both): the weight is never
+dequantized. Elsewhere (the CPU, or another bk) it dequantizes the
 weight to the activations' dtype and runs the plain linear (formats.fp8), with unquantized activations.
 """
 
@@ -17,7 +18,6 @@ from quickmoe.config import ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.formats.fp8 import FP8_DTYPE, block_scale_shape, dequantize_fp8_block
 from quickmoe.kernels import fp8_gemm
-from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 from quickmoe.distributed import Shard
 from quickmoe.layers.linear import Linear, LinearMethod
 from quickmoe.layers.sharding import narrow_param
@@ -64,9 +64,8 @@ class Fp8BlockLinearMethod:
     def apply(self, layer: Linear, x: torch.Tensor) -> torch.Tensor:
         if self.uses_fp8_gemm(x):
             rows = x.reshape(-1, x.shape[-1])  # [M, in]
-            x_q, x_scales = quantize_fp8_per_token_group(rows, fp8_gemm.FP8_GROUP)
-            out = fp8_gemm.fp8_block_linear(x_q, x_scales, layer.weight, layer.weight_scale_inv, self.block,
-                                            layer.bias, out_dtype=x.dtype)
+            out = fp8_gemm.fp8_quant_block_linear(rows, layer.weight, layer.weight_scale_inv, self.block, layer.bias,
+                                                  out_dtype=x.dtype)
             return out.reshape(*x.shape[:-1], out.shape[-1])
         weight = dequantize_fp8_block(layer.weight, layer.weight_scale_inv, self.block, x.dtype)  # [out, in]
         return F.linear(x, weight, layer.bias)
