@@ -1,5 +1,6 @@
 """The fused glue kernels (Triton; the interpreter on CPU) against their torch references and against
-independent definitions: RMSNorm with and without the residual add, RoPE fused with the paged KV write."""
+independent definitions: RMSNorm with and without the residual add, per q and k head, RoPE fused with the paged
+KV write."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 import torch
 
 from quickmoe.kernels.moe_gemm import moe_combine
-from quickmoe.kernels.rms_norm import combine_ref, fused_add_rms_norm, fused_add_rms_norm_ref, rms_norm, rms_norm_ref
+from quickmoe.kernels.rms_norm import (combine_ref, fused_add_rms_norm, fused_add_rms_norm_ref, qk_rms_norm,
+                                      qk_rms_norm_ref, rms_norm, rms_norm_ref)
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv, rotary_write_kv_ref, split_qkv
 
 pytest.importorskip("triton")
@@ -32,6 +34,32 @@ def test_rms_norm_kernels_match_the_definition(hidden):
     plain = rms_norm(x, w, 1e-5)
     assert torch.allclose(plain, rms_norm_ref(x, w, 1e-5), atol=1e-5, rtol=1e-5)
     assert not torch.allclose(plain, out)  # the residual changes the result
+
+
+@pytest.mark.parametrize("num_heads,num_kv_heads,head_dim", [(4, 2, 32), (5, 2, 24), (32, 4, 128)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_qk_rms_norm_normalises_each_q_and_k_head_and_keeps_v(num_heads, num_kv_heads, head_dim, dtype):
+    """Against a float64 definition written here, head by head (q heads by q_weight, k heads by k_weight), and
+    the torch reference; the v heads come out as they went in (5 + 2 + 2 = 9 heads and 24 columns: both padded)."""
+    g = torch.Generator().manual_seed(num_heads * head_dim)
+    t, d = 3, head_dim
+    qkv = (torch.randn(t, (num_heads + 2 * num_kv_heads) * d, generator=g) *
+           torch.exp(torch.randn(t, num_heads + 2 * num_kv_heads, generator=g)).repeat_interleave(d, 1))
+    qkv = qkv.to(dtype).to(DEVICE)
+    q_w, k_w = ((torch.rand(d, generator=g) + 0.5).to(DEVICE) for _ in range(2))
+    got = qk_rms_norm(qkv, q_w, k_w, num_heads, num_kv_heads, 1e-6)
+    heads = qkv.double().view(t, -1, d)
+    want = heads.clone()
+    for h in range(num_heads + num_kv_heads):
+        w = (q_w if h < num_heads else k_w).double()
+        want[:, h] = w * heads[:, h] / torch.sqrt(heads[:, h].pow(2).mean(-1, keepdim=True) + 1e-6)
+    want = want.view(t, -1)
+    tol = 1e-5 if dtype == torch.float32 else 2.0 ** -7
+    assert torch.allclose(got.double(), want, atol=tol, rtol=tol)
+    assert torch.allclose(qk_rms_norm_ref(qkv, q_w, k_w, num_heads, num_kv_heads, 1e-6).double(), want, atol=tol,
+                          rtol=tol)
+    v = slice((num_heads + num_kv_heads) * d, None)
+    assert torch.equal(got[:, v], qkv[:, v])
 
 
 def test_fused_add_rms_norm_rounds_the_sum_to_the_activations_dtype():

@@ -36,6 +36,10 @@ CASES = {
 QUANTIZED = {
     "qwen3-fp8": ("qwen3-moe-tiny", "fp8", 2, 4, dict(hidden_size=128, head_dim=32, intermediate_size=256,
                                                       moe_intermediate_size=128, mlp_only_layers=[1])),
+    # heads of 128 columns: q, k and v start on whole weight-scale blocks, so they are one stacked FP8 layer
+    "qwen3-fp8-stacked-qkv": ("qwen3-moe-tiny", "fp8", 2, 4, dict(hidden_size=128, head_dim=128, num_attention_heads=2,
+                                                                  num_key_value_heads=1, intermediate_size=256,
+                                                                  moe_intermediate_size=128, mlp_only_layers=[0])),
     "qwen3-nvfp4": ("qwen3-moe-tiny", "nvfp4", 2, 8, dict(SMALL_QWEN, mlp_only_layers=[0])),
     "mixtral-nvfp4": ("mixtral-tiny", "nvfp4", 2, 4, dict(hidden_size=64, intermediate_size=96)),
 }
@@ -83,6 +87,8 @@ def test_quantized_model_equals_transformers_on_the_dequantized_twin(name, ckpt_
     config, twin_config = (json.loads((d / "config.json").read_text()) for d in (quantized, twin))
     assert "quantization_config" in config and "quantization_config" not in twin_config
     runner = _runner(quantized)
+    attention = runner.model.model.layers[0].self_attn
+    assert (attention.qkv_proj is not None) == (name != "qwen3-fp8")  # head_dim 32: k, v of 64 rows don't stack
     prompts = _prompts(runner.config.vocab_size, [1, 9, 30], seed=5)
     assert_logits_match(name, _packed_logits(runner, prompts), load_family_reference(twin), prompts)
 

@@ -5,6 +5,7 @@ decoder layer serves every layer of its kind, in any order and with any layer sk
 `use_kernels` picks the Triton kernel (kernels/) or its torch reference, which have the same signatures.
 - `quickmoe::rms_norm` / `quickmoe::fused_add_rms_norm`: RMSNorm, alone or after the residual add (x [T, H], or
   an MoE output before its combine, [T, k, H], summed first).
+- `quickmoe::qk_rms_norm`: RMSNorm over each q and k head of a QKV projection's output (Qwen3), v as it is.
 - `quickmoe::attention`: RoPE on q and k, K and V written into one layer's paged cache (mutated in place), then
   gpt-oss attention (sinks, window, GQA) of every sequence of the step over that cache: for one token per
   sequence (decode) one kernel does both (`rotary_paged_decode_attention`), else `rotary_write_kv`, then the
@@ -34,14 +35,16 @@ from quickmoe.kernels.dense_gemm import dense_gemm, dense_gemm_supported
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.kernels.rms_norm import fused_add_rms_norm as fused_add_rms_norm_kernel
-from quickmoe.kernels.rms_norm import fused_add_rms_norm_ref, rms_norm_ref
+from quickmoe.kernels.rms_norm import fused_add_rms_norm_ref, qk_rms_norm_ref, rms_norm_ref
+from quickmoe.kernels.rms_norm import qk_rms_norm as qk_rms_norm_kernel
 from quickmoe.kernels.rms_norm import rms_norm as rms_norm_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv as rotary_write_kv_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 from quickmoe.kernels.router import router_route, router_route_preferred
 from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
-__all__ = ["attention", "decode_linear", "fused_add_rms_norm", "moe_experts", "rms_norm", "route_experts"]
+__all__ = ["attention", "decode_linear", "fused_add_rms_norm", "moe_experts", "qk_rms_norm", "rms_norm",
+           "route_experts"]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_kernels: bool) -> torch.Tensor:
@@ -68,6 +71,20 @@ fused_add_rms_norm_op = torch.library.custom_op("quickmoe::fused_add_rms_norm", 
 @fused_add_rms_norm_op.register_fake
 def _fused_add_rms_norm_fake(x, residual, weight, eps, use_kernels):
     return torch.empty_like(residual), torch.empty_like(residual)
+
+
+def _qk_rms_norm(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, num_heads: int,
+                 num_kv_heads: int, eps: float, use_kernels: bool) -> torch.Tensor:
+    return (qk_rms_norm_kernel if use_kernels else qk_rms_norm_ref)(qkv, q_weight, k_weight, num_heads,
+                                                                    num_kv_heads, eps)
+
+
+qk_rms_norm_op = torch.library.custom_op("quickmoe::qk_rms_norm", _qk_rms_norm, mutates_args=())
+
+
+@qk_rms_norm_op.register_fake
+def _qk_rms_norm_fake(qkv, q_weight, k_weight, num_heads, num_kv_heads, eps, use_kernels):
+    return torch.empty_like(qkv)
 
 
 def _rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
@@ -213,6 +230,7 @@ def _dispatch(op, impl):
 
 rms_norm = _dispatch(rms_norm_op, _rms_norm)
 fused_add_rms_norm = _dispatch(fused_add_rms_norm_op, _fused_add_rms_norm)
+qk_rms_norm = _dispatch(qk_rms_norm_op, _qk_rms_norm)
 attention = _dispatch(attention_op, _attention)
 decode_linear = _dispatch(decode_linear_op, _decode_linear)
 route_experts = _dispatch(route_experts_op, _route_experts)

@@ -13,6 +13,10 @@ rounded to x's dtype, which is `moe_combine`'s arithmetic: the same bits as comb
 launch instead of two (`combine_ref` is the reference's combine). The weight is float32 (gpt-oss keeps its norms
 in float32). One program per row, the whole row in registers (hidden sizes up to 16384): one read of each
 input and one write of each output instead of the eager path's seven launches.
+
+`qk_rms_norm` (beside `qk_rms_norm_ref`): Qwen3's RMSNorm over each head of q and of k (`q_norm`, `k_norm`, weights
+[D]) in the QKV projection's output [T, (H + 2 KV) D], v copied as it is: one program per token and one launch
+where the unfused path took three (the q heads' norm, the k heads', and the concatenation of q, k and v).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ try:  # CPU installs without triton keep the torch references
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["combine_ref", "fused_add_rms_norm", "fused_add_rms_norm_ref", "rms_norm", "rms_norm_ref"]
+__all__ = ["combine_ref", "fused_add_rms_norm", "fused_add_rms_norm_ref", "qk_rms_norm", "qk_rms_norm_ref", "rms_norm",
+           "rms_norm_ref"]
 
 MAX_HIDDEN = 16384
 
@@ -57,6 +62,39 @@ def fused_add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor, weight: torc
         x = combine_ref(x)  # [T, H]
     summed = x + residual
     return rms_norm_ref(summed, weight, eps), summed
+
+
+def qk_rms_norm_ref(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, num_heads: int,
+                    num_kv_heads: int, eps: float) -> torch.Tensor:
+    """qkv [T, (H + 2 KV) D] -> the same with each of the H q heads `rms_norm_ref`'d by q_weight [D] and each of
+    the KV k heads by k_weight [D]; the v heads as they are."""
+    num_tokens, d = qkv.shape[0], q_weight.shape[0]
+    q, k, v = qkv.split([num_heads * d, num_kv_heads * d, num_kv_heads * d], dim=-1)
+    q = rms_norm_ref(q.reshape(num_tokens * num_heads, d), q_weight, eps).view(num_tokens, num_heads * d)
+    k = rms_norm_ref(k.reshape(num_tokens * num_kv_heads, d), k_weight, eps).view(num_tokens, num_kv_heads * d)
+    return torch.cat([q, k, v], dim=-1)
+
+
+def qk_rms_norm(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, num_heads: int,
+                num_kv_heads: int, eps: float) -> torch.Tensor:
+    """`qk_rms_norm_ref` in one launch."""
+    if triton is None:
+        raise RuntimeError("the RMSNorm kernels need triton; qk_rms_norm_ref is the torch version")
+    num_tokens, width = qkv.shape
+    d = q_weight.shape[0]
+    if width != (num_heads + 2 * num_kv_heads) * d or k_weight.shape != q_weight.shape:
+        raise ValueError(f"qk_rms_norm: qkv of {width} columns for {num_heads} q and {num_kv_heads} kv heads of "
+                         f"{d} (q_weight {tuple(q_weight.shape)}, k_weight {tuple(k_weight.shape)})")
+    assert qkv.stride(1) == 1
+    out = torch.empty(num_tokens, width, dtype=qkv.dtype, device=qkv.device)
+    if num_tokens:
+        heads = num_heads + 2 * num_kv_heads
+        block_d, block_heads = triton.next_power_of_2(d), triton.next_power_of_2(heads)
+        _qk_rms_norm_kernel[(num_tokens,)](
+            qkv, q_weight, k_weight, out, qkv.stride(0), eps, D=d, NUM_HEADS=num_heads, NUM_KV_HEADS=num_kv_heads,
+            BLOCK_HEADS=block_heads, BLOCK_D=block_d, num_warps=_num_warps(block_heads * block_d),
+            **pdl_kwargs(qkv.device))
+    return out
 
 
 def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
@@ -126,3 +164,23 @@ if triton is not None:
         inv = 1.0 / tl.sqrt(tl.sum(x32 * x32, axis=0) / hidden + eps)
         w = tl.load(w_ptr + cols, mask=ok, other=0.0)
         tl.store(out_ptr + row * hidden + cols, (w * (x32 * inv)).to(out_ptr.dtype.element_ty), mask=ok)
+
+    @triton.jit
+    def _qk_rms_norm_kernel(qkv_ptr, q_w_ptr, k_w_ptr, out_ptr, stride_t, eps, D: tl.constexpr,
+                            NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr, BLOCK_HEADS: tl.constexpr,
+                            BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
+        token = tl.program_id(0).to(tl.int64)
+        heads = tl.arange(0, BLOCK_HEADS)  # [BH]: q heads, then k heads, then v heads
+        cols = tl.arange(0, BLOCK_D)  # [BD]
+        ok = (heads < NUM_HEADS + 2 * NUM_KV_HEADS)[:, None] & (cols < D)[None, :]  # [BH, BD]
+        offsets = heads[:, None] * D + cols[None, :]
+        x = tl.load(qkv_ptr + token * stride_t + offsets, mask=ok, other=0.0)
+        x32 = x.to(tl.float32)
+        inv = 1.0 / tl.sqrt(tl.sum(x32 * x32, axis=1) / D + eps)  # [BH]
+        q_w = tl.load(q_w_ptr + cols, mask=cols < D, other=0.0)  # [BD]
+        k_w = tl.load(k_w_ptr + cols, mask=cols < D, other=0.0)
+        is_q = (heads < NUM_HEADS)[:, None]
+        normed = tl.where(is_q, q_w[None, :], k_w[None, :]) * (x32 * inv[:, None])
+        y = tl.where((heads < NUM_HEADS + NUM_KV_HEADS)[:, None], normed.to(out_ptr.dtype.element_ty), x)
+        tl.store(out_ptr + token * (NUM_HEADS + 2 * NUM_KV_HEADS) * D + offsets, y, mask=ok)

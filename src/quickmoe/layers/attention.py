@@ -51,8 +51,9 @@ class Attention(nn.Module):
     cos/sin), and a sliding window on the layers `config.layer_types` says. `sinks`: a learned per-head sink
     logit in the softmax denominator (gpt-oss; checkpoint tensor `sinks`), else none. `qk_norm`: RMSNorm over
     each head of q and k before RoPE (Qwen3; `q_norm` / `k_norm`). Quantized projections as the config says
-    (fp8_linear). Unquantized q, k and v are one GEMM (`qkv_proj`, whose row slices are the checkpoint's q_proj,
-    k_proj and v_proj parameters); RoPE, the KV-cache write and the attention are one op (`attention`).
+    (fp8_linear). q, k and v are one GEMM (`qkv_proj`, whose row slices are the checkpoint's q_proj, k_proj and
+    v_proj parameters), unquantized or FP8 alike (FP8: their block scales are row slices too); RoPE, the KV-cache
+    write and the attention are one op (`attention`).
 
     Tensor parallel (`parallel`): this rank computes its share of the query heads (q, o and the sinks split with
     them) and of the KV heads (replicated when there are fewer than ranks); q/k/v are column-parallel, o
@@ -77,10 +78,16 @@ class Attention(nn.Module):
         def quant(proj: str):  # noqa: ANN202
             return linear_method(config, f"model.layers.{layer_idx}.self_attn.{proj}")
 
-        if all(quant(p) is None for p in ("q_proj", "k_proj", "v_proj")):
-            self.qkv_proj = FusedLinear(hidden, [q_size, kv_size, kv_size], **kw)
+        methods = [quant(p) for p in ("q_proj", "k_proj", "v_proj")]
+        sizes = [q_size, kv_size, kv_size]
+        if all(m is None for m in methods):
+            self.qkv_proj = FusedLinear(hidden, sizes, **kw)
             self.q_proj, self.k_proj, self.v_proj = (self.qkv_proj.part(i) for i in range(3))
-        else:  # quantized projections: three GEMMs, their outputs side by side
+        elif methods[0] is not None and all(m == methods[0] for m in methods) and methods[0].fusable(sizes):
+            # one quantized GEMM (and one activation quantizer) for the three
+            self.qkv_proj = FusedLinear(hidden, sizes, quant_method=methods[0], **kw)
+            self.q_proj, self.k_proj, self.v_proj = (self.qkv_proj.part(i) for i in range(3))
+        else:  # mixed or unfusable quantized projections: three GEMMs, their outputs side by side
             self.qkv_proj = None
             self.q_proj, self.k_proj, self.v_proj = (Linear(hidden, size, quant_method=quant(name), **kw)
                                                      for name, size in (("q_proj", q_size), ("k_proj", kv_size),
@@ -106,12 +113,9 @@ class Attention(nn.Module):
             qkv = torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
         if self.q_norm is None:
             return qkv
-        num_tokens, d = hidden.shape[0], self.head_dim
-        q_size, kv_size = self.num_heads * d, self.num_kv_heads * d
-        q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
-        q = self.q_norm(q.reshape(num_tokens * self.num_heads, d)).view(num_tokens, q_size)  # per head
-        k = self.k_norm(k.reshape(num_tokens * self.num_kv_heads, d)).view(num_tokens, kv_size)
-        return torch.cat([q, k, v], dim=-1)
+        # per head, one launch with the kernels (q_norm and k_norm share an eps: the config's rms_norm_eps)
+        return custom_ops.qk_rms_norm(qkv, self.q_norm.weight, self.k_norm.weight, self.num_heads, self.num_kv_heads,
+                                      self.q_norm.eps, self.q_norm.kernels == "triton")
 
     def forward(self, hidden: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata) -> torch.Tensor:

@@ -11,6 +11,8 @@ weight to the activations' dtype and runs the plain linear (formats.fp8), with u
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -28,18 +30,44 @@ __all__ = ["Fp8BlockLinearMethod", "SCALE_DTYPES", "linear_method"]
 SCALE_DTYPES = (torch.bfloat16, torch.float32, torch.float16)  # weight_scale_inv as the checkpoints store it
 
 
+@dataclass(frozen=True)
 class Fp8BlockLinearMethod:
     """weight float8_e4m3fn [out, in] + weight_scale_inv [ceil(out/bn), ceil(in/bk)]: the FP8 GEMM on CUDA,
-    else dequantized per call."""
+    else dequantized per call. Methods of the same block size are equal (their layers may stack, `fusable`)."""
 
-    def __init__(self, block: tuple[int, int]) -> None:
-        self.block = block
+    block: tuple[int, int]
 
-    def create_weights(self, layer: Linear, *, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "block", tuple(self.block))
+
+    def create_weights(self, layer: Linear, *, dtype: torch.dtype, device: torch.device | str,
+                       storage: dict[str, torch.Tensor] | None = None) -> None:
         shape = (layer.out_features, layer.in_features)
-        declare_weight(layer, "weight", shape, FP8_DTYPE, device, checkpoint_dtype=FP8_DTYPE)
+        storage = storage or {}
+        declare_weight(layer, "weight", shape, FP8_DTYPE, device, checkpoint_dtype=FP8_DTYPE,
+                       storage=storage.get("weight"))
         declare_weight(layer, "weight_scale_inv", block_scale_shape(shape, self.block), torch.float32, device,
-                       checkpoint_dtype=SCALE_DTYPES[0], checkpoint_alt_dtypes=SCALE_DTYPES[1:])
+                       checkpoint_dtype=SCALE_DTYPES[0], checkpoint_alt_dtypes=SCALE_DTYPES[1:],
+                       storage=storage.get("weight_scale_inv"))
+
+    def fusable(self, sizes: list[int]) -> bool:
+        """Whether layers of these output sizes stack into one (`FusedLinear`): each starts and ends on a scale
+        block's rows, so its scales are whole rows of the stacked scales."""
+        return all(size % self.block[0] == 0 for size in sizes)
+
+    def storage(self, out_features: int, in_features: int, device: torch.device | str) -> dict[str, torch.Tensor]:
+        """The tensors of a stacked layer of `out_features` rows (`FusedLinear`)."""
+        shape = (out_features, in_features)
+        return {"weight": torch.empty(shape, dtype=FP8_DTYPE, device=device),
+                "weight_scale_inv": torch.empty(block_scale_shape(shape, self.block), dtype=torch.float32,
+                                                device=device)}
+
+    def part_storage(self, storage: dict[str, torch.Tensor], start: int, size: int) -> dict[str, torch.Tensor]:
+        """Rows [start, start + size) of a stacked layer's tensors: the weight's rows and their scale rows."""
+        assert start % self.block[0] == 0 and size % self.block[0] == 0, (start, size, self.block)
+        first, count = start // self.block[0], size // self.block[0]
+        return {"weight": storage["weight"][start:start + size],
+                "weight_scale_inv": storage["weight_scale_inv"][first:first + count]}
 
     def narrow(self, layer: Linear, dim: int, shard: Shard) -> None:
         """This rank holds `shard` of the weight along `dim` (0: output rows, 1: input columns), and the scale
@@ -62,13 +90,16 @@ class Fp8BlockLinearMethod:
         return x.is_cuda and fp8_gemm.triton is not None and self.block[1] == fp8_gemm.FP8_GROUP
 
     def apply(self, layer: Linear, x: torch.Tensor) -> torch.Tensor:
+        return self.product(x, {"weight": layer.weight, "weight_scale_inv": layer.weight_scale_inv}, layer.bias)
+
+    def product(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
+        """x W^T + b of the weight `tensors` ("weight", "weight_scale_inv"): a layer's or a stacked layer's."""
+        weight, scale_inv = tensors["weight"], tensors["weight_scale_inv"]
         if self.uses_fp8_gemm(x):
             rows = x.reshape(-1, x.shape[-1])  # [M, in]
-            out = fp8_gemm.fp8_quant_block_linear(rows, layer.weight, layer.weight_scale_inv, self.block, layer.bias,
-                                                  out_dtype=x.dtype)
+            out = fp8_gemm.fp8_quant_block_linear(rows, weight, scale_inv, self.block, bias, out_dtype=x.dtype)
             return out.reshape(*x.shape[:-1], out.shape[-1])
-        weight = dequantize_fp8_block(layer.weight, layer.weight_scale_inv, self.block, x.dtype)  # [out, in]
-        return F.linear(x, weight, layer.bias)
+        return F.linear(x, dequantize_fp8_block(weight, scale_inv, self.block, x.dtype), bias)  # [out, in] weight
 
 
 def linear_method(config: ModelConfig, module_name: str) -> LinearMethod | None:
