@@ -142,7 +142,7 @@ def dense_rows() -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sweep", default="gpt-oss-20b", help=f"shapes to sweep, comma-separated: {list(SHAPES)}")
+    parser.add_argument("--sweep", default="gpt-oss-20b", help=f"shapes to sweep, comma-separated: {list(SHAPES)} ('': none)")
     parser.add_argument("--no-dense", action="store_true", help="skip the dense projections")
     args = parser.parse_args()
     print("router: us a call; old = F.linear + route, new = router_route; same ids on one weight")
@@ -150,7 +150,7 @@ def main() -> None:
     router = router_rows()
     print("\nrouter_route K step / split / warps / stages, us a call")
     print("| shape | T | block_h | split | warps | stages | us |\n|---|---|---|---|---|---|---|")
-    sweep = [row for shape in args.sweep.split(",") for row in sweep_rows(shape)]
+    sweep = [row for shape in args.sweep.split(",") if shape for row in sweep_rows(shape)]
     dense = []
     if not args.no_dense:
         print("\ndense projections, us a call (roofline at 3.0 TB/s last)")

@@ -70,11 +70,13 @@ def test_router_route_bf16_picks_the_largest_rounded_logits(scoring):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_router_route_is_batch_invariant(dtype):
+@pytest.mark.parametrize("num_experts", [32, 128])
+def test_router_route_is_batch_invariant(dtype, num_experts):
     """A token's experts and weights are the same bits alone, in a batch of 64, and in one of 300 (the tile
-    shape depends on E and H, not on T). The interpreter's dot is numpy's matmul, whose BLAS rounds a row by its
-    position in the tile, so on CPU only tokens in the first row of their tile are compared."""
-    hidden, weight, b = _inputs(300, 32, 640, dtype, seed=5)
+    shape depends on E and H, not on T; 128 experts take the wide tile). The interpreter's dot is numpy's matmul,
+    whose BLAS rounds a row by its position in the tile, so on CPU only tokens in the first row of their tile are
+    compared."""
+    hidden, weight, b = _inputs(300, num_experts, 640, dtype, seed=5)
     batch_w, batch_ids = router_route(hidden, weight, b, 4)
     mid_w, mid_ids = router_route(hidden[:64], weight, b, 4)
     for t in ((0, 17, 63) if DEVICE == "cuda" else (0, 16, 48)):
@@ -131,5 +133,7 @@ def test_the_model_routes_with_the_kernel_where_it_was_measured_faster():
     from quickmoe.kernels.router import router_route_preferred
 
     assert router_route_preferred(32, 1) and router_route_preferred(8, 8192)  # gpt-oss-20b, Mixtral
-    assert not router_route_preferred(128, 1)  # Qwen3-MoE: the linear, then the routing kernel
+    # Qwen3-MoE: the kernel for every decode batch of the default max_num_seqs (256), the linear for longer prompts
+    assert router_route_preferred(128, 1) and router_route_preferred(128, 256)
+    assert not router_route_preferred(128, 257)
     assert not router_route_preferred(32, 70000)  # more tokens than the ticket counters cover

@@ -39,8 +39,8 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover - exercised only where triton is absent
     triton = None
 
-__all__ = ["ROUTER_MAX_EXPERTS", "ROUTER_MAX_TOKENS", "router_route", "router_route_preferred", "router_route_ref",
-           "router_supported"]
+__all__ = ["ROUTER_MAX_EXPERTS", "ROUTER_MAX_TOKENS", "ROUTER_WIDE_MAX_TOKENS", "router_route",
+           "router_route_preferred", "router_route_ref", "router_supported"]
 
 ROUTER_MAX_EXPERTS = 256  # all E logits of 16 tokens in one program's registers
 _BLOCK_T = 16  # tokens per program (the dot's smallest M)
@@ -48,6 +48,7 @@ ROUTER_MAX_TOKENS = 65536  # tokens a call (more go to the linear, then `route`)
 assert ROUTER_MAX_TOKENS // _BLOCK_T <= MAX_TICKETS
 _SPLIT = 8  # programs reading one 16-token block's weights (each H / 8 columns)
 _TILE_ELEMENTS = 8192  # BLOCK_E x BLOCK_H weight elements per K step: 16 KB of bf16
+ROUTER_WIDE_MAX_TOKENS = 256  # tokens up to which more than 64 experts take the kernel (router_route_preferred)
 
 
 def _check(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, scoring: str) -> None:
@@ -77,11 +78,16 @@ def router_supported(num_experts: int, num_tokens: int = 0) -> bool:
 
 def router_route_preferred(num_experts: int, num_tokens: int) -> bool:
     """Whether the model should route with `router_route` rather than the linear, then `routing.route`: where
-    it was measured faster on the H100 (scripts/probes/router_probe.py, 2026-11-24: 1.4-1.8x for 8 and 32
-    experts at T <= 1024, 0.8-0.9x at 8192). For Qwen3's 128 experts the best configuration swept was 1.4x at
-    decode sizes but 0.2-0.3x at 8192 tokens; one configuration has to serve every T (batch invariance), so
-    E > 64 keeps the linear."""
-    return router_supported(num_experts, num_tokens) and num_experts <= 64
+    it was measured faster (scripts/probes/router_probe.py). Up to 64 experts at every T (H100, 2026-11-24:
+    1.4-1.8x for 8 and 32 experts at T <= 1024, 0.8-0.9x at 8192; one configuration serves every T, so a token's
+    routing is the same bits in any batch). More experts (Qwen3's 128) up to `ROUTER_WIDE_MAX_TOKENS` tokens, every
+    decode batch of the default `max_num_seqs`: with their own tile (`_launch_config`) 6.9-7.1 us a call at T = 1
+    and 64 against 10.3-10.8 for the linear and the routing kernel on the H200 (2026-11-29), but 0.3x at 8,192, so
+    prompts of more tokens keep the linear (whose cuBLAS kernels change with T: its routing bits were never the
+    same across batch sizes)."""
+    if not router_supported(num_experts, num_tokens):
+        return False
+    return num_experts <= 64 or num_tokens <= ROUTER_WIDE_MAX_TOKENS
 
 
 def router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, *,
@@ -91,10 +97,19 @@ def router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
     if not router_supported(weight.shape[0], hidden.shape[0]):
         raise ValueError(f"router_route: {weight.shape[0]} experts and {hidden.shape[0]} tokens; the kernel takes "
                          f"at most {ROUTER_MAX_EXPERTS} experts and {ROUTER_MAX_TOKENS} tokens")
-    block_e = max(16, triton.next_power_of_2(weight.shape[0]))  # the dot's N is at least 16
-    block_h = max(32, min(256, _TILE_ELEMENTS // block_e, triton.next_power_of_2(hidden.shape[1])))
-    return launch_router_route(hidden, weight, bias, top_k, scoring, renormalize, block_h=block_h, split=_SPLIT,
-                               num_warps=4, num_stages=3)
+    block_h, split, num_warps = _launch_config(weight.shape[0], hidden.shape[1])
+    return launch_router_route(hidden, weight, bias, top_k, scoring, renormalize, block_h=block_h, split=split,
+                               num_warps=num_warps, num_stages=3)
+
+
+def _launch_config(num_experts: int, hidden_size: int) -> tuple[int, int, int]:
+    """(K step, split, warps) from E and H alone (never T: batch invariance). Up to 64 experts: 8,192-element
+    tiles, 8 programs, 4 warps (H100-tuned). More: 128-column steps, 16 programs, 8 warps, the best at T = 1 and 64
+    of the probe's sweep for Qwen3's 128 x 2048 on the H200 (7.1 against 11.5 us with the narrow tile)."""
+    block_e = max(16, triton.next_power_of_2(num_experts))  # the dot's N is at least 16
+    if num_experts > 64:
+        return min(128, triton.next_power_of_2(hidden_size)), 16, 8
+    return max(32, min(256, _TILE_ELEMENTS // block_e, triton.next_power_of_2(hidden_size))), _SPLIT, 4
 
 
 def launch_router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
