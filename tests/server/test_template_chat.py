@@ -99,11 +99,34 @@ def test_ids_the_model_has_past_its_tokenizer_decode_to_no_text(qwen_llm):
 def test_bench_generate_prompts_hold_only_ordinary_ids(qwen_llm):
     """`bench generate`'s random prompts stay below Qwen3's first special token (<|endoftext|> = 151,643) and its
     tokenizer's ids: the 256-prompt run drew ids past the tokenizer before (2026-11-29 seventh session)."""
-    from quickmoe.bench.generate import random_prompts, text_vocab
+    from quickmoe.bench.generate import random_prompts, text_ids
 
     tokenizer = qwen_llm.tokenizer
-    top = text_vocab(qwen_llm.config.vocab_size, tokenizer)
-    assert top == min(tokenizer.special_token_ids) == 151643
-    prompts = random_prompts(64, 200, top, seed=0)
+    low, top = text_ids(qwen_llm.config.vocab_size, tokenizer)
+    assert (low, top) == (0, min(tokenizer.special_token_ids)) and top == 151643
+    prompts = random_prompts(64, 200, (low, top), seed=0)
     assert max(max(p) for p in prompts) >= top - 200  # the draw covers the range up to the limit
     assert not any(t in tokenizer.special_token_ids or t >= top for p in prompts for t in p)
+
+
+def test_bench_generate_prompts_skip_special_tokens_at_the_start_of_the_vocabulary(tmp_path):
+    """Mixtral's tokenizer has <unk>, <s> and </s> at ids 0-2: the prompts' ids lie past them and below the
+    vocabulary (the first special token used to bound the draw, which left Mixtral no id: 2026-11-29 eighth
+    session)."""
+    from quickmoe.bench.generate import random_prompts, text_ids
+    from quickmoe.checkpoint.synth import write_checkpoint
+    from quickmoe.config import ModelConfig
+    from quickmoe.tokenizer import load_tokenizer
+
+    model_dir = write_checkpoint(tmp_path / "mixtral", preset="mixtral-tiny", layers=1, experts=2,
+                                 overrides=dict(hidden_size=32, intermediate_size=32), progress=False)
+    tokenizer = load_tokenizer(model_dir)
+    vocab_size = ModelConfig.from_dir(model_dir).vocab_size
+    specials = set(tokenizer.special_token_ids)
+    assert {0, 1, 2} <= specials
+    low, high = text_ids(vocab_size, tokenizer)
+    assert low == 3 and high == min(vocab_size, tokenizer.vocab_size, min((t for t in specials if t > 2),
+                                                                          default=vocab_size))
+    prompts = random_prompts(32, 100, (low, high), seed=1)
+    assert not any(t in specials or t >= high for p in prompts for t in p)
+    assert min(min(p) for p in prompts) < low + 100  # the draw covers the range from its start

@@ -69,18 +69,29 @@ class GenerateBenchOptions:
                               "'transformers'")
 
 
-def random_prompts(num: int, length: int, vocab: int, seed: int) -> list[list[int]]:
-    """Prompts of exactly `length` ids drawn uniformly from [0, vocab): the caller passes the first special
-    token's id (`text_vocab`), so that no prompt holds a special token or an id the tokenizer lacks."""
+def random_prompts(num: int, length: int, ids: tuple[int, int], seed: int) -> list[list[int]]:
+    """Prompts of exactly `length` ids drawn uniformly from [ids[0], ids[1]): the caller passes the ordinary text
+    ids (`text_ids`), so that no prompt holds a special token or an id the tokenizer lacks."""
     rng = random.Random(seed)
-    return [[rng.randrange(vocab) for _ in range(length)] for _ in range(num)]
+    low, high = ids
+    return [[rng.randrange(low, high) for _ in range(length)] for _ in range(num)]
 
 
-def text_vocab(model_vocab_size: int, tokenizer: Tokenizer) -> int:
-    """Ids below this are ordinary text in both the model and the tokenizer: below the first special token
-    (gpt-oss: 199,998; Qwen3: 151,643) and below both vocabularies (Qwen3's model has 267 rows past its
-    tokenizer's ids)."""
-    return min(model_vocab_size, tokenizer.vocab_size, min(tokenizer.special_token_ids, default=model_vocab_size))
+def text_ids(model_vocab_size: int, tokenizer: Tokenizer) -> tuple[int, int]:
+    """[low, high): ids that are ordinary text in both the model and the tokenizer. Special tokens at the start of
+    the vocabulary (Mistral's and Llama's <unk>, <s>, </s> at 0-2) are below `low`; `high` is the first special
+    token after them (gpt-oss: 199,998; Qwen3: 151,643), at most both vocabularies (Qwen3's model has 267 rows
+    past its tokenizer's ids)."""
+    specials = set(tokenizer.special_token_ids)
+    low = 0
+    while low in specials:
+        low += 1
+    high = min(model_vocab_size, tokenizer.vocab_size, min((t for t in specials if t > low), default=model_vocab_size))
+    if high <= low:
+        raise ConfigError(f"bench generate: the model's {model_vocab_size} ids and its tokenizer's "
+                          f"{tokenizer.vocab_size} leave no ordinary text id to draw prompts from (special tokens "
+                          f"from 0 to {low - 1})")
+    return low, high
 
 
 def decode_bytes_per_step(model, config, context_len: int, kv_element_size: int) -> int:
@@ -111,7 +122,7 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     engine.setdefault("max_num_seqs", min(opts.num_prompts, 256))
     engine.setdefault("max_model_len", opts.input_len + opts.output_len)
     llm = LLM(opts.model, **engine)
-    prompts = random_prompts(opts.num_prompts, opts.input_len, text_vocab(llm.config.vocab_size, llm.tokenizer),
+    prompts = random_prompts(opts.num_prompts, opts.input_len, text_ids(llm.config.vocab_size, llm.tokenizer),
                              opts.seed)
     greedy = dict(temperature=0, ignore_eos=True)
     llm.generate(prompts[:2], SamplingParams(max_tokens=4, **greedy))  # warm-up: kernels compiled, caches touched
