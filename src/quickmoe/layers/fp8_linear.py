@@ -3,10 +3,11 @@ dense layer's `LinearMethod` from the checkpoint's quantization config.
 
 The weight stays float8_e4m3fn [out, in] with `weight_scale_inv` [ceil(out/bn), ceil(in/bk)] (float32 here;
 bf16 or float32 in the checkpoint). On CUDA (with triton, and bk = 128) the product quantizes the activations
-to FP8 per token and 128 columns (kernels/fp8_quant.py's arithmetic), then runs the FP8 block-scaled tensor-core
-GEMM (kernels/fp8_gemm.py `fp8_quant_block_linear`; at decode sizes one launch does both): the weight is never
-dequantized. Elsewhere (the CPU, or another bk) it dequantizes the
-weight to the activations' dtype and runs the plain linear (formats.fp8), with unquantized activations.
+to FP8 per token and 128 columns (kernels/fp8_quant.py), then runs the FP8 block-scaled tensor-core GEMM
+(kernels/fp8_gemm.py, both through `fp8_quant_block_linear`): the weight is never dequantized. Elsewhere (the
+CPU, or another bk) it dequantizes the weight to the activations' dtype and runs the plain linear (formats.fp8),
+with unquantized activations. Layers of one input whose sizes are whole scale blocks stack into one
+(`FusedLinear`: Qwen3's and Mixtral's q, k and v), one quantizer and one GEMM for all.
 """
 
 from __future__ import annotations
