@@ -51,6 +51,11 @@ CALLS = 16  # calls per graph replay
 GRIDS = ("small", "full")
 FOUR_BIT = ("mxfp4", "nvfp4")  # two weights per byte: K steps of 64 won at prefill tiles
 DECODE_K = 256  # deep K steps for decode-sized tiles: 256 won in every committed file (FP8: see `_configs`)
+# K in parts (`MoEKernelConfig.split_k`) is tried up to this token count, in these part counts: on the H200 2 parts
+# won at T = 1 (gpt-oss's GEMMs 9-11%), 4 parts Mixtral's GEMM 2 (K = 14,336) at T = 1 and 2 (10-35%); from T = 2 on
+# every other GEMM lost (docs/benchmarks.md, 2026-11-29 ninth session)
+SPLIT_MAX_TOKENS = 2
+SPLIT_CANDIDATES = (1, 2, 4)
 
 # Axes of a grid, in the order (block_n, block_k, num_warps, num_stages, swap_ab, group_m, gate_up_one_dot).
 # The full grid (gpt-oss MXFP4's tuning): GEMM 1, GEMM 2 at decode-sized and prefill tiles.
@@ -217,6 +222,13 @@ def gemm_runs(ex: ExpertSet, top_k: int, inputs, aligns):
     return gemm1, gemm2
 
 
+def with_parts(candidates: list[MoEKernelConfig], tokens: int) -> list[MoEKernelConfig]:
+    """The candidates, and at T <= SPLIT_MAX_TOKENS each also with K in each of SPLIT_CANDIDATES parts."""
+    if tokens > SPLIT_MAX_TOKENS:
+        return candidates
+    return list(dict.fromkeys(dataclasses.replace(c, split_k=p) for c in candidates for p in SPLIT_CANDIDATES))
+
+
 def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, grid: str = "small",
                 quick: bool = False, block_ms: list[int] | None = None):
     """The best (GEMM 1 + GEMM 2 seconds, GEMM 1 s, GEMM 2 s, config 1, config 2) over the tiles `block_ms`
@@ -230,8 +242,8 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, g
     results = []
     for block_m in block_ms or block_m_candidates(tokens, top_k, shape.experts):
         gemm1, gemm2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, block_m) for ids in ids_sets])
-        t1, c1 = best_of(gemm1_candidates(block_m, ex.fmt, grid=grid, quick=quick), gemm1, ref1)
-        t2, c2 = best_of(gemm2_candidates(block_m, ex.fmt, grid=grid, quick=quick), gemm2, ref2)
+        t1, c1 = best_of(with_parts(gemm1_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm1, ref1)
+        t2, c2 = best_of(with_parts(gemm2_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm2, ref2)
         results.append((t1 + t2, t1, t2, c1, c2))
     f1 = graph_seconds(lambda i: fb1(i, fallback), SETS)
     f2 = graph_seconds(lambda i: fb2(i, fallback), SETS)

@@ -69,13 +69,15 @@ def main() -> None:
     ap.add_argument("--one-dot", default="0", help="GEMM 1's gate_up_one_dot values (0, 1)")
     ap.add_argument("--weight-tma", default="0",
                     help="weight_tma values (0, 1): weight tiles by TMA (one dot in GEMM 1: whole gate/up groups only)")
+    ap.add_argument("--split", default="1", help="split_k values: programs per output tile over parts of K")
     ap.add_argument("--around-tuned", action="store_true",
-                    help="the tuned config of each GEMM with gate_up_one_dot and warps (4 <-> 8) varied, and the stages "
-                         "of --stages-around (default: the tuned); the grid options are ignored")
+                    help="the tuned config of each GEMM with gate_up_one_dot and warps (4 <-> 8) varied, the stages "
+                         "of --stages-around (default: the tuned) and the --split values; the other grid options are "
+                         "ignored")
     ap.add_argument("--stages-around", default=None)
     ap.add_argument("--gemms", default="1,2", help="which GEMMs to time")
     ap.add_argument("--tuned-only", action="store_true",
-                    help="time the committed tuned config only, at its own block_m")
+                    help="time the committed tuned config only (with each --split value), at its own block_m")
     ap.add_argument("--proxy-half-k", action="store_true")
     ap.add_argument("--routing", choices=("random", "balanced"), default="random",
                     help="balanced: every expert gets exactly T*k/E assignments (no partial tiles when block_m "
@@ -143,25 +145,27 @@ def main() -> None:
             for which, run, n_list in ((1, gemm1, args.block_n), (2, gemm2, args.block_n2 or args.block_n)):
                 if which not in ints(args.gemms):
                     continue
-                if args.tuned_only:
-                    grid = [tuned[which - 1]]
+                if args.tuned_only:  # with --split: the tuned config in those parts of K
+                    grid = list(dict.fromkeys([tuned[which - 1]] + [dataclasses.replace(tuned[which - 1], split_k=sk)
+                                                                     for sk in ints(args.split)]))
                 elif args.around_tuned:
                     base = dataclasses.replace(tuned[which - 1], block_m=block_m)
                     grid = list(dict.fromkeys(
                         dataclasses.replace(base, gate_up_one_dot=bool(od), num_warps=w, num_stages=s,
-                                            weight_tma=bool(tma))
+                                            weight_tma=bool(tma), split_k=sk)
                         for od in ((0, 1) if which == 1 else (0,))
                         for w in (base.num_warps, 8 if base.num_warps == 4 else 4)
                         for s in ints(args.stages_around or str(base.num_stages))
-                        for tma in ints(args.weight_tma)))
+                        for tma in ints(args.weight_tma)
+                        for sk in ints(args.split)))
                 else:
                     grid = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s,
                                             swap_ab=bool(sw), group_m=gm, gate_up_one_dot=bool(od),
-                                            weight_tma=bool(tma))
-                            for n, k, w, s, sw, gm, od, tma in itertools.product(
+                                            weight_tma=bool(tma), split_k=sk)
+                            for n, k, w, s, sw, gm, od, tma, sk in itertools.product(
                                 ints(n_list), ints(args.block_k), ints(args.warps), ints(args.stages),
                                 ints(args.swap), ints(args.group_m), ints(args.one_dot) if which == 1 else [0],
-                                ints(args.weight_tma))
+                                ints(args.weight_tma), ints(args.split))
                             if sw or block_m >= 16]  # 8-row tiles: the transposed orientation only
                 timed = []
                 for config in grid:
@@ -173,7 +177,7 @@ def main() -> None:
                 ref_config = tuned[which - 1]
                 ref = None
                 if args.tuned_only and timed:
-                    ref = timed[0][0]  # the grid is the tuned config
+                    ref = next(sec for sec, c in timed if c == ref_config)  # the grid holds the tuned config
                 elif ref_config.block_m == block_m:
                     ref = graph_seconds(lambda i, c=ref_config, run=run: run(i, c), SETS)
                 elif tuned_us[which - 1] is not None:
@@ -186,10 +190,10 @@ def main() -> None:
                 for sec, config in timed[:args.top]:
                     print(f"  {sec * 1e6:8.1f} us  n{config.block_n} k{config.block_k} w{config.num_warps} "
                           f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m} "
-                          f"one_dot{int(config.gate_up_one_dot)} tma{int(config.weight_tma)}",
+                          f"one_dot{int(config.gate_up_one_dot)} tma{int(config.weight_tma)} split{config.split_k}",
                           flush=True)
                 fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "gate_up_one_dot",
-                          "weight_tma")
+                          "weight_tma", "split_k")
                 results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which,
                                 "proxy": args.proxy_half_k,
                                 "tuned_us": None if ref is None else ref * 1e6,

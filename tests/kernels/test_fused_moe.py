@@ -330,6 +330,123 @@ def test_eight_row_tiles_of_the_transposed_orientation_match_the_reference(monke
         moe_configs.MoEKernelConfig(block_m=8, swap_ab=False)
 
 
+def _spy_on_parts(monkeypatch) -> list[int]:
+    """Record the part counts the GEMM launches take."""
+    from quickmoe.kernels import moe_gemm
+
+    seen = []
+    real = moe_gemm._split_parts
+
+    def spy(*args):
+        parts, k_part = real(*args)
+        seen.append(parts)
+        return parts, k_part
+
+    monkeypatch.setattr(moe_gemm, "_split_parts", spy)
+    return seen
+
+
+@pytest.mark.parametrize("mxfp4,num_tokens,split,block_m,swap_ab", [
+    (True, 1, 2, 8, True), (False, 1, 2, 8, True), (True, 5, 3, 8, True), (False, 6, 4, 16, False)])
+def test_k_in_parts_match_the_reference(monkeypatch, mxfp4, num_tokens, split, block_m, swap_ab):
+    """K in parts (`split_k`): each output tile's programs sum a run of the K steps, the last to finish adds the
+    parts and runs the epilogue (bias, SwiGLU, routing weight). Both GEMMs against the float64 reference, with H =
+    128 (4 K steps of 32: 2 or 4 parts) and I = 192 (6 steps: 2 or 3 parts; three gate/up groups), both
+    orientations; the launches really ran in parts, and the ticket counters are back to zero afterwards (the next
+    call's tiles start from them)."""
+    from quickmoe.kernels import moe_configs
+    from quickmoe.kernels.tickets import ticket_counters
+
+    config = moe_configs.MoEKernelConfig(block_m=block_m, block_n=32, block_k=32, num_warps=2, swap_ab=swap_ab,
+                                         split_k=split)
+    monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
+    parts = _spy_on_parts(monkeypatch)
+    g = torch.Generator().manual_seed(71 + num_tokens + split + mxfp4)
+    w1, b1, w2, b2, s1, s2 = _experts(8, 128, 192, mxfp4, torch.float32, g)
+    x = torch.randn(num_tokens, 128, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(num_tokens, 8, generator=g).to(DEVICE), 4 if num_tokens == 1 else 2)
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64, swiglu_limit=7.0, swiglu_alpha=1.702)
+    calls = 2 if num_tokens == 1 else 1  # a second call starts from the counters the first left
+    for _ in range(calls):
+        got = fused_moe(x, weights, ids, w1, b1, w2, b2, **kw)
+        want = fused_moe_ref(x.double(), weights.double(), ids.long(), w1 if mxfp4 else w1.double(), b1.double(),
+                             w2 if mxfp4 else w2.double(), b2.double(), **kw)
+        assert (got.double() - want).norm() / want.norm() < 1e-5
+    assert parts == [{2: 2, 3: 2, 4: 4}[split], {2: 2, 3: 3, 4: 3}[split]] * calls
+    for name in ("moe_gemm1", "moe_gemm2"):
+        assert not ticket_counters(torch.device(DEVICE), name).any()
+
+
+def test_k_parts_divide_the_k_steps():
+    """The part count is the largest up to split_k that divides the K steps (a ragged last step counts); launches
+    with prefill sub-tiles take one part."""
+    from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
+    from quickmoe.kernels.moe_configs import MoEKernelConfig
+    from quickmoe.kernels.moe_gemm import _split_parts
+
+    def align(num_assignments, block_m):
+        empty = torch.zeros(1, dtype=torch.int32)
+        return MoEAlignment(empty, empty, empty, block_m, num_assignments)
+
+    decode = align(4, 8)
+    for k, block_k, split_k, want in ((2880, 256, 4, (4, 768)), (2880, 256, 5, (4, 768)), (2880, 256, 1, (1, 3072)),
+                                      (2048, 128, 3, (2, 1024)), (768, 128, 4, (3, 256)), (768, 128, 16, (6, 128)),
+                                      (4096, 128, 4, (4, 1024))):
+        assert _split_parts(MoEKernelConfig(block_m=8, swap_ab=True, block_k=block_k, split_k=split_k), k, 100,
+                            decode) == want, (k, block_k, split_k)
+    prefill = align(SINGLE_PROGRAM_MAX + 1, 64)
+    assert _split_parts(MoEKernelConfig(block_m=64, block_k=128, split_k=4), 2048, 100, prefill) == (1, 2048)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(DEVICE != "cuda", reason="tensor-core bits: the GPU")
+@pytest.mark.parametrize("fmt", ["mxfp4", "bf16", "fp8", "nvfp4"])
+@pytest.mark.parametrize("num_tokens", [1, 8])
+def test_k_in_parts_on_the_gpu_are_deterministic_and_near_one_part(fmt, num_tokens):
+    """On model-sized experts (gpt-oss-20b MXFP4 and bf16, Qwen3-30B-A3B FP8 and NVFP4) both GEMMs in 2 and 4 parts
+    give the same bits on every call (the parts are added in a fixed order whichever program finishes last),
+    within bf16 rounding of the one-part result, and an 8-row tile's rows get the bits of a 16-row tile's in the
+    same parts (a request's tokens do not depend on its batch's tiles)."""
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_configs import MoEKernelConfig
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+    from quickmoe.kernels.tickets import ticket_counters
+
+    spec = SHAPES["gpt-oss-20b" if fmt in ("mxfp4", "bf16") else "qwen3-30b-a3b"]
+    g = torch.Generator().manual_seed(5 + num_tokens)
+    experts = make_experts(spec, fmt, torch.device("cuda"), g)
+    quantize = quantize_fp8_per_token_group if fmt == "fp8" else (lambda t: (t, None))
+    acts, act_scales = quantize(torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).cuda())
+    weights, ids = route_ref(torch.randn(num_tokens, spec.experts, generator=g).cuda(), spec.top_k)
+    inter = torch.randn(num_tokens * spec.top_k, spec.inter, generator=g).to(torch.bfloat16).cuda()
+    inter, inter_scales = quantize(inter)
+
+    def both(block_m, split):
+        config = MoEKernelConfig(block_m=block_m, block_n=64 if block_m == 8 else 32,
+                                 block_k=128 if fmt == "fp8" else 256, num_warps=4 if block_m == 8 else 2,
+                                 num_stages=3, swap_ab=True, split_k=split)
+        align = moe_align(ids, spec.experts, block_m)
+        return (moe_gemm1_swiglu(acts, align, spec.top_k, experts.w1, experts.b1, experts.kwargs.get("w1_scales"),
+                                 GROUP, 7.0, 1.702, act_scales=act_scales, out_dtype=torch.bfloat16, config=config,
+                                 activation=spec.activation, w1_row_scale=experts.kwargs.get("w1_row_scale")),
+                moe_gemm2(inter, align, weights, experts.w2, experts.b2, experts.kwargs.get("w2_scales"),
+                          act_scales=inter_scales, out_dtype=torch.bfloat16, config=config,
+                          w2_row_scale=experts.kwargs.get("w2_row_scale")))
+
+    one = both(8, 1)
+    for split in (2, 4):
+        first, again, sixteen = both(8, split), both(8, split), both(16, split)
+        for which in range(2):
+            a, b, c, ref = first[which].float(), again[which].float(), sixteen[which].float(), one[which].float()
+            assert torch.equal(a, b), f"gemm {which + 1}, {split} parts: two calls differ"
+            assert torch.equal(a, c), f"gemm {which + 1}, {split} parts: 8- and 16-row tiles differ"
+            assert ref.abs().max() > 0 and (a - ref).norm() / ref.norm() < 1e-2
+    for name in ("moe_gemm1", "moe_gemm2"):
+        assert not ticket_counters(torch.device("cuda"), name).any()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(DEVICE != "cuda", reason="tensor-core bits: the GPU")
 @pytest.mark.parametrize("fmt", ["mxfp4", "bf16", "fp8", "nvfp4"])

@@ -26,7 +26,7 @@ def _tuner():
 def test_every_config_field_survives_the_written_table():
     tuner = _tuner()
     config = MoEKernelConfig(block_m=128, block_n=64, block_k=128, num_warps=8, num_stages=5, swap_ab=True,
-                             group_m=3, gate_up_one_dot=True)  # every field away from its default ...
+                             group_m=3, gate_up_one_dot=True, split_k=3)  # every field away from its default ...
     for config in (config, dataclasses.replace(config, gate_up_one_dot=False, weight_tma=True)):  # ... TMA: two dots
         assert MoEKernelConfig(**json.loads(json.dumps(tuner._as_dict(config)))) == config
 
@@ -38,6 +38,18 @@ def test_prefill_candidates_try_one_dot_and_decode_candidates_do_not():
     assert len(prefill) == 2 * len({c for c in prefill if not c.gate_up_one_dot})
     assert not any(c.gate_up_one_dot for c in tuner.gemm1_candidates(16, quick=False))
     assert not any(c.gate_up_one_dot for c in tuner.gemm1_candidates(16, quick=True))
+
+
+def test_k_in_parts_are_tried_at_decode_sizes_only():
+    """Decode candidates get twins with K in parts where parts won (T <= 2 on the H200), and only there."""
+    tuner = _tuner()
+    decode = tuner.gemm2_candidates(8)
+    assert {c.split_k for c in decode} == {1}
+    one = tuner.with_parts(decode, tuner.SPLIT_MAX_TOKENS)
+    assert len(one) == len(tuner.SPLIT_CANDIDATES) * len(decode)
+    assert {dataclasses.replace(c, split_k=1) for c in one} == set(decode)
+    assert {c.split_k for c in one} == set(tuner.SPLIT_CANDIDATES) and 2 in tuner.SPLIT_CANDIDATES
+    assert tuner.with_parts(decode, tuner.SPLIT_MAX_TOKENS + 1) == decode
 
 
 def test_a_candidate_whose_output_is_wrong_is_never_chosen(monkeypatch):

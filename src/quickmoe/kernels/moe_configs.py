@@ -45,7 +45,10 @@ class MoEKernelConfig:
     columns' gate and up rows in one dot of 2 x block_n weight rows (wider tensor-core tiles; the epilogue splits
     the accumulator) instead of two dots of block_n (GEMM 2 ignores it); weight_tma: the weight tiles (any format)
     loaded by the Hopper tensor-memory accelerator through a tensor descriptor instead of per-thread pointers
-    (`moe_gemm._weight_descriptor`; with gate_up_one_dot one block of whole gate/up groups, which GEMM 1 checks)."""
+    (`moe_gemm._weight_descriptor`; with gate_up_one_dot one block of whole gate/up groups, which GEMM 1 checks);
+    split_k: programs per output tile, each over an equal run of the K steps (the largest count up to split_k that
+    divides them), whose float32 parts the tile's last program adds in order before the epilogue
+    (`moe_gemm._split_parts`): more programs for decode-sized launches, another float32 sum than one program's."""
 
     block_m: int = 16
     block_n: int = 64
@@ -56,6 +59,7 @@ class MoEKernelConfig:
     group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
     gate_up_one_dot: bool = False  # GEMM 1: gate and up rows in one dot (see moe_gemm._gemm1_tile)
     weight_tma: bool = False  # weight tiles by TMA (see moe_gemm._weight_descriptor)
+    split_k: int = 1  # programs per output tile over parts of K (see moe_gemm._split_parts)
 
     def __post_init__(self) -> None:
         for name in ("swap_ab", "gate_up_one_dot", "weight_tma"):

@@ -46,6 +46,7 @@ from quickmoe.formats.mxfp4_mma_pairs import BIT_PLACES
 from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 from quickmoe.kernels.pdl import pdl_kwargs
+from quickmoe.kernels.tickets import MAX_TICKETS, ticket_counters
 
 try:  # CPU installs without triton keep the torch references
     import triton
@@ -130,6 +131,32 @@ def _sub_tiles(align: MoEAlignment) -> bool:
     return align.num_assignments > SINGLE_PROGRAM_MAX and align.block_m >= SUB_TILE_MIN_BLOCK_M
 
 
+def _split_parts(config: MoEKernelConfig, k: int, num_tiles: int, align: MoEAlignment) -> tuple[int, int]:
+    """K in parts (`config.split_k`): (parts, columns per part). At decode sizes a GEMM is a stream of the
+    experts' weights whose programs each walk all of K (gpt-oss-20b's GEMM 1 at T = 1: 360 programs of 11 K steps,
+    1.4 warps a scheduler, waiting on the decode's latencies, docs/benchmarks.md, 2026-11-29 third session); with
+    parts, each output tile's programs take an equal run of the K steps and store float32 partial sums, and the
+    program that draws the tile's last ticket (`kernels/tickets.py`) adds them in order (the same bits whichever
+    program finishes last) and runs the epilogue. The count is the largest up to split_k that divides the K steps
+    (no part starts past K; the last step may be ragged, masked as without parts). Prefill-sized launches with
+    sub-tiles, and launches of more tiles than there are counters, run in one part."""
+    steps = triton.cdiv(k, config.block_k)
+    parts = max(d for d in range(1, min(config.split_k, steps) + 1) if steps % d == 0)
+    if parts > 1 and (_sub_tiles(align) or num_tiles > MAX_TICKETS):
+        parts = 1
+    return parts, steps // parts * config.block_k
+
+
+def _split_workspace(parts: int, num_tiles: int, tile_elements: int, device: torch.device,
+                     name: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(float32 partial sums [tiles x parts x tile_elements], the kernel's ticket counters), or (None, None)
+    in one part."""
+    if parts == 1:
+        return None, None
+    partials = torch.empty(num_tiles * parts * tile_elements, dtype=torch.float32, device=device)
+    return partials, ticket_counters(device, name)
+
+
 def _packed(w_scales: torch.Tensor | None, w: torch.Tensor) -> bool:
     """Whether w holds two 4-bit values per byte (MXFP4, NVFP4)."""
     return w_scales is not None and w.dtype == torch.uint8
@@ -164,16 +191,20 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
                              f"the intermediate size {intermediate} a multiple of {group}; use two dots "
                              "(gate_up_one_dot false) here")
         tile_rows = 2 * block_n
-    _gemm1_swiglu_kernel[(num_m * num_n,)](
+    parts, k_part = _split_parts(config, hidden_size, num_m * num_n, align)
+    partials, counters = _split_workspace(parts, num_m * num_n, 2 * align.block_m * block_n, acts.device,
+                                          "moe_gemm1")
+    _gemm1_swiglu_kernel[(num_m * num_n, parts)](
         acts, act_scales if act_scales is not None else acts,
         _weight_descriptor(w1, w1_scales, tile_rows, config, "GEMM 1"), _scales_arg(w1_scales, w1),
         w1_bias if w1_bias is not None else w1, w1_row_scale if w1_row_scale is not None else w1, inter,
+        partials if partials is not None else inter, counters if counters is not None else align.num_padded,
         align.sorted_ids, align.block_expert, align.num_padded,
         top_k, align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         float(limit), float(alpha), H=hidden_size, I=intermediate, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_N=block_n, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
         ROW_SCALE=w1_row_scale is not None, SUB_TILES=_sub_tiles(align), ONE_DOT=config.gate_up_one_dot,
-        **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
+        SPLIT_K=parts, K_PART=k_part, **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
         **pdl_kwargs(acts.device))
     return inter
 
@@ -219,15 +250,21 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
     intermediate = w2.shape[2] * (2 if _packed(w2_scales, w2) else 1)
     out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n)
-    _gemm2_kernel[(num_m * num_n,)](
+    parts, k_part = _split_parts(config, intermediate, num_m * num_n, align)
+    partials, counters = _split_workspace(parts, num_m * num_n, align.block_m * config.block_n, acts.device,
+                                          "moe_gemm2")
+    _gemm2_kernel[(num_m * num_n, parts)](
         acts, act_scales if act_scales is not None else acts,
         _weight_descriptor(w2, w2_scales, config.block_n, config, "GEMM 2"), _scales_arg(w2_scales, w2),
         w2_bias if w2_bias is not None else w2, w2_row_scale if w2_row_scale is not None else w2,
-        topk_weights.reshape(-1), out, align.sorted_ids, align.block_expert, align.num_padded,
+        topk_weights.reshape(-1), out, partials if partials is not None else out,
+        counters if counters is not None else align.num_padded, align.sorted_ids, align.block_expert,
+        align.num_padded,
         align.num_assignments, num_m, num_n, config.group_m, acts.stride(0), act_scales.stride(0) if act_scales is not None else 0,
         H=hidden_size, I=intermediate, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, ROW_SCALE=w2_row_scale is not None,
-        SUB_TILES=_sub_tiles(align), **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config),
+        SUB_TILES=_sub_tiles(align), SPLIT_K=parts, K_PART=k_part,
+        **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config),
         **pdl_kwargs(acts.device))
     return out
 
@@ -519,7 +556,8 @@ if triton is not None:
         return tl.sum((assign < num_assignments).to(tl.int32), axis=0)
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])  # one compilation for every T
-    def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+    def _gemm1_swiglu_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, partial_ptr, counter_ptr,
+                             sorted_ids_ptr,
                              block_expert_ptr, num_padded_ptr, top_k, num_assignments, num_m, num_n, group_m,
                              stride_x, stride_xs, limit, alpha,
                              H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
@@ -529,30 +567,33 @@ if triton is not None:
                              PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr,
                              HAS_BIAS: tl.constexpr, SILU: tl.constexpr, ROW_SCALE: tl.constexpr,
                              SUB_TILES: tl.constexpr, ONE_DOT: tl.constexpr, W_TMA: tl.constexpr,
-                             PDL: tl.constexpr):
+                             SPLIT_K: tl.constexpr, K_PART: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):  # tiles past the used ones do nothing
             first = pid_m * BLOCK_M  # the tile's first row of sorted_ids
             if SUB_TILES:  # a tile of few rows: a quarter of them (see _sub_tiles)
                 if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
-                    _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+                    _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, partial_ptr,
+                                counter_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                                 limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M // 4, BLOCK_N,
                                 BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                                ONE_DOT, W_TMA)
+                                ONE_DOT, W_TMA, num_n, SPLIT_K, K_PART)
                 else:
-                    _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+                    _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, partial_ptr,
+                                counter_ptr, sorted_ids_ptr,
                                 block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                                 limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
                                 BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                                ONE_DOT, W_TMA)
+                                ONE_DOT, W_TMA, num_n, SPLIT_K, K_PART)
             else:
-                _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr,
+                _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, partial_ptr,
+                            counter_ptr, sorted_ids_ptr,
                             block_expert_ptr, pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs,
                             limit, alpha, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, GROUP, BLOCK_M, BLOCK_N,
                             BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, SILU, ROW_SCALE,
-                            ONE_DOT, W_TMA)
+                            ONE_DOT, W_TMA, num_n, SPLIT_K, K_PART)
 
     @triton.jit
     def _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows, gate_row0, up_row0,
@@ -560,17 +601,20 @@ if triton is not None:
                         stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                         FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                        MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, W_TMA: tl.constexpr):
-        """GEMM 1's K loop as two dots a step (gate rows, up rows) -> the float32 sums (gate, up), [BM, BN] each."""
+                        MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, W_TMA: tl.constexpr, k_lo,
+                        K_PART: tl.constexpr):
+        """GEMM 1's K loop over columns [k_lo, k_lo + K_PART) as two dots a step (gate rows, up rows) -> the
+        float32 sums (gate, up), [BM, BN] each."""
         acc_gate = _zeros(BLOCK_N, BM, SWAP_AB)
         acc_up = _zeros(BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
-            s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, 0, 2 * I, H, BLOCK_K)
-            s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, 0, 2 * I, H, BLOCK_K)
+            s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k_lo, 2 * I, H, BLOCK_K)
+            s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k_lo, 2 * I, H, BLOCK_K)
         else:
             s_gate_next = 0
             s_up_next = 0
-        for k0 in range(0, H, BLOCK_K):
+        for step in range(0, K_PART, BLOCK_K):
+            k0 = k_lo + step
             kk = k0 + tl.arange(0, BLOCK_K)
             s_gate = s_gate_next
             s_up = s_up_next
@@ -602,8 +646,9 @@ if triton is not None:
                        stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                        FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, W_TMA: tl.constexpr, gate_row0):
-        """GEMM 1's K loop as one dot a step over the gate rows then the up rows ([2 BN] weight rows; up row c
+                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, W_TMA: tl.constexpr, gate_row0, k_lo,
+                       K_PART: tl.constexpr):
+        """GEMM 1's K loop (columns [k_lo, k_lo + K_PART)) as one dot a step over the gate rows then the up rows ([2 BN] weight rows; up row c
         lies `size` rows after gate row c) -> the float32 sums (gate, up), [BM, BN] each. W_TMA: the [2 BN] rows are
         one descriptor block from gate_row0, which needs size == BN (the host checks BLOCK_N == GROUP and no ragged
         last group), so the up rows follow the gate rows."""
@@ -612,10 +657,11 @@ if triton is not None:
         both_ok = tl.reshape(tl.broadcast_to(n_ok[None, :], (2, BLOCK_N)), (2 * BLOCK_N,))
         acc = _zeros(2 * BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-            s_next = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, 0, 2 * I, H, BLOCK_K)
+            s_next = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k_lo, 2 * I, H, BLOCK_K)
         else:
             s_next = 0
-        for k0 in range(0, H, BLOCK_K):
+        for step in range(0, K_PART, BLOCK_K):
+            k0 = k_lo + step
             kk = k0 + tl.arange(0, BLOCK_K)
             s_w = s_next
             if MXFP4_PTX and BM < _SCALES_AHEAD_BLOCK_M:
@@ -635,17 +681,40 @@ if triton is not None:
         return tl.split(both)  # gate, up: [BM, BN] each
 
     @triton.jit
-    def _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
+    def _split_store(partial_ptr, slab, acc, ROWS: tl.constexpr, COLS: tl.constexpr):
+        """Store a float32 partial sum [ROWS, COLS] as slab `slab` (int64) of the split-K workspace."""
+        tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]  # [ROWS, COLS] offsets
+        tl.store(partial_ptr + slab * (ROWS * COLS) + tile, acc)
+
+    @triton.jit
+    def _split_load(partial_ptr, slab, ROWS: tl.constexpr, COLS: tl.constexpr):
+        """Slab `slab` of the split-K workspace -> [ROWS, COLS] float32 (read through L2: another SM wrote it)."""
+        tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+        return tl.load(partial_ptr + slab * (ROWS * COLS) + tile, cache_modifier=".cg")
+
+    @triton.jit
+    def _last_ticket(counter_ptr, tile_id, SPLIT_K: tl.constexpr):
+        """Take the tile's ticket after this program's partial sums are stored: whether it is the tile's last
+        program (then every other part is visible to it: release and acquire on the counter)."""
+        tl.debug_barrier()  # every thread's part is stored before the ticket is taken
+        ticket = tl.atomic_add(counter_ptr + tile_id, 1, sem="acq_rel", scope="gpu")
+        return ticket == SPLIT_K - 1
+
+    @triton.jit
+    def _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, partial_ptr, counter_ptr,
+                    sorted_ids_ptr, block_expert_ptr,
                     pid_m, pid_n, first, top_k, num_assignments, stride_x, stride_xs, limit, alpha,
                     H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                     FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, GROUP: tl.constexpr, BM: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr,
                     PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr, ONE_DOT: tl.constexpr, W_TMA: tl.constexpr):
+                    SILU: tl.constexpr, ROW_SCALE: tl.constexpr, ONE_DOT: tl.constexpr, W_TMA: tl.constexpr,
+                    num_n, SPLIT_K: tl.constexpr, K_PART: tl.constexpr):
         """GEMM 1 + SwiGLU of rows [first, first + BM) of sorted_ids (one expert's) and the program's columns.
         ONE_DOT: the columns' gate and up weight rows as one [2 BN, BK] tile (gate rows first) and one dot per K
         step, whose [BM, 2 BN] accumulator the epilogue splits; else a dot of BN rows each. Either way every
-        output is the same sum over K in the same order of tensor-core steps: the same bits."""
+        output is the same sum over K in the same order of tensor-core steps: the same bits. SPLIT_K > 1: this
+        program's part of K (program_id 1), the parts added by the tile's last program (`_split_parts`)."""
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
         assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
         m_ok = assign < num_assignments  # the sentinel A pads each expert's run
@@ -657,15 +726,42 @@ if triton is not None:
         gate_rows = 2 * group * GROUP + cols  # [BN] this group's slab: s_n gate rows, then s_n up rows
         up_rows = gate_rows + size
         gate_row0 = 2 * group * GROUP + (pid_n % (GROUP // BLOCK_N)) * BLOCK_N  # gate_rows[0]
+        k_lo = tl.program_id(1) * K_PART if SPLIT_K > 1 else 0
         if ONE_DOT:
             gate, up = _gemm1_one_dot(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, size, n_ok,
                                       stride_x, stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BM, BLOCK_N,
-                                      BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, W_TMA, gate_row0)
+                                      BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, W_TMA, gate_row0, k_lo,
+                                      K_PART)
         else:
             gate, up = _gemm1_two_dots(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, up_rows,
                                        gate_row0, gate_row0 + size, n_ok, stride_x, stride_xs, H, I, MXFP4, NVFP4,
                                        FP8_SCALE_ROWS, A_MXFP8, BM, BLOCK_N, BLOCK_K, PRECISION, DOT_DTYPE, PTX,
-                                       MXFP4_PTX, SWAP_AB, W_TMA)
+                                       MXFP4_PTX, SWAP_AB, W_TMA, k_lo, K_PART)
+        if SPLIT_K > 1:  # slabs 2 (tile x SPLIT_K + part) and the next: this part's gate and up sums
+            tile_id = (pid_m * num_n + pid_n).to(tl.int64)
+            _split_store(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)), gate, BM, BLOCK_N)
+            _split_store(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)) + 1, up, BM, BLOCK_N)
+            if _last_ticket(counter_ptr, tile_id, SPLIT_K):
+                gate_sum = _split_load(partial_ptr, 2 * tile_id * SPLIT_K, BM, BLOCK_N)
+                up_sum = _split_load(partial_ptr, 2 * tile_id * SPLIT_K + 1, BM, BLOCK_N)
+                for i in tl.static_range(1, SPLIT_K):  # in order: the same sum whichever program finished last
+                    gate_sum += _split_load(partial_ptr, 2 * (tile_id * SPLIT_K + i), BM, BLOCK_N)
+                    up_sum += _split_load(partial_ptr, 2 * (tile_id * SPLIT_K + i) + 1, BM, BLOCK_N)
+                tl.atomic_xchg(counter_ptr + tile_id, 0, sem="relaxed", scope="gpu")  # zero for the next call
+                _gemm1_finish(gate_sum, up_sum, bias_ptr, row_scale_ptr, out_ptr, expert, assign, m_ok, group, cols,
+                              n_ok, gate_rows, up_rows, limit, alpha, I, NVFP4, GROUP, PTX, MXFP4_PTX, HAS_BIAS,
+                              SILU, ROW_SCALE)
+        else:
+            _gemm1_finish(gate, up, bias_ptr, row_scale_ptr, out_ptr, expert, assign, m_ok, group, cols, n_ok,
+                          gate_rows, up_rows, limit, alpha, I, NVFP4, GROUP, PTX, MXFP4_PTX, HAS_BIAS, SILU, ROW_SCALE)
+
+    @triton.jit
+    def _gemm1_finish(gate, up, bias_ptr, row_scale_ptr, out_ptr, expert, assign, m_ok, group, cols, n_ok,
+                      gate_rows, up_rows, limit, alpha, I: tl.constexpr, NVFP4: tl.constexpr, GROUP: tl.constexpr,
+                      PTX: tl.constexpr, MXFP4_PTX: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
+                      ROW_SCALE: tl.constexpr):
+        """GEMM 1's epilogue on the float32 sums over K (gate, up [BM, BN]): the decode's factor, NVFP4's row
+        scale, the bias, the activation; stores the tile's rows of inter."""
         if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
             gate *= _PAIRS_ACC
             up *= _PAIRS_ACC
@@ -689,14 +785,15 @@ if triton is not None:
                  mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])
-    def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
-                      block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
+    def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, partial_ptr,
+                      counter_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
                       H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                       FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                       MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      ROW_SCALE: tl.constexpr, SUB_TILES: tl.constexpr, W_TMA: tl.constexpr, PDL: tl.constexpr):
+                      ROW_SCALE: tl.constexpr, SUB_TILES: tl.constexpr, W_TMA: tl.constexpr, SPLIT_K: tl.constexpr,
+                      K_PART: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, group_m)
         if pid_m * BLOCK_M < tl.load(num_padded_ptr):
@@ -704,40 +801,46 @@ if triton is not None:
             if SUB_TILES:  # a tile of few rows: a quarter of them (see _sub_tiles)
                 if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
-                                sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
+                                partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                                 stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M // 4, BLOCK_N, BLOCK_K,
-                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA)
+                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA,
+                                num_n, SPLIT_K, K_PART)
                 else:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
-                                sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
+                                partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                                 stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
-                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA)
+                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA,
+                                num_n, SPLIT_K, K_PART)
             else:
                 _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
-                            sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
+                            partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
                             stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
-                            PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA)
+                            PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA,
+                                num_n, SPLIT_K, K_PART)
 
     @triton.jit
-    def _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
-                    block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x, stride_xs,
-                    H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
+    def _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, partial_ptr,
+                    counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
+                    stride_xs, H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                     FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr, BM: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                     MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr,
-                    W_TMA: tl.constexpr):
-        """GEMM 2 of rows [first, first + BM) of sorted_ids (one expert's) and the program's output columns."""
+                    W_TMA: tl.constexpr, num_n, SPLIT_K: tl.constexpr, K_PART: tl.constexpr):
+        """GEMM 2 of rows [first, first + BM) of sorted_ids (one expert's) and the program's output columns
+        (SPLIT_K > 1: over this program's part of K, as GEMM 1's)."""
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # offsets of 120b dense experts pass 2^31
         assign = tl.load(sorted_ids_ptr + first + tl.arange(0, BM))  # [BM]
         m_ok = assign < num_assignments
         rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
         n_ok = rows < H
+        k_lo = tl.program_id(1) * K_PART if SPLIT_K > 1 else 0
         acc = _zeros(BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-            s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, 0, H, I, BLOCK_K)
+            s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, k_lo, H, I, BLOCK_K)
         else:
             s_w_next = 0
-        for k0 in range(0, I, BLOCK_K):
+        for step in range(0, K_PART, BLOCK_K):
+            k0 = k_lo + step
             kk = k0 + tl.arange(0, BLOCK_K)
             s_w = s_w_next
             if MXFP4_PTX and BM < _SCALES_AHEAD_BLOCK_M:
@@ -754,6 +857,26 @@ if triton is not None:
             else:
                 acc = _mma(acc, w, a, PRECISION, SWAP_AB)
         acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
+        if SPLIT_K > 1:  # slab tile x SPLIT_K + part: this part's sums
+            tile_id = (pid_m * num_n + pid_n).to(tl.int64)
+            _split_store(partial_ptr, tile_id * SPLIT_K + tl.program_id(1), acc, BM, BLOCK_N)
+            if _last_ticket(counter_ptr, tile_id, SPLIT_K):
+                total = _split_load(partial_ptr, tile_id * SPLIT_K, BM, BLOCK_N)
+                for i in tl.static_range(1, SPLIT_K):  # in order: the same sum whichever program finished last
+                    total += _split_load(partial_ptr, tile_id * SPLIT_K + i, BM, BLOCK_N)
+                tl.atomic_xchg(counter_ptr + tile_id, 0, sem="relaxed", scope="gpu")  # zero for the next call
+                _gemm2_finish(total, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, expert, assign, m_ok, rows, n_ok,
+                              H, NVFP4, PTX, MXFP4_PTX, HAS_BIAS, ROW_SCALE)
+        else:
+            _gemm2_finish(acc, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, expert, assign, m_ok, rows, n_ok, H,
+                          NVFP4, PTX, MXFP4_PTX, HAS_BIAS, ROW_SCALE)
+
+    @triton.jit
+    def _gemm2_finish(acc, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, expert, assign, m_ok, rows, n_ok,
+                      H: tl.constexpr, NVFP4: tl.constexpr, PTX: tl.constexpr, MXFP4_PTX: tl.constexpr,
+                      HAS_BIAS: tl.constexpr, ROW_SCALE: tl.constexpr):
+        """GEMM 2's epilogue on the float32 sums over K [BM, BN]: the decode's factor, NVFP4's row scale, the
+        bias, each assignment's routing weight; stores the tile's rows."""
         if MXFP4_PTX:
             acc *= _PAIRS_ACC
         if PTX and NVFP4:
