@@ -85,6 +85,9 @@ def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128) -> tuple[tor
     padded = torch.zeros(t, groups * group, dtype=torch.float32, device=x.device)
     padded[:, :k] = x.float()
     amax = padded.view(t, groups, group).abs().amax(dim=-1)  # [T, G]
-    scales = amax.clamp(min=ACTIVATION_EPS) / FP8_E4M3_MAX
+    # the quotient in float64, then rounded to float32: the correctly rounded float32 quotient (53 >= 2 x 24 + 2
+    # bits: that double rounding is innocuous) on every device; a float32 tensor / scalar on CUDA multiplies by the
+    # reciprocal, one unit off in the last place at times (docs/benchmarks.md, 2026-11-29 ninth session)
+    scales = (amax.clamp(min=ACTIVATION_EPS).double() / FP8_E4M3_MAX).float()
     q = _cast_fp8(x.float() / scales.repeat_interleave(group, dim=1)[:, :k])
     return q, scales

@@ -89,7 +89,8 @@ if triton is not None:
         ok = row_ok[:, None, None] & (cols < K)[None, :, :]  # [R, Gp, GROUP]
         x = tl.load(x_ptr + rows.to(tl.int64)[:, None, None] * stride_t + cols[None, :, :] * stride_k, mask=ok,
                     other=0.0).to(tl.float32)
-        scale = tl.maximum(tl.max(tl.abs(x), axis=2), 1e-10) / 448.0  # [R, Gp]
+        amax = tl.maximum(tl.max(tl.abs(x), axis=2), 1e-10)  # [R, Gp]
+        scale = tl.math.div_rn(amax, tl.zeros_like(amax) + 448.0)  # IEEE division (Triton's `/` is approximate)
         v = tl.math.div_rn(x, tl.zeros_like(x) + scale[:, :, None])  # IEEE division, as the reference
         v = tl.minimum(tl.maximum(v, -448.0), 448.0)
         if HW_ROUND:  # the GPU's conversion: to nearest, ties to even, saturating (v is within +-448)
