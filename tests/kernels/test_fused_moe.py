@@ -398,6 +398,36 @@ def test_k_parts_divide_the_k_steps():
     assert _split_parts(MoEKernelConfig(block_m=64, block_k=128, split_k=4), 2048, 100, prefill) == (1, 2048)
 
 
+def _model_sized_gemm_inputs(fmt: str, num_tokens: int, seed: int):
+    """gpt-oss-20b's experts (MXFP4, bf16) or Qwen3-30B-A3B's (FP8, NVFP4) on the GPU, and fresh random inputs of
+    both GEMMs (FP8: quantized per token and 128 columns) -> a function of a MoEKernelConfig that runs GEMM 1 and
+    GEMM 2 on them (aligned for its block_m; bf16 outputs)."""
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+
+    spec = SHAPES["gpt-oss-20b" if fmt in ("mxfp4", "bf16") else "qwen3-30b-a3b"]
+    g = torch.Generator().manual_seed(seed)
+    experts = make_experts(spec, fmt, torch.device("cuda"), g)
+    quantize = quantize_fp8_per_token_group if fmt == "fp8" else (lambda t: (t, None))
+    acts, act_scales = quantize(torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).cuda())
+    weights, ids = route_ref(torch.randn(num_tokens, spec.experts, generator=g).cuda(), spec.top_k)
+    inter = torch.randn(num_tokens * spec.top_k, spec.inter, generator=g).to(torch.bfloat16).cuda()
+    inter, inter_scales = quantize(inter)
+
+    def both(config):
+        align = moe_align(ids, spec.experts, config.block_m)
+        return (moe_gemm1_swiglu(acts, align, spec.top_k, experts.w1, experts.b1, experts.kwargs.get("w1_scales"),
+                                 GROUP, 7.0, 1.702, act_scales=act_scales, out_dtype=torch.bfloat16, config=config,
+                                 activation=spec.activation, w1_row_scale=experts.kwargs.get("w1_row_scale")),
+                moe_gemm2(inter, align, weights, experts.w2, experts.b2, experts.kwargs.get("w2_scales"),
+                          act_scales=inter_scales, out_dtype=torch.bfloat16, config=config,
+                          w2_row_scale=experts.kwargs.get("w2_row_scale")))
+
+    return both
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(DEVICE != "cuda", reason="tensor-core bits: the GPU")
 @pytest.mark.parametrize("fmt", ["mxfp4", "bf16", "fp8", "nvfp4"])
@@ -407,37 +437,19 @@ def test_k_in_parts_on_the_gpu_are_deterministic_and_near_one_part(fmt, num_toke
     give the same bits on every call (the parts are added in a fixed order whichever program finishes last),
     within bf16 rounding of the one-part result, and an 8-row tile's rows get the bits of a 16-row tile's in the
     same parts (a request's tokens do not depend on its batch's tiles)."""
-    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
-    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
-    from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_configs import MoEKernelConfig
-    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
     from quickmoe.kernels.tickets import ticket_counters
 
-    spec = SHAPES["gpt-oss-20b" if fmt in ("mxfp4", "bf16") else "qwen3-30b-a3b"]
-    g = torch.Generator().manual_seed(5 + num_tokens)
-    experts = make_experts(spec, fmt, torch.device("cuda"), g)
-    quantize = quantize_fp8_per_token_group if fmt == "fp8" else (lambda t: (t, None))
-    acts, act_scales = quantize(torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).cuda())
-    weights, ids = route_ref(torch.randn(num_tokens, spec.experts, generator=g).cuda(), spec.top_k)
-    inter = torch.randn(num_tokens * spec.top_k, spec.inter, generator=g).to(torch.bfloat16).cuda()
-    inter, inter_scales = quantize(inter)
+    both = _model_sized_gemm_inputs(fmt, num_tokens, 5 + num_tokens)
 
-    def both(block_m, split):
-        config = MoEKernelConfig(block_m=block_m, block_n=64 if block_m == 8 else 32,
-                                 block_k=128 if fmt == "fp8" else 256, num_warps=4 if block_m == 8 else 2,
-                                 num_stages=3, swap_ab=True, split_k=split)
-        align = moe_align(ids, spec.experts, block_m)
-        return (moe_gemm1_swiglu(acts, align, spec.top_k, experts.w1, experts.b1, experts.kwargs.get("w1_scales"),
-                                 GROUP, 7.0, 1.702, act_scales=act_scales, out_dtype=torch.bfloat16, config=config,
-                                 activation=spec.activation, w1_row_scale=experts.kwargs.get("w1_row_scale")),
-                moe_gemm2(inter, align, weights, experts.w2, experts.b2, experts.kwargs.get("w2_scales"),
-                          act_scales=inter_scales, out_dtype=torch.bfloat16, config=config,
-                          w2_row_scale=experts.kwargs.get("w2_row_scale")))
+    def run(block_m, split):
+        return both(MoEKernelConfig(block_m=block_m, block_n=64 if block_m == 8 else 32,
+                                    block_k=128 if fmt == "fp8" else 256, num_warps=4 if block_m == 8 else 2,
+                                    num_stages=3, swap_ab=True, split_k=split))
 
-    one = both(8, 1)
+    one = run(8, 1)
     for split in (2, 4):
-        first, again, sixteen = both(8, split), both(8, split), both(16, split)
+        first, again, sixteen = run(8, split), run(8, split), run(16, split)
         for which in range(2):
             a, b, c, ref = first[which].float(), again[which].float(), sixteen[which].float(), one[which].float()
             assert torch.equal(a, b), f"gemm {which + 1}, {split} parts: two calls differ"
@@ -459,32 +471,12 @@ def test_eight_row_tiles_give_the_sixteen_row_tiles_bits(fmt, num_tokens, block_
     Qwen3-30B-A3B's FP8 and NVFP4 ones; 8-row tiles of 32 columns on 2 warps and of 64 on 4 (mma.sync, as the
     tuned decode tiles) against the 16-row tile of 32 columns on 2 warps. (16 rows of 64 columns on 4 warps
     take wgmma, whose sums may round otherwise: not a decode tile.)"""
-    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
-    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
-    from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_configs import MoEKernelConfig
-    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
 
-    spec = SHAPES["gpt-oss-20b" if fmt in ("mxfp4", "bf16") else "qwen3-30b-a3b"]
-    g = torch.Generator().manual_seed(num_tokens)
-    experts = make_experts(spec, fmt, torch.device("cuda"), g)
-    quantize = quantize_fp8_per_token_group if fmt == "fp8" else (lambda t: (t, None))
-    acts, act_scales = quantize(torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).cuda())
-    weights, ids = route_ref(torch.randn(num_tokens, spec.experts, generator=g).cuda(), spec.top_k)
-    inter = torch.randn(num_tokens * spec.top_k, spec.inter, generator=g).to(torch.bfloat16).cuda()
-    inter, inter_scales = quantize(inter)
-    outs = []
-    for block_m, n, w in ((8, block_n, warps), (16, 32, 2)):
-        config = MoEKernelConfig(block_m=block_m, block_n=n, block_k=128 if fmt == "fp8" else 256, num_warps=w,
-                                 num_stages=3, swap_ab=True)
-        align = moe_align(ids, spec.experts, block_m)
-        outs.append((
-            moe_gemm1_swiglu(acts, align, spec.top_k, experts.w1, experts.b1, experts.kwargs.get("w1_scales"), GROUP,
-                             7.0, 1.702, act_scales=act_scales, out_dtype=torch.bfloat16, config=config,
-                             activation=spec.activation, w1_row_scale=experts.kwargs.get("w1_row_scale")),
-            moe_gemm2(inter, align, weights, experts.w2, experts.b2, experts.kwargs.get("w2_scales"),
-                      act_scales=inter_scales, out_dtype=torch.bfloat16, config=config,
-                      w2_row_scale=experts.kwargs.get("w2_row_scale"))))
+    both = _model_sized_gemm_inputs(fmt, num_tokens, num_tokens)
+    outs = [both(MoEKernelConfig(block_m=block_m, block_n=n, block_k=128 if fmt == "fp8" else 256, num_warps=w,
+                                 num_stages=3, swap_ab=True))
+            for block_m, n, w in ((8, block_n, warps), (16, 32, 2))]
     for which, (a, b) in enumerate(zip(*outs), start=1):
         assert a.abs().max() > 0
         assert torch.equal(a, b), f"gemm {which}: {int((a != b).sum())} of {a.numel()} outputs differ"
