@@ -23,8 +23,9 @@ rows share one; or dense [E, N, K].
   row = assignment index.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
-Block sizes, warps, stages, orientation, launch order and how the weight tiles are loaded come from `moe_configs`
-(tuned data files, else a fallback). Weight tiles may be loaded by TMA (`weight_tma`: a tensor descriptor of the
+Block sizes, warps, stages, orientation, launch order, K in parts (`split_k`: several programs per output tile, the
+last one by ticket adding their float32 parts in order, `_split_parts`) and how the weight tiles are loaded come from
+`moe_configs` (tuned data files, else a fallback). Weight tiles may be loaded by TMA (`weight_tma`: a tensor descriptor of the
 weights as [E * N, K], or K / 2 bytes for packed FP4, the tile copied into shared memory by the tensor-memory
 accelerator instead of per-thread loads; on the H200 it made the FP8 GEMMs 6-26% faster at T = 2,048-8,192,
 docs/benchmarks.md, 2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. FP4 is
