@@ -15,7 +15,8 @@ every T (a call cut short keeps what it measured). Start-up never tunes: it read
 nvfp4 for the SiLU shapes; default the shape's first). FP8 experts take FP8 activations quantized per token and
 128 columns before the graph (the GEMM alone is timed, as serving quantizes them before it), NVFP4 experts their
 per-row global scales; every format writes bf16.
-`--grid small` (default): a few candidates per GEMM and tile (4 to 12), so that several token counts fit in one
+`--grid small` (default): a few candidates per GEMM and tile (4 to 12; at T <= 2 each also with K in 2 and 4 parts,
+`SPLIT_MAX_TOKENS`), so that several token counts fit in one
 10-minute device call (every candidate compiles a Triton kernel, 2-3 s); its axes keep the values that won most
 in the committed files. `--grid full`: the grid the gpt-oss MXFP4 files were tuned with (48 and 64 candidates for
 GEMM 1 and GEMM 2 per decode-sized tile, 16 each per prefill tile). `--quick` (either grid): the column tile only,
