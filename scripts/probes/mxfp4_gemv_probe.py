@@ -8,7 +8,7 @@ times, each alone in a CUDA graph over rotating input sets (`scripts/tune_moe.py
 and GEMM 2 (down) shapes at T = 1:
 - `tuned`: quickmoe's `moe_gemm1_swiglu` / `moe_gemm2` with their tuned configs (GEMM 1 includes its SwiGLU);
 - `gemv`: out[a, n] = sum_k W[e_a, n, k] x[a // k_top, k] for each assignment a, the weights decoded by the kernels'
-  own `_weight_tile` (the PTX decode on the GPU), products summed in float32, either per K step (`sum`) or kept
+  own `weight_tile` (the PTX decode on the GPU), products summed in float32, either per K step (`sum`) or kept
   [rows, BLOCK_K] wide and summed once at the end (`wide`), over a grid of rows per program, BLOCK_K and warps;
 - `pairs`: the GEMV multiplying the PTX decode's outputs as they come (two runs of 4 columns per word) by x
   gathered in that order: no decoded weight moved into column order;
@@ -39,12 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: the tu
 
 from quickmoe.formats.mxfp4 import dequantize_mxfp4
 from quickmoe.formats.mxfp4_mma_pairs import decode_mma_pairs
-from quickmoe.kernels.moe_gemm import MXFP4_PAIRS_ACC_SCALE, _mxfp4_scales, _weight_tile
+from quickmoe.kernels.moe_tiles import MXFP4_PAIRS_ACC_SCALE, mxfp4_scales, weight_tile
 
 try:  # the PTX decode of the GPU kernels (its text's globals exist where triton does)
-    from quickmoe.kernels.moe_gemm import _MXFP4_PAIRS_TO_BF16_PTX
+    from quickmoe.kernels.moe_tiles import MXFP4_PAIRS_TO_BF16_PTX
 except ImportError:  # pragma: no cover
-    _MXFP4_PAIRS_TO_BF16_PTX = None
+    MXFP4_PAIRS_TO_BF16_PTX = None
 
 
 @triton.jit
@@ -73,9 +73,9 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, out_ptr, N, stride_x, TOP_K: tl.c
             byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
             packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
                              mask=row_ok[:, None] & (byte_cols[None, :] < K // 2), other=0)  # [R, BK/2]
-            scales = _mxfp4_scales(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K)  # [R, BK/32]
+            scales = mxfp4_scales(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K)  # [R, BK/32]
             scale = tl.reshape(tl.broadcast_to(scales[:, :, None], (ROWS, BLOCK_K // 32, 16)), (ROWS, BLOCK_K // 2))
-            low, high = tl.inline_asm_elementwise(_MXFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r,r,r",
+            low, high = tl.inline_asm_elementwise(MXFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r,r,r",
                                                   [packed, scale], dtype=(tl.bfloat16, tl.bfloat16),
                                                   is_pure=True, pack=4)  # [R, BK/2] each
             j = tl.arange(0, BLOCK_K // 2)
@@ -86,8 +86,8 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, out_ptr, N, stride_x, TOP_K: tl.c
         else:
             kk = k0 + tl.arange(0, BLOCK_K)
             x = tl.load(x_ptr + token * stride_x + kk, mask=kk < K, other=0.0).to(tl.float32)  # [BK]
-            scales = _mxfp4_scales(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K) if PTX else 0
-            w = _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, True, False, ROWS, BLOCK_K,
+            scales = mxfp4_scales(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K) if PTX else 0
+            w = weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, True, False, ROWS, BLOCK_K,
                              WORK_DTYPE, PTX, PTX, scales).to(tl.float32)  # [R, BK]
             if MODE == 0:
                 acc += tl.sum(w * x[None, :], axis=1)

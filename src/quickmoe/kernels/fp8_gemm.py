@@ -46,6 +46,7 @@ try:  # CPU installs without triton keep the torch reference
     import triton.language as tl
 
     from quickmoe.kernels.pdl import pdl_wait
+    from quickmoe.kernels.tickets import last_ticket, reset_ticket, store_part, sum_parts
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -285,16 +286,10 @@ if triton is not None:
             tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
         else:
             tile_id = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
-            tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]  # [BM, BN] offsets
-            tl.store(partial_ptr + (tile_id * SPLIT_K + tl.program_id(2)) * (BLOCK_M * BLOCK_N) + tile, acc)
-            tl.debug_barrier()  # every thread's part is stored before the ticket is taken
-            ticket = tl.atomic_add(counter_ptr + tile_id, 1, sem="acq_rel", scope="gpu")
-            if ticket == SPLIT_K - 1:  # the tile's last program: the other parts are visible
-                total = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-                for i in tl.static_range(SPLIT_K):  # in order: the same sum whichever program finished last
-                    total += tl.load(partial_ptr + (tile_id * SPLIT_K + i) * (BLOCK_M * BLOCK_N) + tile,
-                                     cache_modifier=".cg")
-                tl.atomic_xchg(counter_ptr + tile_id, 0, sem="relaxed", scope="gpu")  # zero for the next call
+            store_part(partial_ptr, tile_id * SPLIT_K + tl.program_id(2), acc, BLOCK_M, BLOCK_N)
+            if last_ticket(counter_ptr, tile_id, SPLIT_K):  # the tile's last program: the other parts are visible
+                total = sum_parts(partial_ptr, tile_id * SPLIT_K, SPLIT_K, BLOCK_M, BLOCK_N)  # in order
+                reset_ticket(counter_ptr, tile_id)
                 if HAS_BIAS:
                     total += tl.load(bias_ptr + cols, mask=n_ok, other=0.0).to(tl.float32)[None, :]
                 tl.store(out, total.to(out_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])

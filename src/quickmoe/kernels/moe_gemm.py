@@ -28,10 +28,9 @@ last one by ticket adding their float32 parts in order, `_split_parts`) and how 
 `moe_configs` (tuned data files, else a fallback). Weight tiles may be loaded by TMA (`weight_tma`: a tensor descriptor of the
 weights as [E * N, K], or K / 2 bytes for packed FP4, the tile copied into shared memory by the tensor-memory
 accelerator instead of per-thread loads; on the H200 it made the FP8 GEMMs 6-26% faster at T = 2,048-8,192,
-docs/benchmarks.md, 2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. FP4 is
-decoded by inline PTX on the GPU (`_MXFP4_PAIRS_TO_BF16_PTX_TEXT`, NVFP4: `_NVFP4_PAIRS_TO_BF16_PTX_TEXT`: the same
-shifts and masks, another scale); GEMM 1's column tile is the layout's gate/up group, and both GEMMs share the
-alignment's BLOCK_M.
+docs/benchmarks.md, 2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. The
+operand tiles (FP4 decoded by inline PTX on the GPU) come from `kernels/moe_tiles.py`. GEMM 1's column tile is the
+layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
 compile-time constants: one compilation per model shape, K loops with constant bounds.
 """
@@ -43,7 +42,6 @@ import dataclasses
 import torch
 
 from quickmoe.errors import ConfigError
-from quickmoe.formats.mxfp4_mma_pairs import BIT_PLACES
 from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 from quickmoe.kernels.pdl import pdl_kwargs
@@ -54,7 +52,19 @@ try:  # CPU installs without triton keep the torch references
     import triton.language as tl
     from triton.tools.tensor_descriptor import TensorDescriptor
 
+    from quickmoe.kernels.moe_tiles import (
+        NVFP4_ACC,
+        PAIRS_ACC,
+        act_tile,
+        fp8_step_scales,
+        mma,
+        mxfp4_scales,
+        rows_last,
+        weight_tile,
+        zeros,
+    )
     from quickmoe.kernels.pdl import pdl_wait
+    from quickmoe.kernels.tickets import last_ticket, reset_ticket, store_part, sum_parts
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -282,62 +292,7 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
     return out
 
 
-# MXFP4 in the mma-pair order (`formats.mxfp4_mma_pairs`): one 32-bit word of a row holds the 8
-# values of columns 8g .. 8g+7, placed so that each output register is one bf16x2 pair of adjacent columns and
-# takes one shift and one mask (the last pair three of each). Value v of a pair sits with its sign at bit 15 and
-# its exponent and mantissa bits e1 e0 m at bits 8, 7, 6 of its 16-bit half (the other value 16 bits higher):
-# those bits read as a bf16 are v x 2^-126 exactly (e = 0 is the subnormal m/2 x 2^-126). One multiply by
-# 2^(scale - 65) (a bf16 for every scale 0 .. 192; the product exact from scale 60 on) gives the weight x 2^-64;
-# the kernels multiply their float32
-# accumulators by 2^64 after the K loop. Inputs: $4 = the word, $5 = its block's E8M0 scale byte (as a 32-bit
-# integer; $6-$8 the same). Outputs: $0 = columns (8g, 8g+1), $1 = (8g+2, 8g+3), $2 = (8g+4, 8g+5), $3 = (8g+6,
-# 8g+7), low half first. Bit positions (column: e1 e0 m, sign; +16 for the odd column of each pair):
-#   8g: 8 7 6, 15    8g+2: 5 4 3, 12    8g+4: 2 1 0, 9    8g+6: 14 13 11, 10
-_PAIRS_DECODE = """
-and.b32 t, $4, 0x81C081C0;
-mul.rn.bf16x2 $0, t, s;
-shl.b32 t, $4, 3;
-and.b32 t, t, 0x81C081C0;
-mul.rn.bf16x2 $1, t, s;
-shl.b32 t, $4, 6;
-and.b32 t, t, 0x81C081C0;
-mul.rn.bf16x2 $2, t, s;
-shr.u32 t, $4, 6;
-and.b32 d, t, 0x01800180;
-shr.u32 t, $4, 5;
-and.b32 t, t, 0x00400040;
-or.b32 d, d, t;
-shl.b32 t, $4, 5;
-and.b32 t, t, 0x80008000;
-or.b32 d, d, t;
-mul.rn.bf16x2 $3, d, s;
-}
-"""
-_MXFP4_PAIRS_TO_BF16_PTX_TEXT = """
-{
-.reg .b32 s, t, d;
-mad.lo.u32 s, $5, 0x00800080, 0x1F001F00;""" + _PAIRS_DECODE
-# NVFP4 in the same mma-pair order (the layout encodes it as MXFP4's): the same shifts and masks, and the multiply
-# takes the factor as given, $5 = its 16-value block's E4M3 scale x 2^119 as bf16x2 (both halves; $6 the same),
-# which bf16 holds exactly for every E4M3 value (at most 4 significant bits, 2^-9 .. 448: 2^110 .. 2^127.8). The
-# outputs are weight x 2^-7 (value x 2^-126 x scale x 2^119), exact (at most 6 significant bits, 2^-17 .. 21,
-# which float16 dots also hold); the kernels multiply their float32 accumulators by 2^7 after the K loop.
-_NVFP4_PAIRS_TO_BF16_PTX_TEXT = """
-{
-.reg .b32 s, t, d;
-mov.b32 s, $5;""" + _PAIRS_DECODE
-MXFP4_PAIRS_ACC_SCALE = 2.0 ** 64  # the factor of the float32 accumulators after a K loop of that decode
-NVFP4_PAIRS_FACTOR_SCALE = 2.0 ** 119  # the E4M3 scales' factor as the NVFP4 decode takes them
-NVFP4_PAIRS_ACC_SCALE = 2.0 ** 7  # the accumulators' factor after a K loop of the NVFP4 decode
-
 if triton is not None:
-    _NVFP4_PAIRS_TO_BF16_PTX = tl.constexpr(_NVFP4_PAIRS_TO_BF16_PTX_TEXT)
-    _PAIRS_ACC = tl.constexpr(MXFP4_PAIRS_ACC_SCALE)
-    _NVFP4_FACTOR = tl.constexpr(NVFP4_PAIRS_FACTOR_SCALE)
-    _NVFP4_ACC = tl.constexpr(NVFP4_PAIRS_ACC_SCALE)
-    assert BIT_PLACES == ((8, 7, 6, 15), (24, 23, 22, 31), (5, 4, 3, 12), (21, 20, 19, 28), (2, 1, 0, 9),
-                          (18, 17, 16, 25), (14, 13, 11, 10), (30, 29, 27, 26)), "_mma_pair_codes spells them out"
-    _MXFP4_PAIRS_TO_BF16_PTX = tl.constexpr(_MXFP4_PAIRS_TO_BF16_PTX_TEXT)  # jit functions read constexpr globals only
     # Where the K loops get the E8M0 scales of a step (MXFP4 with PTX): decode-sized tiles (BLOCK_M below this)
     # load them in the step, where Triton's software pipeline copies them into shared memory with the weight
     # tiles (cp.async, no layout conversion, 2 of gemm 1's 4 barriers per step gone); larger tiles load them one
@@ -345,179 +300,6 @@ if triton is not None:
     # the step, gemm 1 + gemm 2 at T=1 51.1 -> 44.4 us and at T=256 462 -> 424 us; one step ahead, T=1024 722
     # against 867 us, T=4096 2157 against 2404 us.
     _SCALES_AHEAD_BLOCK_M = tl.constexpr(64)
-
-    @triton.jit
-    def _e4m3_to_float(raw, TIMES: tl.constexpr = 1.0):
-        """E4M3 bytes (uint8) -> float32 (times TIMES, a power of two), exact: the 7 bits below the sign placed at
-        float16 bits 13..7 read as the E4M3 value times 2^-8 (exponent biases 15 and 7; subnormals alike)."""
-        bits = ((raw & 0x7F).to(tl.uint16) << 7) | ((raw & 0x80).to(tl.uint16) << 8)
-        return bits.to(tl.float16, bitcast=True).to(tl.float32) * (256.0 * TIMES)
-
-    @triton.jit
-    def _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4: tl.constexpr, BLOCK_K: tl.constexpr,
-                      TIMES: tl.constexpr = 1.0):
-        """The scales of rows `rows` over columns [k0, k0 + BLOCK_K) as float32 [R, BLOCK_K / SB]: E8M0 per 32
-        columns (MXFP4, 2^(s - 127)) or E4M3 per 16 (NVFP4; times TIMES), transposed [E, K/SB, N] in memory."""
-        if NVFP4:
-            blocks = k0 // 16 + tl.arange(0, BLOCK_K // 16)  # [BK/16]
-            raw = tl.load(s_ptr + expert * (K // 16) * N + blocks[None, :] * N + rows[:, None],
-                          mask=row_ok[:, None] & (blocks[None, :] < K // 16), other=0x38)  # 0x38: 1.0
-            factor = _e4m3_to_float(raw, TIMES)
-        else:
-            blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
-            scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
-                            mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=127)
-            factor = tl.exp2(scale.to(tl.float32) - 127.0)
-        return factor
-
-    @triton.jit
-    def _pair_place(i, P0: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr,
-                    P4: tl.constexpr, P5: tl.constexpr, P6: tl.constexpr, P7: tl.constexpr):
-        """[8] -> the bit number P_i of column i of a word (one field of `formats.mxfp4_mma_pairs.BIT_PLACES`)."""
-        return tl.where(i == 0, P0, tl.where(i == 1, P1, tl.where(i == 2, P2, tl.where(i == 3, P3, tl.where(
-            i == 4, P4, tl.where(i == 5, P5, tl.where(i == 6, P6, P7)))))))
-
-    @triton.jit
-    def _mma_pair_codes(packed, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
-        """Packed bytes [R, BK/2] in mma-pair order -> the E2M1 codes [R, BK] (uint16) in column order."""
-        shifts = tl.arange(0, 4) * 8
-        words = tl.sum(tl.reshape(packed, (ROWS, BLOCK_K // 8, 4)).to(tl.uint32) << shifts[None, None, :].to(tl.uint32),
-                       axis=2)  # [R, BK/8] little-endian words (disjoint bits: the sum is an OR)
-        i = tl.arange(0, 8)  # column within the word
-        e1 = _pair_place(i, 8, 24, 5, 21, 2, 18, 14, 30).to(tl.uint32)
-        e0 = _pair_place(i, 7, 23, 4, 20, 1, 17, 13, 29).to(tl.uint32)
-        m = _pair_place(i, 6, 22, 3, 19, 0, 16, 11, 27).to(tl.uint32)
-        s = _pair_place(i, 15, 31, 12, 28, 9, 25, 10, 26).to(tl.uint32)
-        w = words[:, :, None]  # [R, BK/8, 1]
-        codes = (((w >> m[None, None, :]) & 1) | (((w >> e0[None, None, :]) & 1) << 1)
-                 | (((w >> e1[None, None, :]) & 1) << 2) | (((w >> s[None, None, :]) & 1) << 3))  # [R, BK/8, 8]
-        return tl.reshape(codes, (ROWS, BLOCK_K)).to(tl.uint16)
-
-    @triton.jit
-    def _mxfp4_scales(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K: tl.constexpr):
-        """The E8M0 scale bytes of rows `rows` over columns [k0, k0 + BLOCK_K) -> int32 [R, BK/32] (0 past K)."""
-        blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
-        scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
-                        mask=row_ok[:, None] & (blocks[None, :] < K // 32), other=0)  # [R, BK/32]
-        return scale.to(tl.int32)
-
-    @triton.jit
-    def _weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
-                     ROWS: tl.constexpr, BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                     MXFP4_PTX: tl.constexpr, scales=None, W_TMA: tl.constexpr = False, row0=0):
-        """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> [ROWS, BLOCK_K]
-        in DOT_DTYPE, zero where masked. MXFP4 and NVFP4 are decoded here: E2M1 code c = sign(c & 8) x magnitude
-        (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times the
-        block scale (2^(scale - 127) per 32 columns, or an E4M3 value per 16). Both formats' codes are in mma-pair
-        order (`formats.mxfp4_mma_pairs`). MXFP4_PTX: through `_MXFP4_PAIRS_TO_BF16_PTX`, the weights times 2^-64
-        (the caller multiplies its accumulators by MXFP4_PAIRS_ACC_SCALE); NVFP4 with PTX: through
-        `_NVFP4_PAIRS_TO_BF16_PTX`, the weights times 2^-7 (the caller's factor NVFP4_PAIRS_ACC_SCALE); else
-        through float16 bit patterns and float32 (the interpreter, and MXFP4 with float16 dots). All are exact
-        (E2M1 x E4M3 has at most 6 significant bits). FP8 (and dense) weights are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the
-        GPU; its scales are applied per K step by the kernels). W_TMA: w_ptr is a tensor descriptor of the weights
-        as [E * N, K] (packed: [E * N, K / 2] bytes) and the tile is its block at row expert * N + row0 (`rows` =
-        row0 + arange, unmasked: rows past N only feed masked outputs)."""
-        if MXFP4 or NVFP4:
-            if W_TMA:
-                packed = w_ptr.load([(expert * N + row0).to(tl.int32), k0 // 2])  # [R, BK/2] uint8
-            else:
-                byte_cols = k0 // 2 + tl.arange(0, BLOCK_K // 2)  # [BK/2]
-                ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
-                packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
-                                 mask=ok, other=0)  # [R, BK/2] uint8
-            if MXFP4_PTX:  # `scales`: _mxfp4_scales of this tile, from the caller (see _SCALES_AHEAD_BLOCK_M)
-                scale = tl.reshape(tl.broadcast_to(scales[:, :, None], (ROWS, BLOCK_K // 32, 16)),
-                                   (ROWS, BLOCK_K // 2))  # each byte's block scale
-                low, high = tl.inline_asm_elementwise(_MXFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r,r,r",
-                                                      [packed, scale], dtype=(tl.bfloat16, tl.bfloat16),
-                                                      is_pure=True, pack=4)
-                # low: columns 8g + 0..3 of word g, high: 8g + 4..7 (each register one adjacent pair)
-                value = tl.join(tl.reshape(low, (ROWS, BLOCK_K // 8, 4)), tl.reshape(high, (ROWS, BLOCK_K // 8, 4)))
-                value = tl.reshape(tl.permute(value, (0, 1, 3, 2)), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # [R, BK]
-            elif PTX and NVFP4:  # the caller multiplies its accumulators by _NVFP4_ACC
-                factor = _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K,
-                                       _NVFP4_FACTOR).to(tl.bfloat16)  # [R, BK/16], exact
-                # each byte's scale: the 8 bytes of a 16-value block share it
-                factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 16, 8)),
-                                    (ROWS, BLOCK_K // 2))
-                low, high = tl.inline_asm_elementwise(_NVFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r", [packed, factor],
-                                                      dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
-                # as MXFP4's: low = columns 8g + 0..3 of word g, high = 8g + 4..7
-                value = tl.join(tl.reshape(low, (ROWS, BLOCK_K // 8, 4)), tl.reshape(high, (ROWS, BLOCK_K // 8, 4)))
-                value = tl.reshape(tl.permute(value, (0, 1, 3, 2)), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # [R, BK]
-            else:
-                codes = _mma_pair_codes(packed, ROWS, BLOCK_K)  # [R, BK] (MXFP4 and NVFP4: mma-pair order)
-                # E2M1 bits s e e m placed as a float16 (exponent field e, mantissa msb m, sign on top): reads
-                # 2^(e-15) (1 + m/2), or the subnormal (m/2) 2^-14 when e == 0: the E2M1 value times 2^-14
-                half = (((codes & 7) << 9) | ((codes & 8) << 12)).to(tl.float16, bitcast=True)  # [R, BK]
-                value = half.to(tl.float32) * 16384.0  # exact: back to the E2M1 value
-                factor = _block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K)  # [R, BK/SB]
-                if NVFP4:
-                    value = tl.reshape(value, (ROWS, BLOCK_K // 16, 16)) * factor[:, :, None]
-                else:
-                    value = tl.reshape(value, (ROWS, BLOCK_K // 32, 32)) * factor[:, :, None]
-                value = tl.reshape(value, (ROWS, BLOCK_K)).to(DOT_DTYPE)
-        elif W_TMA:
-            value = w_ptr.load([(expert * N + row0).to(tl.int32), k0]).to(DOT_DTYPE)  # [ROWS, BK]
-        else:
-            cols = k0 + tl.arange(0, BLOCK_K)
-            value = tl.load(w_ptr + expert * N * K + rows[:, None] * K + cols[None, :],
-                            mask=row_ok[:, None] & (cols[None, :] < K), other=0.0).to(DOT_DTYPE)
-        return value
-
-    @triton.jit
-    def _fp8_step_scales(as_ptr, s_ptr, expert, act_rows, act_ok, rows, row_ok, row0, k0, N, K, stride_as,
-                         SCALE_ROWS: tl.constexpr, ONE_SCALE: tl.constexpr, SWAP_AB: tl.constexpr):
-        """The factor of one 128-column step of an FP8 GEMM: activation scale x weight scale, from the per-token
-        scales [T, K/128] and the weights' scales [E, K/128, N / SCALE_ROWS] (one per SCALE_ROWS kernel rows).
-        ONE_SCALE (the tile's rows [row0, row0 + BLOCK_N) share one scale): [BM, 1] (or [1, BM] with SWAP_AB),
-        one product per assignment; else the outer product [BM, R] (or [R, BM]). The products are the same floats
-        either way, and so is the caller's FFMA; the per-tile factor saves a multiply per accumulator element and
-        the registers of the factor tile (the tuned FP8 config spilled with it)."""
-        a_s = tl.load(as_ptr + act_rows * stride_as + k0 // 128, mask=act_ok, other=0.0)  # [BM]
-        w_s_ptr = s_ptr + expert * (K // 128) * (N // SCALE_ROWS) + (k0 // 128) * (N // SCALE_ROWS)
-        if ONE_SCALE:
-            w_s = tl.load(w_s_ptr + row0 // SCALE_ROWS)  # scalar
-            if SWAP_AB:
-                factor = a_s[None, :] * w_s
-            else:
-                factor = a_s[:, None] * w_s
-        else:
-            w_s = tl.load(w_s_ptr + rows // SCALE_ROWS, mask=row_ok, other=0.0)  # [R]
-            if SWAP_AB:
-                factor = w_s[:, None] * a_s[None, :]
-            else:
-                factor = a_s[:, None] * w_s[None, :]
-        return factor
-
-    @triton.jit
-    def _act_tile(a_ptr, as_ptr, rows, row_ok, kk, K, stride_a, stride_as, A_MXFP8: tl.constexpr,
-                  DOT_DTYPE: tl.constexpr, SWAP_AB: tl.constexpr):
-        """Activation rows `rows` [BM], columns kk [BK] -> [BM, BK] in DOT_DTYPE, or [BK, BM] with SWAP_AB
-        (MXFP8: e4m3 x 2^(scale - 127); FP8 with per-128 scales: the e4m3 values, scaled per step by the
-        kernels)."""
-        if SWAP_AB:
-            ok = (kk[:, None] < K) & row_ok[None, :]
-            offsets = rows[None, :] * stride_a + kk[:, None]
-            scale_offsets = rows[None, :] * stride_as + (kk // 32)[:, None]
-        else:
-            ok = row_ok[:, None] & (kk[None, :] < K)
-            offsets = rows[:, None] * stride_a + kk[None, :]
-            scale_offsets = rows[:, None] * stride_as + (kk // 32)[None, :]
-        a = tl.load(a_ptr + offsets, mask=ok, other=0.0)
-        if A_MXFP8:
-            scale = tl.load(as_ptr + scale_offsets, mask=ok, other=127)
-            a = a.to(tl.float32) * tl.exp2(scale.to(tl.float32) - 127.0)
-        return a.to(DOT_DTYPE)
-
-    @triton.jit
-    def _mma(acc, w, a, PRECISION: tl.constexpr, SWAP_AB: tl.constexpr):
-        """acc + a @ w^T ([BM, R]), or with SWAP_AB acc + w @ a ([R, BM], a given as [BK, BM])."""
-        if SWAP_AB:
-            acc = tl.dot(w, a, acc, input_precision=PRECISION)
-        else:
-            acc = tl.dot(a, tl.trans(w), acc, input_precision=PRECISION)
-        return acc
 
     @triton.jit
     def _tile_of(pid, num_m, num_n, group_m):
@@ -528,26 +310,6 @@ if triton is not None:
         first_m = (pid // per_group) * group_m
         rows_in_group = tl.minimum(num_m - first_m, group_m)
         return first_m + (pid % per_group) % rows_in_group, (pid % per_group) // rows_in_group
-
-    @triton.jit
-    def _zeros(ROWS: tl.constexpr, BLOCK_M: tl.constexpr, SWAP_AB: tl.constexpr):
-        if SWAP_AB:
-            acc = tl.zeros([ROWS, BLOCK_M], dtype=tl.float32)
-        else:
-            acc = tl.zeros([BLOCK_M, ROWS], dtype=tl.float32)
-        return acc
-
-    @triton.jit
-    def _rows_last(acc, SWAP_AB: tl.constexpr):
-        """The accumulator as [BM, R] whichever orientation it was computed in."""
-        if SWAP_AB:
-            acc = tl.trans(acc)
-        return acc
-
-    # Orientation (SWAP_AB, a tuned choice): activations x weights^T ([BM, BK] x [BK, R]), or the transposed
-    # product weights x activations^T ([R, BK] x [BK, BM]), where the decoded weights are the left operand
-    # (Hopper's wgmma reads it from registers) and the assignments the narrow side (16 for decode). The
-    # epilogues work on [BM, R] either way.
 
     @triton.jit
     def _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M: tl.constexpr):
@@ -606,11 +368,11 @@ if triton is not None:
                         K_PART: tl.constexpr):
         """GEMM 1's K loop over columns [k_lo, k_lo + K_PART) as two dots a step (gate rows, up rows) -> the
         float32 sums (gate, up), [BM, BN] each."""
-        acc_gate = _zeros(BLOCK_N, BM, SWAP_AB)
-        acc_up = _zeros(BLOCK_N, BM, SWAP_AB)
+        acc_gate = zeros(BLOCK_N, BM, SWAP_AB)
+        acc_up = zeros(BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
-            s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k_lo, 2 * I, H, BLOCK_K)
-            s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k_lo, 2 * I, H, BLOCK_K)
+            s_gate_next = mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k_lo, 2 * I, H, BLOCK_K)
+            s_up_next = mxfp4_scales(s_ptr, expert, up_rows, n_ok, k_lo, 2 * I, H, BLOCK_K)
         else:
             s_gate_next = 0
             s_up_next = 0
@@ -620,27 +382,27 @@ if triton is not None:
             s_gate = s_gate_next
             s_up = s_up_next
             if MXFP4_PTX and BM < _SCALES_AHEAD_BLOCK_M:
-                s_gate = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, BLOCK_K)
-                s_up = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_K)
-            a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-            w_gate = _weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
+                s_gate = mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, BLOCK_K)
+                s_up = mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_K)
+            a = act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
+            w_gate = weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
                                   BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate, W_TMA, gate_row0)  # [BN, BK]
-            w_up = _weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
+            w_up = weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
                                 BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up, W_TMA, up_row0)
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-                s_gate_next = _mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
-                s_up_next = _mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                s_gate_next = mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                s_up_next = mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
             if FP8_SCALE_ROWS:  # one 128-column step: its dots in float32, scaled, then added
-                acc_gate += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                acc_gate += mma(zeros(BLOCK_N, BM, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * fp8_step_scales(
                     xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, gate_row0, k0, 2 * I, H, stride_xs,
                     FP8_SCALE_ROWS, FP8_SCALE_ROWS % BLOCK_N == 0 and I % BLOCK_N == 0, SWAP_AB)
-                acc_up += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w_up, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                acc_up += mma(zeros(BLOCK_N, BM, SWAP_AB), w_up, a, PRECISION, SWAP_AB) * fp8_step_scales(
                     xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, up_row0, k0, 2 * I, H, stride_xs,
                     FP8_SCALE_ROWS, FP8_SCALE_ROWS % BLOCK_N == 0 and I % BLOCK_N == 0, SWAP_AB)
             else:
-                acc_gate = _mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
-                acc_up = _mma(acc_up, w_up, a, PRECISION, SWAP_AB)
-        return _rows_last(acc_gate, SWAP_AB), _rows_last(acc_up, SWAP_AB)  # [BM, BN] each
+                acc_gate = mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
+                acc_up = mma(acc_up, w_up, a, PRECISION, SWAP_AB)
+        return rows_last(acc_gate, SWAP_AB), rows_last(acc_up, SWAP_AB)  # [BM, BN] each
 
     @triton.jit
     def _gemm1_one_dot(x_ptr, xs_ptr, w_ptr, s_ptr, expert, token, m_ok, gate_rows, size, n_ok, stride_x,
@@ -656,9 +418,9 @@ if triton is not None:
         half = tl.arange(0, 2 * BLOCK_N) // BLOCK_N  # [2BN] 0: gate, 1: up
         both_rows = tl.reshape(tl.broadcast_to(gate_rows[None, :], (2, BLOCK_N)), (2 * BLOCK_N,)) + half * size
         both_ok = tl.reshape(tl.broadcast_to(n_ok[None, :], (2, BLOCK_N)), (2 * BLOCK_N,))
-        acc = _zeros(2 * BLOCK_N, BM, SWAP_AB)
+        acc = zeros(2 * BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-            s_next = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k_lo, 2 * I, H, BLOCK_K)
+            s_next = mxfp4_scales(s_ptr, expert, both_rows, both_ok, k_lo, 2 * I, H, BLOCK_K)
         else:
             s_next = 0
         for step in range(0, K_PART, BLOCK_K):
@@ -666,40 +428,20 @@ if triton is not None:
             kk = k0 + tl.arange(0, BLOCK_K)
             s_w = s_next
             if MXFP4_PTX and BM < _SCALES_AHEAD_BLOCK_M:
-                s_w = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, BLOCK_K)
-            a = _act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-            w = _weight_tile(w_ptr, s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, MXFP4, NVFP4, 2 * BLOCK_N,
+                s_w = mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, BLOCK_K)
+            a = act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
+            w = weight_tile(w_ptr, s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, MXFP4, NVFP4, 2 * BLOCK_N,
                              BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_w, W_TMA, gate_row0)  # [2BN, BK]
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-                s_next = _mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                s_next = mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
             if FP8_SCALE_ROWS:
-                acc += _mma(_zeros(2 * BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                acc += mma(zeros(2 * BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * fp8_step_scales(
                     xs_ptr, s_ptr, expert, token, m_ok, both_rows, both_ok, 0, k0, 2 * I, H, stride_xs,
                     FP8_SCALE_ROWS, False, SWAP_AB)  # gate and up rows: two scales
             else:
-                acc = _mma(acc, w, a, PRECISION, SWAP_AB)
-        both = tl.permute(tl.reshape(_rows_last(acc, SWAP_AB), (BM, 2, BLOCK_N)), (0, 2, 1))  # [BM, BN, 2]
+                acc = mma(acc, w, a, PRECISION, SWAP_AB)
+        both = tl.permute(tl.reshape(rows_last(acc, SWAP_AB), (BM, 2, BLOCK_N)), (0, 2, 1))  # [BM, BN, 2]
         return tl.split(both)  # gate, up: [BM, BN] each
-
-    @triton.jit
-    def _split_store(partial_ptr, slab, acc, ROWS: tl.constexpr, COLS: tl.constexpr):
-        """Store a float32 partial sum [ROWS, COLS] as slab `slab` (int64) of the split-K workspace."""
-        tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]  # [ROWS, COLS] offsets
-        tl.store(partial_ptr + slab * (ROWS * COLS) + tile, acc)
-
-    @triton.jit
-    def _split_load(partial_ptr, slab, ROWS: tl.constexpr, COLS: tl.constexpr):
-        """Slab `slab` of the split-K workspace -> [ROWS, COLS] float32 (read through L2: another SM wrote it)."""
-        tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
-        return tl.load(partial_ptr + slab * (ROWS * COLS) + tile, cache_modifier=".cg")
-
-    @triton.jit
-    def _last_ticket(counter_ptr, tile_id, SPLIT_K: tl.constexpr):
-        """Take the tile's ticket after this program's partial sums are stored: whether it is the tile's last
-        program (then every other part is visible to it: release and acquire on the counter)."""
-        tl.debug_barrier()  # every thread's part is stored before the ticket is taken
-        ticket = tl.atomic_add(counter_ptr + tile_id, 1, sem="acq_rel", scope="gpu")
-        return ticket == SPLIT_K - 1
 
     @triton.jit
     def _gemm1_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, out_ptr, partial_ptr, counter_ptr,
@@ -740,15 +482,12 @@ if triton is not None:
                                        MXFP4_PTX, SWAP_AB, W_TMA, k_lo, K_PART)
         if SPLIT_K > 1:  # slabs 2 (tile x SPLIT_K + part) and the next: this part's gate and up sums
             tile_id = (pid_m * num_n + pid_n).to(tl.int64)
-            _split_store(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)), gate, BM, BLOCK_N)
-            _split_store(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)) + 1, up, BM, BLOCK_N)
-            if _last_ticket(counter_ptr, tile_id, SPLIT_K):
-                gate_sum = _split_load(partial_ptr, 2 * tile_id * SPLIT_K, BM, BLOCK_N)
-                up_sum = _split_load(partial_ptr, 2 * tile_id * SPLIT_K + 1, BM, BLOCK_N)
-                for i in tl.static_range(1, SPLIT_K):  # in order: the same sum whichever program finished last
-                    gate_sum += _split_load(partial_ptr, 2 * (tile_id * SPLIT_K + i), BM, BLOCK_N)
-                    up_sum += _split_load(partial_ptr, 2 * (tile_id * SPLIT_K + i) + 1, BM, BLOCK_N)
-                tl.atomic_xchg(counter_ptr + tile_id, 0, sem="relaxed", scope="gpu")  # zero for the next call
+            store_part(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)), gate, BM, BLOCK_N)
+            store_part(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)) + 1, up, BM, BLOCK_N)
+            if last_ticket(counter_ptr, tile_id, SPLIT_K):  # the tile's last program: the other parts are visible
+                gate_sum = sum_parts(partial_ptr, 2 * tile_id * SPLIT_K, SPLIT_K, BM, BLOCK_N, 2)  # in order
+                up_sum = sum_parts(partial_ptr, 2 * tile_id * SPLIT_K + 1, SPLIT_K, BM, BLOCK_N, 2)
+                reset_ticket(counter_ptr, tile_id)
                 _gemm1_finish(gate_sum, up_sum, bias_ptr, row_scale_ptr, out_ptr, expert, assign, m_ok, group, cols,
                               n_ok, gate_rows, up_rows, limit, alpha, I, NVFP4, GROUP, PTX, MXFP4_PTX, HAS_BIAS,
                               SILU, ROW_SCALE)
@@ -764,11 +503,11 @@ if triton is not None:
         """GEMM 1's epilogue on the float32 sums over K (gate, up [BM, BN]): the decode's factor, NVFP4's row
         scale, the bias, the activation; stores the tile's rows of inter."""
         if MXFP4_PTX:  # the decode gave the weights times 2^-64 (exact: a power of two on float32)
-            gate *= _PAIRS_ACC
-            up *= _PAIRS_ACC
+            gate *= PAIRS_ACC
+            up *= PAIRS_ACC
         if PTX and NVFP4:  # times 2^-7
-            gate *= _NVFP4_ACC
-            up *= _NVFP4_ACC
+            gate *= NVFP4_ACC
+            up *= NVFP4_ACC
         if ROW_SCALE:  # NVFP4's global scale, constant along K
             gate *= tl.load(row_scale_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0)[None, :]
             up *= tl.load(row_scale_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0)[None, :]
@@ -835,9 +574,9 @@ if triton is not None:
         rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN] output columns = weight rows
         n_ok = rows < H
         k_lo = tl.program_id(1) * K_PART if SPLIT_K > 1 else 0
-        acc = _zeros(BLOCK_N, BM, SWAP_AB)
+        acc = zeros(BLOCK_N, BM, SWAP_AB)
         if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-            s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, k_lo, H, I, BLOCK_K)
+            s_w_next = mxfp4_scales(s_ptr, expert, rows, n_ok, k_lo, H, I, BLOCK_K)
         else:
             s_w_next = 0
         for step in range(0, K_PART, BLOCK_K):
@@ -845,27 +584,25 @@ if triton is not None:
             kk = k0 + tl.arange(0, BLOCK_K)
             s_w = s_w_next
             if MXFP4_PTX and BM < _SCALES_AHEAD_BLOCK_M:
-                s_w = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_K)
-            a = _act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
-            w = _weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
+                s_w = mxfp4_scales(s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_K)
+            a = act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
+            w = weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
                              DOT_DTYPE, PTX, MXFP4_PTX, s_w, W_TMA, pid_n * BLOCK_N)
             if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-                s_w_next = _mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
+                s_w_next = mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
             if FP8_SCALE_ROWS:
-                acc += _mma(_zeros(BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * _fp8_step_scales(
+                acc += mma(zeros(BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * fp8_step_scales(
                     xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, pid_n * BLOCK_N, k0, H, I, stride_xs,
                     FP8_SCALE_ROWS, FP8_SCALE_ROWS % BLOCK_N == 0, SWAP_AB)
             else:
-                acc = _mma(acc, w, a, PRECISION, SWAP_AB)
-        acc = _rows_last(acc, SWAP_AB)  # [BM, BN]
+                acc = mma(acc, w, a, PRECISION, SWAP_AB)
+        acc = rows_last(acc, SWAP_AB)  # [BM, BN]
         if SPLIT_K > 1:  # slab tile x SPLIT_K + part: this part's sums
             tile_id = (pid_m * num_n + pid_n).to(tl.int64)
-            _split_store(partial_ptr, tile_id * SPLIT_K + tl.program_id(1), acc, BM, BLOCK_N)
-            if _last_ticket(counter_ptr, tile_id, SPLIT_K):
-                total = _split_load(partial_ptr, tile_id * SPLIT_K, BM, BLOCK_N)
-                for i in tl.static_range(1, SPLIT_K):  # in order: the same sum whichever program finished last
-                    total += _split_load(partial_ptr, tile_id * SPLIT_K + i, BM, BLOCK_N)
-                tl.atomic_xchg(counter_ptr + tile_id, 0, sem="relaxed", scope="gpu")  # zero for the next call
+            store_part(partial_ptr, tile_id * SPLIT_K + tl.program_id(1), acc, BM, BLOCK_N)
+            if last_ticket(counter_ptr, tile_id, SPLIT_K):  # the tile's last program: the other parts are visible
+                total = sum_parts(partial_ptr, tile_id * SPLIT_K, SPLIT_K, BM, BLOCK_N)  # in order
+                reset_ticket(counter_ptr, tile_id)
                 _gemm2_finish(total, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, expert, assign, m_ok, rows, n_ok,
                               H, NVFP4, PTX, MXFP4_PTX, HAS_BIAS, ROW_SCALE)
         else:
@@ -879,9 +616,9 @@ if triton is not None:
         """GEMM 2's epilogue on the float32 sums over K [BM, BN]: the decode's factor, NVFP4's row scale, the
         bias, each assignment's routing weight; stores the tile's rows."""
         if MXFP4_PTX:
-            acc *= _PAIRS_ACC
+            acc *= PAIRS_ACC
         if PTX and NVFP4:
-            acc *= _NVFP4_ACC
+            acc *= NVFP4_ACC
         if ROW_SCALE:
             acc *= tl.load(row_scale_ptr + expert * H + rows, mask=n_ok, other=0.0)[None, :]
         if HAS_BIAS:

@@ -36,6 +36,7 @@ try:  # CPU installs without triton keep the torch reference
 
     from quickmoe.kernels.pdl import pdl_wait
     from quickmoe.kernels.routing import select_and_store_topk
+    from quickmoe.kernels.tickets import last_ticket, reset_ticket, store_part, sum_parts
 except ImportError:  # pragma: no cover - exercised only where triton is absent
     triton = None
 
@@ -174,15 +175,10 @@ if triton is not None:
             w = tl.load(weight_ptr + cols[:, None] * stride_e + hs[None, :], mask=col_ok[:, None] & h_ok[None, :],
                         other=0.0)  # [BE, BH]
             acc = tl.dot(x.to(DOT_DTYPE), tl.trans(w.to(DOT_DTYPE)), acc, input_precision=PRECISION)  # [BT, BE]
-        tile = lanes[:, None] * BLOCK_E + cols[None, :]  # [BT, BE] offsets of one partial
-        tl.store(partial_ptr + (block * SPLIT + part) * BLOCK_T * BLOCK_E + tile, acc)
-        tl.debug_barrier()  # every thread's partial is stored before the ticket is taken
-        ticket = tl.atomic_add(counter_ptr + block, 1, sem="acq_rel", scope="gpu")
-        if ticket == SPLIT - 1:  # the last of the block's programs: the others' partials are visible
-            logits = tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.float32)
-            for i in tl.static_range(SPLIT):  # in order: the same sum whichever program finished last
-                logits += tl.load(partial_ptr + (block * SPLIT + i) * BLOCK_T * BLOCK_E + tile, cache_modifier=".cg")
-            tl.atomic_xchg(counter_ptr + block, 0, sem="relaxed", scope="gpu")  # zero for the next call
+        store_part(partial_ptr, block * SPLIT + part, acc, BLOCK_T, BLOCK_E)  # slab: block x SPLIT + part
+        if last_ticket(counter_ptr, block, SPLIT):  # the last of the block's programs: the others' partials are visible
+            logits = sum_parts(partial_ptr, block * SPLIT, SPLIT, BLOCK_T, BLOCK_E)  # in order
+            reset_ticket(counter_ptr, block)
             if HAS_BIAS:
                 logits += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
             logits = logits.to(OUT_DTYPE).to(tl.float32)  # rounded as F.linear's output is

@@ -1,11 +1,12 @@
 """Ticket counters: the workspace of kernels whose last program to finish a piece of work completes it.
 
-Such a kernel (the router, `kernels/router.py`; decode attention's combine, `kernels/decode_attention.py`) has
-several programs write partial results for one piece of work, then each takes a ticket (an atomic add with
-release and acquire semantics on the piece's counter, after a barrier that orders its stores); the program
-that draws the last ticket reads the others' partials in a fixed order, finishes the piece, and sets the counter
-back to zero. So the counters are zero between calls, and one launch does the work of two without a second
-kernel's launch and wait.
+Such a kernel (the router, `kernels/router.py`; the FP8 dense GEMM and the MoE GEMMs with K in parts,
+`kernels/fp8_gemm.py`, `kernels/moe_gemm.py`) has several programs write float32 partial results for one piece of
+work (`store_part`), then each takes a ticket (`last_ticket`: an atomic add with release and acquire semantics on
+the piece's counter, after a barrier that orders its stores); the program that draws the last ticket reads the
+others' partials in a fixed order (`sum_parts`: the same sum whichever program finished last), finishes the piece,
+and sets the counter back to zero (`reset_ticket`). So the counters are zero between calls, and one launch does the
+work of two without a second kernel's launch and wait.
 
 `ticket_counters(device, name)` is one zeroed int32 workspace per (device, kernel), made on first use (never
 inside a CUDA graph capture: the warm-up before a capture makes it). Calls on one device must run one at a time
@@ -15,6 +16,12 @@ inside a CUDA graph capture: the warm-up before a capture makes it). Calls on on
 from __future__ import annotations
 
 import torch
+
+try:  # CPU installs without triton keep the host side
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
 
 __all__ = ["MAX_TICKETS", "ticket_counters"]
 
@@ -32,3 +39,37 @@ def ticket_counters(device: torch.device, name: str) -> torch.Tensor:
                                "first (the warm-up before a capture does)")
         counters = _WORKSPACES[key] = torch.zeros(MAX_TICKETS, dtype=torch.int32, device=key[0])
     return counters
+
+
+if triton is not None:
+
+    @triton.jit
+    def store_part(partial_ptr, slab, part, ROWS: tl.constexpr, COLS: tl.constexpr):
+        """Store a float32 partial result `part` [ROWS, COLS] as slab `slab` of the workspace (slabs of ROWS x COLS
+        values, row-major)."""
+        tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]  # [ROWS, COLS] offsets
+        tl.store(partial_ptr + slab * (ROWS * COLS) + tile, part)
+
+    @triton.jit
+    def last_ticket(counter_ptr, piece, PARTS: tl.constexpr):
+        """Take the piece's ticket once this program's partials are stored: whether it is the piece's last program
+        (then every other partial is visible to it: release and acquire on the counter)."""
+        tl.debug_barrier()  # every thread's partial is stored before the ticket is taken
+        ticket = tl.atomic_add(counter_ptr + piece, 1, sem="acq_rel", scope="gpu")
+        return ticket == PARTS - 1
+
+    @triton.jit
+    def sum_parts(partial_ptr, first_slab, PARTS: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr,
+                  SLAB_STEP: tl.constexpr = 1):
+        """The sum of slabs first_slab, first_slab + SLAB_STEP, ... (PARTS of them), from zero in that order (the
+        same float32 sum whichever program finished last), read through L2 (other SMs wrote them) -> [ROWS, COLS]."""
+        tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+        total = tl.zeros([ROWS, COLS], dtype=tl.float32)
+        for i in tl.static_range(PARTS):
+            total += tl.load(partial_ptr + (first_slab + i * SLAB_STEP) * (ROWS * COLS) + tile, cache_modifier=".cg")
+        return total
+
+    @triton.jit
+    def reset_ticket(counter_ptr, piece):
+        """Set the piece's counter back to zero for the next call (by its last program, after `sum_parts`)."""
+        tl.atomic_xchg(counter_ptr + piece, 0, sem="relaxed", scope="gpu")
