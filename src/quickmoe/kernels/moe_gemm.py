@@ -25,12 +25,12 @@ rows share one; or dense [E, N, K].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation, launch order, K in parts (`split_k`: several programs per output tile, the
 last one by ticket adding their float32 parts in order, `_split_parts`) and how the weight tiles are loaded come from
-`moe_configs` (tuned data files, else a fallback). Weight tiles may be loaded by TMA (`weight_tma`: a tensor descriptor of the
-weights as [E * N, K], or K / 2 bytes for packed FP4, the tile copied into shared memory by the tensor-memory
-accelerator instead of per-thread loads; on the H200 it made the FP8 GEMMs 6-26% faster at T = 2,048-8,192,
-docs/benchmarks.md, 2026-11-29 sixth session); the activations stay gathered row by row through `sorted_ids`. The
-operand tiles (FP4 decoded by inline PTX on the GPU) come from `kernels/moe_tiles.py`. GEMM 1's column tile is the
-layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
+`moe_configs` (tuned data files, else a fallback). Weight tiles may be loaded by TMA (`weight_tma`: a tensor
+descriptor of the weights as [E * N, K], or K / 2 bytes for packed FP4, the tile copied into shared memory by the
+tensor-memory accelerator instead of per-thread loads; on the H200 it made the FP8 GEMMs 6-26% faster at T =
+2,048-8,192, docs/benchmarks.md, 2026-11-29 sixth session); the activations stay gathered row by row through
+`sorted_ids`. The operand tiles (FP4 decoded by inline PTX on the GPU) come from `kernels/moe_tiles.py`. GEMM 1's
+column tile is the layout's gate/up group, and both GEMMs share the alignment's BLOCK_M.
 Accumulation is float32; outputs are in the activations' dtype. The model's sizes (H, I, k) are
 compile-time constants: one compilation per model shape, K loops with constant bounds.
 """
@@ -411,10 +411,10 @@ if triton is not None:
                        BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
                        MXFP4_PTX: tl.constexpr, SWAP_AB: tl.constexpr, W_TMA: tl.constexpr, gate_row0, k_lo,
                        K_PART: tl.constexpr):
-        """GEMM 1's K loop (columns [k_lo, k_lo + K_PART)) as one dot a step over the gate rows then the up rows ([2 BN] weight rows; up row c
-        lies `size` rows after gate row c) -> the float32 sums (gate, up), [BM, BN] each. W_TMA: the [2 BN] rows are
-        one descriptor block from gate_row0, which needs size == BN (the host checks BLOCK_N == GROUP and no ragged
-        last group), so the up rows follow the gate rows."""
+        """GEMM 1's K loop (columns [k_lo, k_lo + K_PART)) as one dot a step over the gate rows then the up rows
+        ([2 BN] weight rows; up row c lies `size` rows after gate row c) -> the float32 sums (gate, up), [BM, BN]
+        each. W_TMA: the [2 BN] rows are one descriptor block from gate_row0, which needs size == BN (the host
+        checks BLOCK_N == GROUP and no ragged last group), so the up rows follow the gate rows."""
         half = tl.arange(0, 2 * BLOCK_N) // BLOCK_N  # [2BN] 0: gate, 1: up
         both_rows = tl.reshape(tl.broadcast_to(gate_rows[None, :], (2, BLOCK_N)), (2 * BLOCK_N,)) + half * size
         both_ok = tl.reshape(tl.broadcast_to(n_ok[None, :], (2, BLOCK_N)), (2 * BLOCK_N,))
@@ -526,7 +526,8 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["num_assignments", "num_m", "group_m"])
     def _gemm2_kernel(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, partial_ptr,
-                      counter_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n, group_m, stride_x, stride_xs,
+                      counter_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, num_assignments, num_m, num_n,
+                      group_m, stride_x, stride_xs,
                       H: tl.constexpr, I: tl.constexpr, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                       FP8_SCALE_ROWS: tl.constexpr, A_MXFP8: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -541,22 +542,22 @@ if triton is not None:
             if SUB_TILES:  # a tile of few rows: a quarter of them (see _sub_tiles)
                 if _valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M) <= BLOCK_M // 4:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
-                                partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
-                                stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M // 4, BLOCK_N, BLOCK_K,
-                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA,
-                                num_n, SPLIT_K, K_PART)
+                                partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first,
+                                num_assignments, stride_x, stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8,
+                                BLOCK_M // 4, BLOCK_N, BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS,
+                                ROW_SCALE, W_TMA, num_n, SPLIT_K, K_PART)
                 else:
                     _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
-                                partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
-                                stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
-                                PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA,
-                                num_n, SPLIT_K, K_PART)
+                                partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first,
+                                num_assignments, stride_x, stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8,
+                                BLOCK_M, BLOCK_N, BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS,
+                                ROW_SCALE, W_TMA, num_n, SPLIT_K, K_PART)
             else:
                 _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr,
-                            partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first, num_assignments, stride_x,
-                            stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M, BLOCK_N, BLOCK_K,
-                            PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA,
-                                num_n, SPLIT_K, K_PART)
+                            partial_ptr, counter_ptr, sorted_ids_ptr, block_expert_ptr, pid_m, pid_n, first,
+                            num_assignments, stride_x, stride_xs, H, I, MXFP4, NVFP4, FP8_SCALE_ROWS, A_MXFP8, BLOCK_M,
+                            BLOCK_N, BLOCK_K, PRECISION, DOT_DTYPE, PTX, MXFP4_PTX, SWAP_AB, HAS_BIAS, ROW_SCALE, W_TMA,
+                            num_n, SPLIT_K, K_PART)
 
     @triton.jit
     def _gemm2_tile(x_ptr, xs_ptr, w_ptr, s_ptr, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, partial_ptr,

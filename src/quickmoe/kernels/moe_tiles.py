@@ -159,7 +159,7 @@ if triton is not None:
                 ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
                 packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
                                  mask=ok, other=0)  # [R, BK/2] uint8
-            if MXFP4_PTX:  # `scales`: mxfp4_scales of this tile, from the caller (see _SCALES_AHEAD_BLOCK_M)
+            if MXFP4_PTX:  # `scales`: mxfp4_scales of this tile, from the caller (see moe_gemm._SCALES_AHEAD_BLOCK_M)
                 scale = tl.reshape(tl.broadcast_to(scales[:, :, None], (ROWS, BLOCK_K // 32, 16)),
                                    (ROWS, BLOCK_K // 2))  # each byte's block scale
                 low, high = tl.inline_asm_elementwise(MXFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r,r,r",
