@@ -35,7 +35,8 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from quickmoe.kernels import moe_gemm  # noqa: E402
 
 SIGNATURE = {"x_ptr": "*bf16", "xs_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8", "bias_ptr": "*bf16",
-             "row_scale_ptr": "*u8", "out_ptr": "*bf16", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
+             "row_scale_ptr": "*u8", "out_ptr": "*bf16", "partial_ptr": "*fp32", "counter_ptr": "*i32",
+             "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
              "num_padded_ptr": "*i32", "top_k": "i32", "num_assignments": "i32", "num_m": "i32", "num_n": "i32",
              "group_m": "i32", "stride_x": "i32", "stride_xs": "i32", "limit": "fp32", "alpha": "fp32"}
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_x"]
@@ -58,7 +59,9 @@ def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: 
                       MXFP4=mxfp4, NVFP4=nvfp4, FP8_SCALE_ROWS=fp8_scale_rows if fp8 else 0,
                       A_MXFP8=False, GROUP=64, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=128 if fp8 else block_k,
                       PRECISION="tf32", DOT_DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, PTX=True, MXFP4_PTX=mxfp4,
-                      SWAP_AB=swap_ab, HAS_BIAS=mxfp4, SILU=not mxfp4, ROW_SCALE=nvfp4, SUB_TILES=False, PDL=True)
+                      SWAP_AB=swap_ab, HAS_BIAS=mxfp4, SILU=not mxfp4, ROW_SCALE=nvfp4, SUB_TILES=False, W_TMA=False,
+                      SPLIT_K=1, PDL=True)
+    constexprs["K_PART"] = constexprs["H"]  # K in one part
     if "ONE_DOT" in kernel.arg_names:
         constexprs["ONE_DOT"] = one_dot
     names = list(kernel.arg_names)

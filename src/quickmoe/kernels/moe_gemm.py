@@ -60,6 +60,7 @@ try:  # CPU installs without triton keep the torch references
         mma,
         mxfp4_scales,
         rows_last,
+        step_scales,
         weight_tile,
         zeros,
     )
@@ -293,12 +294,15 @@ def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) ->
 
 
 if triton is not None:
-    # Where the K loops get the E8M0 scales of a step (MXFP4 with PTX): decode-sized tiles (BLOCK_M below this)
-    # load them in the step, where Triton's software pipeline copies them into shared memory with the weight
-    # tiles (cp.async, no layout conversion, 2 of gemm 1's 4 barriers per step gone); larger tiles load them one
-    # step ahead into registers. H100, gpt-oss-20b shapes (docs/benchmarks.md, 2026-11-24 fourth session): in
-    # the step, gemm 1 + gemm 2 at T=1 51.1 -> 44.4 us and at T=256 462 -> 424 us; one step ahead, T=1024 722
-    # against 867 us, T=4096 2157 against 2404 us.
+    # Where the K loops get the block scales of a step for the PTX decode (MXFP4's E8M0, NVFP4's E4M3 bytes):
+    # decode-sized tiles (BLOCK_M below this) load them in the step (MXFP4: the caller, NVFP4: `weight_tile`), where
+    # Triton's software pipeline copies them into shared memory with the weight tiles (cp.async, no layout
+    # conversion, 2 of gemm 1's 4 barriers per step gone); larger tiles load them one step ahead into registers
+    # (`step_scales`). H100, gpt-oss-20b shapes (docs/benchmarks.md, 2026-11-24 fourth session): in the step,
+    # gemm 1 + gemm 2 at T=1 51.1 -> 44.4 us and at T=256 462 -> 424 us; one step ahead, T=1024 722 against 867 us,
+    # T=4096 2157 against 2404 us. NVFP4 loaded its scales in the step at every tile until the 2026-11-29 tenth
+    # session; one step ahead took Mixtral-8x7B's layer at T = 4,096 and 8,192 from 6.93 to 5.56 and from 13.34 to
+    # 10.64 ms on the H200, with the same bits.
     _SCALES_AHEAD_BLOCK_M = tl.constexpr(64)
 
     @triton.jit
@@ -370,9 +374,9 @@ if triton is not None:
         float32 sums (gate, up), [BM, BN] each."""
         acc_gate = zeros(BLOCK_N, BM, SWAP_AB)
         acc_up = zeros(BLOCK_N, BM, SWAP_AB)
-        if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
-            s_gate_next = mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k_lo, 2 * I, H, BLOCK_K)
-            s_up_next = mxfp4_scales(s_ptr, expert, up_rows, n_ok, k_lo, 2 * I, H, BLOCK_K)
+        if (MXFP4_PTX or (PTX and NVFP4)) and BM >= _SCALES_AHEAD_BLOCK_M:  # see _SCALES_AHEAD_BLOCK_M
+            s_gate_next = step_scales(s_ptr, expert, gate_rows, n_ok, k_lo, 2 * I, H, NVFP4, BLOCK_K)
+            s_up_next = step_scales(s_ptr, expert, up_rows, n_ok, k_lo, 2 * I, H, NVFP4, BLOCK_K)
         else:
             s_gate_next = 0
             s_up_next = 0
@@ -386,12 +390,14 @@ if triton is not None:
                 s_up = mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, BLOCK_K)
             a = act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
             w_gate = weight_tile(w_ptr, s_ptr, expert, gate_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
-                                  BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate, W_TMA, gate_row0)  # [BN, BK]
+                                  BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_gate, W_TMA, gate_row0,
+                                  NVFP4 and BM >= _SCALES_AHEAD_BLOCK_M)  # [BN, BK]
             w_up = weight_tile(w_ptr, s_ptr, expert, up_rows, n_ok, k0, 2 * I, H, MXFP4, NVFP4, BLOCK_N,
-                                BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up, W_TMA, up_row0)
-            if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-                s_gate_next = mxfp4_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
-                s_up_next = mxfp4_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                                BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_up, W_TMA, up_row0,
+                                NVFP4 and BM >= _SCALES_AHEAD_BLOCK_M)
+            if (MXFP4_PTX or (PTX and NVFP4)) and BM >= _SCALES_AHEAD_BLOCK_M:
+                s_gate_next = step_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, NVFP4, BLOCK_K)
+                s_up_next = step_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, NVFP4, BLOCK_K)
             if FP8_SCALE_ROWS:  # one 128-column step: its dots in float32, scaled, then added
                 acc_gate += mma(zeros(BLOCK_N, BM, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * fp8_step_scales(
                     xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, gate_row0, k0, 2 * I, H, stride_xs,
@@ -419,8 +425,8 @@ if triton is not None:
         both_rows = tl.reshape(tl.broadcast_to(gate_rows[None, :], (2, BLOCK_N)), (2 * BLOCK_N,)) + half * size
         both_ok = tl.reshape(tl.broadcast_to(n_ok[None, :], (2, BLOCK_N)), (2 * BLOCK_N,))
         acc = zeros(2 * BLOCK_N, BM, SWAP_AB)
-        if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-            s_next = mxfp4_scales(s_ptr, expert, both_rows, both_ok, k_lo, 2 * I, H, BLOCK_K)
+        if (MXFP4_PTX or (PTX and NVFP4)) and BM >= _SCALES_AHEAD_BLOCK_M:
+            s_next = step_scales(s_ptr, expert, both_rows, both_ok, k_lo, 2 * I, H, NVFP4, BLOCK_K)
         else:
             s_next = 0
         for step in range(0, K_PART, BLOCK_K):
@@ -431,9 +437,10 @@ if triton is not None:
                 s_w = mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, BLOCK_K)
             a = act_tile(x_ptr, xs_ptr, token, m_ok, kk, H, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
             w = weight_tile(w_ptr, s_ptr, expert, both_rows, both_ok, k0, 2 * I, H, MXFP4, NVFP4, 2 * BLOCK_N,
-                             BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_w, W_TMA, gate_row0)  # [2BN, BK]
-            if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-                s_next = mxfp4_scales(s_ptr, expert, both_rows, both_ok, k0 + BLOCK_K, 2 * I, H, BLOCK_K)
+                             BLOCK_K, DOT_DTYPE, PTX, MXFP4_PTX, s_w, W_TMA, gate_row0,
+                             NVFP4 and BM >= _SCALES_AHEAD_BLOCK_M)  # [2BN, BK]
+            if (MXFP4_PTX or (PTX and NVFP4)) and BM >= _SCALES_AHEAD_BLOCK_M:
+                s_next = step_scales(s_ptr, expert, both_rows, both_ok, k0 + BLOCK_K, 2 * I, H, NVFP4, BLOCK_K)
             if FP8_SCALE_ROWS:
                 acc += mma(zeros(2 * BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * fp8_step_scales(
                     xs_ptr, s_ptr, expert, token, m_ok, both_rows, both_ok, 0, k0, 2 * I, H, stride_xs,
@@ -576,8 +583,8 @@ if triton is not None:
         n_ok = rows < H
         k_lo = tl.program_id(1) * K_PART if SPLIT_K > 1 else 0
         acc = zeros(BLOCK_N, BM, SWAP_AB)
-        if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-            s_w_next = mxfp4_scales(s_ptr, expert, rows, n_ok, k_lo, H, I, BLOCK_K)
+        if (MXFP4_PTX or (PTX and NVFP4)) and BM >= _SCALES_AHEAD_BLOCK_M:
+            s_w_next = step_scales(s_ptr, expert, rows, n_ok, k_lo, H, I, NVFP4, BLOCK_K)
         else:
             s_w_next = 0
         for step in range(0, K_PART, BLOCK_K):
@@ -588,9 +595,10 @@ if triton is not None:
                 s_w = mxfp4_scales(s_ptr, expert, rows, n_ok, k0, H, I, BLOCK_K)
             a = act_tile(x_ptr, xs_ptr, assign, m_ok, kk, I, stride_x, stride_xs, A_MXFP8, DOT_DTYPE, SWAP_AB)
             w = weight_tile(w_ptr, s_ptr, expert, rows, n_ok, k0, H, I, MXFP4, NVFP4, BLOCK_N, BLOCK_K,
-                             DOT_DTYPE, PTX, MXFP4_PTX, s_w, W_TMA, pid_n * BLOCK_N)
-            if MXFP4_PTX and BM >= _SCALES_AHEAD_BLOCK_M:
-                s_w_next = mxfp4_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, BLOCK_K)
+                             DOT_DTYPE, PTX, MXFP4_PTX, s_w, W_TMA, pid_n * BLOCK_N,
+                             NVFP4 and BM >= _SCALES_AHEAD_BLOCK_M)
+            if (MXFP4_PTX or (PTX and NVFP4)) and BM >= _SCALES_AHEAD_BLOCK_M:
+                s_w_next = step_scales(s_ptr, expert, rows, n_ok, k0 + BLOCK_K, H, I, NVFP4, BLOCK_K)
             if FP8_SCALE_ROWS:
                 acc += mma(zeros(BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * fp8_step_scales(
                     xs_ptr, s_ptr, expert, assign, m_ok, rows, n_ok, pid_n * BLOCK_N, k0, H, I, stride_xs,

@@ -93,10 +93,7 @@ if triton is not None:
         """The scales of rows `rows` over columns [k0, k0 + BLOCK_K) as float32 [R, BLOCK_K / SB]: E8M0 per 32
         columns (MXFP4, 2^(s - 127)) or E4M3 per 16 (NVFP4; times TIMES), transposed [E, K/SB, N] in memory."""
         if NVFP4:
-            blocks = k0 // 16 + tl.arange(0, BLOCK_K // 16)  # [BK/16]
-            raw = tl.load(s_ptr + expert * (K // 16) * N + blocks[None, :] * N + rows[:, None],
-                          mask=row_ok[:, None] & (blocks[None, :] < K // 16), other=0x38)  # 0x38: 1.0
-            factor = e4m3_to_float(raw, TIMES)
+            factor = e4m3_to_float(nvfp4_scale_bytes(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K), TIMES)
         else:
             blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
             scale = tl.load(s_ptr + expert * (K // 32) * N + blocks[None, :] * N + rows[:, None],
@@ -128,6 +125,23 @@ if triton is not None:
         return tl.reshape(codes, (ROWS, BLOCK_K)).to(tl.uint16)
 
     @triton.jit
+    def nvfp4_scale_bytes(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K: tl.constexpr):
+        """The E4M3 scale bytes of rows `rows` over columns [k0, k0 + BLOCK_K) -> uint8 [R, BK/16] (1.0 past K)."""
+        blocks = k0 // 16 + tl.arange(0, BLOCK_K // 16)  # [BK/16]
+        return tl.load(s_ptr + expert * (K // 16) * N + blocks[None, :] * N + rows[:, None],
+                       mask=row_ok[:, None] & (blocks[None, :] < K // 16), other=0x38)  # 0x38: 1.0
+
+    @triton.jit
+    def step_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4: tl.constexpr, BLOCK_K: tl.constexpr):
+        """The block scales the PTX decode of a K step takes from its caller (`weight_tile`'s `scales`): NVFP4's
+        E4M3 bytes [R, BK/16], else MXFP4's E8M0 bytes as int32 [R, BK/32]."""
+        if NVFP4:
+            scales = nvfp4_scale_bytes(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K)
+        else:
+            scales = mxfp4_scales(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K)
+        return scales
+
+    @triton.jit
     def mxfp4_scales(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K: tl.constexpr):
         """The E8M0 scale bytes of rows `rows` over columns [k0, k0 + BLOCK_K) -> int32 [R, BK/32] (0 past K)."""
         blocks = k0 // 32 + tl.arange(0, BLOCK_K // 32)  # [BK/32]
@@ -138,7 +152,8 @@ if triton is not None:
     @triton.jit
     def weight_tile(w_ptr, s_ptr, expert, rows, row_ok, k0, N, K, MXFP4: tl.constexpr, NVFP4: tl.constexpr,
                      ROWS: tl.constexpr, BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, PTX: tl.constexpr,
-                     MXFP4_PTX: tl.constexpr, scales=None, W_TMA: tl.constexpr = False, row0=0):
+                     MXFP4_PTX: tl.constexpr, scales=None, W_TMA: tl.constexpr = False, row0=0,
+                     NVFP4_SCALES: tl.constexpr = False):
         """Rows `rows` [ROWS] of expert `expert`'s [N, K] weight, columns [k0, k0 + BLOCK_K) -> [ROWS, BLOCK_K]
         in DOT_DTYPE, zero where masked. MXFP4 and NVFP4 are decoded here: E2M1 code c = sign(c & 8) x magnitude
         (exponent e = (c >> 1) & 3, mantissa m = c & 1: e == 0 -> m / 2, else 2^(e-1) (1 + m / 2)), times the
@@ -169,8 +184,11 @@ if triton is not None:
                 value = tl.join(tl.reshape(low, (ROWS, BLOCK_K // 8, 4)), tl.reshape(high, (ROWS, BLOCK_K // 8, 4)))
                 value = tl.reshape(tl.permute(value, (0, 1, 3, 2)), (ROWS, BLOCK_K)).to(DOT_DTYPE)  # [R, BK]
             elif PTX and NVFP4:  # the caller multiplies its accumulators by NVFP4_ACC
-                factor = block_scales(s_ptr, expert, rows, row_ok, k0, N, K, NVFP4, BLOCK_K,
-                                       NVFP4_FACTOR).to(tl.bfloat16)  # [R, BK/16], exact
+                if NVFP4_SCALES:  # `scales`: nvfp4_scale_bytes of this tile, loaded a step ahead by the caller
+                    raw = scales
+                else:
+                    raw = nvfp4_scale_bytes(s_ptr, expert, rows, row_ok, k0, N, K, BLOCK_K)
+                factor = e4m3_to_float(raw, NVFP4_FACTOR).to(tl.bfloat16)  # [R, BK/16], exact
                 # each byte's scale: the 8 bytes of a 16-value block share it
                 factor = tl.reshape(tl.broadcast_to(factor[:, :, None], (ROWS, BLOCK_K // 16, 8)),
                                     (ROWS, BLOCK_K // 2))
