@@ -284,6 +284,9 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     # the 120b's MXFP4 (its own H200 files since), with T = 128 back on 16 rows
     ("qwen3-30b-a3b", "nvfp4", 4), ("qwen3-30b-a3b", "nvfp4", 32), ("qwen3-30b-a3b", "nvfp4", 128),
     ("mixtral-8x7b", "nvfp4", 4), ("mixtral-8x7b", "nvfp4", 32),
+    # Mixtral NVFP4's H200 tiles of 256 rows on 8 warps from T = 1,024 (2026-11-29, tenth session: the scales one
+    # K step ahead): key 1,536
+    ("mixtral-8x7b", "nvfp4", 1536),
     ("gpt-oss-120b", "mxfp4", 1), ("gpt-oss-120b", "mxfp4", 8), ("gpt-oss-120b", "mxfp4", 64),
     ("gpt-oss-120b", "mxfp4", 128),
     # Qwen3 FP8's 8-row tiles at T = 3-10 (2026-11-29, fifth session): keys 4 and 8
