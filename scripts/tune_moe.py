@@ -91,12 +91,15 @@ def _configs(block_m: int, fmt: str, axes) -> list[MoEKernelConfig]:
     tiles of FP8 and bf16 weights come twice, the second time with their weight tiles by TMA (`weight_tma`): on the
     H200 it won every FP8 prefill point measured (docs/benchmarks.md, 2026-11-29 sixth session). Only two-dot GEMM 1
     tiles get a TMA twin, and 4-bit weights none: one-dot blocks and packed tiles by TMA gained nothing there
-    (2026-11-29 seventh session; `moe_config_sweep.py --weight-tma 0,1` still tries them)."""
+    (2026-11-29 seventh session; `moe_config_sweep.py --weight-tma 0,1` still tries them). NVFP4 leaves out the
+    tiles `moe_configs.nvfp4_tile_unreliable` names."""
     configs = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=FP8_GROUP if fmt == "fp8" else k, num_warps=w,
                                num_stages=s, swap_ab=swap or block_m < 16, group_m=group, gate_up_one_dot=one_dot)
                for n, k, w, s, swap, group, one_dot in itertools.product(*axes)]  # 8 rows: transposed only
     if fmt not in FOUR_BIT and block_m > 32:  # prefill tiles of FP8 / bf16 weights: also their weight tiles by TMA
         configs += [dataclasses.replace(c, weight_tma=True) for c in configs if not c.gate_up_one_dot]
+    if fmt == "nvfp4":
+        configs = [c for c in configs if not moe_configs.nvfp4_tile_unreliable(c)]
     return list(dict.fromkeys(configs))
 
 

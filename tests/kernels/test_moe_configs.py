@@ -102,3 +102,14 @@ def test_shipped_eight_row_tiles_pair_with_a_transposed_gemm_2():
                 assert MoEKernelConfig(**entry).swap_ab, (stem, tokens)
                 assert gemm2[tokens]["swap_ab"], (stem, tokens, gemm2[tokens])
     assert pairs, "no shipped 8-row tile"
+
+
+def test_no_shipped_nvfp4_file_holds_an_unreliable_tile():
+    """NVFP4's transposed 4-warp tiles of 64+ rows gave NaN / inf now and then on the H200 (`nvfp4_tile_unreliable`);
+    the shipped files must not take them at any T (the Qwen3-30B-A3B files did at T = 8,192 until the 2026-11-29
+    tenth session)."""
+    files = sorted(moe_configs.CONFIG_DIR.glob("E*_N*_K*_nvfp4_*.json"))
+    assert files
+    for path in files:
+        for tokens, entry in json.loads(path.read_text()).items():
+            assert not moe_configs.nvfp4_tile_unreliable(MoEKernelConfig(**entry)), (path.name, tokens, entry)

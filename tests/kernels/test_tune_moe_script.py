@@ -119,3 +119,21 @@ def test_the_tile_option_takes_eight_rows_and_names_a_bad_tile(monkeypatch, caps
     with pytest.raises(SystemExit):
         tuner._parse_args()
     assert "--block-m" in capsys.readouterr().err
+
+
+def test_nvfp4_candidates_leave_out_the_unreliable_tiles():
+    """The tuner never tries NVFP4's transposed 4-warp tiles of 64+ rows (`moe_configs.nvfp4_tile_unreliable`: NaN /
+    inf in some runs on the H200), yet still tries both orientations and both warp counts there; MXFP4 keeps them."""
+    from quickmoe.kernels.moe_configs import nvfp4_tile_unreliable
+
+    tuner = _tuner()
+    for block_m in (64, 128, 256):
+        for grid in ("small", "full"):
+            nv = (tuner.gemm1_candidates(block_m, "nvfp4", grid=grid)
+                  + tuner.gemm2_candidates(block_m, "nvfp4", grid=grid))
+            assert nv and not any(nvfp4_tile_unreliable(c) for c in nv)
+        small = tuner.gemm1_candidates(block_m, "nvfp4") + tuner.gemm2_candidates(block_m, "nvfp4")
+        assert {c.swap_ab for c in small} == {False, True} and {c.num_warps for c in small} == {4, 8}
+        mx = tuner.gemm1_candidates(block_m, "mxfp4") + tuner.gemm2_candidates(block_m, "mxfp4")
+        assert any(nvfp4_tile_unreliable(c) for c in mx)
+    assert not any(nvfp4_tile_unreliable(c) for c in tuner.gemm1_candidates(16, "nvfp4"))  # decode tiles: < 64 rows

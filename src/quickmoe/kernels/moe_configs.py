@@ -23,7 +23,8 @@ from pathlib import Path
 
 from quickmoe.errors import ConfigError
 
-__all__ = ["CONFIG_DIR", "TUNED_DEVICE_ARCH", "MoEKernelConfig", "config_file_name", "moe_kernel_config"]
+__all__ = ["CONFIG_DIR", "TUNED_DEVICE_ARCH", "MoEKernelConfig", "config_file_name", "moe_kernel_config",
+           "nvfp4_tile_unreliable"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,15 @@ class MoEKernelConfig:
         if self.block_m < min_block_m or self.block_n < 16 or self.block_k % 32:
             raise ConfigError(f"MoE kernel config {self}: block_m must be >= 16 (>= 8 with swap_ab), block_n >= 16 "
                               "(tensor-core tiles) and block_k a multiple of 32 (one MX block)")
+
+
+def nvfp4_tile_unreliable(config: MoEKernelConfig) -> bool:
+    """NVFP4 tiles of 64 rows or more, transposed, on 4 warps: on the H200 (Triton 3.6) they gave NaN or inf in a few
+    outputs in some runs and the right result in others, in both GEMMs, with the block scales loaded in the K step
+    or one step ahead (docs/benchmarks.md, 2026-11-29 tenth session). A tuner's check of one run cannot rule them
+    out, so `scripts/tune_moe.py` never tries them and no shipped NVFP4 file holds one. The same tiles on 8 warps,
+    or in the plain orientation, gave neither and matched the reference in every run there."""
+    return config.swap_ab and config.num_warps == 4 and config.block_m >= 64
 
 
 def _fallback(tokens: int) -> MoEKernelConfig:
