@@ -88,7 +88,9 @@ def nvfp4_tile_unreliable(config: MoEKernelConfig) -> bool:
     outputs in some runs and the right result in others, in both GEMMs, with the block scales loaded in the K step
     or one step ahead (docs/benchmarks.md, 2026-11-29 tenth session). A tuner's check of one run cannot rule them
     out, so `scripts/tune_moe.py` never tries them and no shipped NVFP4 file holds one. The same tiles on 8 warps,
-    or in the plain orientation, gave neither and matched the reference in every run there."""
+    or in the plain orientation, gave neither and matched the reference in every run there. MXFP4's tiles of the
+    same shape (gpt-oss-20b's key 1,024) compile to the same register-operand wgmma loop and have not been checked
+    with repeated runs yet."""
     return config.swap_ab and config.num_warps == 4 and config.block_m >= 64
 
 
