@@ -165,7 +165,9 @@ if triton is not None:
         (E2M1 x E4M3 has at most 6 significant bits). FP8 (and dense) weights are loaded as they are, converted to DOT_DTYPE (FP8 stays e4m3 on the
         GPU; its scales are applied per K step by the kernels). W_TMA: w_ptr is a tensor descriptor of the weights
         as [E * N, K] (packed: [E * N, K / 2] bytes) and the tile is its block at row expert * N + row0 (`rows` =
-        row0 + arange, unmasked: rows past N only feed masked outputs)."""
+        row0 + arange, unmasked: rows past N only feed masked outputs). `scales`: this step's block scales from the
+        caller (`step_scales`), always with MXFP4_PTX; with NVFP4's PTX decode only when NVFP4_SCALES (the caller
+        loaded them a step ahead), else the tile loads them itself."""
         if MXFP4 or NVFP4:
             if W_TMA:
                 packed = w_ptr.load([(expert * N + row0).to(tl.int32), k0 // 2])  # [R, BK/2] uint8
