@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist; each test file runs whole in one of them, its torch on one thread: tests/conftest.py)
+TEST_WORKERS ?= 2
 
 .PHONY: setup demo serve generate test clean
 
@@ -29,7 +31,7 @@ generate: setup
 	$(VENV)/bin/quickmoe generate --prompt 'def fibonacci(n):' --max-tokens 48 --temperature 0 --device cpu
 
 test: setup
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

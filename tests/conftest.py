@@ -1,7 +1,18 @@
 import os
 
-import pytest
-import torch
+# `make test` runs the suite in pytest-xdist workers, one process each. Torch's intra-op pool starts a thread per core
+# in every worker and in every server or rank a test spawns, so two workers on a 2-core machine oversubscribe it and
+# OpenMP's spinning threads slow everything (a 400-token decode of the SIGTERM test took over a minute, past the
+# server's drain timeout). Each worker, and what it spawns, computes on one thread.
+_XDIST_WORKER = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+if _XDIST_WORKER:
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+if _XDIST_WORKER:
+    torch.set_num_threads(1)
 
 # Without a GPU, Triton kernels run in Triton's interpreter (numpy on the CPU). It is read when a kernel is
 # decorated, so it is set here, before any test module imports one.
