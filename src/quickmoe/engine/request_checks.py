@@ -51,6 +51,10 @@ class RequestChecker:
         no room for one generated token within max_model_len."""
         if isinstance(prompt, str):
             ids = self.tokenizer.encode(prompt)
+        elif type(prompt) is list and set(map(type, prompt)) <= {int}:
+            # the common case, checked in C: a batch of 256 prompts of 1,000 ids took 0.4 s through the general
+            # path's per-id ABC checks below (bool, a subclass of int, is not `int` and goes there)
+            ids = list(prompt)
         elif isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Seq) \
                 or any(isinstance(t, bool) or not isinstance(t, numbers.Integral) for t in prompt):
             raise RequestError(f"prompt {_short(prompt)}: expected a string or a list of integer token ids")
@@ -58,9 +62,9 @@ class RequestChecker:
             ids = [int(t) for t in prompt]
         if not ids:
             raise RequestError("empty prompt (expected at least one token)")
-        bad = [t for t in ids if not 0 <= t < self.vocab_size]
-        if bad:
-            raise RequestError(f"token id {bad[0]} is outside the model's vocabulary [0, {self.vocab_size})")
+        if min(ids) < 0 or max(ids) >= self.vocab_size:
+            bad = next(t for t in ids if not 0 <= t < self.vocab_size)
+            raise RequestError(f"token id {bad} is outside the model's vocabulary [0, {self.vocab_size})")
         if len(ids) >= self.max_model_len:
             raise RequestError(f"{len(ids)} tokens leave no room to generate within max_model_len="
                                f"{self.max_model_len}")

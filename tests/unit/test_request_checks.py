@@ -1,0 +1,77 @@
+"""RequestChecker.prompt_ids on token-id prompts, against a reference written here from its definition: a prompt of
+ids is a Sequence (not a string or bytes) of integers (bool excluded; numpy integers count), not empty, each in
+[0, vocab), fewer than max_model_len of them; it comes back as a list of Python ints, and a refusal names what is
+wrong (the first id out of the vocabulary)."""
+
+from __future__ import annotations
+
+import numbers
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from quickmoe.engine.request_checks import RequestChecker
+from quickmoe.errors import RequestError
+
+VOCAB, MAX_LEN = 50, 16
+
+
+def reference(prompt) -> list[int] | str:
+    """The ids, or the refusal's message."""
+    if isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Sequence):
+        return "expected a string or a list of integer token ids"
+    for t in prompt:
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            return "expected a string or a list of integer token ids"
+    ids = [int(t) for t in prompt]
+    if not ids:
+        return "empty prompt"
+    for t in ids:
+        if t < 0 or t >= VOCAB:
+            return f"token id {t} is outside the model's vocabulary [0, {VOCAB})"
+    if len(ids) >= MAX_LEN:
+        return f"{len(ids)} tokens leave no room"
+    return ids
+
+
+def _element(rng: random.Random):
+    kind = rng.random()
+    if kind < 0.85:
+        return rng.randrange(0, VOCAB)
+    return rng.choice([-1, VOCAB, VOCAB + 7, True, False, np.int64(3), np.int32(VOCAB - 1), np.int64(VOCAB), 2.0,
+                       "7", None])
+
+
+def _prompt(rng: random.Random):
+    elements = [_element(rng) if rng.random() < 0.3 else rng.randrange(0, VOCAB) for _ in range(rng.randrange(0, 20))]
+    container = rng.choice(["list", "list", "list", "tuple", "array"])
+    if container == "array":  # not a Sequence: refused whatever it holds
+        return np.array(elements, dtype=object)
+    return tuple(elements) if container == "tuple" else elements
+
+
+def _kind(outcome: list[int] | str) -> str:
+    if isinstance(outcome, list):
+        return "accepted"
+    return next(k for k, words in (("not ids", "expected"), ("empty", "empty"), ("vocabulary", "outside"),
+                                   ("length", "no room")) if words in outcome)
+
+
+def test_token_id_prompts_get_the_references_ids_or_refusal():
+    checker = RequestChecker(tokenizer=None, vocab_size=VOCAB, max_model_len=MAX_LEN)
+    rng = random.Random()
+    kinds = set()
+    for _ in range(3000):
+        prompt = _prompt(rng)
+        want = reference(prompt)
+        kinds.add(_kind(want))
+        if isinstance(want, list):
+            got = checker.prompt_ids(prompt)
+            assert got == want and all(type(t) is int for t in got), prompt
+        else:
+            with pytest.raises(RequestError) as info:
+                checker.prompt_ids(prompt)
+            assert want in str(info.value), (prompt, str(info.value))
+    assert kinds == {"accepted", "not ids", "empty", "vocabulary", "length"}  # every branch was taken
