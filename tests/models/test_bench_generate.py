@@ -68,3 +68,22 @@ def test_bench_generate_runs_on_every_family(ckpt_factory, preset, overrides, ca
     doc = run_generate_bench(GenerateBenchOptions(model=str(model_dir), num_prompts=3, input_len=10, output_len=4,
                                                   decode_steps=2, engine=dict(device="cpu")))
     assert doc["quickmoe"]["output_tokens"] == 3 * 4 and "quickmoe" in capsys.readouterr().out
+
+
+def test_the_run_reports_its_seconds_outside_the_steps(model_dir, monkeypatch, capsys):
+    """The run's wall time less its steps' (first step's start to last step's end: the step timer's, CUDA only, so
+    given here): the host work before the first step and after the last, in the JSON and the table."""
+    import random
+
+    from quickmoe.executor.step_timer import StepTimer
+
+    wall_ms = random.uniform(0.5, 3.0)  # well under the run's seconds on any machine
+    summary = {"steps": 7, "gpu_ms_median": 0.1, "gpu_ms_total": 0.7, "by_kind": {}, "idle_ms_total": 0.0,
+               "idle_ms_median": 0.0, "wall_ms": wall_ms, "exposed_host_fraction": 0.0, "batch_size_median": 3,
+               "host_queue_ms_median": 0.1, "host_cycle_ms_median": 0.2}
+    monkeypatch.setattr(StepTimer, "summary", lambda self: dict(summary))
+    doc = run_generate_bench(GenerateBenchOptions(model=str(model_dir), num_prompts=3, input_len=10, output_len=4,
+                                                  decode_steps=2, engine=dict(device="cpu")))
+    q = doc["quickmoe"]
+    assert q["steps"]["outside_steps_s"] == pytest.approx(q["seconds"] - wall_ms / 1e3, abs=1e-9)
+    assert f"{q['steps']['outside_steps_s']:.3f} s of the run outside its steps" in capsys.readouterr().out

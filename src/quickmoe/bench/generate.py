@@ -5,7 +5,8 @@
    a warm-up, the engine's idle work runs to its end, as `quickmoe serve` runs it once idle after start-up (the
    decode graphs of buckets beyond --cuda-graphs-startup-max), so no capture falls inside the timed run.
    On CUDA the run's steps are timed with events (executor/step_timer.py): GPU time per step, and the GPU's idle
-   time between steps, the host work the pipeline did not hide (exposed host time).
+   time between steps, the host work the pipeline did not hide (exposed host time), and the run's seconds
+   outside its steps (before the first: checking and queueing the prompts; after the last: the outputs).
 2. Decode at batch 1: one request alone; the median time between its successive tokens reaching the host
    (one engine step each) against the roofline = bytes a decode step must read (every weight but the
    experts, the embedding row, the top-k experts' bytes of every layer, and the KV cache of the context)
@@ -138,6 +139,9 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     outs = llm.generate(prompts, SamplingParams(max_tokens=opts.output_len, **greedy))
     elapsed = time.perf_counter() - t0
     steps = timer.summary()
+    if steps:  # the run's host time before its first step and after its last (checking and queueing the prompts,
+        # collecting the outputs): the step timer's exposed host time counts only the gaps between steps
+        steps["outside_steps_s"] = max(elapsed - steps["wall_ms"] / 1e3, 0.0)
     generated = sum(len(o.token_ids) for o in outs)
     doc = {"model": opts.model, "device": str(llm.runner.device), "dtype": str(llm.runner.dtype),
            "num_prompts": opts.num_prompts, "input_len": opts.input_len, "output_len": opts.output_len,
@@ -236,7 +240,9 @@ def format_generate_table(doc: dict) -> str:
                          f"{steps['idle_ms_median']:.3f} ms median, exposed host time "
                          f"{100 * steps['exposed_host_fraction']:.1f}% of the wall time; host: "
                          f"{steps['host_queue_ms_median']:.3f} ms to queue a step, one started every "
-                         f"{steps['host_cycle_ms_median']:.3f} ms (medians)")
+                         f"{steps['host_cycle_ms_median']:.3f} ms (medians)"
+                         + (f"; {steps['outside_steps_s']:.3f} s of the run outside its steps (queueing the prompts, "
+                            f"collecting the outputs)" if "outside_steps_s" in steps else ""))
     kinds = (q.get("steps") or {}).get("by_kind")
     if kinds:
         lines.append("throughput run by step kind: " + "; ".join(
