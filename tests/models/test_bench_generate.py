@@ -4,11 +4,13 @@ decode roofline's bytes (every weight once, k/E of the experts, one embedding ro
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
 from quickmoe.bench.generate import GenerateBenchOptions, decode_bytes_per_step, run_generate_bench
 from quickmoe.errors import ConfigError
+from quickmoe.executor.step_timer import StepTimer
 from quickmoe.llm import LLM
 
 
@@ -73,10 +75,6 @@ def test_bench_generate_runs_on_every_family(ckpt_factory, preset, overrides, ca
 def test_the_run_reports_its_seconds_outside_the_steps(model_dir, monkeypatch, capsys):
     """The run's wall time less its steps' (first step's start to last step's end: the step timer's, CUDA only, so
     given here): the host work before the first step and after the last, in the JSON and the table."""
-    import random
-
-    from quickmoe.executor.step_timer import StepTimer
-
     wall_ms = random.uniform(0.5, 3.0)  # well under the run's seconds on any machine
     summary = {"steps": 7, "gpu_ms_median": 0.1, "gpu_ms_total": 0.7, "by_kind": {}, "idle_ms_total": 0.0,
                "idle_ms_median": 0.0, "wall_ms": wall_ms, "exposed_host_fraction": 0.0, "batch_size_median": 3,
