@@ -139,9 +139,14 @@ class LLM:
         if ranks.spawned is not None:
             ranks.spawned.stopping.set()
         self.runner.stop_workers()
+        # NCCL's teardown waits for the CUDA graphs holding its collectives (every rank releases its own), and
+        # is collective among a host's ranks: every rank leaves the process groups together, so a rank 0 that
+        # waited for the others to exit first would hang in it (they wait in theirs for rank 0, and are killed
+        # after join's timeout). On gloo neither matters.
+        self.runner.release_graphs()
+        close_parallel()
         if ranks.spawned is not None:
             ranks.spawned.join()
-        close_parallel()
 
     # -- generation -------------------------------------------------------------------------------
     def generate(self, prompts: Prompt | Sequence[Prompt],

@@ -174,6 +174,19 @@ class DecodeGraphs:
         self._capture(self.info["deferred"][0], "idle")
         return True
 
+    def release(self) -> None:
+        """Destroy every captured graph (after the last step; none may be queued or run after it). A graph that
+        captured NCCL collectives holds a reference on their communicator, and NCCL's teardown
+        (`destroy_process_group`) waits until it is dropped: a rank that left its process group with its graphs
+        alive hung there (two H200s, tensor parallel). `run` captures anew if called after."""
+        self._synchronize()  # no replay still running
+        for graph in self.graphs.values():
+            if isinstance(graph, torch.cuda.CUDAGraph):
+                graph.reset()
+        self.graphs.clear()
+        self.outputs.clear()
+        self._synchronize()
+
     def bucket(self, batch_size: int) -> int | None:
         """The smallest bucket holding `batch_size` sequences, or None (run eagerly)."""
         return next((b for b in self.buckets if b >= batch_size), None)

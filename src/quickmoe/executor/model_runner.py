@@ -211,6 +211,14 @@ class ModelRunner:
         when there is none."""
         return self.graphs is not None and self.graphs.capture_next_deferred()
 
+    def release_graphs(self) -> None:
+        """Destroy the decode CUDA graphs; later steps run eagerly. Every rank of a model spread over several
+        calls it before it leaves the process groups (see DecodeGraphs.release: NCCL waits for graphs holding
+        its collectives)."""
+        if self.graphs is not None:
+            self.graphs.release()
+            self.graphs = None
+
     def warm_next_moe_kernels(self) -> bool:
         """Compile (or load) the MoE kernels of the next prefill batch size (kernel_warmup.py; call on the step
         thread while no step runs); False when all are warm."""

@@ -67,13 +67,15 @@ class DriverRunner:
 
 
 def worker_loop(runner, parallel: ParallelContext) -> int:
-    """Run rank 0's calls on this rank's runner until it says stop; returns the number of calls run."""
+    """Run rank 0's calls on this rank's runner until it says stop, then release the runner's CUDA graphs (the
+    caller leaves the process groups next); returns the number of calls run."""
     assert not parallel.is_driver
     calls = 0
     while True:
         op, args, kwargs = _broadcast(None, parallel)
         if op == STOP:
             logger.info("rank %d: stop after %d calls", parallel.rank, calls)
+            runner.release_graphs()  # before this rank leaves the process groups (NCCL waits for them)
             return calls
         getattr(runner, op)(*args, **kwargs)
         calls += 1
