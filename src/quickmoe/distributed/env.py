@@ -29,6 +29,8 @@ def init_parallel(rendezvous: Rendezvous, *, device: torch.device, expert_parall
     apply_nccl_env()
     timeout = datetime.timedelta(seconds=timeout_s)
     backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":  # this rank's GPU before NCCL sees the process (its communicator binds to it)
+        torch.cuda.set_device(rendezvous.local_rank)
     if not dist.is_initialized():
         dist.init_process_group(backend, init_method=rendezvous.init_method, rank=rendezvous.rank,
                                 world_size=rendezvous.world_size, timeout=timeout)
