@@ -51,8 +51,13 @@ def compare(a: str, b: str) -> None:
     x, y = torch.load(a)["logits"], torch.load(b)["logits"]
     diff = (x - y).abs()
     agree = (x.argmax(-1) == y.argmax(-1)).float().mean().item()
+    # the scale the differences are read against: the logits' spread per token, and how much of it the other run
+    # keeps (correlation over the vocabulary, averaged over tokens)
+    xc, yc = x - x.mean(-1, keepdim=True), y - y.mean(-1, keepdim=True)
+    corr = ((xc * yc).sum(-1) / (xc.norm(dim=-1) * yc.norm(dim=-1))).mean().item()
     print(json.dumps({"a": a, "b": b, "max_abs_diff": diff.max().item(), "mean_abs_diff": diff.mean().item(),
-                      "max_abs_logit": x.abs().max().item(), "argmax_agreement": agree}))
+                      "max_abs_logit": x.abs().max().item(), "logit_std": x.std(-1).mean().item(),
+                      "correlation": corr, "argmax_agreement": agree}))
 
 
 def main(argv: list[str]) -> int:
