@@ -27,7 +27,11 @@ def test_bench_generate_runs_with_transformers_side_by_side(model_dir, tmp_path,
         baseline_prompts=2, baseline_batch_size=2, json_out=str(out), engine=dict(device="cpu")))
     table = capsys.readouterr().out
     assert "quickmoe" in table and "transformers" in table and "decode at batch 1" in table
-    assert json.loads(out.read_text())["quickmoe"]["output_tokens"] == 5 * 6 == doc["quickmoe"]["output_tokens"]
+    saved = json.loads(out.read_text())
+    assert saved["quickmoe"]["output_tokens"] == 5 * 6 == doc["quickmoe"]["output_tokens"]
+    startup = saved["startup"]  # the model's start-up, as the table shows it
+    assert startup["phases"]["load"] > 0 and startup["total"] >= startup["phases"]["load"]
+    assert startup["info"]["load_bytes"] > 0 and startup["info"]["device"] == "cpu"
     assert doc["transformers"]["output_tokens"] == 2 * 6 and doc["transformers"]["num_prompts"] == 2
     assert doc["decode_batch1"]["steps"] == 4 and doc["decode_batch1"]["roofline_s"] is None  # no HBM on CPU
     assert doc["op_families"] == {"batch1": None, "batch5": None}  # the profile is of CUDA kernels

@@ -149,7 +149,9 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
            "quickmoe": {"seconds": elapsed, "output_tokens": generated, "output_tokens_per_s": generated / elapsed,
                         "total_tokens_per_s": (generated + opts.num_prompts * opts.input_len) / elapsed,
                         "preemptions": llm.engine.scheduler.num_preemptions, "steps": steps},
-           "idle_work_before_run": {"pieces": idle_pieces, "seconds": idle_s}}
+           "idle_work_before_run": {"pieces": idle_pieces, "seconds": idle_s},
+           # the start-up the table shows, with every rank's phases and the slowest rank's (info.ranks) with -tp N
+           "startup": llm.startup_report.to_dict()}
     doc["decode_batch1"] = _decode_batch1(llm, prompts[0], opts)
     timer.enabled = False
     batch = min(opts.num_prompts, llm.engine_config.max_num_seqs)
