@@ -515,3 +515,50 @@ def test_gate_up_in_one_dot_gives_the_two_dots_bits(fmt, block_m, block_n, swap_
                                     w1_row_scale=experts.kwargs.get("w1_row_scale")))
     assert out[0].abs().max() > 0
     assert torch.equal(out[0], out[1]), f"{int((out[0] != out[1]).sum())} of {out[0].numel()} outputs differ"
+
+
+@pytest.mark.parametrize("mxfp4", [True, False])
+@pytest.mark.parametrize("num_tokens", [1, 3, 40])
+def test_absent_experts_contribute_nothing(mxfp4, num_tokens, monkeypatch):
+    """Expert parallel: an id equal to E (another rank's assignment) contributes nothing whatever its weight: the
+    result is the float64 reference run as such assignments were before (expert 0, weight 0); with combine False
+    their rows are zeros. No GEMM tile is given them: every tile the GEMMs' alignment uses is of an expert below
+    E, at T = 1 too (the single-token alignment's tiles are the ids themselves). GEMM 2 writes no row of theirs,
+    so the combine must not read them: here they are NaN after GEMM 2 (what an uninitialised row may hold)."""
+    from quickmoe.kernels import moe_gemm
+
+    aligns = []
+    gemm1, gemm2 = moe_gemm.moe_gemm1_swiglu, moe_gemm.moe_gemm2
+
+    def poisoned_gemm2(*args, **kwargs):
+        out = gemm2(*args, **kwargs)  # [A, H]
+        out[(ids == num_experts).reshape(-1)] = float("nan")
+        return out
+
+    monkeypatch.setattr(moe_gemm, "moe_gemm1_swiglu", lambda acts, align, *a, **k: aligns.append(align) or
+                        gemm1(acts, align, *a, **k))
+    monkeypatch.setattr(moe_gemm, "moe_gemm2", poisoned_gemm2)
+    g = torch.Generator().manual_seed(31 + num_tokens + 2 * mxfp4)
+    num_experts, hidden, inter, top_k = 8, 96, 64, 4
+    w1, b1, w2, b2, s1, s2 = _experts(num_experts, hidden, inter, mxfp4, torch.float32, g)
+    x = torch.randn(num_tokens, hidden, generator=g).to(DEVICE)
+    weights, ids = route_ref(torch.randn(num_tokens, num_experts, generator=g).to(DEVICE), top_k)
+    absent = torch.rand(num_tokens, top_k, generator=g).to(DEVICE) < 0.5  # [T, k]
+    absent[0, 0], absent[-1, -1] = True, False
+    ids = torch.where(absent, num_experts, ids).to(torch.int32)  # weights stay non-zero: they must not count
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64, swiglu_limit=7.0, swiglu_alpha=1.702)
+    got = fused_moe(x, weights, ids, w1, b1, w2, b2, absent_experts=True, **kw)
+    assert bool(torch.isfinite(got).all())
+    as_before = fused_moe_ref(x.double(), torch.where(absent, 0.0, weights).double(),
+                              torch.where(absent, 0, ids).long(), w1 if mxfp4 else w1.double(), b1.double(),
+                              w2 if mxfp4 else w2.double(), b2.double(), **kw)
+    assert (got.double() - as_before).norm() / as_before.norm() < 1e-5
+    ref = fused_moe_ref(x.double(), weights.double(), ids.long(), w1 if mxfp4 else w1.double(), b1.double(),
+                        w2 if mxfp4 else w2.double(), b2.double(), absent_experts=True, **kw)
+    assert (ref - as_before).abs().max() < 1e-12
+    rows = fused_moe(x, weights, ids, w1, b1, w2, b2, absent_experts=True, combine=False, **kw)  # [T, k, H]
+    assert bool((rows[absent] == 0).all()) and bool((rows[~absent] != 0).any())
+    assert (rows.double().sum(1) - got.double()).abs().max() < 1e-4
+    for align in aligns:
+        tiles = align.block_expert[:int(align.num_padded.item()) // align.block_m]
+        assert bool(((tiles >= 0) & (tiles < num_experts)).all()), tiles

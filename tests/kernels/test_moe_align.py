@@ -96,3 +96,43 @@ def test_chunked_kernels_match_the_reference(num_tokens, top_k, num_experts, blo
     assert torch.equal(got.sorted_ids.cpu(), want.sorted_ids)
     assert torch.equal(got.block_expert.cpu(), want.block_expert)
     assert torch.equal(got.num_padded.cpu(), want.num_padded)
+
+
+@pytest.mark.parametrize("num_tokens,top_k,num_experts,block_m,chunked", [
+    (1, 4, 64, 16, False),  # gpt-oss-120b at 2 ranks, batch 1
+    (256, 4, 64, 64, False),  # ... at batch 256
+    (33, 2, 5, 16, False),
+    (1100, 4, 16, 64, True)])  # prefill-sized: the chunked launches (an eighth on the CPU, as above)
+def test_absent_last_leaves_those_assignments_to_no_tile(num_tokens, top_k, num_experts, block_m, chunked,
+                                                         monkeypatch):
+    """Expert parallel: ids equal to E (another rank's assignment) aligned as E + 1 experts with absent_last: the
+    used rows hold every present assignment exactly once (and sentinels), every used tile's expert is below E,
+    the kernels give the reference's alignment, and everything but `num_padded` is the plain alignment's."""
+    pytest.importorskip("triton")
+    from quickmoe.kernels import moe_align as moe_align_module
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if chunked and device == "cpu":
+        monkeypatch.setattr(moe_align_module, "SORT_CHUNK_MAX", moe_align_module.SORT_CHUNK_MAX // 8)
+        monkeypatch.setattr(moe_align_module, "SINGLE_PROGRAM_MAX", moe_align_module.SINGLE_PROGRAM_MAX // 8)
+        num_tokens = -(-num_tokens // 8)
+    assert (num_tokens * top_k > moe_align_module.SINGLE_PROGRAM_MAX) == chunked
+    g = torch.Generator().manual_seed(num_tokens + 11 * num_experts)
+    topk_ids = torch.topk(torch.rand(num_tokens, 2 * num_experts, generator=g), top_k, -1).indices  # [T, k]
+    topk_ids = torch.where(topk_ids >= num_experts, num_experts, topk_ids).to(torch.int32)  # ~half absent
+    topk_ids[0, 0] = num_experts  # at least one absent assignment
+    absent = (topk_ids == num_experts).reshape(-1)  # [A]
+    want = moe_align_module.moe_align_ref(topk_ids, num_experts + 1, block_m, absent_last=True)
+    got = moe_align_module.moe_align(topk_ids.to(device), num_experts + 1, block_m, absent_last=True)
+    plain = moe_align_module.moe_align_ref(topk_ids, num_experts + 1, block_m)
+    for align in (want, got):
+        assert torch.equal(align.sorted_ids.cpu(), plain.sorted_ids)
+        assert torch.equal(align.block_expert.cpu(), plain.block_expert)
+        used = int(align.num_padded.item())
+        assert used % block_m == 0 and used < int(plain.num_padded.item())
+        rows = align.sorted_ids[:used].cpu().long()
+        real = rows[rows < absent.numel()]
+        assert sorted(real.tolist()) == torch.nonzero(~absent).reshape(-1).tolist()  # each present one, once
+        tiles = align.block_expert[:used // block_m].cpu()
+        assert bool(((tiles >= 0) & (tiles < num_experts)).all())
+    assert torch.equal(got.num_padded.cpu(), want.num_padded)

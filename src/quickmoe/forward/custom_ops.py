@@ -189,18 +189,19 @@ def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
                  w1_scales: torch.Tensor | None, w2_scales: torch.Tensor | None, gate_up_group: int,
                  swiglu_limit: float, swiglu_alpha: float, use_kernels: bool, activation: str = "swiglu_gpt_oss",
                  w1_row_scale: torch.Tensor | None = None, w2_row_scale: torch.Tensor | None = None,
-                 combine: bool = True) -> torch.Tensor:
+                 combine: bool = True, absent_experts: bool = False) -> torch.Tensor:
     """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton). With the kernels
-    and combine False: [T, k, H] before the combine, which the next `fused_add_rms_norm` sums (one launch less)."""
+    and combine False: [T, k, H] before the combine, which the next `fused_add_rms_norm` sums (one launch less).
+    absent_experts: topk_ids may hold E for another rank's assignment (expert parallel), computed by no one."""
     if not use_kernels:
         return fused_moe_ref(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
                              w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
                              swiglu_alpha=swiglu_alpha, activation=activation, w1_row_scale=w1_row_scale,
-                             w2_row_scale=w2_row_scale)
+                             w2_row_scale=w2_row_scale, absent_experts=absent_experts)
     return fused_moe(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
                      w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
                      swiglu_alpha=swiglu_alpha, activation=activation, w1_row_scale=w1_row_scale,
-                     w2_row_scale=w2_row_scale, combine=combine)
+                     w2_row_scale=w2_row_scale, combine=combine, absent_experts=absent_experts)
 
 
 moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, mutates_args=())
@@ -209,7 +210,7 @@ moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, 
 @moe_experts_op.register_fake
 def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales, w2_scales, gate_up_group,
                       swiglu_limit, swiglu_alpha, use_kernels, activation="swiglu_gpt_oss", w1_row_scale=None,
-                      w2_row_scale=None, combine=True):
+                      w2_row_scale=None, combine=True, absent_experts=False):
     if use_kernels and not combine:
         return hidden.new_empty((hidden.shape[0], topk_ids.shape[1], hidden.shape[1]))
     return torch.empty_like(hidden)

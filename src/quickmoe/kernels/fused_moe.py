@@ -104,8 +104,11 @@ def fused_moe_ref(
     w1_row_scale: torch.Tensor | None = None,  # [E, 2I] float32 (NVFP4)
     w2_row_scale: torch.Tensor | None = None,  # [E, H] float32 (NVFP4)
     fp8_activations: bool = False,
+    absent_experts: bool = False,
 ) -> torch.Tensor:
     """Returns [T, H] in hidden's dtype. Loops over the experts hit (a reference, not a kernel).
+    `absent_experts`: topk_ids may hold E (w1.shape[0]) for an assignment to no expert here (expert parallel:
+    another rank's), which contributes nothing; the reference skips such ids either way.
     `fp8_activations`: both GEMMs' activations are first rounded through FP8 per token and 128 columns (the
     Triton FP8 path, emulated in the activations' dtype).
     `mxfp8_activations`: both GEMMs' activations are first rounded through MXFP8 (`quantize_mxfp8_ref`):
@@ -120,7 +123,7 @@ def fused_moe_ref(
     out = torch.zeros_like(hidden)
     flat_ids = topk_ids.reshape(-1)  # [T*k]
     order = torch.argsort(flat_ids, stable=True)  # assignments grouped by expert
-    counts = torch.bincount(flat_ids, minlength=w1.shape[0]).tolist()
+    counts = torch.bincount(flat_ids, minlength=w1.shape[0]).tolist()[:w1.shape[0]]  # id E (absent): sorted last, skipped
     token_of = order // top_k  # [T*k] token of each sorted assignment
     weight_of = topk_weights.reshape(-1)[order]
     start = 0
@@ -168,6 +171,7 @@ def fused_moe(
     w2_row_scale: torch.Tensor | None = None,
     fp8_activations: bool = False,
     combine: bool = True,
+    absent_experts: bool = False,
 ) -> torch.Tensor:
     """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
     grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine. With
@@ -177,7 +181,12 @@ def fused_moe(
     weights always take FP8 activations (per token and 128 columns: the reference with fp8_activations=True);
     `mxfp8_activations` applies to the others. `combine` False: the result before the combine, [T, k, H], each
     token's k rows weighted (their sum in float32, in order, rounded to hidden's dtype, is the result: the next
-    residual add + RMSNorm does it, `kernels/rms_norm.py`)."""
+    residual add + RMSNorm does it, `kernels/rms_norm.py`).
+    `absent_experts`: topk_ids may hold E for another rank's assignment (expert parallel). The alignment then
+    sorts E + 1 ids and leaves id E's tiles past its used length (`moe_align(absent_last=True)`): no GEMM
+    computes them (mapped to a real expert with weight 0, they were about half of a rank's rows at 2 ranks, all on
+    one expert), and the combine skips their rows of GEMM 2's output, which no tile wrote (combine False: the
+    rows are zeroed)."""
     from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
     from quickmoe.kernels.moe_align import moe_align, single_token_alignment
     from quickmoe.kernels.moe_configs import moe_kernel_config
@@ -205,10 +214,13 @@ def fused_moe(
     config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens, arch=arch)
     config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens, arch=arch)
     align = None
-    if num_tokens == 1 and topk_ids.dtype == torch.int32 and topk_ids.is_contiguous():
+    num_experts = w1.shape[0]
+    if absent_experts:  # id E: another rank's assignment, sorted last and left out
+        align = moe_align(topk_ids, num_experts + 1, config1.block_m, absent_last=True)
+    elif num_tokens == 1 and topk_ids.dtype == torch.int32 and topk_ids.is_contiguous():
         align = single_token_alignment(topk_ids, config1.block_m)  # batch-1 decode: no launch, the same bits
     if align is None:
-        align = moe_align(topk_ids, w1.shape[0], config1.block_m)  # both GEMMs tile by this BLOCK_M
+        align = moe_align(topk_ids, num_experts, config1.block_m)  # both GEMMs tile by this BLOCK_M
     quantize = quantize_fp8_per_token_group if fp8 else quantize_mxfp8 if mxfp8_activations else None
     acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
     inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,
@@ -218,5 +230,8 @@ def fused_moe(
     per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
                                out_dtype=hidden.dtype, config=config2, w2_row_scale=w2_row_scale)
     if not combine:
+        if absent_experts:  # [A, H]: the rows of absent assignments were written by no tile
+            per_assignment.masked_fill_((topk_ids.reshape(-1, 1) == num_experts), 0)
         return per_assignment.view(num_tokens, top_k, -1)  # [T, k, H]
-    return moe_combine(per_assignment, top_k)
+    return moe_combine(per_assignment, top_k, absent_ids=topk_ids if absent_experts else None,
+                       num_experts=num_experts)

@@ -8,6 +8,8 @@
 - `block_expert` int32 [capacity / block_m]: the expert of each tile, -1 past the last used tile.
 - `num_padded` int32 [1]: used length of `sorted_ids` (on the device: no host synchronisation, so the
   grids are sized by `capacity` and tiles past `num_padded` exit at once, which also suits CUDA graphs).
+  With `absent_last`, id E - 1 marks assignments no GEMM computes (expert parallel: another rank's, mapped one
+  past the rank's experts): its tiles come after every other expert's, and `num_padded` ends where they begin.
 capacity = block_m * (A // block_m + min(E, A)): each expert adds at most one partial tile.
 
 `moe_align_ref` is a handful of torch ops on the device (a stable sort of A ints, a scatter-add count, two
@@ -69,7 +71,8 @@ def alignment_capacity(num_assignments: int, num_experts: int, block_m: int) -> 
     return block_m * (num_assignments // block_m + min(num_experts, num_assignments))
 
 
-def moe_align_ref(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
+def moe_align_ref(topk_ids: torch.Tensor, num_experts: int, block_m: int,
+                  absent_last: bool = False) -> MoEAlignment:
     """topk_ids [T, k] (any integer dtype, values in [0, E)) -> MoEAlignment (see the module docstring)."""
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids: expected [T, k], got shape {tuple(topk_ids.shape)}")
@@ -94,6 +97,8 @@ def moe_align_ref(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoE
     tile_expert = torch.searchsorted(padded_end, tile_start, right=True)  # [tiles] first end past the start
     total = padded_end[-1:] if num_experts > 0 else torch.zeros(1, dtype=torch.long, device=device)
     block_expert = torch.where(tile_start < total, tile_expert, -1).to(torch.int32)
+    if absent_last and num_experts > 0:  # the used rows end where the last expert's begin
+        total = padded_start[-1:]
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=total.to(torch.int32),
                         block_m=block_m, num_assignments=num_assignments)
 
@@ -105,15 +110,16 @@ def align_chunk(num_assignments: int) -> int:
     return min(max(1 << max(num_assignments - 1, 0).bit_length(), 16), SORT_CHUNK_MAX)
 
 
-def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
+def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int, absent_last: bool = False) -> MoEAlignment:
     """`moe_align_ref` in Triton (identical results): one program for A <= SINGLE_PROGRAM_MAX, else one per chunk."""
     num_assignments = topk_ids.numel()
     if triton is None or num_assignments == 0 or num_experts > 256:
-        return moe_align_ref(topk_ids, num_experts, block_m)
+        return moe_align_ref(topk_ids, num_experts, block_m, absent_last)
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids: expected [T, k], got shape {tuple(topk_ids.shape)}")
+    used_experts = num_experts - 1 if absent_last else num_experts  # experts whose tiles num_padded counts
     if num_assignments > SINGLE_PROGRAM_MAX:
-        return _moe_align_chunked(topk_ids, num_experts, block_m)
+        return _moe_align_chunked(topk_ids, num_experts, block_m, used_experts)
     capacity = alignment_capacity(num_assignments, num_experts, block_m)
     device = topk_ids.device
     sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
@@ -126,7 +132,7 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlig
     # spilled 1.3 KB a thread: 24 us a call on the H100, 2.5 us at 32 experts)
     tile_chunk = max(_TILE_COMPARE_ELEMENTS // e_pow2, 16)
     _align_kernel[(1,)](ids, sorted_ids, block_expert, num_padded, num_assignments, num_experts, capacity,
-                        capacity // block_m, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2, CAP_CHUNK=1024,
+                        capacity // block_m, used_experts, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2, CAP_CHUNK=1024,
                         TILE_CHUNK=tile_chunk, num_warps=8, **pdl_kwargs(device))
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
                         block_m=block_m, num_assignments=num_assignments)
@@ -142,9 +148,10 @@ def single_token_alignment(topk_ids: torch.Tensor, block_m: int) -> MoEAlignment
     reference's expert order, which no GEMM needs (each row is written to its assignment's index), and each
     row's products are those of the sorted tile (a tile's rows never mix), so the GEMMs give the same bits as
     with `moe_align`. This is every MoE layer of a batch-1 decode step, where the alignment's launch cost
-    ~2.3 us a layer of a ~2.5 ms step (docs/benchmarks.md). Repeated experts (expert parallel maps other ranks'
-    assignments to expert 0) are each their own tile: still right. None while a CUDA graph is being captured
-    before the constants exist (a copy to the device cannot be captured; `moe_align` serves that call)."""
+    ~2.3 us a layer of a ~2.5 ms step (docs/benchmarks.md). Repeated experts are each their own tile: still
+    right. Not for ids of absent experts (expert parallel: `fused_moe` aligns those with `moe_align`). None while
+    a CUDA graph is being captured before the constants exist (a copy to the device cannot be captured;
+    `moe_align` serves that call)."""
     if topk_ids.dim() != 2 or topk_ids.shape[0] != 1 or topk_ids.dtype != torch.int32:
         raise ValueError(f"single_token_alignment: expected int32 topk_ids of shape [1, k], got {topk_ids.dtype} "
                          f"{tuple(topk_ids.shape)}")
@@ -164,7 +171,7 @@ def single_token_alignment(topk_ids: torch.Tensor, block_m: int) -> MoEAlignment
                         block_m=block_m, num_assignments=top_k)
 
 
-def _moe_align_chunked(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> MoEAlignment:
+def _moe_align_chunked(topk_ids: torch.Tensor, num_experts: int, block_m: int, used_experts: int) -> MoEAlignment:
     """The alignment of prefill-sized A in three launches over chunks of SORT_CHUNK_MAX (module docstring)."""
     num_assignments = topk_ids.numel()
     capacity = alignment_capacity(num_assignments, num_experts, block_m)
@@ -181,7 +188,7 @@ def _moe_align_chunked(topk_ids: torch.Tensor, num_experts: int, block_m: int) -
     pdl = pdl_kwargs(device)
     _align_count_kernel[(num_chunks,)](ids, chunk_rows, sorted_ids, num_assignments, capacity, fill, CHUNK=chunk,
                                        E_POW2=e_pow2, num_warps=8, **pdl)
-    _align_plan_kernel[(1,)](chunk_rows, block_expert, num_padded, num_chunks, capacity // block_m,
+    _align_plan_kernel[(1,)](chunk_rows, block_expert, num_padded, num_chunks, capacity // block_m, used_experts,
                              BLOCK_M=block_m, E_POW2=e_pow2, TILE_CHUNK=max(_TILE_COMPARE_ELEMENTS // e_pow2, 16),
                              num_warps=8, **pdl)
     _align_scatter_kernel[(num_chunks,)](ids, chunk_rows, sorted_ids, num_assignments, CHUNK=chunk, E_POW2=e_pow2,
@@ -206,11 +213,11 @@ if triton is not None:
             slots = s0 + tl.arange(0, 1024)
             tl.store(sorted_ids_ptr + slots, tl.full([1024], 0, tl.int32) + A, mask=slots < capacity)
 
-    @triton.jit(do_not_specialize=["num_chunks", "num_tiles"])
-    def _align_plan_kernel(chunk_rows_ptr, block_expert_ptr, num_padded_ptr, num_chunks, num_tiles,
+    @triton.jit(do_not_specialize=["num_chunks", "num_tiles", "used_experts"])
+    def _align_plan_kernel(chunk_rows_ptr, block_expert_ptr, num_padded_ptr, num_chunks, num_tiles, used_experts,
                            BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, TILE_CHUNK: tl.constexpr, PDL: tl.constexpr):
         """Histograms [chunks, E] -> each chunk's first row per expert (in place), the tiles' experts, the used
-        rows."""
+        rows (of the first `used_experts` experts)."""
         pdl_wait(PDL)
         experts = tl.arange(0, E_POW2)
         counts = tl.zeros([E_POW2], dtype=tl.int32)
@@ -229,7 +236,7 @@ if triton is not None:
             tile_start = tiles * BLOCK_M
             tile_expert = tl.sum((padded_end[None, :] <= tile_start[:, None]).to(tl.int32), axis=1)
             tl.store(block_expert_ptr + tiles, tl.where(tile_start < total, tile_expert, -1), mask=tiles < num_tiles)
-        tl.store(num_padded_ptr, total)
+        tl.store(num_padded_ptr, tl.sum(tl.where(experts < used_experts, padded, 0), axis=0))
 
     @triton.jit(do_not_specialize=["A"])
     def _align_scatter_kernel(ids_ptr, chunk_rows_ptr, sorted_ids_ptr, A, CHUNK: tl.constexpr, E_POW2: tl.constexpr,
@@ -247,9 +254,9 @@ if triton is not None:
         row = lanes + tl.gather(first, expert_of, 0)  # [C]
         tl.store(sorted_ids_ptr + row, c * CHUNK + keys % CHUNK, mask=valid)  # valid lanes: a prefix
 
-    @triton.jit(do_not_specialize=["A", "capacity", "num_tiles"])
+    @triton.jit(do_not_specialize=["A", "capacity", "num_tiles", "used_experts"])
     def _align_kernel(ids_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, A, E, capacity, num_tiles,
-                      BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, E_POW2: tl.constexpr, CAP_CHUNK: tl.constexpr,
+                      used_experts, BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, E_POW2: tl.constexpr, CAP_CHUNK: tl.constexpr,
                       TILE_CHUNK: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         lanes = tl.arange(0, CHUNK)
@@ -286,4 +293,5 @@ if triton is not None:
             # where the previous one does, so they are skipped)
             tile_expert = tl.sum((padded_end[None, :] <= tile_start[:, None]).to(tl.int32), axis=1)
             tl.store(block_expert_ptr + tiles, tl.where(tile_start < total, tile_expert, -1), mask=tiles < num_tiles)
-        tl.store(num_padded_ptr, total)
+        # the used rows: every expert's tiles, or (absent_last) all but the last one's, which come after the others
+        tl.store(num_padded_ptr, tl.sum(tl.where(tl.arange(0, E_POW2) < used_experts, padded, 0), axis=0))

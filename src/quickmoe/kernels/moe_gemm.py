@@ -281,15 +281,20 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
     return out
 
 
-def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256) -> torch.Tensor:
-    """[T*k, H] -> [T, H]: the sum of each token's k rows, in float32, in the rows' dtype."""
+def moe_combine(per_assignment: torch.Tensor, top_k: int, block_h: int = 256, *,
+                absent_ids: torch.Tensor | None = None, num_experts: int = 0) -> torch.Tensor:
+    """[T*k, H] -> [T, H]: the sum of each token's k rows, in float32, in the rows' dtype. `absent_ids` ([T, k]
+    int32, with `num_experts`): rows whose id is num_experts (another rank's assignment, which no GEMM tile
+    wrote) are left out."""
     _require_triton()
     num_assignments, hidden_size = per_assignment.shape
     out = torch.empty(num_assignments // top_k, hidden_size, dtype=per_assignment.dtype,
                       device=per_assignment.device)
     if out.shape[0]:
         _moe_combine_kernel[(out.shape[0], triton.cdiv(hidden_size, block_h))](
-            per_assignment, out, hidden_size, TOP_K=top_k, BLOCK_H=block_h, **pdl_kwargs(per_assignment.device))
+            per_assignment, out, absent_ids if absent_ids is not None else per_assignment, num_experts,
+            hidden_size, TOP_K=top_k, BLOCK_H=block_h, ABSENT=absent_ids is not None,
+            **pdl_kwargs(per_assignment.device))
     return out
 
 
@@ -637,12 +642,16 @@ if triton is not None:
                  mask=m_ok[:, None] & n_ok[None, :])
 
     @triton.jit
-    def _moe_combine_kernel(src_ptr, out_ptr, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
+    def _moe_combine_kernel(src_ptr, out_ptr, ids_ptr, absent_id, H, TOP_K: tl.constexpr, BLOCK_H: tl.constexpr,
+                            ABSENT: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         token = tl.program_id(0)
         cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
         ok = cols < H
         acc = tl.zeros([BLOCK_H], dtype=tl.float32)
         for j in tl.static_range(TOP_K):
-            acc += tl.load(src_ptr + (token * TOP_K + j) * H + cols, mask=ok, other=0.0).to(tl.float32)
+            row_ok = ok
+            if ABSENT:  # another rank's assignment: its row was written by no tile
+                row_ok = ok & (tl.load(ids_ptr + token * TOP_K + j) != absent_id)
+            acc += tl.load(src_ptr + (token * TOP_K + j) * H + cols, mask=row_ok, other=0.0).to(tl.float32)
         tl.store(out_ptr + token * H + cols, acc.to(out_ptr.dtype.element_ty), mask=ok)

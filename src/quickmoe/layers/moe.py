@@ -78,7 +78,15 @@ class UnquantizedMoEMethod:
         return custom_ops.moe_experts(
             hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.gate_up_proj_bias, layer.down_proj,
             layer.down_proj_bias, None, None, self.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha,
-            _use_kernels(layer, hidden) and self.gate_up_group > 1, "swiglu_gpt_oss", None, None, combine)
+            _use_kernels(layer, hidden) and self.gate_up_group > 1, "swiglu_gpt_oss", None, None, combine,
+            absent_experts(layer))
+
+
+def absent_experts(layer: nn.Module) -> bool:
+    """Whether the layer's topk_ids may hold its number of experts: another rank's assignment (expert parallel,
+    `FusedMoE.local_assignments`)."""
+    parallel = getattr(layer, "parallel", SINGLE)
+    return parallel.sharded and parallel.expert_parallel
 
 
 def _use_kernels(layer: nn.Module, hidden: torch.Tensor) -> bool:
@@ -145,7 +153,7 @@ class Mxfp4MoEMethod:
             hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
             layer.down_proj_blocks, layer.down_proj_bias, layer.gate_up_proj_scales, layer.down_proj_scales,
             self.layout.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, _use_kernels(layer, hidden),
-            "swiglu_gpt_oss", None, None, combine)
+            "swiglu_gpt_oss", None, None, combine, absent_experts(layer))
 
 
 def mma_pairs_kernel(blocks: torch.Tensor):
@@ -193,10 +201,11 @@ class FusedMoE(nn.Module):
 
     def local_assignments(self, topk_weights: torch.Tensor,
                           topk_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Expert parallel: global expert ids [T, k] -> this rank's (others' assignments: weight 0, expert 0)."""
+        """Expert parallel: global expert ids [T, k] -> this rank's; another rank's assignment gets the id
+        num_experts (one past this rank's), which no GEMM computes (`fused_moe`'s absent_experts), and weight 0."""
         local = topk_ids - self.expert_shard.start  # [T, k]
         mine = (local >= 0) & (local < self.num_experts)
-        return torch.where(mine, topk_weights, 0.0), torch.where(mine, local, 0)
+        return torch.where(mine, topk_weights, 0.0), torch.where(mine, local, self.num_experts)
 
     def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
                 combine: bool = True) -> torch.Tensor:

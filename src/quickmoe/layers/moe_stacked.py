@@ -26,7 +26,7 @@ from quickmoe.formats.fp8 import FP8_DTYPE
 from quickmoe.formats.nvfp4 import NVFP4_BLOCK_SIZE
 from quickmoe.forward import custom_ops
 from quickmoe.layers.fp8_linear import SCALE_DTYPES
-from quickmoe.layers.moe import FusedMoE, expert_shards, mma_pairs_kernel
+from quickmoe.layers.moe import FusedMoE, absent_experts, expert_shards, mma_pairs_kernel
 from quickmoe.layers.sharding import scaled
 from quickmoe.layers.weights import declare_weight
 from quickmoe.layouts.mxfp4_moe import Mxfp4MoELayout, gate_up_rows_transform
@@ -123,7 +123,8 @@ class _StackedMethod:
         self._check_processed()
         return custom_ops.moe_experts(hidden, topk_weights, topk_ids, w1, None, w2, None, w1_scales, w2_scales,
                                       self.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, kernels,
-                                      layer.activation, w1_row_scale, w2_row_scale, combine)
+                                      layer.activation, w1_row_scale, w2_row_scale, combine,
+                                      absent_experts(layer))
 
 
 class StackedUnquantizedMoEMethod(_StackedMethod):
