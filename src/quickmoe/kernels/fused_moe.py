@@ -123,7 +123,7 @@ def fused_moe_ref(
     out = torch.zeros_like(hidden)
     flat_ids = topk_ids.reshape(-1)  # [T*k]
     order = torch.argsort(flat_ids, stable=True)  # assignments grouped by expert
-    counts = torch.bincount(flat_ids, minlength=w1.shape[0]).tolist()[:w1.shape[0]]  # id E (absent): sorted last, skipped
+    counts = torch.bincount(flat_ids, minlength=w1.shape[0]).tolist()[:w1.shape[0]]  # id E (absent): last, skipped
     token_of = order // top_k  # [T*k] token of each sorted assignment
     weight_of = topk_weights.reshape(-1)[order]
     start = 0

@@ -132,8 +132,8 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int, absent_las
     # spilled 1.3 KB a thread: 24 us a call on the H100, 2.5 us at 32 experts)
     tile_chunk = max(_TILE_COMPARE_ELEMENTS // e_pow2, 16)
     _align_kernel[(1,)](ids, sorted_ids, block_expert, num_padded, num_assignments, num_experts, capacity,
-                        capacity // block_m, used_experts, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2, CAP_CHUNK=1024,
-                        TILE_CHUNK=tile_chunk, num_warps=8, **pdl_kwargs(device))
+                        capacity // block_m, used_experts, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2,
+                        CAP_CHUNK=1024, TILE_CHUNK=tile_chunk, num_warps=8, **pdl_kwargs(device))
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
                         block_m=block_m, num_assignments=num_assignments)
 
@@ -256,8 +256,8 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["A", "capacity", "num_tiles", "used_experts"])
     def _align_kernel(ids_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr, A, E, capacity, num_tiles,
-                      used_experts, BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, E_POW2: tl.constexpr, CAP_CHUNK: tl.constexpr,
-                      TILE_CHUNK: tl.constexpr, PDL: tl.constexpr):
+                      used_experts, BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, E_POW2: tl.constexpr,
+                      CAP_CHUNK: tl.constexpr, TILE_CHUNK: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         lanes = tl.arange(0, CHUNK)
         counts = tl.zeros([E_POW2], dtype=tl.int32)  # pass 1: each expert's assignments
