@@ -3,13 +3,14 @@
 so that L2 holds none of them): every candidate launch config at each row count, the best beside cuBLAS, and
 the bits of every config at every row count against one reference launch (they must all be equal).
 
-    python scripts/probes/dense_gemm_probe.py [--json PATH] [--quick]
+    python scripts/probes/dense_gemm_probe.py [--json PATH] [--quick] [--rows 1,16,64] [--base OLD/dense_gemm.py]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -19,31 +20,28 @@ from quickmoe.kernels.dense_gemm import DenseConfig, dense_config, dense_gemm
 
 SHAPES = {"qkv": (2880, 5120), "o_proj": (4096, 2880)}  # (K, N)
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 8192)
+BASE = None  # another tree's kernels/dense_gemm.py (--base): its table config timed beside, same operands
 SETS = 4
 
 
 def _candidates(rows: int) -> list[DenseConfig]:
-    out = []
+    """Launch configs worth timing at this row count, with K in parts summed in one program and, for most, also
+    with one program a part (`split`). Stages x (tile rows + columns) x K step bound the programs an SM holds."""
     if rows <= 16:
-        for bn, warps in ((32, 2), (32, 4), (64, 4), (128, 4)):
-            for bk in (128, 256):
-                for stages in (4, 5, 6):
-                    out.append(DenseConfig(16, bn, bk, warps, stages, swap=True))
-        out += [DenseConfig(16, 16, 128, 2, 5), DenseConfig(16, 32, 128, 4, 5)]
+        out = [DenseConfig(16, bn, bk, warps, stages, swap=swap, split=True)
+               for bn, warps, swap in ((16, 2, False), (32, 2, True), (32, 4, True), (64, 4, True))
+               for bk in (64, 128, 256) for stages in (2, 3, 4)]
+        out += [DenseConfig(16, 64, 256, 4, 5, swap=True), DenseConfig(16, 64, 128, 4, 6, swap=True),
+                DenseConfig(16, 32, 256, 2, 4, swap=True)]
     elif rows <= 256:
-        top = max(32, 1 << (rows - 1).bit_length())
-        for bm in sorted({top, max(32, top // 2)}):
-            for bn in (64, 128):
-                for bk in (64, 128):
-                    for stages in (3, 4):
-                        for warps in (4, 8):
-                            if bm * bn <= 64 * 128 or warps == 8:
-                                out.append(DenseConfig(bm, bn, bk, warps, stages, swap=True))
-        out += [DenseConfig(64, 64, 64, 4, 4), DenseConfig(64, 128, 128, 4, 4)]
+        tiles = {64: ((32, 64, 4), (64, 64, 4), (32, 32, 4)),
+                 128: ((64, 64, 4), (64, 128, 4), (128, 64, 4)),
+                 256: ((128, 64, 4), (64, 64, 4), (128, 128, 8))}[max(64, 1 << (rows - 1).bit_length())]
+        out = [DenseConfig(bm, bn, 128, warps, stages, swap=True, split=split)
+               for bm, bn, warps in tiles for stages in (3, 4) for split in (False, True)]
     else:
-        for bm, bn, warps in ((128, 128, 8), (128, 256, 8), (128, 128, 4)):
-            for stages in (3, 4):
-                out.append(DenseConfig(bm, bn, 64, warps, stages))
+        out = [DenseConfig(bm, bn, 64, warps, stages) for bm, bn, warps in ((128, 128, 8), (128, 256, 8))
+               for stages in (3, 4)]
     out = [c for c in out if (c.block_m + c.block_n) * c.block_k * 2 * c.num_stages <= 200 * 1024]  # shared memory
     table = dense_config(rows)
     return out if table in out else [table, *out]
@@ -81,6 +79,8 @@ def _timings(name: str, k: int, n: int, rows_list, device: torch.device, g: torc
         xs = [torch.randn(rows, k, generator=g).to(device, torch.bfloat16) for _ in range(SETS)]
         reps = 8 if rows >= 1024 else 32
         t_cublas = time_in_graph(lambda i, xs=xs: F.linear(xs[i], ws[i], bs[i]), SETS, reps) * 1e6
+        t_base = (time_in_graph(lambda i, xs=xs: BASE.dense_gemm(xs[i], ws[i], bs[i]), SETS, reps) * 1e6
+                  if BASE is not None else float("nan"))
         results = []
         for cfg in _candidates(rows):
             us = time_in_graph(lambda i, c=cfg, xs=xs: dense_gemm(xs[i], ws[i], bs[i], c), SETS, reps) * 1e6
@@ -89,12 +89,13 @@ def _timings(name: str, k: int, n: int, rows_list, device: torch.device, g: torc
         table_cfg = dense_config(rows)
         t_table = next(us for us, cfg in results if cfg == table_cfg)
         gbs = (n * k * 2 + rows * (k + n) * 2) / (results[0][0] * 1e-6) / 1e9
-        print(f"{name:6s} rows={rows:5d}: cuBLAS {t_cublas:8.2f} us; best {results[0][0]:8.2f} us ({gbs:5.0f} GB/s) "
-              f"{results[0][1]}; table {t_table:8.2f} us", flush=True)
+        print(f"{name:6s} rows={rows:5d}: cuBLAS {t_cublas:8.2f} us; base {t_base:8.2f} us; best {results[0][0]:8.2f} "
+              f"us ({gbs:5.0f} GB/s) {results[0][1]}; table {t_table:8.2f} us", flush=True)
         for us, cfg in results[1:4]:
             print(f"{'':22s}{us:8.2f} us {cfg}")
-        out.append({"shape": name, "rows": rows, "cublas_us": round(t_cublas, 2), "table_us": round(t_table, 2),
-                    "best": [{"us": round(us, 2), "config": repr(cfg)} for us, cfg in results[:6]]})
+        out.append({"shape": name, "rows": rows, "cublas_us": round(t_cublas, 2), "base_us": round(t_base, 2),
+                    "table_us": round(t_table, 2),
+                    "best": [{"us": round(us, 2), "config": repr(cfg)} for us, cfg in results]})
     return out
 
 
@@ -102,18 +103,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--quick", action="store_true", help="rows 1, 64 and 256 only")
+    parser.add_argument("--rows", help="comma-separated row counts to time (default: all of ROWS)")
+    parser.add_argument("--base", help="path of another tree's kernels/dense_gemm.py, timed beside (its table)")
     args = parser.parse_args()
+    if args.base:
+        import importlib.util
+
+        global BASE
+        spec = importlib.util.spec_from_file_location("base_dense_gemm", args.base)
+        BASE = sys.modules["base_dense_gemm"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+        spec.loader.exec_module(BASE)
     device = torch.device("cuda")
     g = torch.Generator(device="cpu").manual_seed(0)
     result = {"bits": {}, "timings": []}
     for name, (k, n) in SHAPES.items():
         result["bits"][name] = _bits(name, k, n, device, g)
     rows_list = (1, 64, 256) if args.quick else ROWS
+    if args.rows:
+        rows_list = tuple(int(r) for r in args.rows.split(","))
     for name, (k, n) in SHAPES.items():
         result["timings"] += _timings(name, k, n, rows_list, device, g)
-    print("\n| shape | rows | cuBLAS us | table us | best us | best config |\n|---|---|---|---|---|---|")
+    print("\n| shape | rows | cuBLAS us | base us | table us | best us | best config |\n|---|---|---|---|---|---|---|")
     for r in result["timings"]:
-        print(f"| {r['shape']} | {r['rows']} | {r['cublas_us']} | {r['table_us']} | {r['best'][0]['us']} | "
+        print(f"| {r['shape']} | {r['rows']} | {r['cublas_us']} | {r['base_us']} | {r['table_us']} | "
+              f"{r['best'][0]['us']} | "
               f"{r['best'][0]['config']} |")
     if args.json:
         with open(args.json, "w") as f:
