@@ -30,8 +30,9 @@ different row counts. On the H200 (docs/benchmarks.md, 2026-11-30): o_proj 11.0 
 Where it runs: the o_proj of unquantized attention in decode steps (forward/custom_ops.py `decode_linear`). At
 1-64 rows it beats cuBLAS (H200: 9.2 vs 10.9 us at one row); at 128 and 256 rows cuBLAS is faster (its tiles use the
 GPU better at these sizes) but the kernel must run at every batch size for the invariance above, a cost of 4-7 us a
-layer there (configs by row count: `dense_config`, below). QKV stays on cuBLAS: with parts it only tied cuBLAS at
-1-16 rows (10.3 vs 10.4 us) and lost from 64 rows.
+layer there (configs by row count: `dense_config`, below). QKV (2880 -> 5120) stays on cuBLAS: with parts this
+kernel took 9.9 against 10.4 us at 1-16 rows but 21-78% longer at 64-256 rows, where a batch-256 step would lose
+more (24 x 11.5 us) than a batch-1 step gains.
 """
 
 from __future__ import annotations
