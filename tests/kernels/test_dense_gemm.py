@@ -134,7 +134,8 @@ def test_dense_gemm_bits_do_not_depend_on_config_or_rows():
     _check(ref, x, w, b)
     configs = CONFIGS + [DenseConfig(16, 128, 128, 4, 4, swap=True), DenseConfig(64, 128, 64, 4, 4),
                          DenseConfig(128, 256, 64, 8, 3), DenseConfig(16, 64, 256, 4, 5, swap=True, split=True),
-                         DenseConfig(16, 32, 128, 2, 4, swap=True, split=True), DenseConfig(16, 16, 256, 2, 4, split=True),
+                         DenseConfig(16, 32, 128, 2, 4, swap=True, split=True),
+                         DenseConfig(16, 16, 256, 2, 4, split=True),
                          DenseConfig(64, 64, 128, 4, 4, swap=True, split=True)]
     for rows in (1, 3, 16, 17, 64, 200, 256, 1000):
         for config in [None, *configs]:
