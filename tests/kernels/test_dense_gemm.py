@@ -73,13 +73,14 @@ def test_k_in_parts_one_program_or_one_a_part_give_the_same_bits(rows, k, n):
         assert torch.equal(again, parts)  # the ticket counters were set back to zero
 
 
+@pytest.mark.parametrize("swap", [False, True])
 @pytest.mark.parametrize("split", [False, True])
-def test_parts_are_added_in_increasing_order_from_zero(split):
+def test_parts_are_added_in_increasing_order_from_zero(split, swap):
     """The float32 addition of the parts is the documented one, y = ((0 + s_0) + s_1) + s_2, not another order.
     Part 0 sums to exactly +2^14 and part 2 to exactly -2^14 (one column each carries them), part 1 is random:
     s_0 + s_1 rounds s_1 to the float32 grid of [2^14, 2^15) when s_1 > 0 and to the finer one below 2^14 when
     s_1 < 0, while s_2 + s_1 does the opposite, so each order leaves its own trace in the float16 output."""
-    g = torch.Generator().manual_seed(5 + split)
+    g = torch.Generator().manual_seed(5 + split + 2 * swap)
     rows, k, n, big = 4, 2880, 32, 2.0 ** 14
     assert dense_k_parts(k) == (3, 1024)
     x = torch.randn(rows, k, generator=g).to(torch.float16)
@@ -92,7 +93,7 @@ def test_parts_are_added_in_increasing_order_from_zero(split):
     in_order = ((big + s_1) - big + b.float()).to(torch.float16)
     reversed_order = ((-big + s_1) + big + b.float()).to(torch.float16)
     assert not torch.equal(in_order, reversed_order)  # the data tells the orders apart
-    got = dense_gemm(x.to(DEVICE), w.to(DEVICE), b.to(DEVICE), DenseConfig(16, 32, 64, 4, 2, split=split)).cpu()
+    got = dense_gemm(x.to(DEVICE), w.to(DEVICE), b.to(DEVICE), DenseConfig(16, 32, 64, 4, 2, swap=swap, split=split)).cpu()
     assert torch.equal(got, in_order)
 
 
