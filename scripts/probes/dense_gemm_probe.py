@@ -33,6 +33,12 @@ def _candidates(rows: int) -> list[DenseConfig]:
                for bk in (64, 128, 256) for stages in (2, 3, 4)]
         out += [DenseConfig(16, 64, 256, 4, 5, swap=True), DenseConfig(16, 64, 128, 4, 6, swap=True),
                 DenseConfig(16, 32, 256, 2, 4, swap=True)]
+        # narrow tiles over all of K in one program (no partials, no ticket): o_proj's 2,880 columns give 180
+        # programs of 16 columns, QKV's 5,120 give 320; deep pipelines keep a program's loads in flight
+        out += [DenseConfig(16, 16, bk, warps, stages, swap=True)
+                for bk, warps, stages in ((256, 1, 4), (256, 1, 6), (256, 1, 8), (128, 1, 6), (128, 1, 8),
+                                          (256, 2, 4), (256, 2, 6))]
+        out += [DenseConfig(16, 32, 256, warps, stages, swap=True) for warps, stages in ((1, 6), (2, 6), (2, 8))]
     elif rows <= 256:
         tiles = {64: ((32, 64, 4), (64, 64, 4), (32, 32, 4)),
                  128: ((64, 64, 4), (64, 128, 4), (128, 64, 4)),
