@@ -72,14 +72,18 @@ def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_expe
     (1100, 4, 32, 64, 4.0),  # 5 chunks: gpt-oss-20b just past the single program
     (700, 8, 60, 16, 0.0),  # top-8 over 60 experts (not a power of two): 6 chunks, many tiles
     (1025, 4, 8, 128, 4.0)])  # the last chunk holds 4 assignments
-def test_chunked_kernels_match_the_reference(num_tokens, top_k, num_experts, block_m, skew, monkeypatch):
+@pytest.mark.parametrize("plan_block", [None, 2])
+def test_chunked_kernels_match_the_reference(num_tokens, top_k, num_experts, block_m, skew, plan_block, monkeypatch):
     """Prefill-sized A (> SINGLE_PROGRAM_MAX): the three launches over chunks give the reference's alignment;
     skew > 0 leaves experts with no assignment beside long runs across chunks. In the CPU's interpreter the chunks
     (and the single program's limit, and A) are 8 times smaller: the same chunk counts and ragged last chunks, in
-    an eighth of the sorting (the GPU runs the shipped sizes)."""
+    an eighth of the sorting (the GPU runs the shipped sizes). plan_block 2: the plan reads the chunks' histograms
+    two at a time (3 blocks for 5-6 chunks, the last ragged), where the shipped block holds every chunk here."""
     pytest.importorskip("triton")
     from quickmoe.kernels import moe_align as moe_align_module
 
+    if plan_block is not None:
+        monkeypatch.setattr(moe_align_module, "_PLAN_CHUNK_BLOCK", plan_block)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         monkeypatch.setattr(moe_align_module, "SORT_CHUNK_MAX", moe_align_module.SORT_CHUNK_MAX // 8)

@@ -25,9 +25,10 @@ is O(A log^2 C), whatever E: the earlier one-hot ranks cost O(A E) in a serial l
 call at A = 1,024 and 128 experts on the H100 (9.7 us sorted); one sort of all 4,096 assignments took 72 us at
 32 experts, more than chunks of 1,024 (the network's depth grows as log^2 C, its width is one warp's lanes).
 Prefill-sized A (above SINGLE_PROGRAM_MAX) takes three launches over chunks of SORT_CHUNK_MAX in parallel: each
-chunk's histogram (its program also writes a share of the sentinels), one program that turns them into every
-chunk's first row per expert (the expert's first padded row plus its assignments in earlier chunks) and the tiles'
-experts, then each chunk's sort and scatter as above. The reference's fifteen launches, a radix sort among them,
+chunk's histogram (its program also writes a share of the sentinels), the plan (one program per 8,192 / E tiles,
+each summing the histograms itself, writes its tiles' experts; the first also every chunk's first row per expert:
+the expert's first padded row plus its assignments in earlier chunks), then each chunk's sort and scatter as
+above. The reference's fifteen launches, a radix sort among them,
 took ~120 us at A = 32,768 on the H100 (gpt-oss at 8,192 tokens), a few % of the MoE layer.
 """
 
@@ -53,6 +54,10 @@ __all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "
 SINGLE_PROGRAM_MAX = 4096  # assignments handled by one program
 SORT_CHUNK_MAX = 1024  # assignments sorted together (4 keys a thread at 8 warps)
 _TILE_COMPARE_ELEMENTS = 8192  # TILE_CHUNK x E per pass of the tiles' expert search: 32 registers a thread
+# chunks' histograms the plan reads a load (at most _TILE_COMPARE_ELEMENTS values; from E alone, so one compiled
+# plan serves every prompt size): one load a chunk made Qwen3-30B-A3B's plan at 8,192 tokens (64 chunks, 128
+# experts) 24.5 us on the H200
+_PLAN_CHUNK_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -182,15 +187,19 @@ def _moe_align_chunked(topk_ids: torch.Tensor, num_experts: int, block_m: int, u
     sorted_ids = torch.empty(capacity, dtype=torch.int32, device=device)
     block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
     num_padded = torch.empty(1, dtype=torch.int32, device=device)
-    chunk_rows = torch.empty(num_chunks, e_pow2, dtype=torch.int32, device=device)  # histograms, then first rows
+    chunk_hist = torch.empty(num_chunks, e_pow2, dtype=torch.int32, device=device)  # each chunk's histogram
+    chunk_rows = torch.empty(num_chunks, e_pow2, dtype=torch.int32, device=device)  # each chunk's first rows
     ids = topk_ids.reshape(-1)
     fill = triton.cdiv(triton.cdiv(capacity, num_chunks), 1024) * 1024  # sentinel rows per program
     pdl = pdl_kwargs(device)
-    _align_count_kernel[(num_chunks,)](ids, chunk_rows, sorted_ids, num_assignments, capacity, fill, CHUNK=chunk,
+    _align_count_kernel[(num_chunks,)](ids, chunk_hist, sorted_ids, num_assignments, capacity, fill, CHUNK=chunk,
                                        E_POW2=e_pow2, num_warps=8, **pdl)
-    _align_plan_kernel[(1,)](chunk_rows, block_expert, num_padded, num_chunks, capacity // block_m, used_experts,
-                             BLOCK_M=block_m, E_POW2=e_pow2, TILE_CHUNK=max(_TILE_COMPARE_ELEMENTS // e_pow2, 16),
-                             num_warps=8, **pdl)
+    num_tiles = capacity // block_m
+    tile_chunk = max(_TILE_COMPARE_ELEMENTS // e_pow2, 16)
+    chunk_block = max(min(_PLAN_CHUNK_BLOCK, _TILE_COMPARE_ELEMENTS // e_pow2), 1)
+    _align_plan_kernel[(triton.cdiv(num_tiles, tile_chunk),)](
+        chunk_hist, chunk_rows, block_expert, num_padded, num_chunks, num_tiles, used_experts, BLOCK_M=block_m,
+        E_POW2=e_pow2, TILE_CHUNK=tile_chunk, CHUNK_BLOCK=chunk_block, num_warps=8, **pdl)
     _align_scatter_kernel[(num_chunks,)](ids, chunk_rows, sorted_ids, num_assignments, CHUNK=chunk, E_POW2=e_pow2,
                                          num_warps=8, **pdl)
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
@@ -200,43 +209,53 @@ def _moe_align_chunked(topk_ids: torch.Tensor, num_experts: int, block_m: int, u
 if triton is not None:
 
     @triton.jit(do_not_specialize=["A", "capacity", "fill"])
-    def _align_count_kernel(ids_ptr, chunk_rows_ptr, sorted_ids_ptr, A, capacity, fill, CHUNK: tl.constexpr,
+    def _align_count_kernel(ids_ptr, chunk_hist_ptr, sorted_ids_ptr, A, capacity, fill, CHUNK: tl.constexpr,
                             E_POW2: tl.constexpr, PDL: tl.constexpr):
-        """Chunk c's histogram into row c of chunk_rows; sentinels into sorted_ids rows [c * fill, (c+1) * fill)."""
+        """Chunk c's histogram into row c of chunk_hist; sentinels into sorted_ids rows [c * fill, (c+1) * fill)."""
         pdl_wait(PDL)
         c = tl.program_id(0)
         lanes = tl.arange(0, CHUNK)
         valid = c * CHUNK + lanes < A
         ids = tl.load(ids_ptr + c * CHUNK + lanes, mask=valid, other=0).to(tl.int32)  # [C]
-        tl.store(chunk_rows_ptr + c * E_POW2 + tl.arange(0, E_POW2), tl.histogram(ids, E_POW2, mask=valid))
+        tl.store(chunk_hist_ptr + c * E_POW2 + tl.arange(0, E_POW2), tl.histogram(ids, E_POW2, mask=valid))
         for s0 in range(c * fill, tl.minimum((c + 1) * fill, capacity), 1024):
             slots = s0 + tl.arange(0, 1024)
             tl.store(sorted_ids_ptr + slots, tl.full([1024], 0, tl.int32) + A, mask=slots < capacity)
 
     @triton.jit(do_not_specialize=["num_chunks", "num_tiles", "used_experts"])
-    def _align_plan_kernel(chunk_rows_ptr, block_expert_ptr, num_padded_ptr, num_chunks, num_tiles, used_experts,
-                           BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, TILE_CHUNK: tl.constexpr, PDL: tl.constexpr):
-        """Histograms [chunks, E] -> each chunk's first row per expert (in place), the tiles' experts, the used
-        rows (of the first `used_experts` experts)."""
+    def _align_plan_kernel(chunk_hist_ptr, chunk_rows_ptr, block_expert_ptr, num_padded_ptr, num_chunks, num_tiles,
+                           used_experts, BLOCK_M: tl.constexpr, E_POW2: tl.constexpr, TILE_CHUNK: tl.constexpr,
+                           CHUNK_BLOCK: tl.constexpr, PDL: tl.constexpr):
+        """Histograms [chunks, E] -> the experts of tiles [p * TILE_CHUNK, (p + 1) * TILE_CHUNK) (program p: each
+        program sums the histograms itself); program 0 also each chunk's first row per expert and the used rows
+        (of the first `used_experts` experts). One program doing every tile took ~1.3 us a pass of TILE_CHUNK
+        tiles: 24.5 us for Qwen3-30B-A3B's 1,152 tiles at 8,192 tokens on the H200."""
         pdl_wait(PDL)
+        p = tl.program_id(0)
         experts = tl.arange(0, E_POW2)
+        rows = tl.arange(0, CHUNK_BLOCK)  # CHUNK_BLOCK chunks' histograms a load
         counts = tl.zeros([E_POW2], dtype=tl.int32)
-        for c in range(num_chunks):
-            counts += tl.load(chunk_rows_ptr + c * E_POW2 + experts)
+        for c0 in range(0, num_chunks, CHUNK_BLOCK):
+            ok = (c0 + rows < num_chunks)[:, None]
+            counts += tl.sum(tl.load(chunk_hist_ptr + (c0 + rows)[:, None] * E_POW2 + experts[None, :], mask=ok,
+                                     other=0), axis=0)  # [E]
         padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
         padded_end = tl.cumsum(padded, axis=0)  # [E]
         total = tl.sum(padded, axis=0)
-        first = padded_end - padded  # [E] advanced by each chunk's counts
-        for c in range(num_chunks):
-            hist = tl.load(chunk_rows_ptr + c * E_POW2 + experts)
-            tl.store(chunk_rows_ptr + c * E_POW2 + experts, first)
-            first += hist
-        for t0 in range(0, num_tiles, TILE_CHUNK):  # as in _align_kernel
-            tiles = t0 + tl.arange(0, TILE_CHUNK)
-            tile_start = tiles * BLOCK_M
-            tile_expert = tl.sum((padded_end[None, :] <= tile_start[:, None]).to(tl.int32), axis=1)
-            tl.store(block_expert_ptr + tiles, tl.where(tile_start < total, tile_expert, -1), mask=tiles < num_tiles)
-        tl.store(num_padded_ptr, tl.sum(tl.where(experts < used_experts, padded, 0), axis=0))
+        tiles = p * TILE_CHUNK + tl.arange(0, TILE_CHUNK)  # as in _align_kernel
+        tile_start = tiles * BLOCK_M
+        tile_expert = tl.sum((padded_end[None, :] <= tile_start[:, None]).to(tl.int32), axis=1)
+        tl.store(block_expert_ptr + tiles, tl.where(tile_start < total, tile_expert, -1), mask=tiles < num_tiles)
+        if p == 0:
+            first = padded_end - padded  # [E] advanced by each block of chunks' counts
+            for c0 in range(0, num_chunks, CHUNK_BLOCK):
+                ok = (c0 + rows < num_chunks)[:, None]
+                offsets = (c0 + rows)[:, None] * E_POW2 + experts[None, :]  # [CB, E]
+                hist = tl.load(chunk_hist_ptr + offsets, mask=ok, other=0)
+                # chunk c's first row per expert: the block's first, plus the counts of the block's chunks before c
+                tl.store(chunk_rows_ptr + offsets, first[None, :] + tl.cumsum(hist, axis=0) - hist, mask=ok)
+                first += tl.sum(hist, axis=0)
+            tl.store(num_padded_ptr, tl.sum(tl.where(experts < used_experts, padded, 0), axis=0))
 
     @triton.jit(do_not_specialize=["A"])
     def _align_scatter_kernel(ids_ptr, chunk_rows_ptr, sorted_ids_ptr, A, CHUNK: tl.constexpr, E_POW2: tl.constexpr,
