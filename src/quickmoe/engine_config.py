@@ -17,6 +17,7 @@ DTYPES = ("auto", "float32", "bfloat16")
 MOE_KERNELS = ("auto", "torch", "triton")
 COMPILE_MODES = ("off", "on", "aot")
 CUDA_GRAPH_MODES = ("auto", "off", "on")
+KERNEL_PRECOMPILE_MODES = ("auto", "off")
 
 
 KV_BLOCK_SIZES = (16, 32, 64, 128)
@@ -42,6 +43,9 @@ class EngineConfig:
     step in CUDA graphs for batch-size buckets (executor/cuda_graphs.py; CUDA only); "auto" (the default) does so
     on CUDA; "off" decodes eagerly. The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
     ones when a step first needs them or while the server is idle (max_num_seqs or more: all at start-up).
+    `kernel_precompile`: "auto" (the default) compiles the Triton kernels that start-up and the idle work will launch
+    and the kernel cache lacks in worker processes side by side, before the first of them launches
+    (executor/kernel_precompile.py; nothing to do with a warm cache); "off" compiles each at its first launch.
     Scheduling: at most `max_num_seqs` sequences run at once and one step computes at most
     `max_num_batched_tokens` tokens (long prompts are prefilled in chunks). `long_prefill_token_threshold`: the
     most prompt tokens one sequence prefills in one step, so that running decodes and new requests are never held
@@ -71,6 +75,7 @@ class EngineConfig:
     compile: str = "off"
     cuda_graphs: str = "auto"
     cuda_graphs_startup_max: int = 8
+    kernel_precompile: str = "auto"
     block_size: int = 16
     kv_cache_layout: str = "head-major"
     kv_cache_memory: int | None = None
@@ -141,6 +146,8 @@ class EngineConfig:
             raise fail("compile", f"one of {list(COMPILE_MODES)}")
         if self.cuda_graphs not in CUDA_GRAPH_MODES:
             raise fail("cuda_graphs", f"one of {list(CUDA_GRAPH_MODES)}")
+        if self.kernel_precompile not in KERNEL_PRECOMPILE_MODES:
+            raise fail("kernel_precompile", f"one of {list(KERNEL_PRECOMPILE_MODES)}")
         if not is_int(self.cuda_graphs_startup_max) or self.cuda_graphs_startup_max < 1:
             raise fail("cuda_graphs_startup_max", "an integer >= 1")
         if not is_int(self.max_num_seqs) or self.max_num_seqs < 1:

@@ -121,6 +121,7 @@ def test_config_file_errors_name_the_file(tmp_path):
     (dict(max_num_batched_tokens=0), "max_num_batched_tokens"), (dict(kv_cache_memory=-1), "kv_cache_memory"),
     (dict(gpu_memory_utilization=1.5), "gpu_memory_utilization"), (dict(num_kv_blocks=True), "num_kv_blocks"),
     (dict(attention_kernels="cuda"), "'attention_kernels' = 'cuda'"), (dict(max_model_len=True), "max_model_len"),
+    (dict(kernel_precompile="on"), r"'kernel_precompile' = 'on': expected one of \['auto', 'off'\]"),
 ])
 def test_engine_config_rejects_invalid_options(kwargs, culprit):
     with pytest.raises(ConfigError, match=culprit):

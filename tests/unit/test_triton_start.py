@@ -14,6 +14,7 @@ def test_without_cuda_it_records_the_error_and_returns():
     if torch.cuda.is_available():
         pytest.skip("the machine has CUDA")
     start = TritonStart(torch.device("cuda")).start()
+    start.built()
     assert isinstance(start.join(), float) and start.error is not None
 
 
@@ -24,6 +25,7 @@ def test_on_the_gpu_it_runs_and_leaves_triton_usable():
     from quickmoe.kernels.mxfp4_mma_pairs import encode_mma_pairs_, encode_mma_pairs_ref_
 
     start = TritonStart(torch.device("cuda")).start()
+    start.built()
     seconds = start.join()
     assert start.error is None and seconds is not None and seconds > 0
     blocks = torch.randint(0, 256, (64, 96), dtype=torch.uint8, device="cuda")

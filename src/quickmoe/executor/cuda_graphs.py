@@ -117,6 +117,13 @@ class DecodeGraphs:
             logits_indices=self.logits_indices[:size], kv_cache=self.runner.kv_cache, query_lens=[1] * size)
         return self.runner.model(batch)
 
+    @torch.inference_mode()
+    def dry_forward(self, size: int) -> None:
+        """The eager step a capture of bucket `size` starts with, over padding rows (the precompile records its
+        kernel launches: executor/kernel_precompile.py)."""
+        self._reset_to_padding()
+        self._forward(size)
+
     def _synchronize(self) -> None:
         if self.runner.device.type == "cuda":
             torch.cuda.synchronize(self.runner.device)

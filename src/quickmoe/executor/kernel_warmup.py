@@ -96,14 +96,14 @@ class MoEKernelWarmup:
         stream = torch.cuda.current_stream(device)
         t0 = time.perf_counter()
         if len(group) == 1:
-            self._warm(group[0], stream)
+            self.warm(group[0], stream)
         else:
             with ThreadPoolExecutor(len(group), thread_name_prefix="quickmoe-moe-warmup") as pool:
-                list(pool.map(self._warm, group, [stream] * len(group)))  # re-raises a thread's error here
+                list(pool.map(self.warm, group, [stream] * len(group)))  # re-raises a thread's error here
         torch.cuda.synchronize(device)
         logger.debug("MoE kernels warmed for %s tokens in %.3f s", group, time.perf_counter() - t0)
 
-    def _warm(self, tokens: int, stream: torch.cuda.Stream) -> None:
+    def warm(self, tokens: int, stream: torch.cuda.Stream) -> None:
         """Run the experts of one layer per distinct shape once on `tokens` random rows (on any thread: the
         device, the stream and inference mode are set here, as they are per thread)."""
         with torch.cuda.device(stream.device), torch.cuda.stream(stream), torch.inference_mode():

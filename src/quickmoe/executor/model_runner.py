@@ -20,6 +20,7 @@ from quickmoe.errors import ConfigError
 from quickmoe.executor.cublas_start import CublasStart
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
 from quickmoe.executor.kernel_cache import KernelCache, use_triton_cache
+from quickmoe.executor.kernel_precompile import KernelPrecompile
 from quickmoe.executor.kernel_warmup import MoEKernelWarmup
 from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
 from quickmoe.executor.rank_report import gather_rank_phases
@@ -89,9 +90,12 @@ class ModelRunner:
         # chosen once, before anything loads: an impossible choice fails now
         self.moe_kernels = engine.resolved_kernels("moe_kernels", self.device)
         self.attention_kernels = engine.resolved_kernels("attention_kernels", self.device)
+        self._precompiler: KernelPrecompile | None = None
         try:
             self._start(engine, progress, early_start)
         except BaseException:
+            if self._precompiler is not None:
+                self._precompiler.close()
             if early_start is not None:  # on any failure: no prefetch left running, no ring left pinned
                 self._wait_for_device()
                 early_start.finish()
@@ -110,6 +114,10 @@ class ModelRunner:
             torch.empty(1, device=self.device)  # creates the context
             torch.cuda.synchronize(self.device)
         self.kernel_cache: KernelCache = use_triton_cache(self.device)  # before any Triton kernel is compiled or loaded
+        if engine.kernel_precompile == "auto" and self._starts_triton() and "triton" in (
+                self.moe_kernels, self.attention_kernels):  # its workers start now, beside the load
+            self._precompiler = KernelPrecompile(self.device, self._precompile_key(engine),
+                                                 local_ranks=self.parallel.world_size, progress=progress)
         triton_start = TritonStart(self.device).start() if self._starts_triton() else None
         cublas_start = CublasStart(self.device, self.dtype).start() if self.device.type == "cuda" else None
         self.report.mark("cuda_init")
@@ -129,6 +137,8 @@ class ModelRunner:
             elif isinstance(module, (Attention, RMSNorm)):  # attention, RoPE + KV write, the norms
                 module.kernels = attention_kernels
         self.report.mark("build")
+        if triton_start is not None:
+            triton_start.built()
         options = early_start.options if early_start is not None else LoaderOptions.from_env()
         with paused_gc():
             self.load_stats: LoadStats = load_weights(
@@ -167,18 +177,24 @@ class ModelRunner:
         self.step_timer = StepTimer(self.device)
         self.report.mark("kv_cache")
         self.graphs: DecodeGraphs | None = None
+        graphs = None
+        if engine.resolved_cuda_graphs(self.device):
+            if self.device.type != "cuda":
+                raise ConfigError(f"engine option 'cuda_graphs' = 'on' needs a CUDA device; the model is on "
+                                  f"{self.device} (expected 'off')")
+            graphs = DecodeGraphs(self, decode_buckets(engine.max_num_seqs),
+                                  startup_max=engine.cuda_graphs_startup_max)
+        self.moe_warmup = MoEKernelWarmup(self.model, self.dtype, engine.max_num_batched_tokens)
+        if self._precompiler is not None:
+            self.report.info["precompile"] = self._precompile(engine, graphs)
+            self.report.mark("precompile")
         if engine.compile in ("on", "aot"):
             from quickmoe.executor.compile import compile_runner
 
             self.report.info["compile"] = compile_runner(self, aot=engine.compile == "aot")
             self.report.mark("compile")
-        self.moe_warmup = MoEKernelWarmup(self.model, self.dtype, engine.max_num_batched_tokens)
-        if engine.resolved_cuda_graphs(self.device):
-            if self.device.type != "cuda":
-                raise ConfigError(f"engine option 'cuda_graphs' = 'on' needs a CUDA device; the model is on "
-                                  f"{self.device} (expected 'off')")
-            self.graphs = DecodeGraphs(self, decode_buckets(engine.max_num_seqs),
-                                       startup_max=engine.cuda_graphs_startup_max)
+        if graphs is not None:
+            self.graphs = graphs
             self.report.info["cuda_graphs"] = self.graphs.info  # later captures are added to it
             self.moe_warmup.warm_sizes(list(self.graphs.startup_buckets))  # compiled side by side, not in turn
             self.graphs.capture_startup()
@@ -205,6 +221,43 @@ class ModelRunner:
                                 dtype=str(self.dtype).removeprefix("torch."), load_bytes=self.load_stats.num_bytes,
                                 load_gb_per_s=self.load_stats.num_bytes / 1e9 / max(self.report.phases["load"], 1e-9))
         logger.info("model %s on %s (%s) ready", self.model_dir, self.device, self.report.info["dtype"])
+
+    def _precompile_key(self, engine: EngineConfig) -> dict:
+        """What decides the kernels a start launches: the model's config.json, the engine options (but the seed and
+        the checkpoint's path), the ranks and the device."""
+        import hashlib
+
+        from quickmoe.executor.kernel_cache import device_name
+
+        try:
+            config = hashlib.sha256((self.model_dir / "config.json").read_bytes()).hexdigest()
+        except OSError:
+            config = None  # the config phase reports it
+        options = {k: v for k, v in dataclasses.asdict(engine).items() if k not in ("seed", "model")}
+        return {"config": config, "engine": options, "rank": self.parallel.rank, "world": self.parallel.world_size,
+                "device": device_name(self.device), "dtype": str(self.dtype)}
+
+    def _precompile(self, engine: EngineConfig, graphs: DecodeGraphs | None) -> dict:
+        """Compile in worker processes the Triton kernels the start-up and the idle work will launch and the cache
+        lacks (executor/kernel_precompile.py): dry launches of each decode bucket's step, of the MoE warm-up's
+        ladder and of the warm-up steps of prefill shapes."""
+        from quickmoe.executor.step_shapes import warmup_step_shapes
+
+        dry_runs = []
+        if graphs is not None:
+            for size in graphs.buckets:
+                dry_runs.append((f"decode bucket {size}", lambda size=size: graphs.dry_forward(size)))
+        if self.moe_warmup.pending:
+            stream = torch.cuda.current_stream(self.device)
+            dry_runs.append(("MoE warm-up ladder",
+                             lambda: [self.moe_warmup.warm(t, stream) for t in self.moe_warmup.pending]))
+        for shape in warmup_step_shapes(engine.max_num_batched_tokens, self.max_model_len, engine.max_num_seqs):
+            def step(shape=shape) -> None:
+                token_ids = [[0] * count for _, count in shape]
+                tables = self.scratch_block_tables([start + count for start, count in shape])
+                self.execute(token_ids, [start for start, _ in shape], tables)
+            dry_runs.append((f"warm-up step of {sum(c for _, c in shape)} tokens", step))
+        return self._precompiler.run(dry_runs)
 
     def capture_deferred_graph(self) -> bool:
         """Capture the next decode CUDA graph left for later (call on the step thread while no step runs); False

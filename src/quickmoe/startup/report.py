@@ -3,8 +3,8 @@
 Phases, in order: interpreter (process creation -> quickmoe's first line runs), imports (torch and the
 engine's modules), cuda_init, config (config.json + checkpoint headers), build (model allocation),
 load (read + host->device, with GB/s), process (weight re-layout), kv_cache (sizing and allocating the
-paged KV cache), compile and capture (filled by the
-compile issue; None until then), tokenizer, first_token (the first request's first token). `total` runs from
+paged KV cache), precompile (Triton kernels the cache lacks, compiled in worker processes:
+executor/kernel_precompile.py), compile (torch.compile) and capture (decode CUDA graphs), tokenizer, first_token (the first request's first token). `total` runs from
 process creation to the last phase marked.
 """
 
@@ -21,8 +21,8 @@ from quickmoe import _IMPORT_PERF_COUNTER
 
 logger = logging.getLogger(__name__)
 
-PHASES = ("interpreter", "imports", "cuda_init", "config", "build", "load", "process", "kv_cache", "compile",
-          "capture", "tokenizer", "first_token")
+PHASES = ("interpreter", "imports", "cuda_init", "config", "build", "load", "process", "kv_cache", "precompile",
+          "compile", "capture", "tokenizer", "first_token")
 
 
 def process_age_s() -> float | None:

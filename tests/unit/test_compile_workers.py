@@ -1,0 +1,157 @@
+"""Kernels compiled ahead in worker processes (executor/compile_workers.py, kernel_precompile.py), on the CPU for an
+sm_90 target: a launch's request, recorded by the precompile's JIT cache hook as Triton's JIT makes it, compiled by
+a worker, lands in the kernel cache under the exact key `triton.compile` computes from the JIT's own objects (the
+key the later launch looks up). Failures are reported, not raised. The launches themselves (recording on a GPU,
+no compile left after the precompile) are tested on the GPU (tests/models/test_kernel_precompile.py).
+
+The scenario runs in a process of its own without TRITON_INTERPRET (set for the other tests): compiling needs the
+kernels as JIT functions, as a GPU process has them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("triton")
+
+SCENARIO = textwrap.dedent('''
+    import hashlib, json, sys, types
+    import torch, triton
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.cache import get_cache_key, get_cache_manager
+    from triton.runtime.jit import JITFunction, compute_cache_key, create_function_from_signature
+    from pathlib import Path
+
+    from quickmoe.executor.compile_workers import CompilePool, KernelRequest, is_cached
+    from quickmoe.executor.kernel_precompile import LaunchRecorder
+    from quickmoe.kernels import rms_norm as rms
+
+    TARGET = GPUTarget("cuda", 90, 32)
+
+    def launch_as_the_jit_does(fn, args, kwargs, recorder):
+        # JITFunction.run up to its cache hook (binder, _pack_args, _call_hook), for sm_90 instead of the device
+        kwargs = dict(kwargs, debug=kwargs.get("debug", fn.debug) or triton.knobs.runtime.debug,
+                      instrumentation_mode=triton.knobs.compilation.instrumentation_mode)
+        backend = make_backend(TARGET)
+        binder = create_function_from_signature(fn.signature, fn.params, backend)
+        bound_args, specialization, options = binder(*args, **kwargs)
+        key = compute_cache_key({}, specialization, options)
+        options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
+        stopped = fn._call_hook(recorder, key, signature, 0, constexprs, options, [attrs], False)
+        src = ASTSource(fn, signature, constexprs, attrs)
+        # the metadata file triton.compile(src, target, options.__dict__) looks up first
+        opts = backend.parse_options(dict(options.__dict__, **src.parse_options()))
+        digest = hashlib.sha256(get_cache_key(src, backend, opts, get_cache_invalidating_env_vars()).encode())
+        return stopped, Path(get_cache_manager(digest.hexdigest()).cache_dir) / f"{src.name}.json"
+
+    def rms_launch(rows, hidden, residual, pdl):
+        x, res = torch.randn(rows, hidden, dtype=torch.bfloat16), torch.randn(rows, hidden, dtype=torch.bfloat16)
+        w = torch.randn(hidden, dtype=torch.bfloat16)
+        out, summed = torch.empty_like(x), torch.empty_like(x)
+        args = (x, res if residual else x, w, out, summed, x.stride(0), res.stride(0) if residual else 0, hidden, 1e-5)
+        block = triton.next_power_of_2(hidden)
+        return args, dict(HAS_RESIDUAL=residual, PARTS=0, BLOCK=block, PDL=pdl, num_warps=rms._num_warps(block))
+
+    recorder = LaunchRecorder(TARGET)
+    entries = []
+    for rows, hidden, residual, pdl in [(3, 2880, True, True), (5, 2880, True, True), (7, 2880, True, True),
+                                        (3, 250, False, False), (2, 96, True, False)]:
+        stopped, entry = launch_as_the_jit_does(rms._rms_norm_kernel, *rms_launch(rows, hidden, residual, pdl),
+                                                recorder)
+        entries.append((stopped, str(entry)))
+
+    # the same kernel as another library's: compiled and run as usual
+    raw = rms._rms_norm_kernel.fn
+    body = types.FunctionType(raw.__code__, raw.__globals__, raw.__name__, raw.__defaults__, raw.__closure__)
+    body.__module__ = "somebody_else"
+    foreign_stopped, _ = launch_as_the_jit_does(JITFunction(body), *rms_launch(3, 2880, True, True), recorder)
+
+    requests = list(recorder.requests.values())
+    first = requests[0]
+    stale = KernelRequest(first.module, first.qualname, "not-its-source", first.spec, first.target)
+    missing = KernelRequest(first.module, "_no_such_kernel", first.fn_key, first.spec, first.target)
+    before = [is_cached(r) for r in requests]
+    existed = [Path(e).exists() for _, e in entries]
+    with CompilePool(2, launchers=False) as pool:
+        results = pool.run([*requests, stale, missing])
+    with CompilePool(1, launchers=False) as pool:
+        again = pool.run(requests[:1])
+    print(json.dumps({
+        "entries": entries, "existed": existed, "exist_after": [Path(e).exists() for _, e in entries],
+        "foreign_stopped": foreign_stopped, "requests": [[r.module, r.qualname, list(r.target)] for r in requests],
+        "json_names": [json.loads(Path(e).read_text())["name"] for _, e in entries if Path(e).exists()],
+        "cached_before": before, "cached_after": [is_cached(r) for r in requests],
+        "results": [[r.error, r.cached] for r in results], "again": [[r.error, r.cached] for r in again],
+        "same_order": [r.request for r in results] == [*requests, stale, missing]}))
+''')
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("triton-cache")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(cache)
+    proc = subprocess.run([sys.executable, "-c", SCENARIO, str(cache)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_recorder_stops_quickmoe_launches_and_keeps_one_request_per_specialization(scenario):
+    assert all(stopped for stopped, _ in scenario["entries"])
+    assert scenario["foreign_stopped"] is False  # another library's kernel compiles and runs as usual
+    # the row count is no argument of the kernel: 5 launches, 3 specializations (2880 with a residual, 250, 96)
+    assert scenario["requests"] == [["quickmoe.kernels.rms_norm", "_rms_norm_kernel", ["cuda", 90, 32]]] * 3
+
+
+def test_a_worker_compiles_each_request_under_the_key_the_jit_looks_up(scenario):
+    assert scenario["existed"] == [False] * 5 and scenario["cached_before"] == [False] * 3
+    assert [error for error, _ in scenario["results"][:3]] == [None] * 3
+    assert scenario["exist_after"] == [True] * 5, "a worker compiled under another key: the launch compiles again"
+    assert scenario["json_names"] == ["_rms_norm_kernel"] * 5
+    assert scenario["cached_after"] == [True] * 3
+    assert scenario["again"] == [[None, True]]  # a request in the cache is found, not compiled again
+
+
+def test_the_pool_reports_what_it_cannot_compile_and_goes_on(scenario):
+    assert scenario["same_order"]
+    (stale_error, _), (missing_error, _) = scenario["results"][3:]
+    assert "source differs" in stale_error
+    assert "AttributeError" in missing_error and "_no_such_kernel" in missing_error
+
+
+_KEYS = textwrap.dedent('''
+    import json, sys
+    from triton.runtime.jit import JITFunction
+    import quickmoe.kernels.moe_gemm as gemm, quickmoe.kernels.moe_tiles as tiles
+    from quickmoe.executor.kernel_keys import settle_kernel_keys
+    if sys.argv[1] == "helpers-first":
+        for value in vars(tiles).values():
+            if isinstance(value, JITFunction):
+                value.cache_key
+    lazy = gemm._gemm2_kernel.cache_key
+    passes = settle_kernel_keys()
+    print(json.dumps({"lazy": lazy, "settled": gemm._gemm2_kernel.cache_key, "passes": passes}))
+''')
+
+
+def test_settled_kernel_keys_do_not_depend_on_the_order_of_first_launches():
+    """Triton's key of a kernel depends on whether its helpers were hashed before it (kernel_keys.py); settled,
+    it is the same in a process that hashed the kernel first and in one that hashed its helpers first."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    keys = {}
+    for order in ("kernel-first", "helpers-first"):
+        proc = subprocess.run([sys.executable, "-c", _KEYS, order], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        keys[order] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert keys["kernel-first"]["lazy"] != keys["helpers-first"]["lazy"], f"the check cannot fail: {keys}"
+    assert keys["kernel-first"]["settled"] == keys["helpers-first"]["settled"], keys
+    assert all(2 <= k["passes"] < 8 for k in keys.values()), keys
