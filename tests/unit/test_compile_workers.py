@@ -129,29 +129,42 @@ def test_the_pool_reports_what_it_cannot_compile_and_goes_on(scenario):
 
 _KEYS = textwrap.dedent('''
     import json, sys
+    from pathlib import Path
     from triton.runtime.jit import JITFunction
     import quickmoe.kernels.moe_gemm as gemm, quickmoe.kernels.moe_tiles as tiles
-    from quickmoe.executor.kernel_keys import settle_kernel_keys
+    from quickmoe.executor.kernel_keys import quickmoe_jit_functions, settle_kernel_keys
     if sys.argv[1] == "helpers-first":
         for value in vars(tiles).values():
             if isinstance(value, JITFunction):
                 value.cache_key
     lazy = gemm._gemm2_kernel.cache_key
-    passes = settle_kernel_keys()
-    print(json.dumps({"lazy": lazy, "settled": gemm._gemm2_kernel.cache_key, "passes": passes}))
+    passes = settle_kernel_keys(Path(sys.argv[2]))
+    print(json.dumps({"lazy": lazy, "settled": gemm._gemm2_kernel.cache_key, "passes": passes,
+                      "all": sorted(f.cache_key for f in quickmoe_jit_functions())}))
 ''')
 
 
-def test_settled_kernel_keys_do_not_depend_on_the_order_of_first_launches():
+def test_settled_kernel_keys_do_not_depend_on_the_order_of_first_launches(tmp_path):
     """Triton's key of a kernel depends on whether its helpers were hashed before it (kernel_keys.py); settled,
-    it is the same in a process that hashed the kernel first and in one that hashed its helpers first."""
+    it is the same in a process that hashed the kernel first and in one that hashed its helpers first; a third
+    process takes the stored keys (no pass) and has the same ones."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     keys = {}
-    for order in ("kernel-first", "helpers-first"):
-        proc = subprocess.run([sys.executable, "-c", _KEYS, order], env=env, capture_output=True, text=True,
-                              timeout=300)
+    for order, store in (("kernel-first", "a"), ("helpers-first", "b"), ("stored", "a")):
+        proc = subprocess.run([sys.executable, "-c", _KEYS, order, str(tmp_path / store)], env=env,
+                              capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         keys[order] = json.loads(proc.stdout.strip().splitlines()[-1])
     assert keys["kernel-first"]["lazy"] != keys["helpers-first"]["lazy"], f"the check cannot fail: {keys}"
-    assert keys["kernel-first"]["settled"] == keys["helpers-first"]["settled"], keys
-    assert all(2 <= k["passes"] < 8 for k in keys.values()), keys
+    assert keys["kernel-first"]["settled"] == keys["helpers-first"]["settled"] == keys["stored"]["settled"]
+    assert keys["kernel-first"]["all"] == keys["helpers-first"]["all"] == keys["stored"]["all"]
+    assert 2 <= keys["kernel-first"]["passes"] < 8 and 2 <= keys["helpers-first"]["passes"] < 8, keys
+    assert keys["stored"]["passes"] == 0
+    (stored,) = (tmp_path / "a").glob("*.json")
+    table = json.loads(stored.read_text())
+    table.pop(next(iter(table)))  # a function the store does not know: all computed again
+    stored.write_text(json.dumps(table))
+    proc = subprocess.run([sys.executable, "-c", _KEYS, "stored", str(tmp_path / "a")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    partial = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert partial["passes"] >= 2 and partial["all"] == keys["kernel-first"]["all"]

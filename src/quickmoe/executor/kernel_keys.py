@@ -12,18 +12,26 @@ worker processes (executor/compile_workers.py) were not found by the process tha
 the H200, 2026-11-30).
 
 `settle_kernel_keys()` imports every kernel module and recomputes every quickmoe kernel's key until none changes
-(two passes, ~0.1 s): the keys then include every global their callees use, whatever the order, in every process
-that settles them before its first launch (the runner's Triton start does, and each compile worker).
+(three passes, ~0.1 s of parsing): the keys then include every global their callees use, whatever the order, in
+every process that settles them before its first launch (the runner's Triton start does, and each compile
+worker). Beside the weight load that parsing took the load ~0.15 s longer on the H200 (the loader's thread waited
+for the interpreter), so the settled keys are kept in quickmoe's cache (`<quickmoe cache>/kernel-keys/<stamp>.json`,
+the stamp hashing triton's and Python's versions and the path, size and mtime of every kernel module) and a later
+process assigns them without parsing. A function whose key is assigned so has no record of the globals it uses,
+which Triton only reads to check at each launch that none changed since the compile (module constants here).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import logging
 import pkgutil
 import sys
+from pathlib import Path
 
-__all__ = ["quickmoe_jit_functions", "settle_kernel_keys"]
+__all__ = ["kernel_keys_stamp", "quickmoe_jit_functions", "settle_kernel_keys"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +55,63 @@ def quickmoe_jit_functions() -> list:
     return found
 
 
-def settle_kernel_keys() -> int:
-    """Import every module of quickmoe.kernels and recompute the source keys of all their Triton functions until
-    they no longer change (see the module docstring); returns the number of passes."""
+def _name(fn) -> str:
+    return f"{fn.fn.__module__}.{fn.fn.__qualname__}"
+
+
+def kernel_keys_stamp(files: list[Path]) -> str:
+    """sha256 of triton's and Python's versions and each file's path, size and mtime (ns)."""
+    import triton
+
+    digest = hashlib.sha256(f"kernel-keys-1-{triton.__version__}-{sys.version}".encode())
+    for path in sorted(files):
+        try:
+            st = path.stat()
+            digest.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        except OSError:
+            digest.update(f"{path}:missing\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def settle_kernel_keys(store: Path | None = None) -> int:
+    """Give every Triton function of quickmoe.kernels (all its modules imported first) its settled key (see the
+    module docstring): from the store when it holds this stamp's keys for all of them, else computed and stored.
+    `store`: the folder (default `<quickmoe cache>/kernel-keys`). Returns the passes computed (0: from the store)."""
     import quickmoe.kernels as kernels
 
+    files = []
     for info in pkgutil.iter_modules(kernels.__path__):
         if not info.ispkg:
-            importlib.import_module(f"{kernels.__name__}.{info.name}")
+            module = importlib.import_module(f"{kernels.__name__}.{info.name}")
+            files.append(Path(module.__file__).resolve())
     functions = quickmoe_jit_functions()
+    if store is None:
+        from quickmoe.paths import cache_dir
+
+        store = cache_dir() / "kernel-keys"
+    path = store / f"{kernel_keys_stamp(files)}.json"
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        stored = None
+    if isinstance(stored, dict) and all(isinstance(stored.get(_name(fn)), str) for fn in functions):
+        for fn in functions:
+            with fn._hash_lock:
+                fn.hash = stored[_name(fn)]
+        return 0
+    passes = _settle(functions)
+    try:
+        from quickmoe.paths import atomic_write_bytes
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, json.dumps({_name(fn): fn.hash for fn in functions}, indent=0).encode())
+    except OSError as exc:  # a read-only cache: the next process computes them again
+        logger.debug("kernel keys not stored in %s: %s", path, exc)
+    return passes
+
+
+def _settle(functions: list) -> int:
+    """Recompute the functions' keys until none changes; the passes made."""
     for passes in range(1, MAX_PASSES + 1):
         before = [fn.hash for fn in functions]
         for fn in functions:
