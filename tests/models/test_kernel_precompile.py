@@ -111,3 +111,23 @@ def test_a_manifest_whose_kernels_are_all_cached_makes_a_warm_start(tmp_path, mo
     stale = KernelPrecompile(torch.device("cpu"), key)
     assert not stale.warm
     stale.close()
+
+
+def test_a_jit_cache_hook_already_installed_is_left_alone(tmp_path, monkeypatch):
+    """Someone else's Triton JIT cache hook (a profiler's) stays, and the start goes on without the precompile."""
+    from triton import knobs
+
+    from quickmoe.executor.kernel_precompile import KernelPrecompile
+
+    monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "qm"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("QUICKMOE_COMPILE_WORKERS", "1")
+
+    def theirs(**kwargs):
+        return None
+
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", theirs)
+    job = KernelPrecompile(torch.device("cpu"), {"config": "x"})
+    assert not job.warm and job.pool is not None
+    info = job.run([("never", lambda: 1 / 0)])
+    assert info["skipped"] and job.pool is None and knobs.runtime.jit_cache_hook is theirs

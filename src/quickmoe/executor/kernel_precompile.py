@@ -39,11 +39,10 @@ from quickmoe.executor.compile_workers import CompilePool, KernelRequest, cache_
 from quickmoe.executor.kernel_keys import quickmoe_jit_functions
 from quickmoe.paths import atomic_write_bytes
 
-__all__ = ["KernelPrecompile", "LaunchRecorder", "PRECOMPILE_MODES", "compile_workers_count", "recording"]
+__all__ = ["KernelPrecompile", "LaunchRecorder", "compile_workers_count", "recording"]
 
 logger = logging.getLogger(__name__)
 
-PRECOMPILE_MODES = ("auto", "off")
 MAX_WORKERS = 32
 WORKERS_ENV = "QUICKMOE_COMPILE_WORKERS"  # the worker count (default: the CPUs this process may use, / ranks)
 
@@ -117,14 +116,17 @@ class KernelPrecompile:
     that an earlier start of the same model and engine options found every kernel in this kernel cache, its worker
     processes are started at once, so their imports (torch, triton, the kernel modules: ~3 s) overlap the weight
     load. `run(dry_runs)` then records, compiles what is missing and writes the manifest; `close()` (idempotent)
-    stops the workers."""
+    stops the workers. `warm` may be set False before `run` (a rank of a sharded model whose other ranks are cold:
+    the dry launches hold collectives, so all run them); the workers are then started when something is missing."""
 
     def __init__(self, device: torch.device, key: dict, *, local_ranks: int = 1, progress: bool = False) -> None:
         from quickmoe.executor.kernel_cache import cache_key
         from quickmoe.paths import cache_dir
 
+        from triton import knobs
+
         self.device, self.local_ranks, self.progress = device, local_ranks, progress
-        triton_dir = os.environ.get("TRITON_CACHE_DIR", "")
+        triton_dir = knobs.cache.dir  # TRITON_CACHE_DIR: the runner's use_triton_cache set it
         self.manifest = (cache_dir() / "precompile" / cache_key({"triton_cache": triton_dir})
                          / f"{cache_key(key)}.json")
         self.warm = self._manifest_holds(triton_dir)
@@ -144,8 +146,15 @@ class KernelPrecompile:
         """Record the Triton kernels `dry_runs` (named callables) launch, compile those the kernel cache lacks in the
         worker processes, write the manifest; returns the report's view (kernels seen, missing, compiled,
         workers, seconds, failures). With a warm manifest: nothing (`{"warm": True}`)."""
+        from triton import knobs
+
         if self.warm:
             return {"warm": True, "manifest": str(self.manifest)}
+        if knobs.runtime.jit_cache_hook is not None:  # someone else's (a profiler's): theirs stays, nothing recorded
+            logger.warning("a Triton JIT cache hook is installed; kernels compile at their first launch instead of "
+                           "ahead in worker processes")
+            self.close()
+            return {"warm": False, "skipped": "a Triton JIT cache hook is installed"}
         t0 = time.perf_counter()
         try:
             with recording(self.device) as recorder, torch.inference_mode():
@@ -157,7 +166,7 @@ class KernelPrecompile:
             torch.cuda.synchronize(self.device)
             requests = list(recorder.requests.values())
             entries = {id(r): cache_entry(r) for r in requests}
-            triton_dir = os.environ.get("TRITON_CACHE_DIR", "")
+            triton_dir = knobs.cache.dir
             missing = [r for r in requests if not os.path.exists(os.path.join(triton_dir, entries[id(r)]))]
             info = {"warm": False, "kernels": len(requests), "missing": len(missing),
                     "record_s": round(time.perf_counter() - t0, 3)}

@@ -243,6 +243,8 @@ class ModelRunner:
         ladder and of the warm-up steps of prefill shapes."""
         from quickmoe.executor.step_shapes import warmup_step_shapes
 
+        if self.parallel.sharded and self.parallel.min_over_ranks(int(self._precompiler.warm)) == 0:
+            self._precompiler.warm = False  # the dry launches hold collectives: every rank runs them, or none does
         dry_runs = []
         if graphs is not None:
             for size in graphs.buckets:
@@ -257,7 +259,15 @@ class ModelRunner:
                 tables = self.scratch_block_tables([start + count for start, count in shape])
                 self.execute(token_ids, [start for start, _ in shape], tables)
             dry_runs.append((f"warm-up step of {sum(c for _, c in shape)} tokens", step))
-        return self._precompiler.run(dry_runs)
+        try:
+            return self._precompiler.run(dry_runs)
+        except Exception as exc:  # noqa: BLE001 (a dry launch the recording could not stand: start as without it)
+            if self.parallel.sharded:
+                raise  # the other ranks' dry launches wait in collectives for this one's
+            torch.cuda.synchronize(self.device)  # a broken device raises here, as it would at the next step
+            logger.warning("the kernel precompile's dry launches failed (%s: %s); kernels compile at their first "
+                           "launch", type(exc).__name__, str(exc)[:300])
+            return {"warm": False, "skipped": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
     def capture_deferred_graph(self) -> bool:
         """Capture the next decode CUDA graph left for later (call on the step thread while no step runs); False
