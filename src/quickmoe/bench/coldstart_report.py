@@ -63,6 +63,22 @@ def _kernel_cache_line(infos: list[dict]) -> str | None:
     return line
 
 
+def _precompile_line(infos: list[dict]) -> str | None:
+    """One line on the kernel precompile of runs that compiled (executor/kernel_precompile.py): kernels recorded,
+    compiled ahead in worker processes and how long it took (medians); None when every run found its manifest."""
+    runs = [i["precompile"] for i in infos if "missing" in i.get("precompile", {})]
+    if not runs:
+        return None
+    med = lambda key: statistics.median(r.get(key, 0) for r in runs)  # noqa: E731
+    line = (f"kernel precompile: {med('kernels'):.0f} kernels recorded, {med('missing'):.0f} not in the cache, "
+            f"{med('compiled'):.0f} compiled ahead")
+    if med("missing"):
+        line += (f" in {med('compile_s'):.2f} s by {med('workers'):.0f} worker processes ({med('worker_seconds'):.1f} s "
+                 "of compiling)")
+    failed = med("failed")
+    return line + (f", {failed:.0f} failed (compiled at their first launch)" if failed else "") + " (medians)"
+
+
 def format_table(doc: dict) -> str:
     summary = doc["summary"]
     columns = list(summary)
@@ -95,6 +111,11 @@ def format_table(doc: dict) -> str:
     cold = [r.get("info", {}) for r in doc.get("reports", {}).get("cold_kernels", [])]
     if cold and _kernel_cache_line(cold):
         lines.append("empty kernel cache: " + _kernel_cache_line(cold))
+    for series, label in (("quickmoe", ""), ("cold_kernels", "empty kernel cache: "),
+                          ("compiled_cold", "compile, fresh caches: ")):
+        line = _precompile_line([r.get("info", {}) for r in doc.get("reports", {}).get(series, [])])
+        if line:
+            lines.append(label + line)
     if reports and "permutation_cache" in reports[0].get("info", {}):
         c = reports[0]["info"]["permutation_cache"]
         lines.append(f"PermutationCache: {c.get('misses')} misses (distinct keys), {c.get('hits')} hits, "
