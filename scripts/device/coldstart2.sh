@@ -50,6 +50,11 @@
 #                 the defaults since the 2026-11-29 sixth session, where it measured weights_ready 2.55-2.61 s against
 #                 2.89-3.12 s for none). bench coldstart --import-floor; the phases, and the start threads' seconds
 #                 (info: triton_start_seconds, tables_start_seconds)
+#   precompile    the kernel precompile (executor/kernel_precompile.py): its GPU tests; `hotpath.sh serve-warmup` with an
+#                 empty and then a warm QUICKMOE_CACHE_DIR for the work tree and the trees in .ab/NAME (AB_RUNS, default
+#                 "new base"); bench coldstart -n 3 (warm) in turns (AB_RUNS twice): the load phase and weights_ready
+#                 with the kernel keys settled on Triton's start thread; bench coldstart --compile -n 1 for the work
+#                 tree (precompile_ab.txt)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 CKPT=/tmp/gpt-oss-20b
@@ -270,13 +275,37 @@ stage_120b_serve() {
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv | tee -a "$OUT/serve_120b_memory.txt"
   kill -TERM "$server"; wait "$server"; echo "server exit $?"
 }
+stage_precompile() {
+  make_20b
+  timeout 300 python3 -m pytest -q -m gpu tests/models/test_kernel_precompile.py tests/unit/test_triton_start.py \
+    -p no:cacheprovider 2>&1 | tail -3 | tee -a "$OUT/precompile_ab.txt"
+  local runs="${AB_RUNS:-new base}" spec="" run
+  for run in $runs; do
+    spec+=" auto:fresh:$([ "$run" = new ] && echo . || echo "$run"):nobench"
+    spec+=" auto:warm:$([ "$run" = new ] && echo . || echo "$run"):nobench"
+  done
+  WARMUP_RUNS="$spec" bash "$(dirname "$0")/hotpath.sh" serve-warmup > "$OUT/precompile_serve.log" 2>&1
+  grep -A3 "^-- " "$OUT/serve_warmup.txt" | tee -a "$OUT/precompile_ab.txt"
+  local i=0 root
+  for run in $runs $runs; do
+    i=$((i + 1)); root=$PWD; [ "$run" != new ] && root=$PWD/.ab/$run
+    QUICKMOE_CACHE_DIR=/tmp/qmc_precompile_$run PYTHONPATH=/tmp/site:$root/src python3 -m quickmoe bench coldstart \
+      "$CKPT" -n 3 --device cuda > "$OUT/precompile_cold_${i}_$run.txt" 2>&1
+    { echo "-- $i $run"; grep -E "^(imports|build|load|process|precompile|capture|weights_ready|total) " \
+      "$OUT/precompile_cold_${i}_$run.txt"; } | tee -a "$OUT/precompile_ab.txt"
+  done
+  rm -rf /tmp/qmc_precompile_compile
+  QUICKMOE_CACHE_DIR=/tmp/qmc_precompile_compile python3 -m quickmoe bench coldstart "$CKPT" -n 1 --device cuda \
+    --compile on > "$OUT/precompile_compile.txt" 2>&1
+  grep -E "^(precompile|compile|total) |kernel precompile" "$OUT/precompile_compile.txt" | tee -a "$OUT/precompile_ab.txt"
+}
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/gpu.txt"
 for stage in "$@"; do
   run="stage_${stage//-/_}"
   declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
     "quick, imports, compile, compile-ab, aot, compile-ratio, serve, tokenizer, load-plan, start-threads, bytecode," \
-    "first-token, 120b, 120b-serve)"; exit 2; }
+    "first-token, 120b, 120b-serve, precompile)"; exit 2; }
   echo "== $stage ($(date +%T))"
   "$run"
 done
