@@ -102,3 +102,18 @@ def atomic_copy(src: Path, dst: Path) -> None:
 
 
 write_atomic = atomic_write_bytes  # alias kept for callers written against the earlier name
+
+
+def files_stamp(prefix: str, paths, *, inode: bool = False) -> str:
+    """sha256 (32 hex digits) of `prefix` and each path's name, size and mtime (ns), and inode with `inode`; a
+    missing file counts as one. The check Python's bytecode cache makes: a file replaced or edited changes it."""
+    import hashlib
+
+    digest = hashlib.sha256(prefix.encode())
+    for path in paths:
+        try:
+            st = os.stat(path)
+            digest.update(f"{path}:{st.st_size}:{st.st_mtime_ns}{f':{st.st_ino}' if inode else ''}\n".encode())
+        except OSError:
+            digest.update(f"{path}:missing\n".encode())
+    return digest.hexdigest()[:32]

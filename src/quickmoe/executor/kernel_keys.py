@@ -23,7 +23,6 @@ which Triton only reads to check at each launch that none changed since the comp
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import logging
@@ -63,14 +62,9 @@ def kernel_keys_stamp(files: list[Path]) -> str:
     """sha256 of triton's and Python's versions and each file's path, size and mtime (ns)."""
     import triton
 
-    digest = hashlib.sha256(f"kernel-keys-1-{triton.__version__}-{sys.version}".encode())
-    for path in sorted(files):
-        try:
-            st = path.stat()
-            digest.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-        except OSError:
-            digest.update(f"{path}:missing\n".encode())
-    return digest.hexdigest()[:32]
+    from quickmoe.paths import files_stamp
+
+    return files_stamp(f"kernel-keys-1-{triton.__version__}-{sys.version}", sorted(files))
 
 
 def settle_kernel_keys(store: Path | None = None) -> int:

@@ -22,7 +22,6 @@ against 0.66-0.69 s without it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
@@ -31,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from quickmoe.errors import ConfigError
-from quickmoe.paths import cache_dir
+from quickmoe.paths import cache_dir, files_stamp
 
 __all__ = ["key_stamp", "use_cached_triton_key"]
 
@@ -56,14 +55,7 @@ def _key_files(triton_root: Path, cache_module_file: Path) -> list[Path]:
 
 def key_stamp(version: str, triton_root: Path, cache_module_file: Path) -> str:
     """sha256 of the version and each key file's path, size, mtime (ns) and inode; a missing file counts as one."""
-    digest = hashlib.sha256(f"triton-key-stamp-1-{version}".encode())
-    for path in _key_files(triton_root, cache_module_file):
-        try:
-            st = path.stat()
-            digest.update(f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}\n".encode())
-        except OSError:
-            digest.update(f"{path}:missing\n".encode())
-    return digest.hexdigest()[:32]
+    return files_stamp(f"triton-key-stamp-1-{version}", _key_files(triton_root, cache_module_file), inode=True)
 
 
 def _cached(original: Callable[[], str], path: Path) -> Callable[[], str]:
