@@ -137,6 +137,9 @@ _KEYS = textwrap.dedent('''
         for value in vars(tiles).values():
             if isinstance(value, JITFunction):
                 value.cache_key
+    if sys.argv[1] == "changed-global":  # a constexpr global with another value than when the keys were stored
+        import triton.language as tl
+        gemm.PAIRS_ACC = tl.constexpr(3.0)
     lazy = gemm._gemm2_kernel.cache_key
     passes = settle_kernel_keys(Path(sys.argv[2]))
     print(json.dumps({"lazy": lazy, "settled": gemm._gemm2_kernel.cache_key, "passes": passes,
@@ -168,3 +171,7 @@ def test_settled_kernel_keys_do_not_depend_on_the_order_of_first_launches(tmp_pa
                           text=True, timeout=300)
     partial = json.loads(proc.stdout.strip().splitlines()[-1])
     assert partial["passes"] >= 2 and partial["all"] == keys["kernel-first"]["all"]
+    proc = subprocess.run([sys.executable, "-c", _KEYS, "changed-global", str(tmp_path / "a")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    changed = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert changed["passes"] >= 2 and changed["settled"] != keys["stored"]["settled"], "a stale key was taken"

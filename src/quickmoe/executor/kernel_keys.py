@@ -17,8 +17,10 @@ every process that settles them before its first launch (the runner's Triton sta
 worker). Beside the weight load that parsing took the load ~0.15 s longer on the H200 (the loader's thread waited
 for the interpreter), so the settled keys are kept in quickmoe's cache (`<quickmoe cache>/kernel-keys/<stamp>.json`,
 the stamp hashing triton's and Python's versions and the path, size and mtime of every kernel module) and a later
-process assigns them without parsing. A function whose key is assigned so has no record of the globals it uses,
-which Triton only reads to check at each launch that none changed since the compile (module constants here).
+process assigns them without parsing. With each key the store keeps the constexpr globals the function uses (name,
+module, value's repr): a key is taken only if every such value is the same in this process (a global computed from
+the environment or the device would otherwise get another value under the same key), and Triton's record of them
+(`used_global_vals`, which it checks at each launch) is rebuilt from them.
 """
 
 from __future__ import annotations
@@ -88,20 +90,51 @@ def settle_kernel_keys(store: Path | None = None) -> int:
         stored = json.loads(path.read_text())
     except (OSError, ValueError):
         stored = None
-    if isinstance(stored, dict) and all(isinstance(stored.get(_name(fn)), str) for fn in functions):
-        for fn in functions:
+    records = [_recorded(stored, fn) for fn in functions] if isinstance(stored, dict) else [None]
+    if all(r is not None for r in records):
+        for fn, (key, used) in zip(functions, records):
             with fn._hash_lock:
-                fn.hash = stored[_name(fn)]
+                fn.hash, fn.used_global_vals = key, used
         return 0
     passes = _settle(functions)
+    table = {_name(fn): _record(fn) for fn in functions}
     try:
         from quickmoe.paths import atomic_write_bytes
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, json.dumps({_name(fn): fn.hash for fn in functions}, indent=0).encode())
+        atomic_write_bytes(path, json.dumps({k: v for k, v in table.items() if v is not None}).encode())
     except OSError as exc:  # a read-only cache: the next process computes them again
         logger.debug("kernel keys not stored in %s: %s", path, exc)
     return passes
+
+
+def _record(fn) -> dict | None:
+    """What the store keeps of a settled function: its key and, per global it uses, the name, the module and the
+    value's repr; None when a global lives outside a module (a closure's), which the store cannot look up."""
+    used = []
+    for (name, _), (value, scope) in fn.used_global_vals.items():
+        module = scope.get("__name__")
+        if not isinstance(module, str) or sys.modules.get(module) is None or vars(sys.modules[module]) is not scope:
+            return None
+        used.append([name, module, repr(value)])
+    return {"key": fn.hash, "globals": used}
+
+
+def _recorded(stored: dict, fn):
+    """(key, used_global_vals) of `fn` from the store, or None: not stored, or a global it uses has another value
+    in this process than when its key was stored (e.g. one computed from the environment: the key would be wrong)."""
+    import copy
+
+    entry = stored.get(_name(fn))
+    if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not isinstance(entry.get("globals"), list):
+        return None
+    used = {}
+    for name, module, value_repr in entry["globals"]:
+        scope = vars(sys.modules[module]) if module in sys.modules else None
+        if scope is None or name not in scope or repr(scope[name]) != value_repr:
+            return None
+        used[(name, id(scope))] = (copy.deepcopy(scope[name]), scope)  # as Triton records them (run-time check)
+    return entry["key"], dict(sorted(used.items()))
 
 
 def _settle(functions: list) -> int:
