@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-__all__ = ["CompilePool", "CompileResult", "KernelRequest", "compile_request", "is_cached", "rebuild"]
+__all__ = ["CompilePool", "CompileResult", "KernelRequest", "cache_entry", "compile_request", "is_cached", "rebuild"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ class KernelRequest:
     spec: str
     target: tuple[str, int | str, int]
 
-    @property
-    def name(self) -> str:
-        return self.qualname.rsplit(".", 1)[-1]
-
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
 
@@ -62,7 +58,6 @@ class KernelRequest:
 class CompileResult:
     """A worker's answer: `seconds` spent, `cached` when the kernel was in the cache already, `error` (the
     exception's type and message) when it could not be compiled: the launch then compiles it as before."""
-
 
     request: KernelRequest
     seconds: float
