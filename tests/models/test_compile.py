@@ -1,5 +1,6 @@
-"""Regional compilation (executor/compile.py): the number of compiled graphs does not grow with depth, and
-compiled layers give the eager outputs step after step when MoE layers are skipped in random patterns."""
+"""Regional compilation (executor/compile.py): the number of compiled graphs does not grow with depth nor with the
+layers' attention windows, and compiled layers give the eager outputs step after step when MoE layers are skipped
+in random patterns, with contexts longer than the sliding window."""
 
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ def _run(runner: ModelRunner, steps, skip_patterns) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("layers", [2, 4, 8])
 def test_compiled_graphs_do_not_grow_with_depth(ckpt_factory, layers):
-    """Dynamo's graph count after a prefill and decode steps, for 2, 4 and 8 layers: the same (one graph per
-    layer kind, sliding and full attention), not one per layer."""
+    """Dynamo's graph count after a prefill and decode steps, for 2, 4 and 8 layers: one graph, for sliding and
+    full attention layers alike (the window is an input, `KVGroupMetadata.window`), not one per layer or window."""
     torch._dynamo.reset()
     runner = _runner(ckpt_factory(layers=layers, seed=30))
     before = compile_stats().graphs
@@ -54,16 +55,20 @@ def test_compiled_graphs_do_not_grow_with_depth(ckpt_factory, layers):
     with torch.inference_mode():  # then one sequence of one token: sizes of 1 reuse the graphs
         runner.forward(PagedSteps(runner).batch([[3]], [0]))
     graphs = compile_stats().graphs - before
-    kinds = {layer.self_attn.window for layer in runner.model.model.layers}
-    assert len(kinds) == 2  # the tiny preset alternates sliding and full attention, like gpt-oss
-    assert graphs == len(kinds), f"{layers} layers compiled {graphs} graphs"
+    windows = {layer.self_attn.window for layer in runner.model.model.layers}
+    assert len(windows) == 2  # the tiny preset alternates sliding and full attention, like gpt-oss
+    assert graphs == 1, f"{layers} layers compiled {graphs} graphs"
 
 
 def test_compiled_matches_eager_when_moe_layers_are_skipped(ckpt_factory):
     """Inductor-compiled layers against eager, step after step, with each step skipping a random set of
-    MoE layers (no assumption that every layer runs, or in a fixed order)."""
+    MoE layers (no assumption that every layer runs, or in a fixed order). The sliding layers' window (4) is shorter
+    than the contexts (up to 10 positions), so the one graph that sliding and full layers share must apply each
+    layer's own window."""
     torch._dynamo.reset()
-    runner = _runner(ckpt_factory(layers=4, seed=31))
+    runner = _runner(ckpt_factory(layers=4, seed=31, sliding_window=4))
+    assert {layer.self_attn.window for layer in runner.model.model.layers} == {None, 4}
+    graphs_before = compile_stats().graphs
     steps = _steps(runner, seed=7, num_steps=6)
     rng = random.Random(8)
     patterns = [[rng.random() < 0.6 for _ in range(4)] for _ in steps]
@@ -71,6 +76,7 @@ def test_compiled_matches_eager_when_moe_layers_are_skipped(ckpt_factory):
     eager = _run(runner, steps, patterns)
     compile_decoder_layers(runner.model.model.layers)
     compiled = _run(runner, steps, patterns)
+    assert compile_stats().graphs - graphs_before == 2  # with and without the MLP block; not one per window
     for step, (want, got) in enumerate(zip(eager, compiled)):
         assert torch.allclose(got, want, atol=1e-4, rtol=1e-4), f"step {step}: {(got - want).abs().max()}"
     skipped_everything = _run(runner, steps[:1], [[False] * 4])[0]
@@ -101,20 +107,21 @@ def test_runner_compiles_at_start_up_and_a_second_start_is_warm(ckpt_factory, tm
         reports.append(llm.startup_report)
     cold, warm = (r.info["compile"] for r in reports)
     assert reports[0].phases["compile"] is not None and reports[0].phases["compile"] > 0
-    assert cold["graphs"] == warm["graphs"] == 2  # one per layer kind (sliding, full), for 1 token or many
+    assert cold["graphs"] == warm["graphs"] == 1  # sliding and full layers alike, for 1 token or many
     assert cold["cache_misses"] > 0 and not cold["warm"]
     assert warm["warm"] and warm["cache_hits"] >= cold["cache_misses"]
     assert cold["cache_dir"].startswith(str(tmp_path / "cache" / "compile"))
     assert cold["backend_s"] > 0 and cold["dynamo_s"] > 0 and warm["cache_load_s"] > 0
-    assert cold["codegen_runs"] == 2 and warm["codegen_runs"] == 0 and warm["codegen_s"] == 0  # warm: no codegen
+    assert cold["codegen_runs"] == 1 and warm["codegen_runs"] == 0 and warm["codegen_s"] == 0  # warm: no codegen
     assert cold["restarts"] == warm["restarts"] == 0  # floats specialised up front: no analysis restart
     assert cold["imports_s"] >= 0 and cold["warmup_s"] >= 0
 
 
 def test_aot_compile_saves_one_artifact_per_layer_kind_and_a_second_start_loads_them(ckpt_factory, tmp_path,
                                                                                        monkeypatch):
-    """EngineConfig(compile="aot"): the first start compiles one artifact per layer kind (sliding and full
-    attention alternate) and saves it under the quickmoe cache; a second start in a fresh Dynamo state loads both,
+    """EngineConfig(compile="aot"): the first start compiles one artifact per layer kind (Qwen3-MoE with layer 1
+    dense: two kinds; sliding and full attention are one) and saves it under the quickmoe cache; a second start in
+    a fresh Dynamo state loads both,
     compiles nothing, and every layer's calls pass its artifact's guards; greedy tokens of a packed batch of
     prompts of different lengths equal the eager ones both times."""
     from quickmoe.engine.sampling_params import SamplingParams
@@ -126,7 +133,9 @@ def test_aot_compile_saves_one_artifact_per_layer_kind_and_a_second_start_loads_
     monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # restored after the test
         monkeypatch.setenv(name, str(tmp_path / "unused"))
-    model_dir = ckpt_factory(layers=4, seed=33)
+    model_dir = ckpt_factory(preset="qwen3-moe-tiny", experts_dtype=None, layers=4, experts=4, seed=33,
+                             hidden_size=64, head_dim=16, moe_intermediate_size=32, intermediate_size=64,
+                             mlp_only_layers=[1])
     params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
     prompts = [[5, 17, 300, 42, 9], [7, 8]]
     eager = [out.token_ids for out in LLM(model_dir, device="cpu", dtype="float32").generate(prompts, params)]
@@ -143,7 +152,7 @@ def test_aot_compile_saves_one_artifact_per_layer_kind_and_a_second_start_loads_
     assert first["directory"].startswith(str(tmp_path / "cache" / "compile")) and first["directory"] == second["directory"]
     assert (first["artifacts_compiled"], first["artifacts_loaded"]) == (2, 0)
     assert (second["artifacts_compiled"], second["artifacts_loaded"]) == (0, 2)
-    assert first["kind_of_layer"] == second["kind_of_layer"] == [0, 1, 0, 1]
+    assert first["kind_of_layer"] == second["kind_of_layer"] == [0, 1, 0, 0]
     # an artifact that cannot be read is compiled again, and the start goes on
     (Path(second["directory"]) / "kind-1.bin").write_bytes(b"not an artifact")
     torch._dynamo.reset()
@@ -214,7 +223,7 @@ def test_compiled_greedy_tokens_equal_eager_on_the_gpu(ckpt_factory, tmp_path, m
     torch._dynamo.reset()
     llm = LLM(model_dir, compile="on", cuda_graphs="off", **gpu)
     assert [o.token_ids for o in llm.generate(prompts, params)] == eager
-    assert llm.startup_report.info["compile"]["graphs"] == 2
+    assert llm.startup_report.info["compile"]["graphs"] == 1
 
 
 @pytest.mark.gpu
@@ -263,14 +272,14 @@ def test_compiled_graphs_hold_the_custom_ops_as_single_nodes(ckpt_factory):
 
 
 @pytest.mark.parametrize("preset, overrides, kinds", [
-    # Qwen3: every layer slides; layer 1 is dense, the others have experts: two kinds
+    # Qwen3: every layer slides; layer 1 is dense, the others have experts: two kinds (by the MLP)
     ("qwen3-moe-tiny", dict(hidden_size=64, head_dim=16, moe_intermediate_size=32, intermediate_size=64,
                             mlp_only_layers=[1], use_sliding_window=True, sliding_window=8), 2),
     ("mixtral-tiny", dict(hidden_size=64, intermediate_size=64), 1),  # every layer alike: one kind
 ])
 def test_family_models_compile_one_graph_per_layer_kind(ckpt_factory, preset, overrides, kinds):
-    """Qwen3-MoE and Mixtral through the same regional compilation: one graph per layer kind (attention window
-    x MLP kind) whatever the depth, and Inductor's compiled layers give the eager outputs."""
+    """Qwen3-MoE and Mixtral through the same regional compilation: one graph per layer kind (the MLP's kind; the
+    attention window is an input) whatever the depth, and Inductor's compiled layers give the eager outputs."""
     torch._dynamo.reset()
     runner = _runner(ckpt_factory(preset=preset, experts_dtype=None, layers=4, experts=4, seed=34, **overrides))
     steps = _steps(runner, seed=9, num_steps=3)
@@ -302,3 +311,4 @@ def test_the_decode_graphs_static_inputs_cause_no_recompile(ckpt_factory, tmp_pa
     llm.generate(prompts, SamplingParams(max_tokens=5, temperature=0.0, ignore_eos=True))
     assert sum(graphs.replays.values()) > 0  # the decode steps went through the static buffers
     assert compile_stats().graphs == compiled
+

@@ -343,6 +343,8 @@ class ModelRunner:
             raise ConfigError(f"cannot allocate the KV cache ({plan.nbytes / 2**30:.2f} GiB on {self.device}): "
                               f"{str(exc).splitlines()[0][:200]}; lower kv_cache_memory, num_kv_blocks or "
                               "gpu_memory_utilization") from None
+        for idx, layer in enumerate(self.model.model.layers):  # each step hands a layer its group's window
+            assert layer.self_attn.window == plan.groups[self.kv_cache.layer_group[idx]].window, idx
         self.report.info["kv_cache"] = {"bytes": self.kv_cache.nbytes, "block_size": plan.block_size,
                                         "layout": engine.kv_cache_layout,
                                         "groups": {g.name: g.num_blocks for g in plan.groups},

@@ -43,8 +43,9 @@ def build_forward_batch(token_ids: Sequence[Sequence[int]], start_positions: Seq
                                cu_query_lens=to_device(host.cu_query_lens, device),
                                context_lens=to_device(host.context_lens, device),
                                max_query_len=torch.tensor(max(query_lens), dtype=torch.long)),
-        kv_groups=tuple(KVGroupMetadata(slot_mapping=to_device(slots, device), block_tables=to_device(tables, device))
-                        for slots, tables in zip(host.slot_mappings, host.block_tables)),
+        kv_groups=tuple(KVGroupMetadata(slot_mapping=to_device(slots, device), block_tables=to_device(tables, device),
+                                        window=group.window or 0)
+                        for slots, tables, group in zip(host.slot_mappings, host.block_tables, kv_cache.plan.groups)),
         logits_indices=to_device(host.cu_query_lens[1:].astype(np.int64) - 1, device),
         kv_cache=kv_cache,
         query_lens=query_lens,

@@ -40,10 +40,13 @@ class AttentionMetadata:
 
 @dataclass(frozen=True)
 class KVGroupMetadata:
-    """A layer group's view of the step: where each token's K/V go, and each sequence's blocks."""
+    """A layer group's view of the step: where each token's K/V go, each sequence's blocks, and the group's
+    sliding window. The window travels here rather than as a layer attribute so that torch.compile takes it as an
+    input (a symbolic int) instead of a constant: one compiled graph then serves layers of every window."""
 
     slot_mapping: torch.Tensor  # [T] int64; -1: write nothing (padding)
     block_tables: torch.Tensor  # [B, max_blocks] int32; -1: no block (released or past the end)
+    window: int  # the group's sliding window; 0: full attention
 
 
 @dataclass

@@ -68,7 +68,7 @@ class Attention(nn.Module):
         kv_heads = parallel.kv_head_shard(config.num_attention_heads, config.num_key_value_heads)
         self.num_heads, self.num_kv_heads = heads.size, kv_heads.size
         self.head_dim = config.head_dim
-        self.window = config.layer_window(layer_idx)
+        self.window = config.layer_window(layer_idx)  # the step passes it too, in its KV group's metadata (`kv.window`)
         self.scale = self.head_dim**-0.5
         self.kernels = "torch"  # "triton": the Triton kernels (set once at start-up by the runner)
         hidden, bias = config.hidden_size, config.attention_bias
@@ -120,13 +120,14 @@ class Attention(nn.Module):
     def forward(self, hidden: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata) -> torch.Tensor:
         """hidden [T, hidden] -> [T, hidden]. This layer's paged caches [blocks, block_size, KV, D], its group's
-        slots and block tables and the shared RoPE table are arguments (not looked up by layer index), so one
-        compiled graph serves every layer of the same kind."""
+        slots, block tables and window (`kv.window`, equal to `self.window` or 0 for full attention) and the shared
+        RoPE table are arguments (not looked up by layer index), so one compiled graph serves sliding and full
+        layers alike."""
         num_tokens = hidden.shape[0]
         use_kernels = self.kernels == "triton"
         out = custom_ops.attention(self._qkv(hidden), attn.positions, cos_sin_cache, k_cache, v_cache,
                                    kv.slot_mapping, kv.block_tables, attn.cu_query_lens, attn.context_lens,
-                                   attn.max_query_len, self.sinks, self.window if self.window is not None else 0,
+                                   attn.max_query_len, self.sinks, kv.window,
                                    self.scale, self.num_heads, self.head_dim, use_kernels)  # [T, H, D]; K, V cached
         out = out.view(num_tokens, -1)  # [T, H D]
         if self.o_proj.quant_method is None:  # the Triton GEMM in decode steps (see custom_ops.decode_linear)
