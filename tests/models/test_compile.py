@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from quickmoe.config import EngineConfig
-from quickmoe.executor.compile import compile_decoder_layers, compile_stats
+from quickmoe.executor.compile import (WARM_MARKER, CompileStats, _mark_warm, compile_decoder_layers, compile_stats,
+                                      compile_workers_allowed)
 from quickmoe.executor.model_runner import ModelRunner
 
 from .conftest import PagedSteps
@@ -115,6 +116,9 @@ def test_runner_compiles_at_start_up_and_a_second_start_is_warm(ckpt_factory, tm
     assert cold["codegen_runs"] == 1 and warm["codegen_runs"] == 0 and warm["codegen_s"] == 0  # warm: no codegen
     assert cold["restarts"] == warm["restarts"] == 0  # floats specialised up front: no analysis restart
     assert cold["imports_s"] >= 0 and cold["warmup_s"] >= 0
+    # Inductor's compile workers only where the cache was not warm
+    assert cold["workers"] and not warm["workers"]
+    assert (Path(cold["cache_dir"]) / WARM_MARKER).is_file()
 
 
 def test_aot_compile_saves_one_artifact_per_layer_kind_and_a_second_start_loads_them(ckpt_factory, tmp_path,
@@ -312,3 +316,34 @@ def test_the_decode_graphs_static_inputs_cause_no_recompile(ckpt_factory, tmp_pa
     assert sum(graphs.replays.values()) > 0  # the decode steps went through the static buffers
     assert compile_stats().graphs == compiled
 
+
+def test_inductor_compiles_in_process_only_while_its_workers_are_not_allowed():
+    """compile_workers_allowed(False): Inductor sees one compile thread (no worker pool) inside the block, and
+    its own setting again after, also when the block raises; allowed: the setting is untouched."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor.async_compile import get_compile_threads
+
+    before = inductor_config.compile_threads
+    with compile_workers_allowed(False):
+        assert get_compile_threads() == 1
+    assert inductor_config.compile_threads == before
+    with pytest.raises(RuntimeError, match="boom"):
+        with compile_workers_allowed(False):
+            raise RuntimeError("boom")
+    assert inductor_config.compile_threads == before
+    with inductor_config.patch(compile_threads=5), compile_workers_allowed(True):
+        assert get_compile_threads() == 5
+
+
+def test_the_warm_marker_is_written_only_when_every_graph_is_in_the_cache(tmp_path):
+    """`_mark_warm`: written when the compile's hits and misses cover its graphs (all now cached), removed when a
+    graph bypassed the cache or nothing compiled."""
+    marker = tmp_path / WARM_MARKER
+    _mark_warm(tmp_path, CompileStats(graphs=2, cache_hits=0, cache_misses=2))
+    assert marker.is_file()
+    _mark_warm(tmp_path, CompileStats(graphs=2, cache_hits=1, cache_misses=0))  # one graph bypassed the cache
+    assert not marker.exists()
+    _mark_warm(tmp_path, CompileStats(graphs=2, cache_hits=2, cache_misses=0))
+    assert marker.is_file()
+    _mark_warm(tmp_path, CompileStats(graphs=0, cache_hits=0, cache_misses=0))
+    assert not marker.exists()

@@ -2,19 +2,24 @@
 
 All decoder layers share one forward (`models/decoder.py` `DecoderLayer.forward`); torch.compile treats a module's
 parameters as graph inputs, and the layer takes its KV caches and the step's metadata as arguments
-(`AttentionMetadata`: tensors only), with MoE, KV writes and attention as custom ops
-(`forward/custom_ops.py`: tensors and plain numbers). So the graphs differ only where the layers do:
-gpt-oss compiles one graph for its sliding-window layers and one for its full-attention layers, whatever
-the depth, and nothing assumes the order in which layers run or that every layer runs every step.
+(`AttentionMetadata`: tensors only; `KVGroupMetadata`: the group's tensors and its sliding window, a symbolic int
+to Dynamo), with MoE, KV writes and attention as custom ops (`forward/custom_ops.py`: tensors and plain numbers). So
+the graphs differ only where the layers' modules do: gpt-oss compiles one graph for its sliding-window and
+full-attention layers alike (two before the window became an input: 2026-11-30 fourth session, docs/benchmarks.md),
+Qwen3-MoE one per MLP kind, whatever the depth, and nothing assumes the order in which layers run or that every
+layer runs every step.
 
 Caches: Inductor's on-disk caches live under `<quickmoe cache>/compile/<key>/`, the key hashing what invalidates
 them (the model's config.json, dtype, device name, quickmoe, torch and triton versions); the Triton kernels Inductor
 generates go to the persistent Triton cache every start uses (executor/kernel_cache.py). A warm start reuses them:
-Dynamo still traces each kind once (about a second per kind), Inductor's codegen does not run (`CompileStats`);
-`--compile aot` (executor/aot_layers.py) loads each kind's saved AOT artifact instead, without tracing.
+Dynamo still traces each kind once (0.6 s for gpt-oss on the H200), Inductor's codegen does not run (`CompileStats`),
+and Inductor's pool of compile workers is not started (`compile_workers_allowed`: the last compile in that directory
+left `WARM_MARKER`); `--compile aot` (executor/aot_layers.py) loads each kind's saved AOT artifact instead, without
+tracing.
 
 Where the time goes, in `CompileStats` and the report's `info.compile`: importing Dynamo and Inductor (once per
-process), Dynamo's tracing, the backend (AOTAutograd + Inductor) and within it Inductor's codegen runs and cache
+process; 1.3-2.3 s on the H200, the largest part of a warm compile; imported on a thread beside the load they slowed
+the load and the processing by more than they saved, 2026-11-30 fourth session), Dynamo's tracing, the backend (AOTAutograd + Inductor) and within it Inductor's codegen runs and cache
 loads, the hashing of torch's and triton's sources that keys Inductor's caches, analysis restarts, and the warm-up
 steps themselves. Recompiles: the warm-up steps run through `ModelRunner.execute` under inference mode, as
 serving does (tensors made outside it fail Dynamo's dispatch-key guards and recompiled every kind at the first
@@ -39,8 +44,8 @@ from quickmoe.executor.kernel_cache import cache_key, device_name, versions
 from quickmoe.paths import cache_dir
 from quickmoe.startup.gc_pause import paused_then_frozen_gc, startup_gc_paused
 
-__all__ = ["CompileStats", "compile_cache_dir", "compile_decoder_layers", "compile_runner", "compile_stats",
-           "use_compile_caches", "use_compile_settings"]
+__all__ = ["WARM_MARKER", "CompileStats", "compile_cache_dir", "compile_decoder_layers", "compile_runner",
+           "compile_stats", "compile_workers_allowed", "use_compile_caches", "use_compile_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +138,38 @@ def use_compile_settings() -> None:
     dynamo_config.specialize_float = True
 
 
+# Written into a compile cache directory once a compile there found every graph in Inductor's cache (or put it
+# there): the next start expects hits.
+WARM_MARKER = "warm.json"
+
+
+@contextlib.contextmanager
+def compile_workers_allowed(allowed: bool):
+    """With `allowed` False, Inductor compiles without its pool of worker processes (`compile_threads` 1) inside the
+    block. Inductor starts that pool (one process per CPU, each importing torch) at the first graph of a process
+    whatever its cache holds; on a warm cache nothing is compiled, so the pool only takes CPU from the main thread's
+    tracing. A miss still compiles, in this process. `compile_threads` is not part of Inductor's cache keys."""
+    if allowed:
+        yield
+        return
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(compile_threads=1):
+        yield
+
+
+def _mark_warm(cache_path: Path, stats: CompileStats) -> None:
+    """Write (or remove) `WARM_MARKER`: present when every graph of this compile is now in the cache."""
+    marker = cache_path / WARM_MARKER
+    try:
+        if stats.graphs > 0 and stats.cache_hits + stats.cache_misses >= stats.graphs:
+            marker.write_text(json.dumps({"graphs": stats.graphs}) + "\n")
+        else:
+            marker.unlink(missing_ok=True)
+    except OSError as exc:  # a read-only cache: the next start starts the workers, as without the marker
+        logger.debug("compile cache marker %s not written: %s", marker, exc)
+
+
 # The warm-up steps (token lists, start positions): a 1-token decode, a 2-sequence decode, a short prefill.
 WARMUP_STEPS = (([[1]], [0]), ([[1], [2]], [1, 0]), ([[1, 2, 3]], [1]))
 
@@ -141,9 +178,10 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
     """Compile `runner`'s decoder layers and run the warm-up steps through `runner.execute` (the serving path), so
     the graphs the first requests need exist before they arrive. aot: through saved AOT artifacts, one per layer
     kind (executor/aot_layers.py; `--compile aot`). Returns the report's `info.compile`: the stats of this
-    compilation, `imports_s` (Dynamo, and Inductor's compiler unless aot, imported), `aot` (what was loaded and
-    compiled) and `warmup_s` (the steps' own time, with whatever compiles at a kernel's first call, which no Dynamo
-    timer covers)."""
+    compilation, `imports_s` (Dynamo, and Inductor's compiler unless aot, imported), `workers` (whether Inductor's
+    compile workers were allowed: not when the last compile left every graph in the cache), `aot` (what was loaded
+    and compiled) and `warmup_s` (the steps' own time, with whatever compiles at a kernel's first call, which no
+    Dynamo timer covers)."""
     t0 = time.perf_counter()
     # QUICKMOE_STARTUP_GC=paused (the default): the collector paused through these imports, what they made frozen
     # after (paused through the tracing as well, Dynamo took 0.4 s longer on the development machine)
@@ -156,6 +194,7 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
     raw_config = json.loads((runner.model_dir / "config.json").read_text())
     cache_path = compile_cache_dir(raw_config, runner.dtype, runner.device)
     use_compile_caches(cache_path)
+    expect_warm = not aot and (cache_path / WARM_MARKER).is_file()
     before = compile_stats()
     aot_info = None
     if aot:
@@ -168,15 +207,18 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
         aot_info = install_aot_layers(runner, directory, WARMUP_STEPS[-1])
     else:
         compile_decoder_layers(runner.model.model.layers)
-    for tokens, starts in WARMUP_STEPS:
-        lengths = [start + len(toks) for toks, start in zip(tokens, starts)]
-        runner.execute(tokens, starts, runner.scratch_block_tables(lengths))
-    if runner.device.type == "cuda":
-        torch.cuda.synchronize(runner.device)
+    with compile_workers_allowed(not expect_warm):
+        for tokens, starts in WARMUP_STEPS:
+            lengths = [start + len(toks) for toks, start in zip(tokens, starts)]
+            runner.execute(tokens, starts, runner.scratch_block_tables(lengths))
+        if runner.device.type == "cuda":
+            torch.cuda.synchronize(runner.device)
     seconds = time.perf_counter() - t0
     stats = compile_stats().since(before)
+    if not aot:
+        _mark_warm(cache_path, stats)
     info = {**dataclasses.asdict(stats), "warm": stats.warm, "cache_dir": str(cache_path),
-            "imports_s": round(imports_s, 4), "aot": aot_info,
+            "imports_s": round(imports_s, 4), "workers": not expect_warm, "aot": aot_info,
             "warmup_s": round(max(seconds - imports_s - stats.dynamo_s - stats.backend_s, 0.0), 4)}
     if aot_info is not None:
         logger.info("AOT-compiled layers ready in %.2f s: %d artifacts loaded in %.2f s, %d compiled in %.2f s, "
@@ -186,8 +228,9 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
         return info
     logger.info("compiled %d graphs for %d layers in %.2f s (imports %.2f s, Dynamo %.2f s, backend %.2f s: "
                 "%d Inductor codegen runs %.2f s, cache loads %.2f s, source hashing %.2f s; %d restarts; warm-up "
-                "steps %.2f s; %s cache: %d hits, %d misses, %s)", stats.graphs, len(runner.model.model.layers),
+                "steps %.2f s; %s cache: %d hits, %d misses, %s%s)", stats.graphs, len(runner.model.model.layers),
                 seconds, imports_s, stats.dynamo_s, stats.backend_s, stats.codegen_runs, stats.codegen_s,
                 stats.cache_load_s, stats.key_s, stats.restarts, info["warmup_s"], "warm" if stats.warm else "cold",
-                stats.cache_hits, stats.cache_misses, cache_path)
+                stats.cache_hits, stats.cache_misses, cache_path,
+                "" if info["workers"] else "; Inductor's compile workers not started: the cache was warm")
     return info
