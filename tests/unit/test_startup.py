@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from quickmoe.bench import coldstart
 from quickmoe.bench.coldstart import ColdstartOptions, format_table, run_coldstart, weights_ready_s
 from quickmoe.errors import ConfigError
 from quickmoe.startup.report import PHASES, StartupReport, process_age_s
@@ -172,8 +173,23 @@ def test_coldstart_bench_times_compiled_starts_cold_and_warm(tmp_path, monkeypat
     monkeypatch.setenv("QUICKMOE_CACHE_DIR", str(tmp_path / "cache"))
 
     model = write_checkpoint(tmp_path / "model", preset="tiny", layers=2, experts=4, progress=False)
+    runs = []  # (compiled, compile cache dir) of every start, timed or not, in order
+    one_run = coldstart._one_run
+
+    def spy(cmd, env):
+        runs.append(("--compile" in cmd, env.get("QUICKMOE_COMPILE_CACHE_DIR")))
+        return one_run(cmd, env)
+
+    monkeypatch.setattr(coldstart, "_one_run", spy)
     doc = run_coldstart(ColdstartOptions(model=str(model), runs=1, device="cpu", compile="on"))
     (cold,), (warm,) = doc["reports"]["compiled_cold"], doc["reports"]["compiled_warm"]
+    # before the fresh-cache series, one untimed compiled start with caches of its own (it fills Python's bytecode
+    # cache with Dynamo's and Inductor's, as the first untimed start did with torch's)
+    first_compiled = next(i for i, (compiled, _) in enumerate(runs) if compiled)
+    assert runs[first_compiled][1] is not None
+    assert runs[first_compiled + 1][0] and runs[first_compiled + 1][1] != runs[first_compiled][1]
+    assert cold["info"]["compile"]["cache_dir"].startswith(runs[first_compiled + 1][1])
+    assert cold["info"]["compile"]["workers"] and not warm["info"]["compile"]["workers"]
     assert cold["phases"]["compile"] > 0 and warm["phases"]["compile"] > 0
     assert cold["info"]["compile"]["cache_misses"] > 0 and not cold["info"]["compile"]["warm"]
     assert warm["info"]["compile"]["warm"] and warm["info"]["compile"]["cache_hits"] > 0
