@@ -125,9 +125,8 @@ def test_aot_compile_saves_one_artifact_per_layer_kind_and_a_second_start_loads_
                                                                                        monkeypatch):
     """EngineConfig(compile="aot"): the first start compiles one artifact per layer kind (Qwen3-MoE with layer 1
     dense: two kinds; sliding and full attention are one) and saves it under the quickmoe cache; a second start in
-    a fresh Dynamo state loads both,
-    compiles nothing, and every layer's calls pass its artifact's guards; greedy tokens of a packed batch of
-    prompts of different lengths equal the eager ones both times."""
+    a fresh Dynamo state loads both, compiles nothing, and every layer's calls pass its artifact's guards; greedy
+    tokens of a packed batch of prompts of different lengths equal the eager ones both times."""
     from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.executor.aot_layers import aot_available
     from quickmoe.llm import LLM

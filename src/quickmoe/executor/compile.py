@@ -19,12 +19,13 @@ tracing.
 
 Where the time goes, in `CompileStats` and the report's `info.compile`: importing Dynamo and Inductor (once per
 process; 1.3-2.3 s on the H200, the largest part of a warm compile; imported on a thread beside the load they slowed
-the load and the processing by more than they saved, 2026-11-30 fourth session), Dynamo's tracing, the backend (AOTAutograd + Inductor) and within it Inductor's codegen runs and cache
-loads, the hashing of torch's and triton's sources that keys Inductor's caches, analysis restarts, and the warm-up
-steps themselves. Recompiles: the warm-up steps run through `ModelRunner.execute` under inference mode, as
-serving does (tensors made outside it fail Dynamo's dispatch-key guards and recompiled every kind at the first
-request), and float arguments are specialised up front (otherwise Dynamo restarted its analysis of the first graph
-to specialise them); `TORCH_LOGS=recompiles` lists any that remain.
+the load and the processing by more than they saved, 2026-11-30 fourth session), Dynamo's tracing, the backend
+(AOTAutograd + Inductor) and within it Inductor's codegen runs and cache loads, the hashing of torch's and triton's
+sources that keys Inductor's caches, analysis restarts, and the warm-up steps themselves. Recompiles: the warm-up
+steps run through `ModelRunner.execute` under inference mode, as serving does (tensors made outside it fail Dynamo's
+dispatch-key guards and recompiled every kind at the first request), and float arguments are specialised up front
+(otherwise Dynamo restarted its analysis of the first graph to specialise them); `TORCH_LOGS=recompiles` lists any
+that remain.
 """
 
 from __future__ import annotations
