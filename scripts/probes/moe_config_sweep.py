@@ -70,6 +70,8 @@ def main() -> None:
     ap.add_argument("--weight-tma", default="0",
                     help="weight_tma values (0, 1): weight tiles by TMA (one dot in GEMM 1: whole gate/up groups only)")
     ap.add_argument("--split", default="1", help="split_k values: programs per output tile over parts of K")
+    ap.add_argument("--maxnreg", default="0", help="register caps per thread (0: none); with --tuned-only, each "
+                    "cap on the tuned config")
     ap.add_argument("--around-tuned", action="store_true",
                     help="the tuned config of each GEMM with gate_up_one_dot and warps (4 <-> 8) varied, the stages "
                          "of --stages-around (default: the tuned) and the --split values; the other grid options are "
@@ -146,13 +148,15 @@ def main() -> None:
                 if which not in ints(args.gemms):
                     continue
                 if args.tuned_only:  # with --split: the tuned config in those parts of K
-                    grid = list(dict.fromkeys([tuned[which - 1]] + [dataclasses.replace(tuned[which - 1], split_k=sk)
-                                                                     for sk in ints(args.split)]))
+                    grid = list(dict.fromkeys([tuned[which - 1]] + [
+                        dataclasses.replace(tuned[which - 1], split_k=sk, maxnreg=mr)
+                        for sk in ints(args.split) for mr in ints(args.maxnreg)]))
                 elif args.around_tuned:
                     base = dataclasses.replace(tuned[which - 1], block_m=block_m)
                     grid = list(dict.fromkeys(
                         dataclasses.replace(base, gate_up_one_dot=bool(od), num_warps=w, num_stages=s,
-                                            weight_tma=bool(tma), split_k=sk)
+                                            weight_tma=bool(tma), split_k=sk, maxnreg=mr)
+                        for mr in ints(args.maxnreg)
                         for od in ((0, 1) if which == 1 else (0,))
                         for w in (base.num_warps, 8 if base.num_warps == 4 else 4)
                         for s in ints(args.stages_around or str(base.num_stages))
@@ -190,10 +194,11 @@ def main() -> None:
                 for sec, config in timed[:args.top]:
                     print(f"  {sec * 1e6:8.1f} us  n{config.block_n} k{config.block_k} w{config.num_warps} "
                           f"s{config.num_stages} swap{int(config.swap_ab)} g{config.group_m} "
-                          f"one_dot{int(config.gate_up_one_dot)} tma{int(config.weight_tma)} split{config.split_k}",
+                          f"one_dot{int(config.gate_up_one_dot)} tma{int(config.weight_tma)} split{config.split_k} "
+                          f"maxnreg{config.maxnreg}",
                           flush=True)
                 fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "gate_up_one_dot",
-                          "weight_tma", "split_k")
+                          "weight_tma", "split_k", "maxnreg")
                 results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which,
                                 "proxy": args.proxy_half_k,
                                 "tuned_us": None if ref is None else ref * 1e6,

@@ -485,6 +485,27 @@ def test_eight_row_tiles_give_the_sixteen_row_tiles_bits(fmt, num_tokens, block_
 
 @pytest.mark.gpu
 @pytest.mark.skipif(DEVICE != "cuda", reason="tensor-core bits: the GPU")
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+@pytest.mark.parametrize("num_tokens,block_m,block_n,block_k,swap_ab,one_dot,maxnreg",
+                         [(64, 8, 64, 256, True, False, 96), (256, 64, 128, 64, False, True, 168),
+                          (1024, 128, 64, 64, True, False, 104), (1024, 128, 64, 64, False, False, 168)])
+def test_a_register_cap_gives_the_uncapped_bits(fmt, num_tokens, block_m, block_n, block_k, swap_ab, one_dot,
+                                                maxnreg):
+    """A cap on the registers per thread (`MoEKernelConfig.maxnreg`) changes where ptxas keeps values (spilling
+    some to local memory), not the instructions that compute them: both GEMMs give the uncapped launch's bits, in
+    the decode and prefill tiles the caps were measured on (gpt-oss-20b's MXFP4 experts, Qwen3-30B-A3B's NVFP4)."""
+    from quickmoe.kernels.moe_configs import MoEKernelConfig
+
+    both = _model_sized_gemm_inputs(fmt, num_tokens, num_tokens + maxnreg)
+    outs = [both(MoEKernelConfig(block_m=block_m, block_n=block_n, block_k=block_k, num_warps=4, num_stages=3,
+                                 swap_ab=swap_ab, gate_up_one_dot=one_dot, maxnreg=cap)) for cap in (0, maxnreg)]
+    for which, (a, b) in enumerate(zip(*outs), start=1):
+        assert a.abs().max() > 0
+        assert torch.equal(a, b), f"gemm {which}: {int((a != b).sum())} of {a.numel()} outputs differ"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(DEVICE != "cuda", reason="tensor-core bits: the GPU")
 @pytest.mark.parametrize("fmt", ["mxfp4", "bf16", "fp8", "nvfp4"])
 @pytest.mark.parametrize("block_m,block_n,swap_ab,warps", [(16, 32, True, 2), (64, 64, False, 4),
                                                            (128, 64, False, 4), (128, 32, False, 8)])

@@ -21,6 +21,10 @@ def test_config_is_validated():
         MoEKernelConfig(num_stages=0)
     with pytest.raises(ConfigError, match="'weight_tma' = 'yes': expected true or false"):
         MoEKernelConfig(weight_tma="yes")
+    for cap in (8, 256, -1, True, 168.0):
+        with pytest.raises(ConfigError, match=f"'maxnreg' = {cap!r}: expected 0 \\(no cap\\) or 24 .. 255"):
+            MoEKernelConfig(maxnreg=cap)
+    assert MoEKernelConfig(maxnreg=168).maxnreg == 168 and MoEKernelConfig().maxnreg == 0
 
 
 def test_nearest_tuned_token_count_and_fallback(tmp_path):

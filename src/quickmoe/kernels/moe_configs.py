@@ -49,7 +49,10 @@ class MoEKernelConfig:
     (`moe_gemm._weight_descriptor`; with gate_up_one_dot one block of whole gate/up groups, which GEMM 1 checks);
     split_k: programs per output tile, each over an equal run of the K steps (the largest count up to split_k that
     divides them), whose float32 parts the tile's last program adds in order before the epilogue
-    (`moe_gemm._split_parts`): more programs for decode-sized launches, another float32 sum than one program's."""
+    (`moe_gemm._split_parts`): more programs for decode-sized launches, another float32 sum than one program's;
+    maxnreg: a cap on the registers per thread (ptxas `.maxnreg`; 0: the compiler's choice), so that more programs
+    fit an SM where registers, not shared memory, bound them (the same arithmetic, at most spilled values moved
+    through local memory: the same bits)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -61,13 +64,14 @@ class MoEKernelConfig:
     gate_up_one_dot: bool = False  # GEMM 1: gate and up rows in one dot (see moe_gemm._gemm1_tile)
     weight_tma: bool = False  # weight tiles by TMA (see moe_gemm._weight_descriptor)
     split_k: int = 1  # programs per output tile over parts of K (see moe_gemm._split_parts)
+    maxnreg: int = 0  # registers per thread at most (0: no cap)
 
     def __post_init__(self) -> None:
         for name in ("swap_ab", "gate_up_one_dot", "weight_tma"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"MoE kernel config {name!r} = {getattr(self, name)!r}: expected true or false")
         for f in fields(self):
-            if f.name in ("swap_ab", "gate_up_one_dot", "weight_tma"):
+            if f.name in ("swap_ab", "gate_up_one_dot", "weight_tma", "maxnreg"):
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -76,6 +80,10 @@ class MoEKernelConfig:
             value = getattr(self, name)
             if value & (value - 1):
                 raise ConfigError(f"MoE kernel config {name!r} = {value}: expected a power of two")
+        if isinstance(self.maxnreg, bool) or not isinstance(self.maxnreg, int) or not (
+                self.maxnreg == 0 or 24 <= self.maxnreg <= 255):
+            raise ConfigError(f"MoE kernel config 'maxnreg' = {self.maxnreg!r}: expected 0 (no cap) or 24 .. 255 "
+                              "registers per thread")
         # The tokens are the mma's 8-wide side in the transposed orientation, so its tiles may take 8 of them
         min_block_m = 8 if self.swap_ab else 16
         if self.block_m < min_block_m or self.block_n < 16 or self.block_k % 32:

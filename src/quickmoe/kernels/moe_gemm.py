@@ -110,7 +110,7 @@ def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.T
                 MXFP4=mxfp4, PRECISION=precision, DOT_DTYPE=dot_dtype,
                 PTX=ptx, MXFP4_PTX=mxfp4 and ptx and dot_dtype != tl.float16,  # bf16 or float32 dots
                 SWAP_AB=config.swap_ab, W_TMA=config.weight_tma, num_warps=config.num_warps,
-                num_stages=config.num_stages)
+                num_stages=config.num_stages, maxnreg=config.maxnreg or None)
 
 
 SUB_TILE_MIN_BLOCK_M = 64
