@@ -39,6 +39,7 @@ SIGNATURE = {"x_ptr": "*bf16", "xs_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8"
              "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
              "num_padded_ptr": "*i32", "top_k": "i32", "num_assignments": "i32", "num_m": "i32", "num_n": "i32",
              "group_m": "i32", "stride_x": "i32", "stride_xs": "i32", "limit": "fp32", "alpha": "fp32"}
+GROUP = 64  # the layouts' gate/up interleave (bench.moe_experts.GROUP)
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_x"]
 
 
@@ -54,10 +55,11 @@ def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: 
     one weight scale per fp8_scale_rows kernel rows (64: the layout's, for 128 x 128 blocks; 1: one per row)."""
     kernel = moe_gemm._gemm1_swiglu_kernel
     fp8, nvfp4 = fmt == "fp8", fmt == "nvfp4"
+    block_n = min(block_n, GROUP)  # what moe_gemm1_swiglu launches (a program's columns lie in one gate/up group)
     mxfp4 = not (fp8 or nvfp4)
     constexprs = dict(H=2048 if fp8 else 4096 if nvfp4 else 2880, I=768 if fp8 else 14336 if nvfp4 else 2880,
                       MXFP4=mxfp4, NVFP4=nvfp4, FP8_SCALE_ROWS=fp8_scale_rows if fp8 else 0,
-                      A_MXFP8=False, GROUP=64, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=128 if fp8 else block_k,
+                      A_MXFP8=False, GROUP=GROUP, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=128 if fp8 else block_k,
                       PRECISION="tf32", DOT_DTYPE=tl.float8e4nv if fp8 else tl.bfloat16, PTX=True, MXFP4_PTX=mxfp4,
                       SWAP_AB=swap_ab, HAS_BIAS=mxfp4, SILU=not mxfp4, ROW_SCALE=nvfp4, SUB_TILES=False, W_TMA=False,
                       SPLIT_K=1, PDL=True)
@@ -117,6 +119,9 @@ def main() -> None:
     parser.add_argument("--fp8-scale-rows", type=int, default=64,
                         help="fp8: kernel rows per weight scale (64: the layout's for 128 x 128 blocks; 1: per row)")
     args = parser.parse_args()
+    if args.block_n > GROUP:  # moe_gemm1_swiglu launches min(block_n, group) columns a program, as here
+        print(f"block_n {args.block_n} -> {GROUP}: GEMM 1 takes at most the gate/up group's columns a program")
+        args.block_n = GROUP
     compiled = compile_gemm1(args.block_n, args.block_k, args.warps, args.stages, args.block_m, args.swap_ab,
                              args.maxnreg, args.format, args.one_dot, args.fp8_scale_rows)
     if args.format == "fp8":
