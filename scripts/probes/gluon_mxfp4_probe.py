@@ -23,6 +23,8 @@ applies bias and SwiGLU):
   registers in order). Waiting for all but the last wgmma (`outstanding=1`) gives wrong results from the third K
   step on: the operand registers of the wgmma still in flight are reused by the next step's decode (the waits'
   `deps` keep the tensor alive, not the registers the wgmma reads), so the committed figures wait for each step.
+  `factors=fragment_factors(scales)`: the "halves" decode reads each word's two block factors as one bf16 pair,
+  spread by two byte permutes, instead of two scale bytes (two loads, their zero extension and a multiply-add each).
 
     PYTHONPATH=src python3 scripts/probes/gluon_mxfp4_probe.py [--tok 8,16,32,64] [--json PATH]   # on the GPU
     PYTHONPATH=src python3 scripts/probes/gluon_mxfp4_probe.py --profile-once   # under ncu --profile-from-start off
@@ -209,6 +211,13 @@ for _pair in range(4):
     FRAG_HALVES_PTX_TEXT = FRAG_HALVES_PTX_TEXT.replace(
         _line, _line.replace(f"${_pair},", "r,") + f"\nmov.b32 {{${2 * _pair}, ${2 * _pair + 1}}}, r;")
 FRAG_HALVES_PTX = gl.constexpr(FRAG_HALVES_PTX_TEXT)
+# With FACTORS the scale operand is a pair of bf16 block factors (row g low, row g + 8 high, from
+# `fragment_factors`), spread over both halves by a byte permute instead of computed from the scale bytes.
+FRAG_FACTORS_PTX_TEXT = (
+    FRAG_HALVES_PTX_TEXT.replace("mad.lo.u32 s, $9, 0x00800080, 0x1F001F00;", "prmt.b32 s, $9, $9, 0x1010;")
+    .replace("mad.lo.u32 u, $10, 0x00800080, 0x1F001F00;", "prmt.b32 u, $9, $9, 0x3232;"))
+assert FRAG_FACTORS_PTX_TEXT.count("prmt.b32") == 2
+FRAG_FACTORS_PTX = gl.constexpr(FRAG_FACTORS_PTX_TEXT)
 FRAG_PTX = gl.constexpr(FRAG_PTX_TEXT)
 STEP_WORDS = BN * BK // 8  # packed words of a program's K step
 
@@ -233,6 +242,17 @@ def fragment_words(blocks: torch.Tensor) -> torch.Tensor:
     return encode_mma_pairs(packed).view(torch.int32).reshape(experts, n // 128, k // 64, STEP_WORDS)
 
 
+def fragment_factors(scales: torch.Tensor) -> torch.Tensor:
+    """E8M0 scales [E, K/32, N] -> int32 [E, N/128, K/64, 128]: for each tile and 64-column step, (warp w, g, m block,
+    32-column block) -> the bf16 factors 2^(scale - 65) of rows 64 mb + 16 w + g (low half) and + 8 (high half),
+    the factor the engine's decode multiplies by (so the weights come out x 2^-64)."""
+    experts, blocks, n = scales.shape
+    factor = (scales.to(torch.int32) + 62) << 7  # bf16 bits of 2^(scale - 65), scale 0 .. 192
+    f = factor.permute(0, 2, 1).reshape(experts, n // 128, 2, 4, 2, 8, blocks // 2, 2)  # e, t, mb, w, pb0, g, j, mx
+    pair = f[:, :, :, :, 0] | (f[:, :, :, :, 1] << 16)  # [e, t, mb, w, g, j, mx]
+    return pair.permute(0, 1, 5, 3, 4, 2, 6).reshape(experts, n // 128, blocks // 2, 128).contiguous()
+
+
 @gluon.jit
 def _dup3(x):
     """x [...] -> [..., 2, 2, 2], every element x's (registers repeated, no instruction)."""
@@ -242,10 +262,12 @@ def _dup3(x):
 
 
 @gluon.jit
-def _frag_decode_halves(words, s_g, s_g8):
-    """As _frag_decode, by one PTX call a word whose 8 outputs are bf16 halves, joined in the fragment's order."""
+def _frag_decode_halves(words, s_g, s_g8, FACTORS: gl.constexpr = False):
+    """As _frag_decode, by one PTX call a word whose 8 outputs are bf16 halves, joined in the fragment's order
+    (FACTORS: s_g holds the word's factor pair, s_g8 is not read)."""
     shape: gl.constexpr = (4, 8, 4, 2, 4)  # (w, g, q, mb, kb)
-    o = gl.inline_asm_elementwise(FRAG_HALVES_PTX, "=h,=h,=h,=h,=h,=h,=h,=h,r,r,r",
+    PTX_TEXT: gl.constexpr = FRAG_FACTORS_PTX if FACTORS else FRAG_HALVES_PTX
+    o = gl.inline_asm_elementwise(PTX_TEXT, "=h,=h,=h,=h,=h,=h,=h,=h,r,r,r",
                                   [gl.reshape(words, shape), gl.reshape(s_g, shape), gl.reshape(s_g8, shape)],
                                   dtype=(gl.bfloat16, ) * 8, is_pure=True, pack=1)
     # o[2 p + h], p = 2 pb1 + pb0: joined so that h is the fastest register index, then pb0, then pb1
@@ -255,13 +277,13 @@ def _frag_decode_halves(words, s_g, s_g8):
 
 
 @gluon.jit
-def _frag_decode(words, s_g, s_g8, COPIES: gl.constexpr = True):
+def _frag_decode(words, s_g, s_g8, COPIES: gl.constexpr = True, FACTORS: gl.constexpr = False):
     """A step's words and their rows' scales (int32 [1024] each, the loads' layout) -> bf16 [4, 8, 4, 2, 4, 2, 2, 2]
     (w, g, q, mb, kb, pb1, pb0, h): one inline-PTX call a word, over 8 copies of it (so that the call's output is
     8 values in one tensor, its 4 bf16x2 registers in the fragment's register order, with no repacking); or with
     COPIES false by `_frag_decode_halves`."""
     if not COPIES:
-        return _frag_decode_halves(words, s_g, s_g8)
+        return _frag_decode_halves(words, s_g, s_g8, FACTORS)
     shape: gl.constexpr = (4, 8, 4, 2, 4)  # (w, g, q, mb, kb)
     w8 = _dup3(gl.reshape(words, shape))
     # operands: $4 .. $11 the word, $12 .. $15 s_g, $16 .. $19 s_g8
@@ -271,10 +293,14 @@ def _frag_decode(words, s_g, s_g8, COPIES: gl.constexpr = True):
 
 
 @gluon.jit
-def _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, j, nk, N):
-    """Step j's words (int32 [1024]) and the scales of their rows g and g + 8 (int32; zeros past the last step)."""
+def _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, j, nk, N, FACTORS: gl.constexpr = False):
+    """Step j's words (int32 [1024]) and the scales of their rows g and g + 8 (int32; zeros past the last step);
+    FACTORS: the words' factor pairs from `fragment_factors` (s_ptr, s_base and s_rel index them), twice."""
     ok = (idx >= 0) & (j < nk)
     words = gl.load(c_ptr + c_base + j * 1024 + idx, mask=ok, other=0)
+    if FACTORS:
+        pair = gl.load(s_ptr + s_base + j * 128 + s_rel, mask=ok, other=0)
+        return words, pair, pair
     s_g = gl.load(s_ptr + s_base + j * 2 * N + s_rel, mask=ok, other=0).to(gl.int32)
     s_g8 = gl.load(s_ptr + s_base + j * 2 * N + s_rel + 8, mask=ok, other=0).to(gl.int32)
     return words, s_g, s_g8
@@ -283,12 +309,12 @@ def _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, j, nk, N):
 @gluon.jit
 def _frag_step(j, acc, a_prev, c1, g1, h1, c2, g2, h2, use_acc, x_desc, x_smem, ready, x_row, c_ptr, s_ptr, c_base,
                s_base, idx, s_rel, N, nk, DOT_A: gl.constexpr, STAGES: gl.constexpr, OUTSTANDING: gl.constexpr,
-               COPIES: gl.constexpr):
+               COPIES: gl.constexpr, FACTORS: gl.constexpr):
     """K step j with step j's words and scales (c1, g1, h1) and step j + 1's already in flight: loads step j + 2's,
     decodes step j into wgmma's register operand, issues its wgmma, waits for step j - 1's (whose operand
     registers, a_prev, live until then), refills step j - 1's activation stage."""
-    c3, g3, h3 = _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, j + 2, nk, N)
-    value = _frag_decode(c1, g1, h1, COPIES)  # (w, g, q, mb, kb, pb1, pb0, h)
+    c3, g3, h3 = _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, j + 2, nk, N, FACTORS)
+    value = _frag_decode(c1, g1, h1, COPIES, FACTORS)  # (w, g, q, mb, kb, pb1, pb0, h)
     value = gl.permute(value, (3, 0, 6, 1, 4, 5, 2, 7))  # (mb, w, pb0, g, kb, pb1, q, h)
     a = gl.convert_layout(gl.reshape(value, (128, 64)), DOT_A)  # [128 weight rows, 64 columns]
     s = j % STAGES
@@ -306,7 +332,7 @@ def _frag_step(j, acc, a_prev, c1, g1, h1, c2, g2, h2, use_acc, x_desc, x_smem, 
 @gluon.jit
 def _gluon_mxfp4_frag_kernel(x_desc, c_ptr, s_ptr, out_ptr, N, K, stride_out, TOK: gl.constexpr,
                              STAGES: gl.constexpr, OUTSTANDING: gl.constexpr, COPIES: gl.constexpr,
-                             num_warps: gl.constexpr):
+                             FACTORS: gl.constexpr, num_warps: gl.constexpr):
     num_n = N // 128
     pid = gl.program_id(0)
     e = pid // num_n
@@ -327,23 +353,27 @@ def _gluon_mxfp4_frag_kernel(x_desc, c_ptr, s_ptr, out_ptr, N, K, stride_out, TO
     mb = (idx // 4) % 2
     g = (idx // 32) % 8
     w = idx // 256
-    s_rel = (kb // 2) * N + mb * 64 + w * 16 + g  # the scale byte of row g (row g + 8: 8 further)
+    if FACTORS:  # (w, g, mb, 32-column block) of fragment_factors' 128 pairs a step
+        s_rel = ((w * 8 + g) * 2 + mb) * 2 + kb // 2
+        s_base = (e * num_n + t) * nk * 128
+    else:
+        s_rel = (kb // 2) * N + mb * 64 + w * 16 + g  # the scale byte of row g (row g + 8: 8 further)
+        s_base = e * (K // 32) * N + n0
     c_base = (e * num_n + t) * nk * 1024
-    s_base = e * (K // 32) * N + n0
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, TOK, 16])
     DOT_A: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-    c1, g1, h1 = _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, 0, nk, N)
-    c2, g2, h2 = _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, 1, nk, N)
+    c1, g1, h1 = _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, 0, nk, N, FACTORS)
+    c2, g2, h2 = _frag_loads(c_ptr, s_ptr, c_base, s_base, idx, s_rel, 1, nk, N, FACTORS)
     acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
     a_prev = gl.zeros((128, 64), dtype=gl.bfloat16, layout=DOT_A)
     acc, a_prev, c1, g1, h1, c2, g2, h2 = _frag_step(0, acc, a_prev, c1, g1, h1, c2, g2, h2, False, x_desc, x_smem,
                                                      ready, x_row, c_ptr, s_ptr, c_base, s_base, idx, s_rel, N, nk,
-                                                     DOT_A, STAGES, OUTSTANDING, COPIES)
+                                                     DOT_A, STAGES, OUTSTANDING, COPIES, FACTORS)
     for j in range(1, nk):
         acc, a_prev, c1, g1, h1, c2, g2, h2 = _frag_step(j, acc, a_prev, c1, g1, h1, c2, g2, h2, True, x_desc,
                                                          x_smem, ready, x_row, c_ptr, s_ptr, c_base, s_base, idx,
-                                                         s_rel, N, nk, DOT_A, STAGES, OUTSTANDING, COPIES)
+                                                         s_rel, N, nk, DOT_A, STAGES, OUTSTANDING, COPIES, FACTORS)
     acc, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a_prev))
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(i))
@@ -373,17 +403,21 @@ def _frag_decode_check_kernel(c_ptr, s_ptr, out_ptr, N, K, COPIES: gl.constexpr,
 
 
 def gluon_mxfp4_frag_gemm(x: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, tok: int, stages: int,
-                          warps: int = 4, outstanding: int = 1, decode: str = "halves") -> torch.Tensor:
+                          warps: int = 4, outstanding: int = 1, decode: str = "halves",
+                          factors: torch.Tensor | None = None) -> torch.Tensor:
     """x [E * tok, K] bf16, words = fragment_words(blocks) [E, N/128, K/64, 1024], scales [E, K/32, N] -> [E * tok,
     N] bf16 (as gluon_mxfp4_gemm). decode: "halves" (`_frag_decode_halves`) or "copies" (`_frag_decode`).
     outstanding: wgmma groups left in flight at each step's wait (1 overlaps a step's decode with the last one's
-    wgmma but gives wrong results: see the module docstring)."""
+    wgmma but gives wrong results: see the module docstring). factors: `fragment_factors(scales)`, read instead of
+    the scales ("halves" only)."""
     experts, tiles, steps, _ = words.shape
     n, k = tiles * 128, steps * 64
     out = torch.empty(experts * tok, n, dtype=torch.bfloat16, device=x.device)
     x_layout = gl.NVMMASharedLayout.get_default_for([tok, 64], gl.bfloat16)
     x_desc = TensorDescriptor.from_tensor(x, [tok, 64], x_layout)
-    _gluon_mxfp4_frag_kernel[(experts * tiles,)](x_desc, words, scales, out, n, k, out.stride(0), TOK=tok,
+    assert factors is None or decode == "halves"
+    _gluon_mxfp4_frag_kernel[(experts * tiles,)](x_desc, words, scales if factors is None else factors, out, n, k,
+                                                  out.stride(0), TOK=tok, FACTORS=factors is not None,
                                                   STAGES=stages, OUTSTANDING=outstanding,
                                                   COPIES=decode == "copies", num_warps=warps)
     return out
@@ -455,6 +489,7 @@ def main() -> None:
     w1_scales = ex.kwargs["w1_scales"]
     refs = {e: dequantize_expert(ex.w1[e], w1_scales[e], torch.float32) for e in (0, spec.experts - 1)}  # [2I, H]
     words = fragment_words(ex.w1)
+    factors = fragment_factors(w1_scales)
     sets = 4
     rows = []
 
@@ -516,6 +551,10 @@ def main() -> None:
                      lambda i, st=st, o=o, dec=dec, xs=xs, tok=tok: gluon_mxfp4_frag_gemm(
                          xs[i], words, w1_scales, tok, st, outstanding=o, decode=dec))
                     for st, o, dec in ((3, 0, "halves"), (4, 0, "halves"), (3, 0, "copies"), (4, 1, "halves"))]
+        variants += [(f"gluon register operand 128x{tok}x64 w4 s{st} wait(0) halves, factor pairs",
+                      lambda i, st=st, xs=xs, tok=tok: gluon_mxfp4_frag_gemm(
+                          xs[i], words, w1_scales, tok, st, outstanding=0, factors=factors))
+                     for st in (3, 4)]
         if tok >= 32:
             variants.append((f"gluon shared operand {BM}x{BN}x{BK} w4 s3",
                              lambda i, xs=xs, tok=tok: gluon_mxfp4_gemm(xs[i], ex.w1, w1_scales, tok, 4, 3)))
