@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("triton")
 
 SCENARIO = textwrap.dedent('''
-    import hashlib, json, sys, types
+    import hashlib, json, sys, time, types
     import torch, triton
     from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.backends.compiler import GPUTarget
@@ -83,7 +83,37 @@ SCENARIO = textwrap.dedent('''
         results = pool.run([*requests, stale, missing])
     with CompilePool(1, launchers=False) as pool:
         again = pool.run(requests[:1])
+
+    # the precompile's way: each new specialization handed on as the launch records it
+    seen = []
+    streaming = LaunchRecorder(TARGET, on_new=seen.append)
+    for rows, hidden, residual, pdl in [(3, 2880, True, True), (5, 2880, True, True), (3, 250, False, False)]:
+        launch_as_the_jit_does(rms._rms_norm_kernel, *rms_launch(rows, hidden, residual, pdl), streaming)
+    with CompilePool(2, launchers=False) as pool:
+        stream = pool.stream(priority=lambda r: 0 if r.qualname == "_no_such_kernel" else 1)
+        for r in (stale, requests[0], missing):  # one at a time while the workers run
+            stream.submit(r)
+            time.sleep(0.05)
+        streamed = stream.finish()
+    with CompilePool(2, launchers=False) as pool:  # a worker dead before any request: the other takes them all
+        pool.workers[0].kill()
+        pool.workers[0].wait()
+        stream = pool.stream()
+        for r in requests:
+            stream.submit(r)
+        one_dead = stream.finish()
+    with CompilePool(1, launchers=False) as pool:  # no live worker: each request fails, none is lost
+        pool.workers[0].kill()
+        pool.workers[0].wait()
+        stream = pool.stream()
+        for r in requests:
+            stream.submit(r)
+        all_dead = stream.finish()
     print(json.dumps({
+        "seen": [[r.qualname, r.spec == requests[i].spec] for i, r in enumerate(seen)],
+        "streamed": [[r.request.qualname, r.error, r.cached] for r in streamed],
+        "one_dead": [[r.request == requests[i], r.error, r.cached] for i, r in enumerate(one_dead)],
+        "all_dead": [[r.request == requests[i], r.error] for i, r in enumerate(all_dead)],
         "entries": entries, "existed": existed, "exist_after": [Path(e).exists() for _, e in entries],
         "foreign_stopped": foreign_stopped, "requests": [[r.module, r.qualname, list(r.target)] for r in requests],
         "json_names": [json.loads(Path(e).read_text())["name"] for _, e in entries if Path(e).exists()],
@@ -118,6 +148,31 @@ def test_a_worker_compiles_each_request_under_the_key_the_jit_looks_up(scenario)
     assert scenario["json_names"] == ["_rms_norm_kernel"] * 5
     assert scenario["cached_after"] == [True] * 3
     assert scenario["again"] == [[None, True]]  # a request in the cache is found, not compiled again
+
+
+def test_the_recorder_hands_on_each_new_specialization_as_it_is_seen(scenario):
+    # 3 launches, 2 specializations (2880 with a residual twice, then 250), each handed on once, when first launched:
+    # the first recorder's first two requests
+    assert scenario["seen"] == [["_rms_norm_kernel", True], ["_rms_norm_kernel", True]]
+
+
+def test_a_stream_compiles_requests_handed_on_one_at_a_time_and_answers_in_their_order(scenario):
+    (first, first_error, _), (second, second_error, second_cached), (third, third_error, _) = scenario["streamed"]
+    assert [first, second, third] == ["_rms_norm_kernel", "_rms_norm_kernel", "_no_such_kernel"]
+    assert "source differs" in first_error and third_error and "_no_such_kernel" in third_error
+    assert second_error is None and second_cached  # compiled by the first pool: found in the cache
+
+
+def test_a_stream_survives_a_dead_worker_and_fails_what_no_worker_took(scenario):
+    # the dead worker fails the one request its thread took; the live one compiles (finds) the rest
+    assert all(same for same, _, _ in scenario["one_dead"])
+    errors = [error for _, error, _ in scenario["one_dead"]]
+    assert sum(e is not None for e in errors) == 1 and any(k in str(errors) for k in ("BrokenPipe", "EOFError"))
+    assert all(cached for _, error, cached in scenario["one_dead"] if error is None)
+    # a single dead worker: its request fails, the rest fail as taken by no worker; none is missing
+    all_dead = scenario["all_dead"]
+    assert all(same for same, _ in all_dead) and len(all_dead) == 3
+    assert all_dead[0][1] is not None and all(e == "no worker was left to compile it" for _, e in all_dead[1:])
 
 
 def test_the_pool_reports_what_it_cannot_compile_and_goes_on(scenario):

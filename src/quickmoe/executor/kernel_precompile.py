@@ -12,7 +12,8 @@ The precompile finds out first what those launches will compile, and compiles it
    (`compile_workers.KernelRequest`) and returns without compiling or running. While recording, the kernels
    already compiled in this process are set aside too, so that no Triton kernel runs on the dry launches' unset
    outputs; torch's own kernels do run, on those values, and nothing reads them back.
-2. The requests whose kernel the cache lacks go to a `CompilePool` of worker processes, which write kernels and
+2. Each request whose kernel the cache lacks goes to a `CompilePool` of worker processes as soon as a dry launch
+   records it (a `CompileStream`: the workers compile while the dry launches go on); they write kernels and
    launchers into the shared cache directory (their keys agree with this process's: executor/kernel_keys.py).
 3. The start-up then runs as before; its launches load every kernel from the cache. One a worker could not
    compile (reported) is compiled at its launch, as before.
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from quickmoe.executor.compile_workers import CompilePool, KernelRequest, cache_entry
+from quickmoe.executor.compile_workers import CompilePool, CompileStream, KernelRequest, cache_entry
 from quickmoe.executor.kernel_keys import quickmoe_jit_functions
 from quickmoe.paths import atomic_write_bytes
 
@@ -67,11 +68,14 @@ def compile_workers_count(local_ranks: int = 1) -> int:
 
 class LaunchRecorder:
     """Triton JIT cache hook that records, and stops, every launch of a quickmoe kernel that would compile; other
-    libraries' kernels compile and run as usual. `requests` keeps the first of each distinct specialization."""
+    libraries' kernels compile and run as usual. `requests` keeps the first of each distinct specialization;
+    `on_new(request)`, when given, is called with each as it is first seen (the precompile hands it to a worker
+    there, while the dry launches go on)."""
 
-    def __init__(self, target) -> None:
+    def __init__(self, target, on_new: Callable[[KernelRequest], None] | None = None) -> None:
         self.target = (target.backend, target.arch, target.warp_size)
         self.requests: dict[tuple[str, str, str], KernelRequest] = {}
+        self.on_new = on_new
 
     def __call__(self, *, key, repr, fn, compile, is_manual_warmup, already_compiled) -> bool:  # noqa: A002
         jit = fn.jit_function
@@ -80,20 +84,25 @@ class LaunchRecorder:
             return False
         request = KernelRequest(module=module, qualname=jit.fn.__qualname__, fn_key=jit.cache_key,
                                 spec=compile["specialization_data"], target=self.target)
-        self.requests.setdefault((module, request.qualname, request.spec), request)
+        key = (module, request.qualname, request.spec)
+        if key not in self.requests:
+            self.requests[key] = request
+            if self.on_new is not None:
+                self.on_new(request)
         return True  # the JIT neither compiles nor launches it
 
 
 @contextlib.contextmanager
-def recording(device: torch.device) -> Iterator[LaunchRecorder]:
-    """Within: quickmoe's Triton launches are recorded by a `LaunchRecorder`, not compiled nor run (see the module
-    docstring); the kernels this process had compiled are back in place on exit."""
+def recording(device: torch.device, on_new: Callable[[KernelRequest], None] | None = None
+              ) -> Iterator[LaunchRecorder]:
+    """Within: quickmoe's Triton launches are recorded by a `LaunchRecorder` (with `on_new`), not compiled nor run
+    (see the module docstring); the kernels this process had compiled are back in place on exit."""
     from triton import knobs
     from triton.runtime.driver import driver
 
     if knobs.runtime.jit_cache_hook is not None:
         raise RuntimeError("a Triton JIT cache hook is installed already; the precompile cannot record launches")
-    recorder = LaunchRecorder(driver.active.get_current_target())
+    recorder = LaunchRecorder(driver.active.get_current_target(), on_new)
     index = device.index if device.index is not None else torch.cuda.current_device()
     set_aside = []
     for fn in quickmoe_jit_functions():
@@ -156,37 +165,51 @@ class KernelPrecompile:
             self.close()
             return {"warm": False, "skipped": "a Triton JIT cache hook is installed"}
         t0 = time.perf_counter()
+        triton_dir = knobs.cache.dir
+        missing: list[KernelRequest] = []
+        entries: list[str] = []  # the cache entries of every kernel seen
+        stream: CompileStream | None = None
+
+        def compile_if_missing(request: KernelRequest) -> None:
+            """A request first seen: to a worker at once when the cache lacks its kernel (the dry launches go on)."""
+            nonlocal stream
+            entries.append(cache_entry(request))
+            if os.path.exists(os.path.join(triton_dir, entries[-1])):
+                return
+            if stream is None:
+                if self.pool is None:
+                    self.pool = CompilePool(compile_workers_count(self.local_ranks))
+                logger.info("compiling the Triton kernels the kernel cache lacks in %d processes",
+                            len(self.pool.workers))
+                stream = self.pool.stream(progress=self.progress, priority=_first_the_longest)
+            missing.append(request)
+            stream.submit(request)
+
         try:
-            with recording(self.device) as recorder, torch.inference_mode():
+            with recording(self.device, compile_if_missing) as recorder, torch.inference_mode():
                 for name, run in dry_runs:
                     before = len(recorder.requests)
                     run()
                     logger.debug("precompile: %s launches %d kernels not seen before", name,
                                  len(recorder.requests) - before)
             torch.cuda.synchronize(self.device)
-            requests = list(recorder.requests.values())
-            entries = {id(r): cache_entry(r) for r in requests}
-            triton_dir = knobs.cache.dir
-            missing = [r for r in requests if not os.path.exists(os.path.join(triton_dir, entries[id(r)]))]
-            info = {"warm": False, "kernels": len(requests), "missing": len(missing),
+            info = {"warm": False, "kernels": len(recorder.requests), "missing": len(missing),
                     "record_s": round(time.perf_counter() - t0, 3)}
-            if missing:
-                info.update(self._compile(sorted(missing, key=_first_the_longest)))
-            if all(os.path.exists(os.path.join(triton_dir, e)) for e in entries.values()):
+            if stream is not None:
+                info.update(self._finish(stream))
+            if all(os.path.exists(os.path.join(triton_dir, e)) for e in entries):
                 self.manifest.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(self.manifest, json.dumps({"entries": sorted(entries.values())}).encode())
+                atomic_write_bytes(self.manifest, json.dumps({"entries": sorted(set(entries))}).encode())
         finally:
             self.close()
         info["seconds"] = round(time.perf_counter() - t0, 3)
         return info
 
-    def _compile(self, missing: list[KernelRequest]) -> dict:
-        workers = len(self.pool.workers) if self.pool is not None else compile_workers_count(self.local_ranks)
-        logger.info("compiling %d Triton kernels in %d processes (not in the kernel cache)", len(missing), workers)
+    def _finish(self, stream: CompileStream) -> dict:
+        """Wait for the kernels handed to the workers while the dry launches ran; their report."""
+        workers = len(self.pool.workers)
         t1 = time.perf_counter()
-        pool = self.pool if self.pool is not None else CompilePool(workers)
-        self.pool = pool
-        results = pool.run(missing, progress=self.progress)
+        results = stream.finish()
         failed = [r for r in results if r.error is not None]
         info = {"workers": workers, "compile_s": round(time.perf_counter() - t1, 3),
                 "compiled": len(results) - len(failed), "worker_seconds": round(sum(r.seconds for r in results), 3),
@@ -195,8 +218,8 @@ class KernelPrecompile:
             info["failures"] = [f"{r.request.module}.{r.request.qualname}: {r.error}" for r in failed[:5]]
             logger.warning("%d of %d kernels could not be compiled ahead (they compile at their first launch); "
                            "first: %s", len(failed), len(results), info["failures"][0])
-        logger.info("compiled %d Triton kernels in %.2f s (%.1f s of compiling over %d processes)",
-                    info["compiled"], info["compile_s"], info["worker_seconds"], workers)
+        logger.info("compiled %d Triton kernels (%.1f s of compiling over %d processes; %.2f s after the dry launches)",
+                    info["compiled"], info["worker_seconds"], workers, info["compile_s"])
         return info
 
     def close(self) -> None:
