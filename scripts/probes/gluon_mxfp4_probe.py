@@ -175,32 +175,13 @@ def gluon_mxfp4_gemm(x: torch.Tensor, blocks: torch.Tensor, scales: torch.Tensor
 # (lane = 4 g + q), in mma-pair bit order, so each pair takes one shift and one mask as in the engine's decode;
 # pairs 0 and 2 (row g) take the scale $9, pairs 1 and 3 (row g + 8) $10. Each pair leaves as two bf16 halves
 # ($0 .. $7) so that the tensors joined in the order (pb1, pb0, h) sit in the registers in the fragment's order.
-FRAG_PTX_TEXT = """
-{
-.reg .b32 s, u, t, d;
-mad.lo.u32 s, $12, 0x00800080, 0x1F001F00;
-mad.lo.u32 u, $16, 0x00800080, 0x1F001F00;
-and.b32 t, $4, 0x81C081C0;
-mul.rn.bf16x2 $0, t, s;
-shl.b32 t, $4, 3;
-and.b32 t, t, 0x81C081C0;
-mul.rn.bf16x2 $1, t, u;
-shl.b32 t, $4, 6;
-and.b32 t, t, 0x81C081C0;
-mul.rn.bf16x2 $2, t, s;
-shr.u32 t, $4, 6;
-and.b32 d, t, 0x01800180;
-shr.u32 t, $4, 5;
-and.b32 t, t, 0x00400040;
-or.b32 d, d, t;
-shl.b32 t, $4, 5;
-and.b32 t, t, 0x80008000;
-or.b32 d, d, t;
-mul.rn.bf16x2 $3, d, u;
-}
-"""
-assert all(line in MXFP4_PAIRS_TO_BF16_PTX_TEXT.replace("$4", "$4") for line in
-           ("shr.u32 t, $4, 6;", "and.b32 d, t, 0x01800180;", "shl.b32 t, $4, 5;", "and.b32 t, t, 0x80008000;"))
+FRAG_PTX_TEXT = (MXFP4_PAIRS_TO_BF16_PTX_TEXT  # the engine's decode: word $4; scales $12 (row g), $16 (row g + 8)
+                 .replace(".reg .b32 s, t, d;", ".reg .b32 s, u, t, d;")
+                 .replace("mad.lo.u32 s, $5, 0x00800080, 0x1F001F00;",
+                          "mad.lo.u32 s, $12, 0x00800080, 0x1F001F00;\nmad.lo.u32 u, $16, 0x00800080, 0x1F001F00;")
+                 .replace("mul.rn.bf16x2 $1, t, s;", "mul.rn.bf16x2 $1, t, u;")
+                 .replace("mul.rn.bf16x2 $3, d, s;", "mul.rn.bf16x2 $3, d, u;"))
+assert FRAG_PTX_TEXT.count(", u;") == 2 and "$5" not in FRAG_PTX_TEXT
 FRAG_CONSTRAINTS = gl.constexpr("=r,=r,=r,=r," + ",".join(["r"] * 16))
 # The first version ("halves"): one word an element, each pair leaving as two bf16 halves ($0 .. $7, word $8,
 # scales $9 and $10), the 8 tensors joined so that h, then pb0, then pb1 are the fastest register indices.
