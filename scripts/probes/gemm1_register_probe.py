@@ -1,0 +1,97 @@
+"""The register-operand GEMM 1 (`kernels/moe_gemm1_register.py`) against the engine's Triton GEMM 1 on gpt-oss-20b's
+layer at decode batches of 128-512 (issue 15): each checked against the torch reference, then timed in CUDA graphs
+on the same random routing (4 input sets), the Triton GEMM 1 at its tuned config, the register kernel at 32 and 64
+rows a tile (with its row gather, and the gather alone).
+
+    PYTHONPATH=src python3 scripts/probes/gemm1_register_probe.py [--tokens 128,256,512] [--json PATH]
+
+A probe, not a benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", default="128,256,384,512")
+    parser.add_argument("--stages", default="3")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    from quickmoe.bench.attention import time_in_graph
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels.fused_moe import device_arch
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_configs import moe_kernel_config
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu
+    from quickmoe.kernels.moe_gemm1_register import (
+        gather_permuted_rows,
+        gather_permuted_rows_ref,
+        moe_gemm1_swiglu_register,
+        moe_gemm1_swiglu_register_ref,
+    )
+
+    device = torch.device("cuda")
+    g = torch.Generator().manual_seed(0)
+    spec = SHAPES["gpt-oss-20b"]
+    ex = make_experts(spec, "mxfp4", device, g)
+    w1, b1, s1 = ex.w1, ex.b1, ex.kwargs["w1_scales"]
+    rows = []
+    for tokens in [int(t) for t in args.tokens.split(",")]:
+        sets = 4
+        xs = [torch.randn(tokens, spec.hidden, generator=g).to(torch.bfloat16).to(device) for _ in range(sets)]
+        ids = [torch.rand(tokens, spec.experts, generator=g).topk(spec.top_k, dim=1).indices.to(torch.int32)
+               .to(device) for _ in range(sets)]
+        config = moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, "mxfp4",
+                                   torch.cuda.get_device_name(device), tokens, arch=device_arch(device))
+        aligns = {bm: [moe_align(i, spec.experts, bm) for i in ids] for bm in (config.block_m, 32, 64)}
+        ref = moe_gemm1_swiglu_register_ref(xs[0], aligns[64][0], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702).float()
+        scale = ref.abs().max().item()
+
+        def err(out):
+            return (out.float() - ref).abs().max().item() / scale
+
+        for bm in (32, 64):
+            got = gather_permuted_rows(xs[0], aligns[bm][0], spec.top_k)
+            want = gather_permuted_rows_ref(xs[0], aligns[bm][0], spec.top_k)
+            used = int(aligns[bm][0].num_padded.item())
+            valid = (aligns[bm][0].sorted_ids[:used] < aligns[bm][0].num_assignments)
+            bad = int((got[:used][valid] != want[:used][valid]).sum())
+            print(f"T {tokens}: gather (block_m {bm}): {bad} values differ", flush=True)
+        results = {}
+
+        def triton_gemm1(i):
+            return moe_gemm1_swiglu(xs[i], aligns[config.block_m][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702,
+                                    config=config)
+
+        label = (f"triton (block_m {config.block_m}, block_n {config.block_n}, block_k {config.block_k}, "
+                 f"w{config.num_warps}, swap {int(config.swap_ab)})")
+        results[label] = (err(triton_gemm1(0)), time_in_graph(triton_gemm1, sets, 16))
+        variants = [(bm, tma, stages) for bm in (32, 64) for tma in (True, False)
+                    for stages in [int(s) for s in args.stages.split(",")]]
+        for bm, tma, stages in variants:
+            def register(i, bm=bm, stages=stages, tma=tma):
+                return moe_gemm1_swiglu_register(xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702,
+                                                 stages=stages, weight_tma=tma)
+            try:
+                results[f"register operand block_m {bm} stages {stages} weights by {'TMA' if tma else 'LDG'}"] = (
+                    err(register(0)), time_in_graph(register, sets, 16))
+            except Exception as exc:  # noqa: BLE001 - a probe reports and goes on
+                print(f"T {tokens} block_m {bm}: {type(exc).__name__}: {str(exc)[:600]}", flush=True)
+        for bm in (32, 64):
+            results[f"gather alone block_m {bm}"] = (0.0, time_in_graph(
+                lambda i, bm=bm: gather_permuted_rows(xs[i], aligns[bm][i], spec.top_k), sets, 16))
+        for label, (e, sec) in results.items():
+            rows.append({"tokens": tokens, "kernel": label, "us": sec * 1e6, "max_rel_err": e})
+            print(f"T {tokens:4d}  {label:70s} {sec * 1e6:8.1f} us  err {e:.2e}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

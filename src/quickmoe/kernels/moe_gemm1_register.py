@@ -1,0 +1,341 @@
+"""GEMM 1 of MXFP4 experts with the decoded weights as wgmma's register operand (Hopper, Gluon).
+
+The Triton GEMM 1 tile of decode batches of ~256 (64 assignment rows, 128 gate/up weight rows, K steps of 64)
+writes each step's decoded weights to shared memory and multiplies them from there; under Nsight Compute it is
+bound in L1 and shared memory (docs/benchmarks.md, 2026-11-30 fifth session). Here the weights never touch shared
+memory: each thread loads, straight from the kernel layout, the packed words that hold exactly the values of its
+wgmma A fragment, decodes them (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the engine's shifts and masks) into the
+fragment's registers, and the activations are the shared-memory B operand, copied by TMA.
+
+**Which words a thread needs.** In a 16 x 16 k block of the A operand, lane (g, q) (lane = 4 g + q) holds rows g
+and g + 8, columns 2q, 2q + 1 and 2q + 8, 2q + 9. A K step of 64 has four k blocks, so a thread needs 8 column
+pairs of each of its rows. The GEMM sums over k in any order as long as both operands use the same one, so the
+kernel lets a step's *logical* column 16 kb + 8 s + 2 q + h (k block kb, half s, lane q, h = 0, 1) be the *physical*
+column `PHYSICAL_COLUMN` = 16 q + 4 kb + 2 s + h of the weights: lane q's 8 pairs of a row are then its two
+consecutive words 2q, 2q + 1 (physical columns 16 q .. 16 q + 15) in the layout as it is, one 8-byte load a row;
+each word's four decoded pairs are, in order, (kb, s) = (2 wi, 0), (2 wi, 1), (2 wi + 1, 0), (2 wi + 1, 1) of word
+wi. Both words lie in one 32-column scale block, so a row takes one scale a step. The activations take the same
+permutation: `gather_permuted_rows` writes each tile's rows (gathered through the alignment, in `sorted_ids`
+order) with the columns of every 64-column step in logical order, so that TMA copies plain [rows, 64] boxes.
+
+One program computes one M tile of `block_m` assignment rows (one expert's) and one gate/up group of 64 activation
+columns: its 64 gate rows and 64 up rows as one [128, 64] A operand a step (rows 0-63 gate, 64-127 up; wgmma's
+accumulator holds a row and the row 64 further in the same thread, so the SwiGLU epilogue needs no exchange). A
+tile whose valid rows fit half of it runs the same loop on half the rows (wgmma's N side is the rows). Each step's
+wgmma is waited for before the next step's decode: the decode would otherwise overwrite registers the wgmma in
+flight still reads (the probe's finding, `scripts/probes/gluon_mxfp4_probe.py`). Gluon has no CPU interpreter;
+`moe_gemm1_swiglu_register_ref` is the torch version and the tests compare both on the GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from quickmoe.errors import ConfigError
+from quickmoe.kernels.moe_align import MoEAlignment
+
+try:  # CPU installs without triton keep the torch references
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from quickmoe.kernels.moe_tiles import MXFP4_PAIRS_ACC_SCALE, MXFP4_PAIRS_TO_BF16_PTX_TEXT
+except ImportError:  # pragma: no cover - a triton without Gluon
+    gluon = None
+
+__all__ = ["PHYSICAL_COLUMN", "STEP", "gather_permuted_rows", "gather_permuted_rows_ref", "moe_gemm1_swiglu_register",
+           "moe_gemm1_swiglu_register_ref", "register_operand_problem"]
+
+STEP = 64  # K columns a step; also the gate/up group a program takes
+# logical column c of a step (16 kb + 8 s + 2 q + h) -> the physical column of the weights it multiplies
+PHYSICAL_COLUMN = tuple(16 * ((c >> 1) & 3) + 4 * (c >> 4) + 2 * ((c >> 3) & 1) + (c & 1) for c in range(STEP))
+
+
+def register_operand_problem(acts: torch.Tensor, w1: torch.Tensor, w1_scales: torch.Tensor | None, group: int,
+                             act_scales: torch.Tensor | None, block_m: int, split_k: int, activation: str) -> str:
+    """Why the register-operand GEMM 1 cannot run these operands ('' when it can): MXFP4 weights, bf16
+    activations, a CUDA device of compute capability 9.x, gate/up groups of 64, K a multiple of 64, 32 or 64 rows a
+    tile, one part of K, gpt-oss's SwiGLU."""
+    if acts.device.type != "cuda" or torch.cuda.get_device_capability(acts.device)[0] != 9:
+        return "a Hopper GPU (wgmma)"
+    if gluon is None:
+        return "a triton with Gluon (triton.experimental.gluon)"
+    if w1_scales is None or w1.dtype != torch.uint8 or w1_scales.dtype != torch.uint8:
+        return "MXFP4 weights"
+    if acts.dtype != torch.bfloat16 or act_scales is not None:
+        return "bf16 activations"
+    if group != STEP or w1.shape[1] % (2 * STEP) or (2 * w1.shape[2]) % STEP:
+        return f"gate/up groups of {STEP} and K a multiple of {STEP}"
+    if block_m not in (32, 64) or split_k != 1 or activation != "swiglu_gpt_oss":
+        return "block_m 32 or 64, split_k 1 and gpt-oss's SwiGLU"
+    return ""
+
+
+def gather_permuted_rows_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int) -> torch.Tensor:
+    """acts [T, H] -> [capacity, H]: row r = acts[sorted_ids[r] // top_k] with each 64-column step's columns in
+    logical order (column c of a step holds physical column PHYSICAL_COLUMN[c]); rows of sentinels and past the
+    used tiles zero (the kernel leaves them unwritten: no tile reads them into a stored output)."""
+    capacity, hidden = align.sorted_ids.numel(), acts.shape[1]
+    order = torch.tensor(PHYSICAL_COLUMN, device=acts.device)
+    columns = (torch.arange(hidden // STEP, device=acts.device)[:, None] * STEP + order[None, :]).reshape(-1)
+    out = torch.zeros(capacity, hidden, dtype=acts.dtype, device=acts.device)
+    used = int(align.num_padded.item())
+    ids = align.sorted_ids[:used].long()
+    valid = ids < align.num_assignments
+    rows = torch.arange(used, device=acts.device)[valid]
+    out[rows] = acts[ids[valid] // top_k][:, columns]
+    return out
+
+
+def gather_permuted_rows(acts: torch.Tensor, align: MoEAlignment, top_k: int) -> torch.Tensor:
+    """The Triton kernel of `gather_permuted_rows_ref` (rows of sentinels and past the used tiles unwritten)."""
+    from quickmoe.kernels.pdl import pdl_kwargs
+
+    capacity, hidden = align.sorted_ids.numel(), acts.shape[1]
+    if hidden % STEP or acts.stride(1) != 1:
+        raise ValueError(f"gather_permuted_rows: activations {tuple(acts.shape)} need contiguous rows of whole "
+                         f"{STEP}-column steps")
+    out = torch.empty(capacity, hidden, dtype=acts.dtype, device=acts.device)
+    if capacity:
+        _gather_kernel[(capacity,)](acts, out, align.sorted_ids, align.num_padded, align.num_assignments, top_k,
+                                    acts.stride(0), H=hidden, BLOCK_H=triton.next_power_of_2(hidden),
+                                    **pdl_kwargs(acts.device))
+    return out
+
+
+if triton is not None:
+    from quickmoe.kernels.pdl import pdl_wait
+
+    @triton.jit(do_not_specialize=["num_assignments"])
+    def _gather_kernel(x_ptr, out_ptr, sorted_ids_ptr, num_padded_ptr, num_assignments, top_k, stride_x,
+                       H: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
+        row = tl.program_id(0)
+        if row < tl.load(num_padded_ptr):
+            assign = tl.load(sorted_ids_ptr + row)
+            if assign < num_assignments:
+                c = tl.arange(0, BLOCK_H)  # [BLOCK_H] logical columns
+                within = c % 64  # 16 kb + 8 s + 2 q + h -> 16 q + 4 kb + 2 s + h (PHYSICAL_COLUMN)
+                physical = (c - within) + 16 * ((within // 2) % 4) + 4 * (within // 16) + 2 * ((within // 8) % 2) \
+                    + within % 2
+                token = (assign // top_k).to(tl.int64)
+                values = tl.load(x_ptr + token * stride_x + physical, mask=c < H)
+                tl.store(out_ptr + row.to(tl.int64) * H + c, values, mask=c < H)
+
+
+def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
+                                  w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
+                                  alpha: float) -> torch.Tensor:
+    """The torch version of `moe_gemm1_swiglu_register` (same arguments): inter [A, I], row a = gpt-oss's SwiGLU of
+    token a // k through expert topk_ids[a], in float32 arithmetic on the dequantized weights, in acts' dtype."""
+    from quickmoe.kernels.fused_moe import swiglu_gpt_oss
+    from quickmoe.layouts.mxfp4_moe import dequantize_expert
+
+    inter = torch.empty(align.num_assignments, w1.shape[1] // 2, dtype=acts.dtype, device=acts.device)
+    ids = align.sorted_ids[:int(align.num_padded.item())].long()
+    for tile, expert in enumerate(align.block_expert[:ids.numel() // align.block_m].tolist()):
+        assign = ids[tile * align.block_m:(tile + 1) * align.block_m]
+        assign = assign[assign < align.num_assignments]
+        if assign.numel():
+            h = acts[assign // top_k].float() @ dequantize_expert(w1[expert], w1_scales[expert], torch.float32).T
+            if w1_bias is not None:
+                h = h + w1_bias[expert].float()
+            inter[assign] = swiglu_gpt_oss(h, limit, alpha, group).to(acts.dtype)
+    return inter
+
+
+def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
+                              w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
+                              alpha: float, stages: int = 3, weight_tma: bool = True) -> torch.Tensor:
+    """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
+    (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand.
+    Raises ConfigError where `register_operand_problem` finds one."""
+    problem = register_operand_problem(acts, w1, w1_scales, group, None, align.block_m, 1, "swiglu_gpt_oss")
+    if problem:
+        raise ConfigError(f"GEMM 1 with the weights as wgmma's register operand (MoE config register_operand) "
+                          f"needs {problem}; got {acts.dtype} activations on {acts.device}, w1 {w1.dtype} "
+                          f"{tuple(w1.shape)}, group {group}, block_m {align.block_m}")
+    hidden, intermediate, block_m = acts.shape[1], w1.shape[1] // 2, align.block_m
+    x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
+    inter = torch.empty(align.num_assignments, intermediate, dtype=acts.dtype, device=acts.device)
+    full = gl.NVMMASharedLayout.get_default_for([block_m, STEP], gl.bfloat16)
+    half = gl.NVMMASharedLayout.get_default_for([block_m // 2, STEP], gl.bfloat16)
+    num_m = align.block_expert.numel()
+    packed = w1.view(w1.shape[0] * w1.shape[1], w1.shape[2])  # [E * 2I, H/2] bytes
+    w_desc = TensorDescriptor.from_tensor(packed, [2 * STEP, STEP // 2], _UNSWIZZLED_BYTES)
+    _gemm1_register_kernel[(num_m * (intermediate // STEP),)](
+        TensorDescriptor.from_tensor(x, [block_m, STEP], full), TensorDescriptor.from_tensor(x, [block_m // 2, STEP], half),
+        w_desc, w1.view(torch.int32), w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
+        align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit), float(alpha), H=hidden,
+        I=intermediate, BM=block_m, STAGES=stages, HAS_BIAS=w1_bias is not None, W_TMA=weight_tma, num_warps=4)
+    return inter
+
+
+if gluon is not None:
+    # the engine's decode, over 8 copies of the word ($4 .. $11) and 8 of its scale byte ($12 .. $19): one call's
+    # output is the word's 8 values, its 4 bf16x2 registers $0 .. $3 in the order of the word's pairs
+    _PTX = gl.constexpr(MXFP4_PAIRS_TO_BF16_PTX_TEXT.replace("$5", "$12"))
+    _CONSTRAINTS = gl.constexpr("=r,=r,=r,=r," + ",".join(["r"] * 16))
+    _ACC_SCALE = gl.constexpr(MXFP4_PAIRS_ACC_SCALE)
+    _UNSWIZZLED_BYTES = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
+
+    @gluon.jit
+    def _dup3(x):
+        """x [...] -> [..., 2, 2, 2], every element x's (the registers repeated)."""
+        x = gl.join(x, x)
+        x = gl.join(x, x)
+        return gl.join(x, x)
+
+    @gluon.jit
+    def _loads(w_ptr, s_ptr, w_off, s_off, j, nk, N, WORDS: gl.constexpr, L6: gl.constexpr):
+        """Step j's words (int32 [4, 8, 4, 2, 2, 2]: warp, g, q, m block, row g / g + 8, word; WORDS false: not
+        loaded, zeros) and their rows' scale bytes (int32 [4, 8, 4, 2, 2]); zeros past the last step."""
+        ok = j < nk
+        if WORDS:
+            words = gl.load(w_ptr + w_off + j * 8, mask=ok, other=0)
+        else:
+            words = gl.zeros([4, 8, 4, 2, 2, 2], dtype=gl.int32, layout=L6)
+        scales = gl.load(s_ptr + s_off + j * 2 * N, mask=ok, other=0).to(gl.int32)
+        return words, scales
+
+    @gluon.jit
+    def _decode(words, scales, DOT_A: gl.constexpr):
+        """A step's words and scales -> wgmma's A operand [128 weight rows, 64 logical columns] (bf16 x 2^-64)."""
+        w8 = _dup3(words)  # [4, 8, 4, 2, 2, 2, 2, 2, 2]
+        s8 = _dup3(gl.broadcast(gl.expand_dims(scales, 5), words)[0])
+        value = gl.inline_asm_elementwise(_PTX, _CONSTRAINTS, [w8, s8], dtype=gl.bfloat16, is_pure=True,
+                                          pack=8)
+        # dims (w, g, q, mb, i, wi, kb_lo, s, h): row 64 mb + 16 w + 8 i + g, column 16 (2 wi + kb_lo) + 8 s + 2 q + h
+        value = gl.permute(value, (3, 0, 4, 1, 5, 6, 7, 2, 8))  # (mb, w, i, g, wi, kb_lo, s, q, h)
+        return gl.convert_layout(gl.reshape(value, (128, 64)), DOT_A)
+
+    @gluon.jit
+    def _word_offsets(expert, group, H: gl.constexpr, N: gl.constexpr, L6: gl.constexpr):
+        """(word offsets of step 0 in w1 as int32 [E, N, H/8], int64 [4, 8, 4, 2, 2, 2]: warp, g, q, m block, row g /
+        g + 8, word 2q / 2q + 1; scale byte offsets of step 0, [4, 8, 4, 2, 2])."""
+        L5: gl.constexpr = gl.SliceLayout(5, L6)
+        w_ = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
+        g_ = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
+        q_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
+        mb_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(4, L5)))))
+        i_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L5)))))
+        wi_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3,
+                                                                                               gl.SliceLayout(4, L6))))))
+        row = (gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(w_, 1), 2), 3), 4) * 16
+               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(g_, 0), 2), 3), 4)
+               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(mb_, 0), 1), 2), 4) * 64
+               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(i_, 0), 1), 2), 3) * 8)  # [4,8,1,2,2]
+        q5 = gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(q_, 0), 1), 3), 4)  # [1, 1, 4, 1, 1]
+        w_row = expert * N + group * 128 + row  # the weight rows of w1 (int64)
+        s_off = expert * (H // 32) * N + (q5 // 2) * N + group * 128 + row  # step 0's scale byte of each row
+        w_off = gl.expand_dims(w_row * (H // 8) + q5 * 2, 5) \
+            + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(wi_, 0), 1), 2), 3), 4)
+        return w_off, s_off
+
+    @gluon.jit
+    def _smem_words(w_smem, L6: gl.constexpr):
+        """A stage's packed weights [128 rows, 32 bytes] in shared memory -> the words as `_word_offsets` orders
+        them (int32 [4, 8, 4, 2, 2, 2])."""
+        # [128 rows, 8 words]: registers (word 2q / 2q + 1, row + 8, row + 64), lanes (q, g), warps (row + 16 w)
+        LW: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[0, 1], [8, 0], [64, 0]],
+                                                      lane_bases=[[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]],
+                                                      warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[128, 8])
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        words = w_smem._reinterpret(gl.int32, [128, 8], plain).load(LW)
+        words = gl.permute(gl.reshape(words, (2, 4, 2, 8, 4, 2)), (1, 3, 4, 0, 2, 5))  # (w, g, q, mb, i, wi)
+        return gl.convert_layout(words, L6)
+
+    @gluon.jit
+    def _tile(x_desc, w_desc, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group,
+              num_assignments, limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr,
+              STAGES: gl.constexpr, HAS_BIAS: gl.constexpr, W_TMA: gl.constexpr):
+        """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
+        `group` (64 gate rows then 64 up rows of w1). W_TMA: the packed weights come by TMA into the stages with
+        the activations ([128, 32 bytes] a step) and each thread reads its words from shared memory; else each
+        thread loads them from global memory two steps ahead."""
+        N: gl.constexpr = 2 * I
+        nk: gl.constexpr = H // 64
+        x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+        w_row0 = (expert * N + group * 128).to(gl.int32)
+        if W_TMA:
+            w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
+            stage_bytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+        else:
+            stage_bytes: gl.constexpr = x_desc.block_type.nbytes
+        for i in gl.static_range(STAGES):
+            mbarrier.expect(ready.index(i), stage_bytes)
+            tma.async_copy_global_to_shared(x_desc, [x_row, i * 64], ready.index(i), x_smem.index(i))
+            if W_TMA:
+                tma.async_copy_global_to_shared(w_desc, [w_row0, i * 32], ready.index(i), w_smem.index(i))
+        # a thread's words: (m block, row g / g + 8, word 2q / 2q + 1) of its lane (g, q) and warp
+        L6: gl.constexpr = gl.BlockedLayout([1, 1, 1, 2, 2, 2], [1, 8, 4, 1, 1, 1], [4, 1, 1, 1, 1, 1],
+                                            [5, 4, 3, 2, 1, 0])
+        w_off, s_off = _word_offsets(expert, group, H, N, L6)
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TOK, 16])
+        DOT_A: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        c1, s1 = _loads(w_ptr, s_ptr, w_off, s_off, 0, nk, N, not W_TMA, L6)
+        c2, s2 = _loads(w_ptr, s_ptr, w_off, s_off, 1, nk, N, not W_TMA, L6)
+        acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
+        for j in range(nk):
+            c3, s3 = _loads(w_ptr, s_ptr, w_off, s_off, j + 2, nk, N, not W_TMA, L6)
+            s = j % STAGES
+            mbarrier.wait(ready.index(s), (j // STAGES) & 1)
+            if W_TMA:
+                c1 = _smem_words(w_smem.index(s), L6)
+            a = _decode(c1, s1, DOT_A)
+            acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the operand registers are free again
+            refill = j + STAGES < nk
+            mbarrier.expect(ready.index(s), stage_bytes, pred=refill)
+            tma.async_copy_global_to_shared(x_desc, [x_row, (j + STAGES) * 64], ready.index(s), x_smem.index(s),
+                                            pred=refill)
+            if W_TMA:
+                tma.async_copy_global_to_shared(w_desc, [w_row0, (j + STAGES) * 32], ready.index(s),
+                                                w_smem.index(s), pred=refill)
+            c1, s1, c2, s2 = c2, s2, c3, s3
+        for i in gl.static_range(STAGES):
+            mbarrier.invalidate(ready.index(i))
+        # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
+        both = gl.permute(gl.reshape(acc * _ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
+        gate, up = gl.split(both)  # [64, TOK] each
+        EPI: gl.constexpr = gate.type.layout
+        cols = gl.arange(0, 64, layout=gl.SliceLayout(1, EPI))
+        if HAS_BIAS:
+            gate += gl.expand_dims(gl.load(bias_ptr + expert * N + group * 128 + cols).to(gl.float32), 1)
+            up += gl.expand_dims(gl.load(bias_ptr + expert * N + group * 128 + 64 + cols).to(gl.float32), 1)
+        gate = gl.minimum(gate, limit)
+        up = gl.minimum(gl.maximum(up, -limit), limit)
+        y = (up + 1.0) * (gate / (1.0 + gl.exp(-alpha * gate)))
+        assign = gl.load(sorted_ids_ptr + x_row + gl.arange(0, TOK, layout=gl.SliceLayout(0, EPI)))
+        ok = gl.expand_dims(assign < num_assignments, 0)
+        ptrs = out_ptr + gl.expand_dims(assign.to(gl.int64) * I, 0) + gl.expand_dims(group * 64 + cols, 1)
+        gl.store(ptrs, y.to(gl.bfloat16), mask=ok)
+
+    @gluon.jit(do_not_specialize=["num_assignments", "num_m"])
+    def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
+                               num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr, I: gl.constexpr,
+                               BM: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
+                               W_TMA: gl.constexpr, num_warps: gl.constexpr):
+        pid = gl.program_id(0)
+        pid_m = pid % num_m  # the M tiles of a group run together: an expert's tiles share its weights in L2
+        group = pid // num_m
+        if pid_m * BM < gl.load(num_padded_ptr):
+            expert = gl.load(block_expert_ptr + pid_m).to(gl.int64)
+            ids = gl.load(sorted_ids_ptr + pid_m * BM + gl.arange(0, BM, layout=gl.BlockedLayout([1], [32], [4], [0])))
+            valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)  # an expert's run fills its tiles in order
+            if valid <= BM // 2:
+                _tile(x_half_desc, w_desc, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
+                      group, num_assignments, limit, alpha, H, I, BM // 2, STAGES, HAS_BIAS, W_TMA)
+            else:
+                _tile(x_desc, w_desc, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
+                      group, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, W_TMA)
