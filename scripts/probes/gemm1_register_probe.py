@@ -1,7 +1,7 @@
 """The register-operand GEMM 1 (`kernels/moe_gemm1_register.py`) against the engine's Triton GEMM 1 on gpt-oss-20b's
 layer at decode batches of 128-512 (issue 15): each checked against the torch reference, then timed in CUDA graphs
 on the same random routing (4 input sets), the Triton GEMM 1 at its tuned config, the register kernel at 32 and 64
-rows a tile (with its row gather, and the gather alone).
+rows a tile (with its row gather, and the gather alone); the register kernel's registers.
 
     PYTHONPATH=src python3 scripts/probes/gemm1_register_probe.py [--tokens 128,256,512] [--json PATH]
 
@@ -19,7 +19,7 @@ import torch
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", default="128,256,384,512")
+    parser.add_argument("--tokens", default="16,32,64,128,256,384,512,1024,2048")
     parser.add_argument("--stages", default="3")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -72,14 +72,13 @@ def main() -> None:
         label = (f"triton (block_m {config.block_m}, block_n {config.block_n}, block_k {config.block_k}, "
                  f"w{config.num_warps}, swap {int(config.swap_ab)})")
         results[label] = (err(triton_gemm1(0)), time_in_graph(triton_gemm1, sets, 16))
-        variants = [(bm, tma, stages) for bm in (32, 64) for tma in (True, False)
-                    for stages in [int(s) for s in args.stages.split(",")]]
-        for bm, tma, stages in variants:
-            def register(i, bm=bm, stages=stages, tma=tma):
+        variants = [(bm, stages) for bm in (32, 64) for stages in [int(s) for s in args.stages.split(",")]]
+        for bm, stages in variants:
+            def register(i, bm=bm, stages=stages):
                 return moe_gemm1_swiglu_register(xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702,
-                                                 stages=stages, weight_tma=tma)
+                                                 stages=stages)
             try:
-                results[f"register operand block_m {bm} stages {stages} weights by {'TMA' if tma else 'LDG'}"] = (
+                results[f"register operand block_m {bm} stages {stages}"] = (
                     err(register(0)), time_in_graph(register, sets, 16))
             except Exception as exc:  # noqa: BLE001 - a probe reports and goes on
                 print(f"T {tokens} block_m {bm}: {type(exc).__name__}: {str(exc)[:600]}", flush=True)
@@ -89,6 +88,11 @@ def main() -> None:
         for label, (e, sec) in results.items():
             rows.append({"tokens": tokens, "kernel": label, "us": sec * 1e6, "max_rel_err": e})
             print(f"T {tokens:4d}  {label:70s} {sec * 1e6:8.1f} us  err {e:.2e}", flush=True)
+    from quickmoe.kernels.moe_gemm1_register import _gemm1_register_kernel
+
+    for kernel in _gemm1_register_kernel.device_caches[torch.cuda.current_device()][0].values():
+        print(f"register-operand kernel: {kernel.n_regs} registers, {kernel.n_spills} spilled, "
+              f"{kernel.metadata.shared} bytes of shared memory", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -2,17 +2,19 @@
 
 The Triton GEMM 1 tile of decode batches of ~256 (64 assignment rows, 128 gate/up weight rows, K steps of 64)
 writes each step's decoded weights to shared memory and multiplies them from there; under Nsight Compute it is
-bound in L1 and shared memory (docs/benchmarks.md, 2026-11-30 fifth session). Here the weights never touch shared
-memory: each thread loads, straight from the kernel layout, the packed words that hold exactly the values of its
-wgmma A fragment, decodes them (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the engine's shifts and masks) into the
-fragment's registers, and the activations are the shared-memory B operand, copied by TMA.
+bound in L1 and shared memory (docs/benchmarks.md, 2026-11-30 fifth session). Here the decoded weights never touch
+shared memory: a step's packed weights (4 KB for 128 rows) come by TMA, each thread reads from them the words that
+hold exactly the values of its wgmma A fragment, decodes them (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the engine's shifts
+and masks) into the fragment's registers, and the activations are the shared-memory B operand, copied by TMA too.
+(Each thread loading its words from global memory instead cost 30% more time and 30 more registers:
+docs/benchmarks.md, 2026-11-30 sixth session.)
 
 **Which words a thread needs.** In a 16 x 16 k block of the A operand, lane (g, q) (lane = 4 g + q) holds rows g
 and g + 8, columns 2q, 2q + 1 and 2q + 8, 2q + 9. A K step of 64 has four k blocks, so a thread needs 8 column
 pairs of each of its rows. The GEMM sums over k in any order as long as both operands use the same one, so the
 kernel lets a step's *logical* column 16 kb + 8 s + 2 q + h (k block kb, half s, lane q, h = 0, 1) be the *physical*
 column `PHYSICAL_COLUMN` = 16 q + 4 kb + 2 s + h of the weights: lane q's 8 pairs of a row are then its two
-consecutive words 2q, 2q + 1 (physical columns 16 q .. 16 q + 15) in the layout as it is, one 8-byte load a row;
+consecutive words 2q, 2q + 1 (physical columns 16 q .. 16 q + 15) in the layout as it is, one 8-byte read a row;
 each word's four decoded pairs are, in order, (kb, s) = (2 wi, 0), (2 wi, 1), (2 wi + 1, 0), (2 wi + 1, 1) of word
 wi. Both words lie in one 32-column scale block, so a row takes one scale a step. The activations take the same
 permutation: `gather_permuted_rows` writes each tile's rows (gathered through the alignment, in `sorted_ids`
@@ -28,6 +30,8 @@ flight still reads (the probe's finding, `scripts/probes/gluon_mxfp4_probe.py`).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -58,17 +62,22 @@ STEP = 64  # K columns a step; also the gate/up group a program takes
 PHYSICAL_COLUMN = tuple(16 * ((c >> 1) & 3) + 4 * (c >> 4) + 2 * ((c >> 3) & 1) + (c & 1) for c in range(STEP))
 
 
+@functools.lru_cache(maxsize=16)
+def _hopper(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
+
+
 def register_operand_problem(acts: torch.Tensor, w1: torch.Tensor, w1_scales: torch.Tensor | None, group: int,
                              act_scales: torch.Tensor | None, block_m: int, split_k: int, activation: str) -> str:
     """Why the register-operand GEMM 1 cannot run these operands ('' when it can): MXFP4 weights, bf16
     activations, a CUDA device of compute capability 9.x, gate/up groups of 64, K a multiple of 64, 32 or 64 rows a
     tile, one part of K, gpt-oss's SwiGLU."""
-    if acts.device.type != "cuda" or torch.cuda.get_device_capability(acts.device)[0] != 9:
+    if not _hopper(acts.device):
         return "a Hopper GPU (wgmma)"
     if gluon is None:
         return "a triton with Gluon (triton.experimental.gluon)"
-    if w1_scales is None or w1.dtype != torch.uint8 or w1_scales.dtype != torch.uint8:
-        return "MXFP4 weights"
+    if w1_scales is None or w1.dtype != torch.uint8 or w1_scales.dtype != torch.uint8 or not w1.is_contiguous():
+        return "contiguous MXFP4 weights"
     if acts.dtype != torch.bfloat16 or act_scales is not None:
         return "bf16 activations"
     if group != STEP or w1.shape[1] % (2 * STEP) or (2 * w1.shape[2]) % STEP:
@@ -104,9 +113,9 @@ def gather_permuted_rows(acts: torch.Tensor, align: MoEAlignment, top_k: int) ->
                          f"{STEP}-column steps")
     out = torch.empty(capacity, hidden, dtype=acts.dtype, device=acts.device)
     if capacity:
-        _gather_kernel[(capacity,)](acts, out, align.sorted_ids, align.num_padded, align.num_assignments, top_k,
-                                    acts.stride(0), H=hidden, BLOCK_H=triton.next_power_of_2(hidden),
-                                    **pdl_kwargs(acts.device))
+        _moe_gather_permuted_kernel[(capacity,)](acts, out, align.sorted_ids, align.num_padded,
+                                                 align.num_assignments, top_k, acts.stride(0), H=hidden,
+                                                 BLOCK_H=triton.next_power_of_2(hidden), **pdl_kwargs(acts.device))
     return out
 
 
@@ -114,8 +123,8 @@ if triton is not None:
     from quickmoe.kernels.pdl import pdl_wait
 
     @triton.jit(do_not_specialize=["num_assignments"])
-    def _gather_kernel(x_ptr, out_ptr, sorted_ids_ptr, num_padded_ptr, num_assignments, top_k, stride_x,
-                       H: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
+    def _moe_gather_permuted_kernel(x_ptr, out_ptr, sorted_ids_ptr, num_padded_ptr, num_assignments, top_k,
+                                    stride_x, H: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         row = tl.program_id(0)
         if row < tl.load(num_padded_ptr):
@@ -132,9 +141,10 @@ if triton is not None:
 
 def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                                   w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                                  alpha: float) -> torch.Tensor:
-    """The torch version of `moe_gemm1_swiglu_register` (same arguments): inter [A, I], row a = gpt-oss's SwiGLU of
-    token a // k through expert topk_ids[a], in float32 arithmetic on the dequantized weights, in acts' dtype."""
+                                  alpha: float, stages: int = 3) -> torch.Tensor:
+    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` is the kernel's pipeline depth):
+    inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in float32 arithmetic on the
+    dequantized weights, in acts' dtype."""
     from quickmoe.kernels.fused_moe import swiglu_gpt_oss
     from quickmoe.layouts.mxfp4_moe import dequantize_expert
 
@@ -153,7 +163,7 @@ def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k
 
 def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                               w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                              alpha: float, stages: int = 3, weight_tma: bool = True) -> torch.Tensor:
+                              alpha: float, stages: int = 3) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand.
     Raises ConfigError where `register_operand_problem` finds one."""
@@ -163,18 +173,21 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
                           f"needs {problem}; got {acts.dtype} activations on {acts.device}, w1 {w1.dtype} "
                           f"{tuple(w1.shape)}, group {group}, block_m {align.block_m}")
     hidden, intermediate, block_m = acts.shape[1], w1.shape[1] // 2, align.block_m
-    x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
     inter = torch.empty(align.num_assignments, intermediate, dtype=acts.dtype, device=acts.device)
+    if align.sorted_ids.numel() == 0:
+        return inter
+    x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
     full = gl.NVMMASharedLayout.get_default_for([block_m, STEP], gl.bfloat16)
     half = gl.NVMMASharedLayout.get_default_for([block_m // 2, STEP], gl.bfloat16)
     num_m = align.block_expert.numel()
     packed = w1.view(w1.shape[0] * w1.shape[1], w1.shape[2])  # [E * 2I, H/2] bytes
     w_desc = TensorDescriptor.from_tensor(packed, [2 * STEP, STEP // 2], _UNSWIZZLED_BYTES)
+    x_desc, x_half_desc = (TensorDescriptor.from_tensor(x, [rows, STEP], layout)
+                           for rows, layout in ((block_m, full), (block_m // 2, half)))
     _gemm1_register_kernel[(num_m * (intermediate // STEP),)](
-        TensorDescriptor.from_tensor(x, [block_m, STEP], full), TensorDescriptor.from_tensor(x, [block_m // 2, STEP], half),
-        w_desc, w1.view(torch.int32), w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
+        x_desc, x_half_desc, w_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
         align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit), float(alpha), H=hidden,
-        I=intermediate, BM=block_m, STAGES=stages, HAS_BIAS=w1_bias is not None, W_TMA=weight_tma, num_warps=4)
+        I=intermediate, BM=block_m, STAGES=stages, HAS_BIAS=w1_bias is not None, num_warps=4)
     return inter
 
 
@@ -194,16 +207,10 @@ if gluon is not None:
         return gl.join(x, x)
 
     @gluon.jit
-    def _loads(w_ptr, s_ptr, w_off, s_off, j, nk, N, WORDS: gl.constexpr, L6: gl.constexpr):
-        """Step j's words (int32 [4, 8, 4, 2, 2, 2]: warp, g, q, m block, row g / g + 8, word; WORDS false: not
-        loaded, zeros) and their rows' scale bytes (int32 [4, 8, 4, 2, 2]); zeros past the last step."""
-        ok = j < nk
-        if WORDS:
-            words = gl.load(w_ptr + w_off + j * 8, mask=ok, other=0)
-        else:
-            words = gl.zeros([4, 8, 4, 2, 2, 2], dtype=gl.int32, layout=L6)
-        scales = gl.load(s_ptr + s_off + j * 2 * N, mask=ok, other=0).to(gl.int32)
-        return words, scales
+    def _scales(s_ptr, s_off, j, nk, N):
+        """Step j's scale bytes of a thread's rows (int32 [4, 8, 4, 2, 2]: warp, g, q, m block, row g / g + 8; both
+        words of a row lie in one 32-column block); zeros past the last step."""
+        return gl.load(s_ptr + s_off + j * 2 * N, mask=j < nk, other=0).to(gl.int32)
 
     @gluon.jit
     def _decode(words, scales, DOT_A: gl.constexpr):
@@ -217,32 +224,27 @@ if gluon is not None:
         return gl.convert_layout(gl.reshape(value, (128, 64)), DOT_A)
 
     @gluon.jit
-    def _word_offsets(expert, group, H: gl.constexpr, N: gl.constexpr, L6: gl.constexpr):
-        """(word offsets of step 0 in w1 as int32 [E, N, H/8], int64 [4, 8, 4, 2, 2, 2]: warp, g, q, m block, row g /
-        g + 8, word 2q / 2q + 1; scale byte offsets of step 0, [4, 8, 4, 2, 2])."""
-        L5: gl.constexpr = gl.SliceLayout(5, L6)
+    def _scale_offsets(expert, group, H: gl.constexpr, N: gl.constexpr, L5: gl.constexpr):
+        """Where step 0's scale bytes of a thread's rows lie in w1's scales [E, H/32, N] (int64 [4, 8, 4, 2, 2]:
+        warp w, lane (g, q), m block mb, i: row 64 mb + 16 w + 8 i + g of the program's 128; lane q's columns 16 q
+        .. 16 q + 15 of a step lie in its 32-column block q // 2)."""
         w_ = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
         g_ = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
         q_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
         mb_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(4, L5)))))
         i_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L5)))))
-        wi_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3,
-                                                                                               gl.SliceLayout(4, L6))))))
         row = (gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(w_, 1), 2), 3), 4) * 16
                + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(g_, 0), 2), 3), 4)
                + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(mb_, 0), 1), 2), 4) * 64
                + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(i_, 0), 1), 2), 3) * 8)  # [4,8,1,2,2]
         q5 = gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(q_, 0), 1), 3), 4)  # [1, 1, 4, 1, 1]
-        w_row = expert * N + group * 128 + row  # the weight rows of w1 (int64)
-        s_off = expert * (H // 32) * N + (q5 // 2) * N + group * 128 + row  # step 0's scale byte of each row
-        w_off = gl.expand_dims(w_row * (H // 8) + q5 * 2, 5) \
-            + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(wi_, 0), 1), 2), 3), 4)
-        return w_off, s_off
+        return expert * (H // 32) * N + (q5 // 2) * N + group * 128 + row  # [4, 8, 4, 2, 2]
 
     @gluon.jit
     def _smem_words(w_smem, L6: gl.constexpr):
-        """A stage's packed weights [128 rows, 32 bytes] in shared memory -> the words as `_word_offsets` orders
-        them (int32 [4, 8, 4, 2, 2, 2])."""
+        """A stage's packed weights [128 rows, 32 bytes] in shared memory -> a thread's words, int32 [4, 8, 4, 2, 2,
+        2]: warp w, lane (g, q), m block mb, i, word wi: word 2 q + wi of row 64 mb + 16 w + 8 i + g (8 bytes a row
+        from one shared-memory load)."""
         # [128 rows, 8 words]: registers (word 2q / 2q + 1, row + 8, row + 64), lanes (q, g), warps (row + 16 w)
         LW: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[0, 1], [8, 0], [64, 0]],
                                                       lane_bases=[[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]],
@@ -253,56 +255,47 @@ if gluon is not None:
         return gl.convert_layout(words, L6)
 
     @gluon.jit
-    def _tile(x_desc, w_desc, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group,
-              num_assignments, limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr,
-              STAGES: gl.constexpr, HAS_BIAS: gl.constexpr, W_TMA: gl.constexpr):
+    def _tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, num_assignments, limit,
+              alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
+              HAS_BIAS: gl.constexpr):
         """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
-        `group` (64 gate rows then 64 up rows of w1). W_TMA: the packed weights come by TMA into the stages with
-        the activations ([128, 32 bytes] a step) and each thread reads its words from shared memory; else each
-        thread loads them from global memory two steps ahead."""
+        `group` (64 gate rows then 64 up rows of w1). Each K step's activations [TOK, 64] and packed weights [128,
+        32 bytes] come by TMA into a ring of STAGES buffers; the scales by pointer, two steps ahead."""
         N: gl.constexpr = 2 * I
         nk: gl.constexpr = H // 64
         x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        stage_bytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+        w_row0 = (expert * N + group * 128).to(gl.int32)  # < 2^31: the host checks E * N
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
-        w_row0 = (expert * N + group * 128).to(gl.int32)
-        if W_TMA:
-            w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
-            stage_bytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
-        else:
-            stage_bytes: gl.constexpr = x_desc.block_type.nbytes
         for i in gl.static_range(STAGES):
             mbarrier.expect(ready.index(i), stage_bytes)
             tma.async_copy_global_to_shared(x_desc, [x_row, i * 64], ready.index(i), x_smem.index(i))
-            if W_TMA:
-                tma.async_copy_global_to_shared(w_desc, [w_row0, i * 32], ready.index(i), w_smem.index(i))
-        # a thread's words: (m block, row g / g + 8, word 2q / 2q + 1) of its lane (g, q) and warp
+            tma.async_copy_global_to_shared(w_desc, [w_row0, i * 32], ready.index(i), w_smem.index(i))
         L6: gl.constexpr = gl.BlockedLayout([1, 1, 1, 2, 2, 2], [1, 8, 4, 1, 1, 1], [4, 1, 1, 1, 1, 1],
-                                            [5, 4, 3, 2, 1, 0])
-        w_off, s_off = _word_offsets(expert, group, H, N, L6)
+                                            [5, 4, 3, 2, 1, 0])  # a thread's words (see _smem_words)
+        s_off = _scale_offsets(expert, group, H, N, gl.SliceLayout(5, L6))
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TOK, 16])
         DOT_A: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        c1, s1 = _loads(w_ptr, s_ptr, w_off, s_off, 0, nk, N, not W_TMA, L6)
-        c2, s2 = _loads(w_ptr, s_ptr, w_off, s_off, 1, nk, N, not W_TMA, L6)
+        s1 = _scales(s_ptr, s_off, 0, nk, N)
+        s2 = _scales(s_ptr, s_off, 1, nk, N)
         acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
         for j in range(nk):
-            c3, s3 = _loads(w_ptr, s_ptr, w_off, s_off, j + 2, nk, N, not W_TMA, L6)
+            s3 = _scales(s_ptr, s_off, j + 2, nk, N)
             s = j % STAGES
             mbarrier.wait(ready.index(s), (j // STAGES) & 1)
-            if W_TMA:
-                c1 = _smem_words(w_smem.index(s), L6)
-            a = _decode(c1, s1, DOT_A)
+            a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
             acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the operand registers are free again
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free again
             refill = j + STAGES < nk
             mbarrier.expect(ready.index(s), stage_bytes, pred=refill)
             tma.async_copy_global_to_shared(x_desc, [x_row, (j + STAGES) * 64], ready.index(s), x_smem.index(s),
                                             pred=refill)
-            if W_TMA:
-                tma.async_copy_global_to_shared(w_desc, [w_row0, (j + STAGES) * 32], ready.index(s),
-                                                w_smem.index(s), pred=refill)
-            c1, s1, c2, s2 = c2, s2, c3, s3
+            tma.async_copy_global_to_shared(w_desc, [w_row0, (j + STAGES) * 32], ready.index(s), w_smem.index(s),
+                                            pred=refill)
+            s1, s2 = s2, s3
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(ready.index(i))
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
@@ -322,10 +315,10 @@ if gluon is not None:
         gl.store(ptrs, y.to(gl.bfloat16), mask=ok)
 
     @gluon.jit(do_not_specialize=["num_assignments", "num_m"])
-    def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
+    def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
                                num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr, I: gl.constexpr,
                                BM: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
-                               W_TMA: gl.constexpr, num_warps: gl.constexpr):
+                               num_warps: gl.constexpr):
         pid = gl.program_id(0)
         pid_m = pid % num_m  # the M tiles of a group run together: an expert's tiles share its weights in L2
         group = pid // num_m
@@ -334,8 +327,8 @@ if gluon is not None:
             ids = gl.load(sorted_ids_ptr + pid_m * BM + gl.arange(0, BM, layout=gl.BlockedLayout([1], [32], [4], [0])))
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)  # an expert's run fills its tiles in order
             if valid <= BM // 2:
-                _tile(x_half_desc, w_desc, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
-                      group, num_assignments, limit, alpha, H, I, BM // 2, STAGES, HAS_BIAS, W_TMA)
+                _tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
+                      num_assignments, limit, alpha, H, I, BM // 2, STAGES, HAS_BIAS)
             else:
-                _tile(x_desc, w_desc, w_ptr, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
-                      group, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, W_TMA)
+                _tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
+                      num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS)
