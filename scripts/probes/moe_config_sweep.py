@@ -149,10 +149,10 @@ def main() -> None:
                     continue
                 if args.tuned_only:  # with --split: the tuned config in those parts of K
                     grid = list(dict.fromkeys([tuned[which - 1]] + [
-                        dataclasses.replace(tuned[which - 1], split_k=sk, maxnreg=mr)
-                        for sk in ints(args.split) for mr in ints(args.maxnreg)]))
+                        dataclasses.replace(tuned[which - 1], split_k=sk, maxnreg=mr, register_operand=False)
+                        for sk in ints(args.split) for mr in ints(args.maxnreg)]))  # variants of the Triton tile
                 elif args.around_tuned:
-                    base = dataclasses.replace(tuned[which - 1], block_m=block_m)
+                    base = dataclasses.replace(tuned[which - 1], block_m=block_m, register_operand=False)
                     grid = list(dict.fromkeys(
                         dataclasses.replace(base, gate_up_one_dot=bool(od), num_warps=w, num_stages=s,
                                             weight_tma=bool(tma), split_k=sk, maxnreg=mr)

@@ -100,7 +100,8 @@ def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(monkeypatch, num_tokens, forced
         def forced_config(*args, **kwargs):  # the plain orientation takes 16-row tiles at least
             config = tuned(*args, **kwargs)
             block_m = config.block_m if forced[1] else max(config.block_m, 16)
-            return dataclasses.replace(config, block_m=block_m, block_n=forced[0], swap_ab=forced[1])
+            return dataclasses.replace(config, block_m=block_m, block_n=forced[0], swap_ab=forced[1],
+                                       register_operand=False)  # the Triton tile forced
 
         monkeypatch.setattr(moe_configs, "moe_kernel_config", forced_config)
     g = torch.Generator().manual_seed(num_tokens)

@@ -52,7 +52,11 @@ class MoEKernelConfig:
     (`moe_gemm._split_parts`): more programs for decode-sized launches, another float32 sum than one program's;
     maxnreg: a cap on the registers per thread (ptxas `.maxnreg`; 0: the compiler's choice), so that more programs
     fit an SM where registers, not shared memory, bound them (the same arithmetic, at most spilled values moved
-    through local memory: the same bits)."""
+    through local memory: the same bits); register_operand: GEMM 1 of MXFP4 experts on Hopper by the Gluon kernel
+    of `moe_gemm1_register` (the decoded weights as wgmma's register operand, block_m 32 or 64 assignment rows a
+    tile, 64 columns' gate and up rows a program; its other fields are unused there), where its operands allow
+    (bf16 activations, gpt-oss's SwiGLU: else GEMM 1 runs the Triton tile this config describes); GEMM 2 ignores
+    it."""
 
     block_m: int = 16
     block_n: int = 64
@@ -65,13 +69,14 @@ class MoEKernelConfig:
     weight_tma: bool = False  # weight tiles by TMA (see moe_gemm._weight_descriptor)
     split_k: int = 1  # programs per output tile over parts of K (see moe_gemm._split_parts)
     maxnreg: int = 0  # registers per thread at most (0: no cap)
+    register_operand: bool = False  # GEMM 1 by moe_gemm1_register's Gluon kernel (see above)
 
     def __post_init__(self) -> None:
-        for name in ("swap_ab", "gate_up_one_dot", "weight_tma"):
+        for name in ("swap_ab", "gate_up_one_dot", "weight_tma", "register_operand"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"MoE kernel config {name!r} = {getattr(self, name)!r}: expected true or false")
         for f in fields(self):
-            if f.name in ("swap_ab", "gate_up_one_dot", "weight_tma", "maxnreg"):
+            if f.name in ("swap_ab", "gate_up_one_dot", "weight_tma", "maxnreg", "register_operand"):
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -84,6 +89,9 @@ class MoEKernelConfig:
                 self.maxnreg == 0 or 24 <= self.maxnreg <= 255):
             raise ConfigError(f"MoE kernel config 'maxnreg' = {self.maxnreg!r}: expected 0 (no cap) or 24 .. 255 "
                               "registers per thread")
+        if self.register_operand and self.block_m not in (32, 64):
+            raise ConfigError(f"MoE kernel config 'block_m' = {self.block_m} with register_operand: expected 32 or 64 "
+                              "(the register-operand GEMM 1's tiles)")
         # The tokens are the mma's 8-wide side in the transposed orientation, so its tiles may take 8 of them
         min_block_m = 8 if self.swap_ab else 16
         if self.block_m < min_block_m or self.block_n < 16 or self.block_k % 32:

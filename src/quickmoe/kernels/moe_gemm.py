@@ -21,6 +21,8 @@ rows share one; or dense [E, N, K].
   `gate_up_one_dot`) one dot of the 2 x BLOCK_N rows whose accumulator the epilogue splits: wider tensor-core
   tiles, which prefill-sized tiles want (docs/benchmarks.md, 2026-11-27 second session). Writes inter [A, I],
   row = assignment index.
+  With a config's `register_operand` (MXFP4 on Hopper, bf16 activations, gpt-oss's SwiGLU) it hands the work to
+  `moe_gemm1_register`'s Gluon kernel, the decoded weights as wgmma's register operand.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation, launch order, K in parts (`split_k`: several programs per output tile, the
@@ -38,6 +40,8 @@ compile-time constants: one compilation per model shape, K loops with constant b
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 
 import torch
 
@@ -70,6 +74,8 @@ except ImportError:  # pragma: no cover
     triton = None
 
 __all__ = ["moe_combine", "moe_gemm1_swiglu", "moe_gemm2"]
+
+logger = logging.getLogger(__name__)
 
 
 def _require_triton() -> None:
@@ -190,6 +196,15 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     _require_triton()
     config = _fp8_config(w1, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
+    if config.register_operand:
+        from quickmoe.kernels.moe_gemm1_register import moe_gemm1_swiglu_register, register_operand_problem
+
+        problem = register_operand_problem(acts, w1, w1_scales, group, act_scales, align.block_m, config.split_k,
+                                           activation)
+        if not problem and w1_row_scale is None and out_dtype == acts.dtype:
+            return moe_gemm1_swiglu_register(acts, align, top_k, w1, w1_bias, w1_scales, group, limit, alpha,
+                                             stages=config.num_stages)
+        _register_operand_declined(problem or "the activations' dtype as the output's and no row scale")
     intermediate = w1.shape[1] // 2
     hidden_size = w1.shape[2] * (2 if _packed(w1_scales, w1) else 1)  # K of the weights (packed nibbles: x2)
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
@@ -219,6 +234,14 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
         SPLIT_K=parts, K_PART=k_part, **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
         **pdl_kwargs(acts.device))
     return inter
+
+
+@functools.lru_cache(maxsize=16)
+def _register_operand_declined(needs: str) -> None:
+    """Said once per reason: a config asked for the register-operand GEMM 1 (`moe_gemm1_register`) where its
+    operands do not allow it, so GEMM 1 runs the Triton tile the config also describes (same results within
+    rounding; a float32 model on a Hopper GPU, for one)."""
+    logger.info("MoE GEMM 1: the tuned config's register-operand kernel needs %s; running the Triton tile", needs)
 
 
 def _scales_arg(w_scales: torch.Tensor | None, w: torch.Tensor) -> torch.Tensor:

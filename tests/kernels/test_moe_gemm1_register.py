@@ -1,0 +1,160 @@
+"""The register-operand GEMM 1 (`kernels/moe_gemm1_register.py`): the K order that hands each lane its words, the
+row gather (Triton; the interpreter on CPU) against its torch reference and a naive loop, the config field and the
+fall-back to the Triton tile where the kernel cannot run; on the GPU the Gluon kernel against the float32 reference
+on gpt-oss-20b-shaped experts (tiles of 32 and 64 rows, half-filled tiles, experts with no and with several tiles),
+and `moe_gemm1_swiglu` handing a `register_operand` config to it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from quickmoe.errors import ConfigError
+from quickmoe.kernels.moe_align import moe_align_ref
+from quickmoe.kernels.moe_configs import MoEKernelConfig
+from quickmoe.kernels.moe_gemm1_register import (
+    PHYSICAL_COLUMN,
+    STEP,
+    gather_permuted_rows,
+    gather_permuted_rows_ref,
+    moe_gemm1_swiglu_register_ref,
+    register_operand_problem,
+)
+from quickmoe.kernels.routing import route_ref
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def test_the_logical_k_order_gives_each_lane_its_two_words_in_decode_order():
+    """mma's A fragment: lane (g, q) holds, in k block kb, columns 2q + 8s + h (s, h = 0, 1) of rows g and g + 8. The
+    kernel decodes word wi (of 2q, 2q + 1) of a row into four pairs p = 0..3 (columns 8 (2q + wi) + 2p + h) and takes
+    pair p as (kb, s) = (2 wi + p // 2, p % 2): the logical column 16 kb + 8 s + 2 q + h must be that physical one."""
+    assert sorted(PHYSICAL_COLUMN) == list(range(STEP))
+    for q in range(4):
+        for wi in range(2):
+            for p in range(4):
+                for h in range(2):
+                    kb, s = 2 * wi + p // 2, p % 2
+                    assert PHYSICAL_COLUMN[16 * kb + 8 * s + 2 * q + h] == 8 * (2 * q + wi) + 2 * p + h
+
+
+def _routing(num_tokens, num_experts, top_k, g, crowd=0):
+    """Random top-k routing; `crowd` > 0 sends every token to expert 0 too (more than one tile of rows) and keeps
+    the last expert empty."""
+    logits = torch.randn(num_tokens, num_experts, generator=g)
+    logits[:, -1] -= 100.0
+    if crowd:
+        logits[:, 0] += 100.0
+    return route_ref(logits, top_k)
+
+
+@pytest.mark.parametrize("block_m", [32, 64])
+def test_the_gather_kernel_matches_its_reference_and_a_naive_loop(block_m):
+    g = torch.Generator().manual_seed(block_m)
+    num_tokens, hidden, num_experts, top_k = 37, 192, 6, 2
+    x = torch.randn(num_tokens, hidden, generator=g).to(torch.bfloat16).to(DEVICE)
+    _, ids = _routing(num_tokens, num_experts, top_k, g, crowd=1)
+    align = moe_align_ref(ids.to(DEVICE), num_experts, block_m)
+    got, want = gather_permuted_rows(x, align, top_k), gather_permuted_rows_ref(x, align, top_k)
+    used = int(align.num_padded.item())
+    valid = align.sorted_ids[:used] < align.num_assignments
+    assert int(valid.sum()) == num_tokens * top_k
+    assert torch.equal(got[:used][valid], want[:used][valid])
+    for row in torch.nonzero(valid).flatten()[::11].tolist():  # naive: row r, column 64 j + c
+        token = int(align.sorted_ids[row]) // top_k
+        for column in range(0, hidden, 7):
+            j, c = divmod(column, STEP)
+            assert want[row, column] == x[token, STEP * j + PHYSICAL_COLUMN[c]]
+    assert not want[:used][~valid].any()
+
+
+def test_the_config_field():
+    assert MoEKernelConfig(block_m=64, register_operand=True).register_operand
+    for block_m in (16, 128):
+        with pytest.raises(ConfigError, match=f"'block_m' = {block_m} with register_operand: expected 32 or 64"):
+            MoEKernelConfig(block_m=block_m, register_operand=True)
+    with pytest.raises(ConfigError, match="'register_operand' = 1: expected true or false"):
+        MoEKernelConfig(block_m=64, register_operand=1)
+
+
+def _mxfp4_experts(num_experts, hidden, inter, g):
+    blocks = torch.randint(0, 256, (num_experts, 2 * inter, hidden // 2), dtype=torch.uint8, generator=g)
+    scales = torch.randint(122, 128, (num_experts, hidden // 32, 2 * inter), dtype=torch.uint8, generator=g)
+    bias = torch.randn(num_experts, 2 * inter, generator=g).to(torch.bfloat16)
+    return blocks.to(DEVICE), scales.to(DEVICE), bias.to(DEVICE)
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the fall-back path: a device where the kernel cannot run")
+def test_a_register_operand_config_falls_back_to_its_triton_tile_where_the_kernel_cannot_run(caplog):
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu
+
+    g = torch.Generator().manual_seed(3)
+    w1, s1, b1 = _mxfp4_experts(4, 128, 128, g)
+    x = torch.randn(9, 128, generator=g).to(torch.bfloat16)
+    _, ids = _routing(9, 4, 2, g)
+    align = moe_align_ref(ids, 4, 32)
+    plain = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2)
+    with caplog.at_level(logging.INFO, logger="quickmoe.kernels.moe_gemm"):
+        got = moe_gemm1_swiglu(x, align, 2, w1, b1, s1, 64, 7.0, 1.702,
+                               config=MoEKernelConfig(**{**plain.__dict__, "register_operand": True}))
+    assert "register-operand kernel needs a Hopper GPU" in caplog.text
+    assert torch.equal(got, moe_gemm1_swiglu(x, align, 2, w1, b1, s1, 64, 7.0, 1.702, config=plain))
+    assert register_operand_problem(x, w1, s1, 64, None, 32, 1, "swiglu_gpt_oss") == "a Hopper GPU (wgmma)"
+
+
+def _hopper() -> bool:
+    return DEVICE == "cuda" and torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
+@pytest.mark.parametrize("num_tokens,block_m,crowd", [(3, 32, 0), (100, 32, 1), (256, 64, 0), (700, 64, 1)])
+def test_the_register_operand_kernel_matches_the_float32_reference(num_tokens, block_m, crowd):
+    """gpt-oss-20b-shaped MXFP4 experts: every assignment's row within bf16 rounding of the float32 reference, with
+    tiles half filled (the half-width loop), full, several tiles of one expert (crowd) and an expert with none."""
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_gemm1_register import moe_gemm1_swiglu_register
+
+    spec = SHAPES["gpt-oss-20b"]
+    g = torch.Generator().manual_seed(num_tokens + block_m)
+    ex = make_experts(spec, "mxfp4", torch.device("cuda"), g)
+    x = torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).cuda()
+    _, ids = _routing(num_tokens, spec.experts, spec.top_k, g, crowd)
+    align = moe_align(ids.cuda(), spec.experts, block_m)
+    args = (x, align, spec.top_k, ex.w1, ex.b1, ex.kwargs["w1_scales"], GROUP, 7.0, 1.702)
+    got = moe_gemm1_swiglu_register(*args).float()
+    want = moe_gemm1_swiglu_register_ref(*args).float()
+    scale = want.abs().max()
+    assert scale > 0
+    err = ((got - want).abs().max() / scale).item()
+    assert err < 1e-2, err  # bf16 outputs of bf16 products summed in float32 (4.5e-3 measured)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
+def test_gemm1_hands_a_register_operand_config_to_the_kernel():
+    """`moe_gemm1_swiglu` with a `register_operand` config gives the Gluon kernel's bits (bf16), and its Triton tile
+    where the activations are float32."""
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu
+    from quickmoe.kernels.moe_gemm1_register import moe_gemm1_swiglu_register
+
+    spec = SHAPES["gpt-oss-20b"]
+    g = torch.Generator().manual_seed(11)
+    ex = make_experts(spec, "mxfp4", torch.device("cuda"), g)
+    x = torch.randn(200, spec.hidden, generator=g).to(torch.bfloat16).cuda()
+    _, ids = _routing(200, spec.experts, spec.top_k, g)
+    align = moe_align(ids.cuda(), spec.experts, 64)
+    tile = MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, group_m=8,
+                           gate_up_one_dot=True)
+    config = MoEKernelConfig(**{**tile.__dict__, "register_operand": True})
+    args = (align, spec.top_k, ex.w1, ex.b1, ex.kwargs["w1_scales"], GROUP, 7.0, 1.702)
+    assert torch.equal(moe_gemm1_swiglu(x, *args, config=config), moe_gemm1_swiglu_register(x, *args))
+    x32 = x.float()
+    assert torch.equal(moe_gemm1_swiglu(x32, *args, config=config), moe_gemm1_swiglu(x32, *args, config=tile))
