@@ -230,3 +230,62 @@ def test_settled_kernel_keys_do_not_depend_on_the_order_of_first_launches(tmp_pa
                           capture_output=True, text=True, timeout=300)
     changed = json.loads(proc.stdout.strip().splitlines()[-1])
     assert changed["passes"] >= 2 and changed["settled"] != keys["stored"]["settled"], "a stale key was taken"
+
+
+_GLUON = textwrap.dedent('''
+    import hashlib, json
+    import torch, triton
+    from pathlib import Path
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    from triton.runtime.cache import get_cache_key, get_cache_manager
+    from triton.runtime.jit import compute_cache_key, create_function_from_signature
+
+    from quickmoe.executor.compile_workers import compile_request
+    from quickmoe.executor.kernel_precompile import LaunchRecorder
+    from quickmoe.kernels import moe_gemm1_register as reg
+
+    TARGET = GPUTarget("cuda", 90, 32)
+    fn = reg._gemm1_register_kernel
+    E, I, H, BM, A = 4, 128, 128, 64, 40
+    x = torch.empty(3 * BM, H, dtype=torch.bfloat16)
+    w1 = torch.empty(E * 2 * I, H // 2, dtype=torch.uint8)
+    layouts = [gl.NVMMASharedLayout.get_default_for([rows, 64], gl.bfloat16) for rows in (BM, BM // 2)]
+    args = (TensorDescriptor.from_tensor(x, [BM, 64], layouts[0]),
+            TensorDescriptor.from_tensor(x, [BM // 2, 64], layouts[1]),
+            TensorDescriptor.from_tensor(w1, [128, 32], reg._UNSWIZZLED_BYTES),
+            torch.empty(E, H // 32, 2 * I, dtype=torch.uint8), torch.empty(E, 2 * I, dtype=torch.bfloat16),
+            torch.empty(A, I, dtype=torch.bfloat16), torch.empty(3 * BM, dtype=torch.int32),
+            torch.empty(3, dtype=torch.int32), torch.empty(1, dtype=torch.int32), A, 3, 7.0, 1.702)
+    kwargs = dict(H=H, I=I, BM=BM, STAGES=3, HAS_BIAS=True, num_warps=4, debug=False,
+                  instrumentation_mode=triton.knobs.compilation.instrumentation_mode)
+    # JITFunction.run up to its cache hook, for sm_90 instead of the device (as SCENARIO's launch_as_the_jit_does)
+    backend = make_backend(TARGET)
+    bound_args, specialization, options = create_function_from_signature(fn.signature, fn.params, backend)(
+        *args, **kwargs)
+    key = compute_cache_key({}, specialization, options)
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
+    recorder = LaunchRecorder(TARGET)
+    stopped = fn._call_hook(recorder, key, signature, 0, constexprs, options, [attrs], False)
+    src = GluonASTSource(fn, signature, constexprs, attrs)  # what the Gluon JIT compiles and looks up
+    opts = backend.parse_options(dict(options.__dict__, **src.parse_options()))
+    digest = hashlib.sha256(get_cache_key(src, backend, opts, get_cache_invalidating_env_vars()).encode())
+    entry = Path(get_cache_manager(digest.hexdigest()).cache_dir) / f"{src.name}.json"
+    (request,) = recorder.requests.values()
+    result = compile_request(request, launcher=False)
+    print(json.dumps({"stopped": stopped, "error": result.error, "exists": entry.exists()}))
+''')
+
+
+def test_a_worker_compiles_a_gluon_kernel_under_the_key_the_jit_looks_up(tmp_path):
+    """The register-operand GEMM 1 is a Gluon kernel: its recorded launch is rebuilt from Gluon's source class (a
+    Triton one does not compile it), and lands in the kernel cache where its launch looks it up."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", _GLUON], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"stopped": True, "error": None, "exists": True}

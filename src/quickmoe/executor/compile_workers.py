@@ -103,7 +103,10 @@ def rebuild(request: KernelRequest):
     target = GPUTarget(*request.target)
     backend = make_backend(target)
     options = backend.parse_options({k: tuple(v) if isinstance(v, list) else v for k, v in data["options"].items()})
-    return ASTSource(fn, signature, constexprs, attrs), options, backend, target
+    source = ASTSource
+    if fn.is_gluon():  # a Gluon kernel (kernels/moe_gemm1_register.py) builds from its own source class
+        from triton.experimental.gluon._runtime import GluonASTSource as source
+    return source(fn, signature, constexprs, attrs), options, backend, target
 
 
 def _tuples(value):
