@@ -247,7 +247,7 @@ _GLUON = textwrap.dedent('''
 
     from quickmoe.executor.compile_workers import compile_request
     from quickmoe.executor.kernel_precompile import LaunchRecorder
-    from quickmoe.kernels import moe_gemm1_register as reg
+    from quickmoe.kernels import moe_gemm_register as reg
 
     TARGET = GPUTarget("cuda", 90, 32)
     fn = reg._gemm1_register_kernel

@@ -104,7 +104,7 @@ def rebuild(request: KernelRequest):
     backend = make_backend(target)
     options = backend.parse_options({k: tuple(v) if isinstance(v, list) else v for k, v in data["options"].items()})
     source = ASTSource
-    if fn.is_gluon():  # a Gluon kernel (kernels/moe_gemm1_register.py) builds from its own source class
+    if fn.is_gluon():  # a Gluon kernel (kernels/moe_gemm_register.py) builds from its own source class
         from triton.experimental.gluon._runtime import GluonASTSource as source
     return source(fn, signature, constexprs, attrs), options, backend, target
 

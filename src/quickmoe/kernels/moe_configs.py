@@ -52,11 +52,11 @@ class MoEKernelConfig:
     (`moe_gemm._split_parts`): more programs for decode-sized launches, another float32 sum than one program's;
     maxnreg: a cap on the registers per thread (ptxas `.maxnreg`; 0: the compiler's choice), so that more programs
     fit an SM where registers, not shared memory, bound them (the same arithmetic, at most spilled values moved
-    through local memory: the same bits); register_operand: GEMM 1 of MXFP4 experts on Hopper by the Gluon kernel
-    of `moe_gemm1_register` (the decoded weights as wgmma's register operand, block_m 32 or 64 assignment rows a
-    tile, 64 columns' gate and up rows a program; its other fields are unused there), where its operands allow
-    (bf16 activations, gpt-oss's SwiGLU: else GEMM 1 runs the Triton tile this config describes); GEMM 2 ignores
-    it."""
+    through local memory: the same bits); register_operand: the GEMM of MXFP4 experts on Hopper by a Gluon kernel
+    of `moe_gemm_register` (the decoded weights as wgmma's register operand, block_m 32 or 64 assignment rows a
+    tile, 128 weight rows a program; its other fields are unused there), where its operands allow (bf16
+    activations; GEMM 1: gpt-oss's SwiGLU; GEMM 2: GEMM 1's alignment of 32 or 64 rows): else the GEMM runs the
+    Triton tile this config describes."""
 
     block_m: int = 16
     block_n: int = 64
@@ -69,7 +69,7 @@ class MoEKernelConfig:
     weight_tma: bool = False  # weight tiles by TMA (see moe_gemm._weight_descriptor)
     split_k: int = 1  # programs per output tile over parts of K (see moe_gemm._split_parts)
     maxnreg: int = 0  # registers per thread at most (0: no cap)
-    register_operand: bool = False  # GEMM 1 by moe_gemm1_register's Gluon kernel (see above)
+    register_operand: bool = False  # the GEMM by moe_gemm_register's Gluon kernels (see above)
 
     def __post_init__(self) -> None:
         for name in ("swap_ab", "gate_up_one_dot", "weight_tma", "register_operand"):

@@ -21,9 +21,9 @@ rows share one; or dense [E, N, K].
   `gate_up_one_dot`) one dot of the 2 x BLOCK_N rows whose accumulator the epilogue splits: wider tensor-core
   tiles, which prefill-sized tiles want (docs/benchmarks.md, 2026-11-27 second session). Writes inter [A, I],
   row = assignment index.
-  With a config's `register_operand` (MXFP4 on Hopper, bf16 activations, gpt-oss's SwiGLU) it hands the work to
-  `moe_gemm1_register`'s Gluon kernel, the decoded weights as wgmma's register operand.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
+With a config's `register_operand` (MXFP4 on Hopper, bf16 activations; GEMM 1: gpt-oss's SwiGLU) either GEMM hands
+the work to `moe_gemm_register`'s Gluon kernels, the decoded weights as wgmma's register operand.
 - `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation, launch order, K in parts (`split_k`: several programs per output tile, the
 last one by ticket adding their float32 parts in order, `_split_parts`) and how the weight tiles are loaded come from
@@ -197,7 +197,7 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     config = _fp8_config(w1, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     if config.register_operand:
-        from quickmoe.kernels.moe_gemm1_register import moe_gemm1_swiglu_register, register_operand_problem
+        from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register, register_operand_problem
 
         problem = register_operand_problem(acts, w1, w1_scales, group, act_scales, align.block_m, config.split_k,
                                            activation)
@@ -238,10 +238,10 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
 
 @functools.lru_cache(maxsize=16)
 def _register_operand_declined(needs: str) -> None:
-    """Said once per reason: a config asked for the register-operand GEMM 1 (`moe_gemm1_register`) where its
-    operands do not allow it, so GEMM 1 runs the Triton tile the config also describes (same results within
-    rounding; a float32 model on a Hopper GPU, for one)."""
-    logger.info("MoE GEMM 1: the tuned config's register-operand kernel needs %s; running the Triton tile", needs)
+    """Said once per reason: a config asked for a register-operand GEMM (`moe_gemm_register`) where its operands do
+    not allow it, so the GEMM runs the Triton tile the config also describes (same results within rounding; a
+    float32 model on a Hopper GPU, for one)."""
+    logger.info("MoE GEMM: the tuned config's register-operand kernel needs %s; running the Triton tile", needs)
 
 
 def _scales_arg(w_scales: torch.Tensor | None, w: torch.Tensor) -> torch.Tensor:
@@ -281,6 +281,14 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
     _require_triton()
     config = _fp8_config(w2, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
+    if config.register_operand:
+        from quickmoe.kernels.moe_gemm_register import moe_gemm2_register, register_operand_problem
+
+        problem = register_operand_problem(acts, w2, w2_scales, 0, act_scales, align.block_m, config.split_k,
+                                           "swiglu_gpt_oss", gemm2=True)
+        if not problem and w2_row_scale is None and out_dtype == acts.dtype:
+            return moe_gemm2_register(acts, align, topk_weights, w2, w2_bias, w2_scales, stages=config.num_stages)
+        _register_operand_declined(problem or "the activations' dtype as the output's and no row scale")
     hidden_size = w2.shape[1]
     intermediate = w2.shape[2] * (2 if _packed(w2_scales, w2) else 1)
     out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)

@@ -1,4 +1,4 @@
-"""The register-operand GEMM 1 (`kernels/moe_gemm1_register.py`): the K order that hands each lane its words, the
+"""The register-operand GEMM 1 (`kernels/moe_gemm_register.py`): the K order that hands each lane its words, the
 row gather (Triton; the interpreter on CPU) against its torch reference and a naive loop, the config field and the
 fall-back to the Triton tile where the kernel cannot run; on the GPU the Gluon kernel against the float32 reference
 on gpt-oss-20b-shaped experts (tiles of 32 and 64 rows, half-filled tiles, experts with no and with several tiles),
@@ -14,7 +14,7 @@ import torch
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import moe_align_ref
 from quickmoe.kernels.moe_configs import MoEKernelConfig
-from quickmoe.kernels.moe_gemm1_register import (
+from quickmoe.kernels.moe_gemm_register import (
     PHYSICAL_COLUMN,
     STEP,
     gather_permuted_rows,
@@ -118,7 +118,7 @@ def test_the_register_operand_kernel_matches_the_float32_reference(num_tokens, b
     tiles half filled (the half-width loop), full, several tiles of one expert (crowd) and an expert with none."""
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels.moe_align import moe_align
-    from quickmoe.kernels.moe_gemm1_register import moe_gemm1_swiglu_register
+    from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register
 
     spec = SHAPES["gpt-oss-20b"]
     g = torch.Generator().manual_seed(num_tokens + block_m)
@@ -143,7 +143,7 @@ def test_gemm1_hands_a_register_operand_config_to_the_kernel():
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu
-    from quickmoe.kernels.moe_gemm1_register import moe_gemm1_swiglu_register
+    from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register
 
     spec = SHAPES["gpt-oss-20b"]
     g = torch.Generator().manual_seed(11)
@@ -158,3 +158,48 @@ def test_gemm1_hands_a_register_operand_config_to_the_kernel():
     assert torch.equal(moe_gemm1_swiglu(x, *args, config=config), moe_gemm1_swiglu_register(x, *args))
     x32 = x.float()
     assert torch.equal(moe_gemm1_swiglu(x32, *args, config=config), moe_gemm1_swiglu(x32, *args, config=tile))
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the fall-back path: a device where the kernel cannot run")
+def test_a_register_operand_gemm2_config_falls_back_to_its_triton_tile_where_the_kernel_cannot_run():
+    from quickmoe.kernels.moe_gemm import moe_gemm2
+
+    g = torch.Generator().manual_seed(4)
+    w2, s2, b2 = _mxfp4_experts(4, 128, 64, g)  # [E, 128, 64] packed: H = 128 rows, I = 128
+    inter = torch.randn(18, 128, generator=g).to(torch.bfloat16)
+    weights, ids = _routing(9, 4, 2, g)
+    align = moe_align_ref(ids, 4, 32)
+    plain = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2)
+    got = moe_gemm2(inter, align, weights, w2, b2[:, :128], s2[:, :, :128],
+                    config=MoEKernelConfig(**{**plain.__dict__, "register_operand": True}))
+    assert torch.equal(got, moe_gemm2(inter, align, weights, w2, b2[:, :128], s2[:, :, :128], config=plain))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
+@pytest.mark.parametrize("num_tokens,block_m,crowd", [(3, 32, 0), (100, 32, 1), (256, 64, 0), (700, 64, 1)])
+def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, block_m, crowd):
+    """GEMM 2 on gpt-oss-20b-shaped experts: H = 2,880 output columns (the last program's 64 past H masked), bias
+    and routing weight, within bf16 rounding of the float32 reference; `moe_gemm2` with a `register_operand` config
+    gives the kernel's bits."""
+    from quickmoe.bench.moe_experts import SHAPES, make_experts
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_gemm import moe_gemm2
+    from quickmoe.kernels.moe_gemm_register import moe_gemm2_register, moe_gemm2_register_ref
+
+    spec = SHAPES["gpt-oss-20b"]
+    g = torch.Generator().manual_seed(3 * num_tokens + block_m)
+    ex = make_experts(spec, "mxfp4", torch.device("cuda"), g)
+    inter = torch.randn(num_tokens * spec.top_k, spec.inter, generator=g).to(torch.bfloat16).cuda()
+    weights, ids = _routing(num_tokens, spec.experts, spec.top_k, g, crowd)
+    align = moe_align(ids.cuda(), spec.experts, block_m)
+    args = (inter, align, weights.cuda(), ex.w2, ex.b2, ex.kwargs["w2_scales"])
+    got = moe_gemm2_register(*args)
+    want = moe_gemm2_register_ref(*args).float()
+    scale = want.abs().max()
+    assert scale > 0
+    err = ((got.float() - want).abs().max() / scale).item()
+    assert err < 1e-2, err  # 2.5e-3 measured
+    config = MoEKernelConfig(block_m=block_m, block_n=128, block_k=64, num_warps=4, num_stages=3,
+                             register_operand=True)
+    assert torch.equal(moe_gemm2(*args, config=config), got)

@@ -1,4 +1,4 @@
-"""GEMM 1 of MXFP4 experts with the decoded weights as wgmma's register operand (Hopper, Gluon).
+"""The MoE GEMMs of MXFP4 experts with the decoded weights as wgmma's register operand (Hopper, Gluon).
 
 The Triton GEMM 1 tile of decode batches of ~256 (64 assignment rows, 128 gate/up weight rows, K steps of 64)
 writes each step's decoded weights to shared memory and multiplies them from there; under Nsight Compute it is
@@ -23,10 +23,13 @@ order) with the columns of every 64-column step in logical order, so that TMA co
 One program computes one M tile of `block_m` assignment rows (one expert's) and one gate/up group of 64 activation
 columns: its 64 gate rows and 64 up rows as one [128, 64] A operand a step (rows 0-63 gate, 64-127 up; wgmma's
 accumulator holds a row and the row 64 further in the same thread, so the SwiGLU epilogue needs no exchange). A
-tile whose valid rows fit half of it runs the same loop on half the rows (wgmma's N side is the rows). Each step's
-wgmma is waited for before the next step's decode: the decode would otherwise overwrite registers the wgmma in
-flight still reads (the probe's finding, `scripts/probes/gluon_mxfp4_probe.py`). Gluon has no CPU interpreter;
-`moe_gemm1_swiglu_register_ref` is the torch version and the tests compare both on the GPU.
+tile whose valid rows fit half of it runs the same loop on half the rows (wgmma's N side is the rows). GEMM 2
+(`moe_gemm2_register`) runs the same K loop (`_k_loop`) over w2 [E, H, I/2]: 128 output columns a program (the last
+of H = 2,880 half masked), the intermediate's rows gathered and permuted the same way (one per assignment), the
+bias and the routing weight in the epilogue. Each step's wgmma is waited for before the next step's decode: the
+decode would otherwise overwrite registers the wgmma in flight still reads (the probe's finding,
+`scripts/probes/gluon_mxfp4_probe.py`). Gluon has no CPU interpreter; `moe_gemm1_swiglu_register_ref` and
+`moe_gemm2_register_ref` are the torch versions and the tests compare them on the GPU.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ except ImportError:  # pragma: no cover - a triton without Gluon
     gluon = None
 
 __all__ = ["PHYSICAL_COLUMN", "STEP", "gather_permuted_rows", "gather_permuted_rows_ref", "moe_gemm1_swiglu_register",
-           "moe_gemm1_swiglu_register_ref", "register_operand_problem"]
+           "moe_gemm1_swiglu_register_ref", "moe_gemm2_register", "moe_gemm2_register_ref", "register_operand_problem"]
 
 STEP = 64  # K columns a step; also the gate/up group a program takes
 # logical column c of a step (16 kb + 8 s + 2 q + h) -> the physical column of the weights it multiplies
@@ -68,7 +71,8 @@ def _hopper(device: torch.device) -> bool:
 
 
 def register_operand_problem(acts: torch.Tensor, w1: torch.Tensor, w1_scales: torch.Tensor | None, group: int,
-                             act_scales: torch.Tensor | None, block_m: int, split_k: int, activation: str) -> str:
+                             act_scales: torch.Tensor | None, block_m: int, split_k: int, activation: str,
+                             gemm2: bool = False) -> str:
     """Why the register-operand GEMM 1 cannot run these operands ('' when it can): MXFP4 weights, bf16
     activations, a CUDA device of compute capability 9.x, gate/up groups of 64, K a multiple of 64, 32 or 64 rows a
     tile, one part of K, gpt-oss's SwiGLU."""
@@ -80,7 +84,7 @@ def register_operand_problem(acts: torch.Tensor, w1: torch.Tensor, w1_scales: to
         return "contiguous MXFP4 weights"
     if acts.dtype != torch.bfloat16 or act_scales is not None:
         return "bf16 activations"
-    if group != STEP or w1.shape[1] % (2 * STEP) or (2 * w1.shape[2]) % STEP:
+    if (2 * w1.shape[2]) % STEP or not gemm2 and (group != STEP or w1.shape[1] % (2 * STEP)):
         return f"gate/up groups of {STEP} and K a multiple of {STEP}"
     if block_m not in (32, 64) or split_k != 1 or activation != "swiglu_gpt_oss":
         return "block_m 32 or 64, split_k 1 and gpt-oss's SwiGLU"
@@ -191,6 +195,53 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     return inter
 
 
+def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
+                           w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
+                           maxnreg: int | None = None) -> torch.Tensor:
+    """The torch version of `moe_gemm2_register` (same arguments): [A, H], row a = (inter[a] @ W2[e]^T + b2[e]) x
+    its routing weight, in float32 arithmetic on the dequantized weights, in acts' dtype."""
+    from quickmoe.layouts.mxfp4_moe import dequantize_expert
+
+    out = torch.empty(align.num_assignments, w2.shape[1], dtype=acts.dtype, device=acts.device)
+    ids = align.sorted_ids[:int(align.num_padded.item())].long()
+    route = topk_weights.reshape(-1)
+    for tile, expert in enumerate(align.block_expert[:ids.numel() // align.block_m].tolist()):
+        assign = ids[tile * align.block_m:(tile + 1) * align.block_m]
+        assign = assign[assign < align.num_assignments]
+        if assign.numel():
+            y = acts[assign].float() @ dequantize_expert(w2[expert], w2_scales[expert], torch.float32).T
+            if w2_bias is not None:
+                y = y + w2_bias[expert].float()
+            out[assign] = (y * route[assign, None].float()).to(acts.dtype)
+    return out
+
+
+def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
+                       w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
+                       maxnreg: int | None = None) -> torch.Tensor:
+    """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
+    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked."""
+    problem = register_operand_problem(acts, w2, w2_scales, STEP, None, align.block_m, 1, "swiglu_gpt_oss", gemm2=True)
+    if problem:
+        raise ConfigError(f"GEMM 2 with the weights as wgmma's register operand needs {problem}; got {acts.dtype} "
+                          f"activations on {acts.device}, w2 {w2.dtype} {tuple(w2.shape)}, block_m {align.block_m}")
+    hidden, block_m = w2.shape[1], align.block_m
+    out = torch.empty(align.num_assignments, hidden, dtype=acts.dtype, device=acts.device)
+    if align.sorted_ids.numel() == 0:
+        return out
+    x = gather_permuted_rows(acts, align, 1)  # [capacity, I]: row r = inter[sorted_ids[r]]
+    x_desc, x_half_desc = (TensorDescriptor.from_tensor(x, [rows, STEP], gl.NVMMASharedLayout.get_default_for(
+        [rows, STEP], gl.bfloat16)) for rows in (block_m, block_m // 2))
+    w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [2 * STEP, STEP // 2],
+                                          _UNSWIZZLED_BYTES)
+    num_m = align.block_expert.numel()
+    _gemm2_register_kernel[(num_m * triton.cdiv(hidden, 2 * STEP),)](
+        x_desc, x_half_desc, w_desc, w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
+        align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, H=hidden,
+        I=acts.shape[1], BM=block_m, STAGES=stages, HAS_BIAS=w2_bias is not None, num_warps=4, maxnreg=maxnreg)
+    return out
+
+
 if gluon is not None:
     # the engine's decode, over 8 copies of the word ($4 .. $11) and 8 of its scale byte ($12 .. $19): one call's
     # output is the word's 8 values, its 4 bf16x2 registers $0 .. $3 in the order of the word's pairs
@@ -207,10 +258,10 @@ if gluon is not None:
         return gl.join(x, x)
 
     @gluon.jit
-    def _scales(s_ptr, s_off, j, nk, N):
+    def _scales(s_ptr, s_off, row_ok, j, nk, N):
         """Step j's scale bytes of a thread's rows (int32 [4, 8, 4, 2, 2]: warp, g, q, m block, row g / g + 8; both
-        words of a row lie in one 32-column block); zeros past the last step."""
-        return gl.load(s_ptr + s_off + j * 2 * N, mask=j < nk, other=0).to(gl.int32)
+        words of a row lie in one 32-column block); zeros past the last step and the last row."""
+        return gl.load(s_ptr + s_off + j * 2 * N, mask=row_ok & (j < nk), other=0).to(gl.int32)
 
     @gluon.jit
     def _decode(words, scales, DOT_A: gl.constexpr):
@@ -224,10 +275,10 @@ if gluon is not None:
         return gl.convert_layout(gl.reshape(value, (128, 64)), DOT_A)
 
     @gluon.jit
-    def _scale_offsets(expert, group, H: gl.constexpr, N: gl.constexpr, L5: gl.constexpr):
-        """Where step 0's scale bytes of a thread's rows lie in w1's scales [E, H/32, N] (int64 [4, 8, 4, 2, 2]:
-        warp w, lane (g, q), m block mb, i: row 64 mb + 16 w + 8 i + g of the program's 128; lane q's columns 16 q
-        .. 16 q + 15 of a step lie in its 32-column block q // 2)."""
+    def _scale_offsets(expert, n0, K: gl.constexpr, N: gl.constexpr, L5: gl.constexpr):
+        """(Where step 0's scale bytes of a thread's rows lie in the scales [E, K/32, N], int64 [4, 8, 4, 2, 2]: warp
+        w, lane (g, q), m block mb, i: row n0 + 64 mb + 16 w + 8 i + g; lane q's columns 16 q .. 16 q + 15 of a step
+        lie in its 32-column block q // 2. Whether the row is one of the N, [4, 8, 1, 2, 2].)"""
         w_ = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
         g_ = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
         q_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
@@ -238,7 +289,7 @@ if gluon is not None:
                + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(mb_, 0), 1), 2), 4) * 64
                + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(i_, 0), 1), 2), 3) * 8)  # [4,8,1,2,2]
         q5 = gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(q_, 0), 1), 3), 4)  # [1, 1, 4, 1, 1]
-        return expert * (H // 32) * N + (q5 // 2) * N + group * 128 + row  # [4, 8, 4, 2, 2]
+        return expert * (K // 32) * N + (q5 // 2) * N + n0 + row, n0 + row < N  # [4, 8, 4, 2, 2], [4, 8, 1, 2, 2]
 
     @gluon.jit
     def _smem_words(w_smem, L6: gl.constexpr):
@@ -255,19 +306,19 @@ if gluon is not None:
         return gl.convert_layout(words, L6)
 
     @gluon.jit
-    def _tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, num_assignments, limit,
-              alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
-              HAS_BIAS: gl.constexpr):
-        """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
-        `group` (64 gate rows then 64 up rows of w1). Each K step's activations [TOK, 64] and packed weights [128,
-        32 bytes] come by TMA into a ring of STAGES buffers; the scales by pointer, two steps ahead."""
-        N: gl.constexpr = 2 * I
-        nk: gl.constexpr = H // 64
+    def _k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, K: gl.constexpr, N: gl.constexpr, TOK: gl.constexpr,
+                STAGES: gl.constexpr):
+        """The float32 sums [128 weight rows n0 .., TOK] of TOK rows of the permuted activations from x_row times
+        rows n0 .. n0 + 127 of expert `expert`'s weights [N, K] (x 2^-64: the decode's factor). Each K step's
+        activations [TOK, 64] and packed weights [128, 32 bytes] come by TMA into a ring of STAGES buffers (weight
+        rows past the expert's N are another expert's or zeros, never stored); the scales by pointer, two steps
+        ahead."""
+        nk: gl.constexpr = K // 64
         x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
         w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         stage_bytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
-        w_row0 = (expert * N + group * 128).to(gl.int32)  # < 2^31: the host checks E * N
+        w_row0 = (expert * N + n0).to(gl.int32)  # < 2^31: the host checks E * N
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
         for i in gl.static_range(STAGES):
@@ -276,14 +327,14 @@ if gluon is not None:
             tma.async_copy_global_to_shared(w_desc, [w_row0, i * 32], ready.index(i), w_smem.index(i))
         L6: gl.constexpr = gl.BlockedLayout([1, 1, 1, 2, 2, 2], [1, 8, 4, 1, 1, 1], [4, 1, 1, 1, 1, 1],
                                             [5, 4, 3, 2, 1, 0])  # a thread's words (see _smem_words)
-        s_off = _scale_offsets(expert, group, H, N, gl.SliceLayout(5, L6))
+        s_off, row_ok = _scale_offsets(expert, n0, K, N, gl.SliceLayout(5, L6))
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TOK, 16])
         DOT_A: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        s1 = _scales(s_ptr, s_off, 0, nk, N)
-        s2 = _scales(s_ptr, s_off, 1, nk, N)
+        s1 = _scales(s_ptr, s_off, row_ok, 0, nk, N)
+        s2 = _scales(s_ptr, s_off, row_ok, 1, nk, N)
         acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
         for j in range(nk):
-            s3 = _scales(s_ptr, s_off, j + 2, nk, N)
+            s3 = _scales(s_ptr, s_off, row_ok, j + 2, nk, N)
             s = j % STAGES
             mbarrier.wait(ready.index(s), (j // STAGES) & 1)
             a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
@@ -298,6 +349,16 @@ if gluon is not None:
             s1, s2 = s2, s3
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(ready.index(i))
+        return acc
+
+    @gluon.jit
+    def _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, num_assignments,
+                    limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
+                    HAS_BIAS: gl.constexpr):
+        """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
+        `group` (64 gate rows then 64 up rows of w1)."""
+        N: gl.constexpr = 2 * I
+        acc = _k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, H, N, TOK, STAGES)
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
         both = gl.permute(gl.reshape(acc * _ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
         gate, up = gl.split(both)  # [64, TOK] each
@@ -327,8 +388,45 @@ if gluon is not None:
             ids = gl.load(sorted_ids_ptr + pid_m * BM + gl.arange(0, BM, layout=gl.BlockedLayout([1], [32], [4], [0])))
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)  # an expert's run fills its tiles in order
             if valid <= BM // 2:
-                _tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                      num_assignments, limit, alpha, H, I, BM // 2, STAGES, HAS_BIAS)
+                _gemm1_tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
+                            num_assignments, limit, alpha, H, I, BM // 2, STAGES, HAS_BIAS)
             else:
-                _tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                      num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS)
+                _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
+                            num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS)
+
+    @gluon.jit
+    def _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert, x_row, n0,
+                    num_assignments, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
+                    HAS_BIAS: gl.constexpr):
+        """GEMM 2 of TOK rows of the permuted intermediate from x_row (one expert's tile) and output columns n0 ..
+        n0 + 127: (inter @ W2^T + b2) x each assignment's routing weight, stored to rows of [A, H]."""
+        acc = _k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, I, H, TOK, STAGES) * _ACC_SCALE  # [128, TOK]
+        EPI: gl.constexpr = acc.type.layout
+        rows = n0 + gl.arange(0, 128, layout=gl.SliceLayout(1, EPI))
+        row_ok = rows < H
+        if HAS_BIAS:
+            acc += gl.expand_dims(gl.load(bias_ptr + expert * H + rows, mask=row_ok, other=0.0).to(gl.float32), 1)
+        assign = gl.load(sorted_ids_ptr + x_row + gl.arange(0, TOK, layout=gl.SliceLayout(0, EPI)))
+        ok = assign < num_assignments
+        acc *= gl.expand_dims(gl.load(route_w_ptr + assign, mask=ok, other=0.0).to(gl.float32), 0)
+        ptrs = out_ptr + gl.expand_dims(assign.to(gl.int64) * H, 0) + gl.expand_dims(rows, 1)
+        gl.store(ptrs, acc.to(gl.bfloat16), mask=gl.expand_dims(ok, 0) & gl.expand_dims(row_ok, 1))
+
+    @gluon.jit(do_not_specialize=["num_assignments", "num_m"])
+    def _gemm2_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
+                               block_expert_ptr, num_padded_ptr, num_assignments, num_m, H: gl.constexpr,
+                               I: gl.constexpr, BM: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
+                               num_warps: gl.constexpr):
+        pid = gl.program_id(0)
+        pid_m = pid % num_m
+        n0 = (pid // num_m) * 128
+        if pid_m * BM < gl.load(num_padded_ptr):
+            expert = gl.load(block_expert_ptr + pid_m).to(gl.int64)
+            ids = gl.load(sorted_ids_ptr + pid_m * BM + gl.arange(0, BM, layout=gl.BlockedLayout([1], [32], [4], [0])))
+            valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)
+            if valid <= BM // 2:
+                _gemm2_tile(x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
+                            pid_m * BM, n0, num_assignments, H, I, BM // 2, STAGES, HAS_BIAS)
+            else:
+                _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
+                            pid_m * BM, n0, num_assignments, H, I, BM, STAGES, HAS_BIAS)
