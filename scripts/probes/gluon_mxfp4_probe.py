@@ -60,6 +60,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 from quickmoe.kernels.moe_tiles import MXFP4_PAIRS_ACC_SCALE, MXFP4_PAIRS_TO_BF16_PTX_TEXT  # noqa: E402
+from quickmoe.kernels.moe_gemm_register import _dup3  # noqa: E402 - the engine's kernel uses the same helper
 
 PTX = gl.constexpr(MXFP4_PAIRS_TO_BF16_PTX_TEXT)
 ACC_SCALE = gl.constexpr(MXFP4_PAIRS_ACC_SCALE)
@@ -232,14 +233,6 @@ def fragment_factors(scales: torch.Tensor) -> torch.Tensor:
     f = factor.permute(0, 2, 1).reshape(experts, n // 128, 2, 4, 2, 8, blocks // 2, 2)  # e, t, mb, w, pb0, g, j, mx
     pair = f[:, :, :, :, 0] | (f[:, :, :, :, 1] << 16)  # [e, t, mb, w, g, j, mx]
     return pair.permute(0, 1, 5, 3, 4, 2, 6).reshape(experts, n // 128, blocks // 2, 128).contiguous()
-
-
-@gluon.jit
-def _dup3(x):
-    """x [...] -> [..., 2, 2, 2], every element x's (registers repeated, no instruction)."""
-    x = gl.join(x, x)
-    x = gl.join(x, x)
-    return gl.join(x, x)
 
 
 @gluon.jit
