@@ -7,7 +7,8 @@ For each shape and token count T, each candidate BLOCK_M (the alignment's tile, 
 its own alignment; then every candidate of GEMM 1 (gate_up + SwiGLU) and of GEMM 2 (down) is timed alone,
 replayed in a CUDA graph that holds several calls over rotating random inputs (more weight bytes than the
 L2 cache holds, never zeros), median of several replays. The BLOCK_M with the smallest GEMM 1 + GEMM 2 time
-wins, with each GEMM's best config for it. One file per GEMM shape is written (named by
+wins, with each GEMM's best config for it (MXFP4 tiles of 32 or 64 rows on Hopper: or that config's
+`register_operand` twin where it is faster, `register_twin`). One file per GEMM shape is written (named by
 `moe_configs.config_file_name`; the weights field is "dense" for bf16 experts, else the format), mapping T to
 the config; token counts already in an existing file and not tuned now are kept, and the file is written after
 every T (a call cut short keeps what it measured). Start-up never tunes: it reads these files.
@@ -233,6 +234,25 @@ def with_parts(candidates: list[MoEKernelConfig], tokens: int) -> list[MoEKernel
     return list(dict.fromkeys(dataclasses.replace(c, split_k=p) for c in candidates for p in SPLIT_CANDIDATES))
 
 
+def register_twin(best: tuple[float, MoEKernelConfig], run, reference: torch.Tensor, fmt: str, block_m: int,
+                  activation: str, capability: tuple[int, int]) -> tuple[float, MoEKernelConfig]:
+    """The winner (seconds, config), or its twin with `register_operand` (the GEMM by `kernels/moe_gemm_register`'s
+    Gluon kernel, the winner's Triton tile its fall-back) where the twin is faster. Tried where that kernel runs:
+    MXFP4 weights on a Hopper GPU (compute capability 9.x), tiles of 32 or 64 rows, one part of K, gpt-oss's SwiGLU
+    (`activation`: GEMM 1's, None for GEMM 2). On the H200 it won both gpt-oss-20b GEMMs at T = 128-512 by 19-27%
+    and lost at T <= 32 and 2,048 (docs/benchmarks.md, 2026-11-30 sixth session)."""
+    seconds, config = best
+    if (fmt != "mxfp4" or block_m not in (32, 64) or capability[0] != 9 or config.split_k != 1
+            or activation not in (None, "swiglu_gpt_oss")):
+        return best
+    try:
+        twin = best_of([dataclasses.replace(config, register_operand=True)], run, reference)
+    except RuntimeError as exc:  # it did not run or did not match the fallback config's output
+        print(f"  register-operand twin of {config}: skipped ({exc})")
+        return best
+    return twin if twin[0] < seconds else best
+
+
 def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, grid: str = "small",
                 quick: bool = False, block_ms: list[int] | None = None):
     """The best (GEMM 1 + GEMM 2 seconds, GEMM 1 s, GEMM 2 s, config 1, config 2) over the tiles `block_ms`
@@ -248,6 +268,9 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, g
         gemm1, gemm2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, block_m) for ids in ids_sets])
         t1, c1 = best_of(with_parts(gemm1_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm1, ref1)
         t2, c2 = best_of(with_parts(gemm2_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm2, ref2)
+        capability = torch.cuda.get_device_capability(ex.w1.device)
+        t1, c1 = register_twin((t1, c1), gemm1, ref1, ex.fmt, block_m, shape.activation, capability)
+        t2, c2 = register_twin((t2, c2), gemm2, ref2, ex.fmt, block_m, None, capability)
         results.append((t1 + t2, t1, t2, c1, c2))
     f1 = graph_seconds(lambda i: fb1(i, fallback), SETS)
     f2 = graph_seconds(lambda i: fb2(i, fallback), SETS)

@@ -137,3 +137,36 @@ def test_nvfp4_candidates_leave_out_the_unreliable_tiles():
         mx = tuner.gemm1_candidates(block_m, "mxfp4") + tuner.gemm2_candidates(block_m, "mxfp4")
         assert any(nvfp4_tile_unreliable(c) for c in mx)
     assert not any(nvfp4_tile_unreliable(c) for c in tuner.gemm1_candidates(16, "nvfp4"))  # decode tiles: < 64 rows
+
+
+def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_faster(monkeypatch):
+    """MXFP4 tiles of 32 or 64 rows on a Hopper GPU get their winner's `register_operand` twin timed, kept when faster
+    (the winner's Triton tile stays in the entry as its fall-back); other formats, tiles, devices and K in parts are
+    left as they are, untimed."""
+    import torch
+
+    tuner = _tuner()
+    winner = MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3)
+    reference = torch.randn(8, 8, generator=torch.Generator().manual_seed(3))
+    timed = []
+
+    def fake_best_of(candidates, run, ref):
+        (config,) = candidates
+        timed.append(config)
+        return (twin_seconds, config)
+
+    monkeypatch.setattr(tuner, "best_of", fake_best_of)
+    hopper, ampere = (9, 0), (8, 0)
+    for twin_seconds, expected in ((1e-6, dataclasses.replace(winner, register_operand=True)), (3e-6, winner)):
+        got = tuner.register_twin((2e-6, winner), None, reference, "mxfp4", 64, "swiglu_gpt_oss", hopper)
+        assert got == (min(twin_seconds, 2e-6), expected)
+    assert timed == [dataclasses.replace(winner, register_operand=True)] * 2
+    twin_seconds = 1e-6
+    for fmt, block_m, activation, capability, config in (
+            ("nvfp4", 64, "swiglu_gpt_oss", hopper, winner), ("mxfp4", 16, None, hopper, winner),
+            ("mxfp4", 64, "silu", hopper, winner), ("mxfp4", 64, None, ampere, winner),
+            ("mxfp4", 32, None, hopper, dataclasses.replace(winner, split_k=2))):
+        assert tuner.register_twin((2e-6, config), None, reference, fmt, block_m, activation, capability) == (
+            2e-6, config)
+    assert len(timed) == 2
+    assert tuner.register_twin((2e-6, winner), None, reference, "mxfp4", 32, None, hopper)[1].register_operand
