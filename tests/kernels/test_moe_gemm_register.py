@@ -103,7 +103,8 @@ def test_a_register_operand_config_falls_back_to_its_triton_tile_where_the_kerne
                                config=MoEKernelConfig(**{**plain.__dict__, "register_operand": True}))
     assert "register-operand kernel needs a Hopper GPU" in caplog.text
     assert torch.equal(got, moe_gemm1_swiglu(x, align, 2, w1, b1, s1, 64, 7.0, 1.702, config=plain))
-    assert register_operand_problem(x, w1, s1, 64, None, 32, 1, "swiglu_gpt_oss") == "a Hopper GPU (wgmma)"
+    assert register_operand_problem(x, w1, s1, None, 32, 1, group=64, activation="swiglu_gpt_oss") == (
+        "a Hopper GPU (wgmma)")
 
 
 def _hopper() -> bool:
@@ -203,3 +204,28 @@ def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, bl
     config = MoEKernelConfig(block_m=block_m, block_n=128, block_k=64, num_warps=4, num_stages=3,
                              register_operand=True)
     assert torch.equal(moe_gemm2(*args, config=config), got)
+
+
+def test_the_check_accepts_gpt_oss_20b_decode_batches_on_hopper_and_names_what_else_is_missing(monkeypatch):
+    """On a Hopper GPU (the device check stubbed: this runs anywhere) gpt-oss-20b's bf16 activations and MXFP4 experts
+    pass for both GEMMs at tiles of 32 and 64 rows; each thing the kernels need, taken away, is named."""
+    import quickmoe.kernels.moe_gemm_register as register
+
+    monkeypatch.setattr(register, "_hopper", lambda device: True)
+    if register.gluon is None:
+        pytest.skip("a triton without Gluon")
+    acts = torch.empty(4, 2880, dtype=torch.bfloat16)
+    w1, s1 = torch.empty(32, 5760, 1440, dtype=torch.uint8), torch.empty(32, 90, 5760, dtype=torch.uint8)
+    w2, s2 = torch.empty(32, 2880, 1440, dtype=torch.uint8), torch.empty(32, 90, 2880, dtype=torch.uint8)
+    gemm1 = dict(group=64, activation="swiglu_gpt_oss")
+    for block_m in (32, 64):
+        assert register_operand_problem(acts, w1, s1, None, block_m, 1, **gemm1) == ""
+        assert register_operand_problem(acts, w2, s2, None, block_m, 1) == ""
+    assert register_operand_problem(acts.float(), w1, s1, None, 64, 1, **gemm1) == "bf16 activations"
+    assert register_operand_problem(acts, w1, s1, None, 16, 1, **gemm1) == "tiles of 32 or 64 rows and one part of K"
+    assert register_operand_problem(acts, w1, s1, None, 64, 2, **gemm1) == "tiles of 32 or 64 rows and one part of K"
+    assert register_operand_problem(acts, w1, s1, None, 64, 1, group=64, activation="silu") == (
+        "gate/up groups of 64 and gpt-oss's SwiGLU")
+    assert register_operand_problem(acts, w1, s1.view(torch.float8_e4m3fn), None, 64, 1, **gemm1) == (
+        "contiguous MXFP4 weights")
+    assert register_operand_problem(acts, w2[:, :, :1400], s2, None, 64, 1) == "contiguous MXFP4 weights"

@@ -199,8 +199,8 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     if config.register_operand:
         from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register, register_operand_problem
 
-        problem = register_operand_problem(acts, w1, w1_scales, group, act_scales, align.block_m, config.split_k,
-                                           activation)
+        problem = register_operand_problem(acts, w1, w1_scales, act_scales, align.block_m, config.split_k,
+                                           group=group, activation=activation)
         if not problem and w1_row_scale is None and out_dtype == acts.dtype:
             return moe_gemm1_swiglu_register(acts, align, top_k, w1, w1_bias, w1_scales, group, limit, alpha,
                                              stages=config.num_stages)
@@ -284,8 +284,7 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
     if config.register_operand:
         from quickmoe.kernels.moe_gemm_register import moe_gemm2_register, register_operand_problem
 
-        problem = register_operand_problem(acts, w2, w2_scales, 0, act_scales, align.block_m, config.split_k,
-                                           "swiglu_gpt_oss", gemm2=True)
+        problem = register_operand_problem(acts, w2, w2_scales, act_scales, align.block_m, config.split_k)
         if not problem and w2_row_scale is None and out_dtype == acts.dtype:
             return moe_gemm2_register(acts, align, topk_weights, w2, w2_bias, w2_scales, stages=config.num_stages)
         _register_operand_declined(problem or "the activations' dtype as the output's and no row scale")

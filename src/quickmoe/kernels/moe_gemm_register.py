@@ -70,24 +70,26 @@ def _hopper(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
 
 
-def register_operand_problem(acts: torch.Tensor, w1: torch.Tensor, w1_scales: torch.Tensor | None, group: int,
-                             act_scales: torch.Tensor | None, block_m: int, split_k: int, activation: str,
-                             gemm2: bool = False) -> str:
-    """Why the register-operand GEMM 1 cannot run these operands ('' when it can): MXFP4 weights, bf16
-    activations, a CUDA device of compute capability 9.x, gate/up groups of 64, K a multiple of 64, 32 or 64 rows a
-    tile, one part of K, gpt-oss's SwiGLU."""
+def register_operand_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torch.Tensor | None,
+                             act_scales: torch.Tensor | None, block_m: int, split_k: int, *, group: int | None = None,
+                             activation: str | None = None) -> str:
+    """What the register-operand GEMMs need that these operands lack ('' when they can run): contiguous MXFP4
+    weights w [E, N, K/2] with K a multiple of 64, bf16 activations, a CUDA device of compute capability 9.x, tiles
+    of 32 or 64 rows, one part of K; GEMM 1 (`group` given) also gate/up groups of 64 and gpt-oss's SwiGLU."""
     if not _hopper(acts.device):
         return "a Hopper GPU (wgmma)"
     if gluon is None:
         return "a triton with Gluon (triton.experimental.gluon)"
-    if w1_scales is None or w1.dtype != torch.uint8 or w1_scales.dtype != torch.uint8 or not w1.is_contiguous():
+    if w_scales is None or w.dtype != torch.uint8 or w_scales.dtype != torch.uint8 or not w.is_contiguous():
         return "contiguous MXFP4 weights"
     if acts.dtype != torch.bfloat16 or act_scales is not None:
         return "bf16 activations"
-    if (2 * w1.shape[2]) % STEP or not gemm2 and (group != STEP or w1.shape[1] % (2 * STEP)):
-        return f"gate/up groups of {STEP} and K a multiple of {STEP}"
-    if block_m not in (32, 64) or split_k != 1 or activation != "swiglu_gpt_oss":
-        return "block_m 32 or 64, split_k 1 and gpt-oss's SwiGLU"
+    if (2 * w.shape[2]) % STEP:
+        return f"K a multiple of {STEP}"
+    if block_m not in (32, 64) or split_k != 1:
+        return "tiles of 32 or 64 rows and one part of K"
+    if group is not None and (group != STEP or w.shape[1] % (2 * STEP) or activation != "swiglu_gpt_oss"):
+        return f"gate/up groups of {STEP} and gpt-oss's SwiGLU"
     return ""
 
 
@@ -171,7 +173,8 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand.
     Raises ConfigError where `register_operand_problem` finds one."""
-    problem = register_operand_problem(acts, w1, w1_scales, group, None, align.block_m, 1, "swiglu_gpt_oss")
+    problem = register_operand_problem(acts, w1, w1_scales, None, align.block_m, 1, group=group,
+                                       activation="swiglu_gpt_oss")
     if problem:
         raise ConfigError(f"GEMM 1 with the weights as wgmma's register operand (MoE config register_operand) "
                           f"needs {problem}; got {acts.dtype} activations on {acts.device}, w1 {w1.dtype} "
@@ -221,7 +224,7 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
                        maxnreg: int | None = None) -> torch.Tensor:
     """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
     `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked."""
-    problem = register_operand_problem(acts, w2, w2_scales, STEP, None, align.block_m, 1, "swiglu_gpt_oss", gemm2=True)
+    problem = register_operand_problem(acts, w2, w2_scales, None, align.block_m, 1)
     if problem:
         raise ConfigError(f"GEMM 2 with the weights as wgmma's register operand needs {problem}; got {acts.dtype} "
                           f"activations on {acts.device}, w2 {w2.dtype} {tuple(w2.shape)}, block_m {align.block_m}")
