@@ -33,12 +33,8 @@ def main() -> None:
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu
-    from quickmoe.kernels.moe_gemm_register import (
-        gather_permuted_rows,
-        gather_permuted_rows_ref,
-        moe_gemm1_swiglu_register,
-        moe_gemm1_swiglu_register_ref,
-    )
+    from quickmoe.kernels.moe_gather_permuted import gather_permuted_rows, gather_permuted_rows_ref
+    from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register, moe_gemm1_swiglu_register_ref
 
     device = torch.device("cuda")
     g = torch.Generator().manual_seed(0)

@@ -14,14 +14,13 @@ import torch
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import moe_align_ref
 from quickmoe.kernels.moe_configs import MoEKernelConfig
-from quickmoe.kernels.moe_gemm_register import (
+from quickmoe.kernels.moe_gather_permuted import (
     PHYSICAL_COLUMN,
     STEP,
     gather_permuted_rows,
     gather_permuted_rows_ref,
-    moe_gemm1_swiglu_register_ref,
-    register_operand_problem,
 )
+from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register_ref, register_operand_problem
 from quickmoe.kernels.routing import route_ref
 
 pytest.importorskip("triton")

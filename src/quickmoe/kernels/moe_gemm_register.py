@@ -9,16 +9,17 @@ and masks) into the fragment's registers, and the activations are the shared-mem
 (Each thread loading its words from global memory instead cost 30% more time and 30 more registers:
 docs/benchmarks.md, 2026-11-30 sixth session.)
 
-**Which words a thread needs.** In a 16 x 16 k block of the A operand, lane (g, q) (lane = 4 g + q) holds rows g
-and g + 8, columns 2q, 2q + 1 and 2q + 8, 2q + 9. A K step of 64 has four k blocks, so a thread needs 8 column
-pairs of each of its rows. The GEMM sums over k in any order as long as both operands use the same one, so the
-kernel lets a step's *logical* column 16 kb + 8 s + 2 q + h (k block kb, half s, lane q, h = 0, 1) be the *physical*
-column `PHYSICAL_COLUMN` = 16 q + 4 kb + 2 s + h of the weights: lane q's 8 pairs of a row are then its two
-consecutive words 2q, 2q + 1 (physical columns 16 q .. 16 q + 15) in the layout as it is, one 8-byte read a row;
+**Which words a thread needs.** In a 16 x 16 k block of the A operand, lane (g, q) (lane = 4 g + q) holds rows g and
+g + 8, columns 2q, 2q + 1 and 2q + 8, 2q + 9. A K step of 64 has four k blocks, so a thread needs 8 column pairs of
+each of its rows. The GEMM sums over k in any order as long as both operands use the same one, so the kernel lets a
+step's *logical* column 16 kb + 8 s + 2 q + h (k block kb, half s, lane q, h = 0, 1) be the *physical* column
+`moe_gather_permuted.PHYSICAL_COLUMN` = 16 q + 4 kb + 2 s + h of the weights: lane q's 8 pairs of a row are then its
+two consecutive words 2q, 2q + 1 (physical columns 16 q .. 16 q + 15) in the layout as it is, one 8-byte read a row;
 each word's four decoded pairs are, in order, (kb, s) = (2 wi, 0), (2 wi, 1), (2 wi + 1, 0), (2 wi + 1, 1) of word
 wi. Both words lie in one 32-column scale block, so a row takes one scale a step. The activations take the same
-permutation: `gather_permuted_rows` writes each tile's rows (gathered through the alignment, in `sorted_ids`
-order) with the columns of every 64-column step in logical order, so that TMA copies plain [rows, 64] boxes.
+permutation: `moe_gather_permuted.gather_permuted_rows` writes each tile's rows (gathered through the alignment, in
+`sorted_ids` order) with the columns of every 64-column step in logical order, so that TMA copies plain [rows, 64]
+boxes.
 
 One program computes one M tile of `block_m` assignment rows (one expert's) and one gate/up group of 64 activation
 columns: its 64 gate rows and 64 up rows as one [128, 64] A operand a step (rows 0-63 gate, 64-127 up; wgmma's
@@ -40,10 +41,10 @@ import torch
 
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import MoEAlignment
+from quickmoe.kernels.moe_gather_permuted import STEP, gather_permuted_rows
 
 try:  # CPU installs without triton keep the torch references
     import triton
-    import triton.language as tl
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -57,13 +58,8 @@ try:
 except ImportError:  # pragma: no cover - a triton without Gluon
     gluon = None
 
-__all__ = ["PHYSICAL_COLUMN", "STEP", "gather_permuted_rows", "gather_permuted_rows_ref", "moe_gemm1_swiglu_register",
-           "moe_gemm1_swiglu_register_ref", "moe_gemm2_register", "moe_gemm2_register_ref", "register_operand_problem"]
-
-STEP = 64  # K columns a step; also the gate/up group a program takes
-# logical column c of a step (16 kb + 8 s + 2 q + h) -> the physical column of the weights it multiplies
-PHYSICAL_COLUMN = tuple(16 * ((c >> 1) & 3) + 4 * (c >> 4) + 2 * ((c >> 3) & 1) + (c & 1) for c in range(STEP))
-
+__all__ = ["moe_gemm1_swiglu_register", "moe_gemm1_swiglu_register_ref", "moe_gemm2_register", "moe_gemm2_register_ref",
+           "register_operand_problem"]
 
 @functools.lru_cache(maxsize=16)
 def _hopper(device: torch.device) -> bool:
@@ -91,58 +87,6 @@ def register_operand_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torc
     if group is not None and (group != STEP or w.shape[1] % (2 * STEP) or activation != "swiglu_gpt_oss"):
         return f"gate/up groups of {STEP} and gpt-oss's SwiGLU"
     return ""
-
-
-def gather_permuted_rows_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int) -> torch.Tensor:
-    """acts [T, H] -> [capacity, H]: row r = acts[sorted_ids[r] // top_k] with each 64-column step's columns in
-    logical order (column c of a step holds physical column PHYSICAL_COLUMN[c]); rows of sentinels and past the
-    used tiles zero (the kernel leaves them unwritten: no tile reads them into a stored output)."""
-    capacity, hidden = align.sorted_ids.numel(), acts.shape[1]
-    order = torch.tensor(PHYSICAL_COLUMN, device=acts.device)
-    columns = (torch.arange(hidden // STEP, device=acts.device)[:, None] * STEP + order[None, :]).reshape(-1)
-    out = torch.zeros(capacity, hidden, dtype=acts.dtype, device=acts.device)
-    used = int(align.num_padded.item())
-    ids = align.sorted_ids[:used].long()
-    valid = ids < align.num_assignments
-    rows = torch.arange(used, device=acts.device)[valid]
-    out[rows] = acts[ids[valid] // top_k][:, columns]
-    return out
-
-
-def gather_permuted_rows(acts: torch.Tensor, align: MoEAlignment, top_k: int) -> torch.Tensor:
-    """The Triton kernel of `gather_permuted_rows_ref` (rows of sentinels and past the used tiles unwritten)."""
-    from quickmoe.kernels.pdl import pdl_kwargs
-
-    capacity, hidden = align.sorted_ids.numel(), acts.shape[1]
-    if hidden % STEP or acts.stride(1) != 1:
-        raise ValueError(f"gather_permuted_rows: activations {tuple(acts.shape)} need contiguous rows of whole "
-                         f"{STEP}-column steps")
-    out = torch.empty(capacity, hidden, dtype=acts.dtype, device=acts.device)
-    if capacity:
-        _moe_gather_permuted_kernel[(capacity,)](acts, out, align.sorted_ids, align.num_padded,
-                                                 align.num_assignments, top_k, acts.stride(0), H=hidden,
-                                                 BLOCK_H=triton.next_power_of_2(hidden), **pdl_kwargs(acts.device))
-    return out
-
-
-if triton is not None:
-    from quickmoe.kernels.pdl import pdl_wait
-
-    @triton.jit(do_not_specialize=["num_assignments"])
-    def _moe_gather_permuted_kernel(x_ptr, out_ptr, sorted_ids_ptr, num_padded_ptr, num_assignments, top_k,
-                                    stride_x, H: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
-        pdl_wait(PDL)
-        row = tl.program_id(0)
-        if row < tl.load(num_padded_ptr):
-            assign = tl.load(sorted_ids_ptr + row)
-            if assign < num_assignments:
-                c = tl.arange(0, BLOCK_H)  # [BLOCK_H] logical columns
-                within = c % 64  # 16 kb + 8 s + 2 q + h -> 16 q + 4 kb + 2 s + h (PHYSICAL_COLUMN)
-                physical = (c - within) + 16 * ((within // 2) % 4) + 4 * (within // 16) + 2 * ((within // 8) % 2) \
-                    + within % 2
-                token = (assign // top_k).to(tl.int64)
-                values = tl.load(x_ptr + token * stride_x + physical, mask=c < H)
-                tl.store(out_ptr + row.to(tl.int64) * H + c, values, mask=c < H)
 
 
 def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
