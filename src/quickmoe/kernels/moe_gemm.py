@@ -22,9 +22,9 @@ rows share one; or dense [E, N, K].
   tiles, which prefill-sized tiles want (docs/benchmarks.md, 2026-11-27 second session). Writes inter [A, I],
   row = assignment index.
 - `moe_gemm2`: down (+ bias) times each assignment's routing weight, written to [A, H].
+- `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 With a config's `register_operand` (MXFP4 on Hopper, bf16 activations; GEMM 1: gpt-oss's SwiGLU) either GEMM hands
 the work to `moe_gemm_register`'s Gluon kernels, the decoded weights as wgmma's register operand.
-- `moe_combine`: out[t] = sum over the k assignments of token t (fixed order: deterministic).
 Block sizes, warps, stages, orientation, launch order, K in parts (`split_k`: several programs per output tile, the
 last one by ticket adding their float32 parts in order, `_split_parts`) and how the weight tiles are loaded come from
 `moe_configs` (tuned data files, else a fallback). Weight tiles may be loaded by TMA (`weight_tma`: a tensor
