@@ -69,8 +69,11 @@ serve_bench() {  # $1: label, then serve's extra flags
   done
   s=$(date +%s); kill -TERM "$server"
   for _ in $(seq 60); do kill -0 "$server" 2>/dev/null || break; sleep 1; done
-  if kill -0 "$server" 2>/dev/null; then kill -KILL "$server"; echo "serve $label: still running 60 s after SIGTERM, killed"
-  else wait "$server"; echo "serve $label: exit $? $(( $(date +%s) - s )) s after SIGTERM"; fi | tee -a "$OUT/timeline.txt"
+  local line  # `wait` in this shell, not in a pipeline's subshell (where the server is no child: status 127)
+  if kill -0 "$server" 2>/dev/null; then
+    kill -KILL "$server"; line="serve $label: still running 60 s after SIGTERM, killed"
+  else wait "$server"; line="serve $label: exit $? $(( $(date +%s) - s )) s after SIGTERM"; fi
+  echo "$line" | tee -a "$OUT/timeline.txt"
 }
 
 stages=("$@")
