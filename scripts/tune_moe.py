@@ -7,7 +7,7 @@ For each shape and token count T, each candidate BLOCK_M (the alignment's tile, 
 its own alignment; then every candidate of GEMM 1 (gate_up + SwiGLU) and of GEMM 2 (down) is timed alone,
 replayed in a CUDA graph that holds several calls over rotating random inputs (more weight bytes than the
 L2 cache holds, never zeros), median of several replays. The BLOCK_M with the smallest GEMM 1 + GEMM 2 time
-wins, with each GEMM's best config for it (MXFP4 tiles of 32 or 64 rows on Hopper: or that config's
+wins, with each GEMM's best config for it (MXFP4 tiles of 8-64 rows on Hopper: or that config's
 `register_operand` twin where it is faster, `register_twin`). One file per GEMM shape is written (named by
 `moe_configs.config_file_name`; the weights field is "dense" for bf16 experts, else the format), mapping T to
 the config; token counts already in an existing file and not tuned now are kept, and the file is written after
@@ -44,7 +44,7 @@ from quickmoe.errors import ConfigError
 from quickmoe.kernels import moe_configs
 from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 from quickmoe.kernels.moe_align import moe_align
-from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name
+from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS, MoEKernelConfig, config_file_name
 from quickmoe.kernels.moe_gemm import FP8_GROUP, moe_gemm1_swiglu, moe_gemm2
 from quickmoe.kernels.routing import route_ref
 
@@ -238,11 +238,12 @@ def register_twin(best: tuple[float, MoEKernelConfig], run, reference: torch.Ten
                   activation: str, capability: tuple[int, int]) -> tuple[float, MoEKernelConfig]:
     """The winner (seconds, config), or its twin with `register_operand` (the GEMM by `kernels/moe_gemm_register`'s
     Gluon kernel, the winner's Triton tile its fall-back) where the twin is faster. Tried where that kernel runs:
-    MXFP4 weights on a Hopper GPU (compute capability 9.x), tiles of 32 or 64 rows, one part of K, gpt-oss's SwiGLU
+    MXFP4 weights on a Hopper GPU (compute capability 9.x), tiles of `REGISTER_OPERAND_ROWS` rows, one part of K,
+    gpt-oss's SwiGLU
     (`activation`: GEMM 1's, None for GEMM 2). On the H200 it won both gpt-oss-20b GEMMs at T = 128-512 by 19-27%
     and lost at T <= 32 and 2,048 (docs/benchmarks.md, 2026-11-30 sixth session)."""
     seconds, config = best
-    if (fmt != "mxfp4" or block_m not in (32, 64) or capability[0] != 9 or config.split_k != 1
+    if (fmt != "mxfp4" or block_m not in REGISTER_OPERAND_ROWS or capability[0] != 9 or config.split_k != 1
             or activation not in (None, "swiglu_gpt_oss")):
         return best
     try:

@@ -1,8 +1,8 @@
 """The register-operand GEMM 1 (`kernels/moe_gemm_register.py`): the K order that hands each lane its words, the
 row gather (Triton; the interpreter on CPU) against its torch reference and a naive loop, the config field and the
 fall-back to the Triton tile where the kernel cannot run; on the GPU the Gluon kernel against the float32 reference
-on gpt-oss-20b-shaped experts (tiles of 32 and 64 rows, half-filled tiles, experts with no and with several tiles),
-and `moe_gemm1_swiglu` handing a `register_operand` config to it."""
+on gpt-oss-20b-shaped experts (tiles of 8, 16, 32 and 64 rows, half-filled tiles, experts with no and with several
+tiles), and `moe_gemm1_swiglu` handing a `register_operand` config to it."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _routing(num_tokens, num_experts, top_k, g, crowd=0):
     return route_ref(logits, top_k)
 
 
-@pytest.mark.parametrize("block_m", [32, 64])
+@pytest.mark.parametrize("block_m", [8, 16, 32, 64])
 def test_the_gather_kernel_matches_its_reference_and_a_naive_loop(block_m):
     g = torch.Generator().manual_seed(block_m)
     num_tokens, hidden, num_experts, top_k = 37, 192, 6, 2
@@ -72,12 +72,74 @@ def test_the_gather_kernel_matches_its_reference_and_a_naive_loop(block_m):
 
 
 def test_the_config_field():
-    assert MoEKernelConfig(block_m=64, register_operand=True).register_operand
-    for block_m in (16, 128):
-        with pytest.raises(ConfigError, match=f"'block_m' = {block_m} with register_operand: expected 32 or 64"):
+    for block_m in (16, 32, 64):
+        assert MoEKernelConfig(block_m=block_m, register_operand=True).register_operand
+    assert MoEKernelConfig(block_m=8, swap_ab=True, register_operand=True).register_operand
+    with pytest.raises(ConfigError, match="block_m must be >= 16 \\(>= 8 with swap_ab\\)"):
+        MoEKernelConfig(block_m=8, register_operand=True)  # its Triton tile (the fall-back) must be valid too
+    for block_m in (128, 256):
+        with pytest.raises(ConfigError, match=f"'block_m' = {block_m} with register_operand: expected one of "
+                                              r"\[8, 16, 32, 64\]"):
             MoEKernelConfig(block_m=block_m, register_operand=True)
     with pytest.raises(ConfigError, match="'register_operand' = 1: expected true or false"):
         MoEKernelConfig(block_m=64, register_operand=1)
+
+
+_COMPILE_FOR_HOPPER = """
+import json, re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
+from quickmoe.kernels import moe_gemm_register as reg
+from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS
+
+gemm = int(sys.argv[1])
+found = {}
+for block_m in REGISTER_OPERAND_ROWS:
+    half = reg._half(block_m)
+    signature = {f"x{name}_desc": (f"tensordesc<bf16[{rows}, 64],"
+                                   f"{gl.NVMMASharedLayout.get_default_for([rows, 64], gl.bfloat16)!r}>")
+                 for name, rows in (("", block_m), ("_half", half))}
+    signature.update({"w_desc": f"tensordesc<u8[128, 32],{reg._UNSWIZZLED_BYTES!r}>", "s_ptr": "*u8",
+                      "bias_ptr": "*bf16"})
+    signature.update({"out_ptr": "*bf16"} if gemm == 1 else {"route_w_ptr": "*fp32", "out_ptr": "*bf16"})
+    signature.update({"sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_padded_ptr": "*i32",
+                      "num_assignments": "i32", "num_m": "i32"})
+    if gemm == 1:
+        signature.update({"limit": "fp32", "alpha": "fp32"})
+    constexprs = dict(H=256, I=256, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, num_warps=4)
+    signature.update({name: "constexpr" for name in constexprs})
+    kernel = reg._gemm1_register_kernel if gemm == 1 else reg._gemm2_register_kernel
+    compiled = triton.compile(GluonASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4})
+    found[block_m] = sorted({int(n) for n in re.findall(r"wgmma\\.mma_async\\.sync\\.aligned\\.m64n(\\d+)k16",
+                                                            compiled.asm["ptx"])})
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("gemm", [1, 2])
+def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm):
+    """Compiled for sm_90 in a process without the interpreter (no GPU needed): each kernel's wgmma takes the tile's
+    rows and, for tiles of 16 rows or more, half of them (a tile whose valid rows fit half runs on half) as its N
+    side; a tile of 8 rows has no half (wgmma's N is at least 8: a plain BM // 2 gives 4, which does not
+    compile)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from quickmoe.kernels import moe_gemm_register as reg
+
+    if reg.gluon is None:
+        pytest.skip("a triton with Gluon")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_HOPPER, str(gemm)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found == {"8": [8], "16": [8, 16], "32": [16, 32], "64": [32, 64]}
 
 
 def _mxfp4_experts(num_experts, hidden, inter, g):
@@ -112,7 +174,8 @@ def _hopper() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
-@pytest.mark.parametrize("num_tokens,block_m,crowd", [(3, 32, 0), (100, 32, 1), (256, 64, 0), (700, 64, 1)])
+@pytest.mark.parametrize("num_tokens,block_m,crowd", [(5, 8, 0), (60, 8, 1), (3, 16, 0), (130, 16, 1), (3, 32, 0),
+                                                     (100, 32, 1), (256, 64, 0), (700, 64, 1)])
 def test_the_register_operand_kernel_matches_the_float32_reference(num_tokens, block_m, crowd):
     """gpt-oss-20b-shaped MXFP4 experts: every assignment's row within bf16 rounding of the float32 reference, with
     tiles half filled (the half-width loop), full, several tiles of one expert (crowd) and an expert with none."""
@@ -177,7 +240,8 @@ def test_a_register_operand_gemm2_config_falls_back_to_its_triton_tile_where_the
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
-@pytest.mark.parametrize("num_tokens,block_m,crowd", [(3, 32, 0), (100, 32, 1), (256, 64, 0), (700, 64, 1)])
+@pytest.mark.parametrize("num_tokens,block_m,crowd", [(5, 8, 0), (60, 8, 1), (3, 16, 0), (130, 16, 1), (3, 32, 0),
+                                                     (100, 32, 1), (256, 64, 0), (700, 64, 1)])
 def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, block_m, crowd):
     """GEMM 2 on gpt-oss-20b-shaped experts: H = 2,880 output columns (the last program's 64 past H masked), bias
     and routing weight, within bf16 rounding of the float32 reference; `moe_gemm2` with a `register_operand` config
@@ -201,13 +265,13 @@ def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, bl
     err = ((got.float() - want).abs().max() / scale).item()
     assert err < 1e-2, err  # 2.5e-3 measured
     config = MoEKernelConfig(block_m=block_m, block_n=128, block_k=64, num_warps=4, num_stages=3,
-                             register_operand=True)
+                             swap_ab=block_m == 8, register_operand=True)
     assert torch.equal(moe_gemm2(*args, config=config), got)
 
 
 def test_the_check_accepts_gpt_oss_20b_decode_batches_on_hopper_and_names_what_else_is_missing(monkeypatch):
     """On a Hopper GPU (the device check stubbed: this runs anywhere) gpt-oss-20b's bf16 activations and MXFP4 experts
-    pass for both GEMMs at tiles of 32 and 64 rows; each thing the kernels need, taken away, is named."""
+    pass for both GEMMs at tiles of 8, 16, 32 and 64 rows; each thing the kernels need, taken away, is named."""
     import quickmoe.kernels.moe_gemm_register as register
 
     monkeypatch.setattr(register, "_hopper", lambda device: True)
@@ -217,12 +281,13 @@ def test_the_check_accepts_gpt_oss_20b_decode_batches_on_hopper_and_names_what_e
     w1, s1 = torch.empty(32, 5760, 1440, dtype=torch.uint8), torch.empty(32, 90, 5760, dtype=torch.uint8)
     w2, s2 = torch.empty(32, 2880, 1440, dtype=torch.uint8), torch.empty(32, 90, 2880, dtype=torch.uint8)
     gemm1 = dict(group=64, activation="swiglu_gpt_oss")
-    for block_m in (32, 64):
+    for block_m in (8, 16, 32, 64):
         assert register_operand_problem(acts, w1, s1, None, block_m, 1, **gemm1) == ""
         assert register_operand_problem(acts, w2, s2, None, block_m, 1) == ""
     assert register_operand_problem(acts.float(), w1, s1, None, 64, 1, **gemm1) == "bf16 activations"
-    assert register_operand_problem(acts, w1, s1, None, 16, 1, **gemm1) == "tiles of 32 or 64 rows and one part of K"
-    assert register_operand_problem(acts, w1, s1, None, 64, 2, **gemm1) == "tiles of 32 or 64 rows and one part of K"
+    for block_m, split_k in ((128, 1), (4, 1), (64, 2)):
+        assert register_operand_problem(acts, w1, s1, None, block_m, split_k, **gemm1) == (
+            "tiles of 8, 16, 32 or 64 rows and one part of K")
     assert register_operand_problem(acts, w1, s1, None, 64, 1, group=64, activation="silu") == (
         "gate/up groups of 64 and gpt-oss's SwiGLU")
     assert register_operand_problem(acts, w1, s1.view(torch.float8_e4m3fn), None, 64, 1, **gemm1) == (

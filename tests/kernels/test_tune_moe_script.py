@@ -140,7 +140,7 @@ def test_nvfp4_candidates_leave_out_the_unreliable_tiles():
 
 
 def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_faster(monkeypatch):
-    """MXFP4 tiles of 32 or 64 rows on a Hopper GPU get their winner's `register_operand` twin timed, kept when faster
+    """MXFP4 tiles of 8-64 rows on a Hopper GPU get their winner's `register_operand` twin timed, kept when faster
     (the winner's Triton tile stays in the entry as its fall-back); other formats, tiles, devices and K in parts are
     left as they are, untimed."""
     import torch
@@ -163,10 +163,11 @@ def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_f
     assert timed == [dataclasses.replace(winner, register_operand=True)] * 2
     twin_seconds = 1e-6
     for fmt, block_m, activation, capability, config in (
-            ("nvfp4", 64, "swiglu_gpt_oss", hopper, winner), ("mxfp4", 16, None, hopper, winner),
+            ("nvfp4", 64, "swiglu_gpt_oss", hopper, winner), ("mxfp4", 128, None, hopper, winner),
             ("mxfp4", 64, "silu", hopper, winner), ("mxfp4", 64, None, ampere, winner),
             ("mxfp4", 32, None, hopper, dataclasses.replace(winner, split_k=2))):
         assert tuner.register_twin((2e-6, config), None, reference, fmt, block_m, activation, capability) == (
             2e-6, config)
     assert len(timed) == 2
-    assert tuner.register_twin((2e-6, winner), None, reference, "mxfp4", 32, None, hopper)[1].register_operand
+    for block_m in (8, 16, 32):
+        assert tuner.register_twin((2e-6, winner), None, reference, "mxfp4", block_m, None, hopper)[1].register_operand

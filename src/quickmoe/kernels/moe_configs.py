@@ -23,8 +23,8 @@ from pathlib import Path
 
 from quickmoe.errors import ConfigError
 
-__all__ = ["CONFIG_DIR", "TUNED_DEVICE_ARCH", "MoEKernelConfig", "config_file_name", "moe_kernel_config",
-           "nvfp4_tile_unreliable"]
+__all__ = ["CONFIG_DIR", "REGISTER_OPERAND_ROWS", "TUNED_DEVICE_ARCH", "MoEKernelConfig", "config_file_name",
+           "moe_kernel_config", "nvfp4_tile_unreliable"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,10 @@ CONFIG_DIR = Path(__file__).with_name("configs")
 # The architecture ("sm_XY", `device_arch`) of each device that has tuned files here, by its name as the files
 # spell it: a device without files of its own borrows those of a device with the same architecture.
 TUNED_DEVICE_ARCH = {"NVIDIA_H100_80GB_HBM3": "sm_90", "NVIDIA_H200": "sm_90"}
+
+
+# the tile rows (wgmma's N side: the assignments) the register-operand GEMMs of moe_gemm_register take
+REGISTER_OPERAND_ROWS = (8, 16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,10 @@ class MoEKernelConfig:
     maxnreg: a cap on the registers per thread (ptxas `.maxnreg`; 0: the compiler's choice), so that more programs
     fit an SM where registers, not shared memory, bound them (the same arithmetic, at most spilled values moved
     through local memory: the same bits); register_operand: the GEMM of MXFP4 experts on Hopper by a Gluon kernel
-    of `moe_gemm_register` (the decoded weights as wgmma's register operand, block_m 32 or 64 assignment rows a
-    tile, 128 weight rows a program; its other fields are unused there), where its operands allow (bf16
-    activations; GEMM 1: gpt-oss's SwiGLU; GEMM 2: GEMM 1's alignment of 32 or 64 rows): else the GEMM runs the
-    Triton tile this config describes."""
+    of `moe_gemm_register` (the decoded weights as wgmma's register operand, block_m of `REGISTER_OPERAND_ROWS`
+    assignment rows a tile, 128 weight rows a program; its other fields are unused there), where its operands allow
+    (bf16 activations; GEMM 1: gpt-oss's SwiGLU; GEMM 2: GEMM 1's alignment of such rows): else the GEMM runs the
+    Triton tile this config describes (so it must be a valid one: 8 rows with swap_ab)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -89,9 +93,9 @@ class MoEKernelConfig:
                 self.maxnreg == 0 or 24 <= self.maxnreg <= 255):
             raise ConfigError(f"MoE kernel config 'maxnreg' = {self.maxnreg!r}: expected 0 (no cap) or 24 .. 255 "
                               "registers per thread")
-        if self.register_operand and self.block_m not in (32, 64):
-            raise ConfigError(f"MoE kernel config 'block_m' = {self.block_m} with register_operand: expected 32 or 64 "
-                              "(the register-operand GEMM 1's tiles)")
+        if self.register_operand and self.block_m not in REGISTER_OPERAND_ROWS:
+            raise ConfigError(f"MoE kernel config 'block_m' = {self.block_m} with register_operand: expected one of "
+                              f"{list(REGISTER_OPERAND_ROWS)} (the register-operand GEMMs' tiles)")
         # The tokens are the mma's 8-wide side in the transposed orientation, so its tiles may take 8 of them
         min_block_m = 8 if self.swap_ab else 16
         if self.block_m < min_block_m or self.block_n < 16 or self.block_k % 32:

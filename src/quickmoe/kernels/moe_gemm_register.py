@@ -21,10 +21,13 @@ permutation: `moe_gather_permuted.gather_permuted_rows` writes each tile's rows 
 `sorted_ids` order) with the columns of every 64-column step in logical order, so that TMA copies plain [rows, 64]
 boxes.
 
-One program computes one M tile of `block_m` assignment rows (one expert's) and one gate/up group of 64 activation
-columns: its 64 gate rows and 64 up rows as one [128, 64] A operand a step (rows 0-63 gate, 64-127 up; wgmma's
-accumulator holds a row and the row 64 further in the same thread, so the SwiGLU epilogue needs no exchange). A
-tile whose valid rows fit half of it runs the same loop on half the rows (wgmma's N side is the rows). GEMM 2
+One program computes one M tile of `block_m` assignment rows (one expert's; 8, 16, 32 or 64) and one gate/up group
+of 64 activation columns: its 64 gate rows and 64 up rows as one [128, 64] A operand a step (rows 0-63 gate, 64-127
+up; wgmma's accumulator holds a row and the row 64 further in the same thread, so the SwiGLU epilogue needs no
+exchange). A tile of 16 rows or more whose valid rows fit half of it runs the same loop on half the rows (wgmma's N
+side is the rows, at least 8). Each tile decodes its expert's weights once, so the decode, which bounds these
+kernels, scales with the tiles: 8- and 16-row tiles, which split an expert's rows into more tiles, lost to 32-row
+ones even at ~8 assignments an expert (docs/benchmarks.md, 2026-11-30 seventh session). GEMM 2
 (`moe_gemm2_register`) runs the same K loop (`_k_loop`) over w2 [E, H, I/2]: 128 output columns a program (the last
 of H = 2,880 half masked), the intermediate's rows gathered and permuted the same way (one per assignment), the
 bias and the routing weight in the epilogue. Each step's wgmma is waited for before the next step's decode: the
@@ -41,6 +44,7 @@ import torch
 
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import MoEAlignment
+from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS
 from quickmoe.kernels.moe_gather_permuted import STEP, gather_permuted_rows
 
 try:  # CPU installs without triton keep the torch references
@@ -71,7 +75,8 @@ def register_operand_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torc
                              activation: str | None = None) -> str:
     """What the register-operand GEMMs need that these operands lack ('' when they can run): contiguous MXFP4
     weights w [E, N, K/2] with K a multiple of 64, bf16 activations, a CUDA device of compute capability 9.x, tiles
-    of 32 or 64 rows, one part of K; GEMM 1 (`group` given) also gate/up groups of 64 and gpt-oss's SwiGLU."""
+    of 8, 16, 32 or 64 rows (`REGISTER_OPERAND_ROWS`), one part of K; GEMM 1 (`group` given) also gate/up groups
+    of 64 and gpt-oss's SwiGLU."""
     if not _hopper(acts.device):
         return "a Hopper GPU (wgmma)"
     if gluon is None:
@@ -82,11 +87,30 @@ def register_operand_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torc
         return "bf16 activations"
     if (2 * w.shape[2]) % STEP:
         return f"K a multiple of {STEP}"
-    if block_m not in (32, 64) or split_k != 1:
-        return "tiles of 32 or 64 rows and one part of K"
+    if block_m not in REGISTER_OPERAND_ROWS or split_k != 1:
+        *most, last = REGISTER_OPERAND_ROWS
+        return f"tiles of {', '.join(map(str, most))} or {last} rows and one part of K"
     if group is not None and (group != STEP or w.shape[1] % (2 * STEP) or activation != "swiglu_gpt_oss"):
         return f"gate/up groups of {STEP} and gpt-oss's SwiGLU"
     return ""
+
+
+def _row_descriptors(x: torch.Tensor, block_m: int) -> tuple:
+    """TMA descriptors of [block_m, 64] and [block_m / 2, 64] boxes of the gathered activations x [capacity, K]
+    (a tile whose valid rows fit half of it copies and multiplies half; tiles of 8 rows have no half: wgmma's N
+    side, the rows, is at least 8)."""
+    def box(rows: int):
+        layout = gl.NVMMASharedLayout.get_default_for([rows, STEP], gl.bfloat16)
+        return TensorDescriptor.from_tensor(x, [rows, STEP], layout)
+
+    full = box(block_m)
+    return full, (box(_half(block_m)) if _half(block_m) < block_m else full)
+
+
+def _half(block_m: int) -> int:
+    """The rows a tile runs on when its valid rows fit them: half the tile, but at least 8 (wgmma's N side; a
+    tile of 8 rows always runs whole)."""
+    return max(block_m // 2, 8)
 
 
 def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
@@ -128,17 +152,14 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     if align.sorted_ids.numel() == 0:
         return inter
     x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
-    full = gl.NVMMASharedLayout.get_default_for([block_m, STEP], gl.bfloat16)
-    half = gl.NVMMASharedLayout.get_default_for([block_m // 2, STEP], gl.bfloat16)
     num_m = align.block_expert.numel()
     packed = w1.view(w1.shape[0] * w1.shape[1], w1.shape[2])  # [E * 2I, H/2] bytes
     w_desc = TensorDescriptor.from_tensor(packed, [2 * STEP, STEP // 2], _UNSWIZZLED_BYTES)
-    x_desc, x_half_desc = (TensorDescriptor.from_tensor(x, [rows, STEP], layout)
-                           for rows, layout in ((block_m, full), (block_m // 2, half)))
+    x_desc, x_half_desc = _row_descriptors(x, block_m)
     _gemm1_register_kernel[(num_m * (intermediate // STEP),)](
         x_desc, x_half_desc, w_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
         align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit), float(alpha), H=hidden,
-        I=intermediate, BM=block_m, STAGES=stages, HAS_BIAS=w1_bias is not None, num_warps=4)
+        I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w1_bias is not None, num_warps=4)
     return inter
 
 
@@ -177,15 +198,15 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
     if align.sorted_ids.numel() == 0:
         return out
     x = gather_permuted_rows(acts, align, 1)  # [capacity, I]: row r = inter[sorted_ids[r]]
-    x_desc, x_half_desc = (TensorDescriptor.from_tensor(x, [rows, STEP], gl.NVMMASharedLayout.get_default_for(
-        [rows, STEP], gl.bfloat16)) for rows in (block_m, block_m // 2))
+    x_desc, x_half_desc = _row_descriptors(x, block_m)
     w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [2 * STEP, STEP // 2],
                                           _UNSWIZZLED_BYTES)
     num_m = align.block_expert.numel()
     _gemm2_register_kernel[(num_m * triton.cdiv(hidden, 2 * STEP),)](
         x_desc, x_half_desc, w_desc, w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, H=hidden,
-        I=acts.shape[1], BM=block_m, STAGES=stages, HAS_BIAS=w2_bias is not None, num_warps=4, maxnreg=maxnreg)
+        I=acts.shape[1], BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w2_bias is not None, num_warps=4,
+        maxnreg=maxnreg)
     return out
 
 
@@ -325,7 +346,7 @@ if gluon is not None:
     @gluon.jit(do_not_specialize=["num_assignments", "num_m"])
     def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
                                num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr, I: gl.constexpr,
-                               BM: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
+                               BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
                                num_warps: gl.constexpr):
         pid = gl.program_id(0)
         pid_m = pid % num_m  # the M tiles of a group run together: an expert's tiles share its weights in L2
@@ -334,9 +355,9 @@ if gluon is not None:
             expert = gl.load(block_expert_ptr + pid_m).to(gl.int64)
             ids = gl.load(sorted_ids_ptr + pid_m * BM + gl.arange(0, BM, layout=gl.BlockedLayout([1], [32], [4], [0])))
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)  # an expert's run fills its tiles in order
-            if valid <= BM // 2:
+            if valid <= HALF:
                 _gemm1_tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            num_assignments, limit, alpha, H, I, BM // 2, STAGES, HAS_BIAS)
+                            num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS)
             else:
                 _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
                             num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS)
@@ -362,8 +383,8 @@ if gluon is not None:
     @gluon.jit(do_not_specialize=["num_assignments", "num_m"])
     def _gemm2_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                                block_expert_ptr, num_padded_ptr, num_assignments, num_m, H: gl.constexpr,
-                               I: gl.constexpr, BM: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
-                               num_warps: gl.constexpr):
+                               I: gl.constexpr, BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr,
+                               HAS_BIAS: gl.constexpr, num_warps: gl.constexpr):
         pid = gl.program_id(0)
         pid_m = pid % num_m
         n0 = (pid // num_m) * 128
@@ -371,9 +392,9 @@ if gluon is not None:
             expert = gl.load(block_expert_ptr + pid_m).to(gl.int64)
             ids = gl.load(sorted_ids_ptr + pid_m * BM + gl.arange(0, BM, layout=gl.BlockedLayout([1], [32], [4], [0])))
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)
-            if valid <= BM // 2:
+            if valid <= HALF:
                 _gemm2_tile(x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
-                            pid_m * BM, n0, num_assignments, H, I, BM // 2, STAGES, HAS_BIAS)
+                            pid_m * BM, n0, num_assignments, H, I, HALF, STAGES, HAS_BIAS)
             else:
                 _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
                             pid_m * BM, n0, num_assignments, H, I, BM, STAGES, HAS_BIAS)
