@@ -9,7 +9,7 @@ replayed in a CUDA graph that holds several calls over rotating random inputs (m
 L2 cache holds, never zeros), median of several replays. The BLOCK_M with the smallest GEMM 1 + GEMM 2 time
 wins, with each GEMM's best config for it (MXFP4 tiles of 8-64 rows on Hopper: or that config's
 `register_operand` twin where it is faster, `register_twin`). One file per GEMM shape is written (named by
-`moe_configs.config_file_name`; the weights field is "dense" for bf16 experts, else the format), mapping T to
+`moe_configs.config_file_name`: shape, format ("dense" for bf16 experts), projection, device), mapping T to
 the config; token counts already in an existing file and not tuned now are kept, and the file is written after
 every T (a call cut short keeps what it measured). Start-up never tunes: it reads these files.
 `--format`: the experts' weight format, one of the shape's (`bench.moe_experts`: mxfp4 for gpt-oss; bf16, fp8,
@@ -345,8 +345,9 @@ def tune_shape(shape: str, args: argparse.Namespace, device: torch.device, name:
         table1[str(tokens)], table2[str(tokens)] = _as_dict(c1), _as_dict(c2)
         print(f"{shape} {fmt} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
               f"{_as_dict(c2)} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)
-        for (n, k), table in (((2 * spec.inter, spec.hidden), table1), ((spec.hidden, spec.inter), table2)):
-            _write(Path(args.out) / config_file_name(spec.experts, n, k, weights, name), table)
+        for (n, k, proj), table in (((2 * spec.inter, spec.hidden, "gate_up"), table1),
+                                    ((spec.hidden, spec.inter, "down"), table2)):
+            _write(Path(args.out) / config_file_name(spec.experts, n, k, weights, name, proj), table)
     print(f"wrote the {fmt} configs of {shape} into {args.out}")
 
 

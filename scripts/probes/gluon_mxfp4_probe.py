@@ -493,7 +493,8 @@ def main() -> None:
         ids = ((torch.arange(tokens)[:, None] * spec.top_k + torch.arange(spec.top_k)[None, :]) % spec.experts)
         ids = ids.to(torch.int32).to(device)
         config = moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, "mxfp4",
-                                   torch.cuda.get_device_name(device), tokens, arch=device_arch(device))
+                                   torch.cuda.get_device_name(device), tokens, arch=device_arch(device),
+                                   proj="gate_up")
         align = moe_align(ids, spec.experts, config.block_m)
         acts = [x[:tokens].contiguous() for x in xs]
 

@@ -85,8 +85,8 @@ def main() -> None:
     kw = ex.kwargs
     name = torch.cuda.get_device_name(dev)
     arch = device_arch(dev)
-    c1 = moe_kernel_config(ex.w1.shape[0], ex.w1.shape[1], shape.hidden, "mxfp4", name, 1, arch=arch)
-    c2 = moe_kernel_config(ex.w2.shape[0], ex.w2.shape[1], shape.inter, "mxfp4", name, 1, arch=arch)
+    c1 = moe_kernel_config(ex.w1.shape[0], ex.w1.shape[1], shape.hidden, "mxfp4", name, 1, arch=arch, proj="gate_up")
+    c2 = moe_kernel_config(ex.w2.shape[0], ex.w2.shape[1], shape.inter, "mxfp4", name, 1, arch=arch, proj="down")
     aligns = [moe_align(ids, shape.experts, c1.block_m) for _, ids in routes]
 
     def moe(i):

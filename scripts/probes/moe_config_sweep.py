@@ -117,8 +117,8 @@ def main() -> None:
                  for _ in range(SETS)]
         if args.hot:  # the same experts in every call
             ids_sets, xs, inter = [ids_sets[0]] * SETS, [xs[0]] * SETS, [inter[0]] * SETS
-        tuned = [moe_configs.moe_kernel_config(spec.experts, n, k, weights, name, tokens, arch=arch)
-                 for n, k in ((2 * spec.inter, spec.hidden), (spec.hidden, spec.inter))]
+        tuned = [moe_configs.moe_kernel_config(spec.experts, n, k, weights, name, tokens, arch=arch, proj=proj)
+                 for n, k, proj in ((2 * spec.inter, spec.hidden, "gate_up"), (spec.hidden, spec.inter, "down"))]
 
         def runs(block_m, xs=xs, inter=inter, ids_sets=ids_sets):
             """GEMM 1 and GEMM 2 over the input sets, aligned for `block_m`-row tiles."""

@@ -48,7 +48,8 @@ def main() -> None:
         ids = [torch.rand(tokens, spec.experts, generator=g).topk(spec.top_k, dim=1).indices.to(torch.int32)
                .to(device) for _ in range(sets)]
         config = moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, "mxfp4",
-                                   torch.cuda.get_device_name(device), tokens, arch=device_arch(device))
+                                   torch.cuda.get_device_name(device), tokens, arch=device_arch(device),
+                                   proj="gate_up")
         aligns = {bm: [moe_align(i, spec.experts, bm) for i in ids] for bm in (config.block_m, 32, 64)}
         ref = moe_gemm1_swiglu_register_ref(xs[0], aligns[64][0], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702).float()
         scale = ref.abs().max().item()
@@ -123,9 +124,9 @@ def gemm2_rows(token_counts: list[int]) -> list[dict]:
                .to(device) for _ in range(sets)]
         name = torch.cuda.get_device_name(device)
         config1 = moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, "mxfp4", name, tokens,
-                                    arch=device_arch(device))
+                                    arch=device_arch(device), proj="gate_up")
         config2 = moe_kernel_config(spec.experts, spec.hidden, spec.inter, "mxfp4", name, tokens,
-                                    arch=device_arch(device))
+                                    arch=device_arch(device), proj="down")
         aligns = {bm: [moe_align(i, spec.experts, bm) for i in ids] for bm in (config1.block_m, 64)}
         ref = moe_gemm2_register_ref(inters[0], aligns[64][0], routes[0], w2, b2, s2).float()
         scale = ref.abs().max().item()

@@ -88,8 +88,10 @@ def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3
                .to(device) for _ in range(sets)]
 
         def configs(key: int):
-            return (moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, "mxfp4", name, key, arch=arch),
-                    moe_kernel_config(spec.experts, spec.hidden, spec.inter, "mxfp4", name, key, arch=arch))
+            return (moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, "mxfp4", name, key, arch=arch,
+                                      proj="gate_up"),
+                    moe_kernel_config(spec.experts, spec.hidden, spec.inter, "mxfp4", name, key, arch=arch,
+                                      proj="down"))
 
         tuned = configs(tokens)
         eight = tuple(dataclasses.replace(c, register_operand=False) for c in configs(64))

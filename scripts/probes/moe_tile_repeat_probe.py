@@ -64,8 +64,10 @@ def main() -> None:
     ex = make_experts(spec, fmt, device, torch.Generator().manual_seed(0))
     weights = "dense" if fmt == "bf16" else fmt
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
-    shipped = (moe_configs.moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, weights, name, args.tokens),
-               moe_configs.moe_kernel_config(spec.experts, spec.hidden, spec.inter, weights, name, args.tokens))
+    shipped = (moe_configs.moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, weights, name, args.tokens,
+                                             proj="gate_up"),
+               moe_configs.moe_kernel_config(spec.experts, spec.hidden, spec.inter, weights, name, args.tokens,
+                                             proj="down"))
     fallback = moe_configs._fallback(args.tokens)
     print(f"{args.shape} {fmt} T={args.tokens} on {name}: shipped GEMM 1 {shipped[0]}, GEMM 2 {shipped[1]}")
     bad = {(n, gemm): 0 for n in names for gemm in (1, 2)}

@@ -191,7 +191,8 @@ def main() -> None:
                                    (2, ex.w2, ex.kwargs["w2_scales"], spec.hidden, spec.inter)):
         nbytes = spec.top_k * n * (k // 2 + k // 32)  # the experts' packed codes and scales read at T = 1
         config = moe_configs.moe_kernel_config(spec.experts, 2 * spec.inter if which == 1 else spec.hidden,
-                                               spec.hidden if which == 1 else spec.inter, "mxfp4", name, 1, arch=arch)
+                                               spec.hidden if which == 1 else spec.inter, "mxfp4", name, 1, arch=arch,
+                                               proj="gate_up" if which == 1 else "down")
         if which == 1:
             tuned = graph_seconds(lambda i: moe_gemm1_swiglu(
                 xs[i], aligns[i], spec.top_k, ex.w1, ex.b1, scales, GROUP, 7.0, 1.702, out_dtype=torch.bfloat16,

@@ -20,14 +20,16 @@ def test_the_ladder_is_powers_of_two_and_their_successors_then_the_budget():
 
 
 def _shipped_shapes() -> list[tuple[int, int, int, str]]:
-    """(experts, N, K, weights) of every tuned table shipped in kernels/configs/."""
+    """(experts, N, K, weights) of every gate_up table shipped in kernels/configs/ (GEMM 1's entry sets the
+    alignment's tile)."""
     from quickmoe.kernels.moe_configs import CONFIG_DIR
 
     shapes = []
-    for path in sorted(CONFIG_DIR.glob("E*_N*_K*_*.json")):
+    for path in sorted(CONFIG_DIR.glob("E*_N*_K*_*_gate_up_*.json")):
         e, n, k, weights = path.name.split("_")[:4]
         shapes.append((int(e[1:]), int(n[1:]), int(k[1:]), weights))
-    return shapes
+    assert shapes, f"no gate_up tables in {CONFIG_DIR}"
+    return sorted(set(shapes))
 
 
 @pytest.mark.parametrize("device_name, arch", [("NVIDIA H100 80GB HBM3", "sm_90"), ("NVIDIA H200", "sm_90"),
@@ -45,7 +47,7 @@ def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, ar
     experts, n, k, weights = shape
 
     def variant(tokens: int) -> tuple[int, int]:
-        config = moe_kernel_config(experts, n, k, weights, device_name, tokens, arch=arch)
+        config = moe_kernel_config(experts, n, k, weights, device_name, tokens, arch=arch, proj="gate_up")
         chunked = tokens * top_k > SINGLE_PROGRAM_MAX
         return config.block_m, 0 if chunked else align_chunk(tokens * top_k)
 

@@ -211,8 +211,10 @@ def fused_moe(
     if fp8 and (k1 % 128 or k2 % 128):
         raise ValueError(f"fused_moe: FP8 experts need K (hidden {k1}, intermediate {k2}) in whole 128-column "
                          "scale groups")
-    config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens, arch=arch)
-    config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens, arch=arch)
+    config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens, arch=arch,
+                                proj="gate_up")
+    config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens, arch=arch,
+                                proj="down")
     align = None
     num_experts = w1.shape[0]
     if absent_experts:  # id E: another rank's assignment, sorted last and left out

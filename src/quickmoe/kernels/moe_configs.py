@@ -1,8 +1,8 @@
 """Block sizes, warps and stages of the MoE GEMMs, per shape and device, shipped as data files.
 
 `scripts/tune_moe.py` times candidate configs on a GPU and writes one JSON file per (experts, N, K, weight
-format, device) into `kernels/configs/`, named like `E32_N5760_K2880_mxfp4_NVIDIA_H100_80GB_HBM3.json`,
-mapping token counts to configs:
+format, projection, device) into `kernels/configs/`, named like
+`E32_N5760_K2880_mxfp4_gate_up_NVIDIA_H100_80GB_HBM3.json`, mapping token counts to configs:
 {"1": {"block_m": 16, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 3}, "16": {...}, ...}.
 `moe_kernel_config(...)` picks the entry of the nearest tuned token count (no autotuning at start-up). A
 shape without its own file borrows the file of the nearest expert count with the same N, K, format and
@@ -10,7 +10,11 @@ device (the tiles depend on rows per expert far less than on N and K). A device 
 borrows the files of a device of the same architecture (`TUNED_DEVICE_ARCH`: an H200 or an H100 PCIe takes the
 H100 SXM's files; same SMs and instructions, the tiles' register and shared-memory budgets are the same), and
 says so once in the log. With none, the fallback below, which is correct for every shape and sane for gpt-oss.
-N is the GEMM's output width as stored (gate_up: 2I; down: H), K its reduction (H; I).
+N is the GEMM's output width as stored (gate_up: 2I; down: H), K its reduction (H; I). The projection
+(`PROJECTIONS`: GEMM 1 `gate_up`, GEMM 2 `down`) is part of the name because (E, N, K) alone does not tell the GEMMs
+apart: a rank's gate_up of gpt-oss at TP = 2 (N = 2 x 1,440, K = 2,880) has the shape of the one-GPU down projection,
+whose tuned tiles it used to read (a 32-row register entry tuned for one there cost the other 2.6x:
+docs/benchmarks.md, 2026-11-30 seventh session).
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from pathlib import Path
 
 from quickmoe.errors import ConfigError
 
-__all__ = ["CONFIG_DIR", "REGISTER_OPERAND_ROWS", "TUNED_DEVICE_ARCH", "MoEKernelConfig", "config_file_name",
-           "moe_kernel_config", "nvfp4_tile_unreliable"]
+__all__ = ["CONFIG_DIR", "PROJECTIONS", "REGISTER_OPERAND_ROWS", "TUNED_DEVICE_ARCH", "MoEKernelConfig",
+           "config_file_name", "moe_kernel_config", "nvfp4_tile_unreliable"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,13 +135,18 @@ def _file_device(device_name: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in device_name)
 
 
-def config_file_name(num_experts: int, n: int, k: int, weights: str, device_name: str) -> str:
-    return f"E{num_experts}_N{n}_K{k}_{weights}_{_file_device(device_name)}.json"
+PROJECTIONS = ("gate_up", "down")  # GEMM 1, GEMM 2
 
 
-def _nearest_expert_file(num_experts: int, n: int, k: int, weights: str, device_name: str,
+def config_file_name(num_experts: int, n: int, k: int, weights: str, device_name: str, proj: str) -> str:
+    if proj not in PROJECTIONS:
+        raise ConfigError(f"MoE kernel config file: projection {proj!r}; expected one of {list(PROJECTIONS)}")
+    return f"E{num_experts}_N{n}_K{k}_{weights}_{proj}_{_file_device(device_name)}.json"
+
+
+def _nearest_expert_file(num_experts: int, n: int, k: int, weights: str, device_name: str, proj: str,
                          config_dir: Path) -> Path | None:
-    suffix = config_file_name(num_experts, n, k, weights, device_name).split("_", 1)[1]  # all but E
+    suffix = config_file_name(num_experts, n, k, weights, device_name, proj).split("_", 1)[1]  # all but E
     candidates = []
     for path in config_dir.glob(f"E*_{suffix}"):
         experts = path.name.split("_", 1)[0][1:]
@@ -160,31 +169,32 @@ def _load(path: Path) -> dict[int, MoEKernelConfig] | None:
 
 @functools.lru_cache(maxsize=256)  # once per shape: the log line below is said once
 def _config_file(num_experts: int, n: int, k: int, weights: str, device_name: str, arch: str | None,
-                 config_dir: Path) -> Path | None:
+                 config_dir: Path, proj: str) -> Path | None:
     """The shape's file: this device's, else a same-architecture device's with the same expert count (the tiles
     follow the rows per expert: gpt-oss-120b's 128 experts at T = 1,024 ran 48% slower on the 20b's entries),
     else the nearest expert count's, this device's first."""
     own = _file_device(device_name)
     devices = [own] + [d for d, d_arch in sorted(TUNED_DEVICE_ARCH.items()) if arch is not None and d_arch == arch
                        and d != own]
-    exact = (config_dir / config_file_name(num_experts, n, k, weights, d) for d in devices)
+    exact = (config_dir / config_file_name(num_experts, n, k, weights, d, proj) for d in devices)
     path = next((p for p in exact if p.is_file()), None)
     for device in devices:
         if path is not None:
             break
-        path = _nearest_expert_file(num_experts, n, k, weights, device, config_dir)
+        path = _nearest_expert_file(num_experts, n, k, weights, device, proj, config_dir)
     if path is not None and not path.name.endswith(f"_{own}.json"):
-        logger.info("MoE kernel configs for E%d N%d K%d %s: none tuned on %s; using %s (same %s)", num_experts, n,
-                    k, weights, device_name, path.name, arch)
+        logger.info("MoE kernel configs for E%d N%d K%d %s %s: none tuned on %s; using %s (same %s)", num_experts,
+                    n, k, weights, proj, device_name, path.name, arch)
     return path
 
 
 @functools.lru_cache(maxsize=4096)  # called per MoE layer and step: no file-system work after the first
 def moe_kernel_config(num_experts: int, n: int, k: int, weights: str, device_name: str, tokens: int,
-                      config_dir: Path = CONFIG_DIR, arch: str | None = None) -> MoEKernelConfig:
-    """The tuned config of the nearest token count for this shape and device (`arch`, e.g. "sm_90": a device
-    without files takes a same-architecture device's, `TUNED_DEVICE_ARCH`), else the fallback."""
-    path = _config_file(num_experts, n, k, weights, device_name, arch, config_dir)
+                      config_dir: Path = CONFIG_DIR, arch: str | None = None, *, proj: str) -> MoEKernelConfig:
+    """The tuned config of the nearest token count for this projection (`proj`: "gate_up" for GEMM 1, "down" for
+    GEMM 2), shape and device (`arch`, e.g. "sm_90": a device without files takes a same-architecture device's,
+    `TUNED_DEVICE_ARCH`), else the fallback."""
+    path = _config_file(num_experts, n, k, weights, device_name, arch, config_dir, proj)
     table = _load(path) if path is not None else None
     if not table:
         return _fallback(tokens)
