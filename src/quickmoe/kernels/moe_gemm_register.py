@@ -115,8 +115,9 @@ def _half(block_m: int) -> int:
 
 def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                                   w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                                  alpha: float, stages: int = 3) -> torch.Tensor:
-    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` is the kernel's pipeline depth):
+                                  alpha: float, stages: int = 3, overlap: bool = False) -> torch.Tensor:
+    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` and `overlap` are the kernel's
+    pipeline):
     inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in float32 arithmetic on the
     dequantized weights, in acts' dtype."""
     from quickmoe.kernels.fused_moe import swiglu_gpt_oss
@@ -137,10 +138,11 @@ def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k
 
 def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                               w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                              alpha: float, stages: int = 3) -> torch.Tensor:
+                              alpha: float, stages: int = 3, overlap: bool = False) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand.
-    Raises ConfigError where `register_operand_problem` finds one."""
+    `overlap`: each K step's decode runs while the step before's wgmma is in flight (`_k_loop`; not yet run on a
+    GPU: no config takes it). Raises ConfigError where `register_operand_problem` finds one."""
     problem = register_operand_problem(acts, w1, w1_scales, None, align.block_m, 1, group=group,
                                        activation="swiglu_gpt_oss")
     if problem:
@@ -159,13 +161,14 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     _gemm1_register_kernel[(num_m * (intermediate // STEP),)](
         x_desc, x_half_desc, w_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
         align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit), float(alpha), H=hidden,
-        I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w1_bias is not None, num_warps=4)
+        I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w1_bias is not None, OVERLAP=overlap,
+        num_warps=4)
     return inter
 
 
 def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
                            w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
-                           maxnreg: int | None = None) -> torch.Tensor:
+                           maxnreg: int | None = None, overlap: bool = False) -> torch.Tensor:
     """The torch version of `moe_gemm2_register` (same arguments): [A, H], row a = (inter[a] @ W2[e]^T + b2[e]) x
     its routing weight, in float32 arithmetic on the dequantized weights, in acts' dtype."""
     from quickmoe.layouts.mxfp4_moe import dequantize_expert
@@ -186,9 +189,9 @@ def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights
 
 def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
                        w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
-                       maxnreg: int | None = None) -> torch.Tensor:
+                       maxnreg: int | None = None, overlap: bool = False) -> torch.Tensor:
     """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
-    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked."""
+    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked. `overlap`: as GEMM 1's."""
     problem = register_operand_problem(acts, w2, w2_scales, None, align.block_m, 1)
     if problem:
         raise ConfigError(f"GEMM 2 with the weights as wgmma's register operand needs {problem}; got {acts.dtype} "
@@ -205,8 +208,8 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
     _gemm2_register_kernel[(num_m * triton.cdiv(hidden, 2 * STEP),)](
         x_desc, x_half_desc, w_desc, w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, H=hidden,
-        I=acts.shape[1], BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w2_bias is not None, num_warps=4,
-        maxnreg=maxnreg)
+        I=acts.shape[1], BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w2_bias is not None,
+        OVERLAP=overlap, num_warps=4, maxnreg=maxnreg)
     return out
 
 
@@ -274,13 +277,27 @@ if gluon is not None:
         return gl.convert_layout(words, L6)
 
     @gluon.jit
+    def _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk: gl.constexpr, STAGES: gl.constexpr,
+                stage_bytes: gl.constexpr):
+        """Step j's stage (its wgmma done) gets step j + STAGES's activations and packed weights, if there is one."""
+        s = j % STAGES
+        refill = j + STAGES < nk
+        mbarrier.expect(ready.index(s), stage_bytes, pred=refill)
+        tma.async_copy_global_to_shared(x_desc, [x_row, (j + STAGES) * 64], ready.index(s), x_smem.index(s),
+                                        pred=refill)
+        tma.async_copy_global_to_shared(w_desc, [w_row0, (j + STAGES) * 32], ready.index(s), w_smem.index(s),
+                                        pred=refill)
+
+    @gluon.jit
     def _k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, K: gl.constexpr, N: gl.constexpr, TOK: gl.constexpr,
-                STAGES: gl.constexpr):
+                STAGES: gl.constexpr, OVERLAP: gl.constexpr):
         """The float32 sums [128 weight rows n0 .., TOK] of TOK rows of the permuted activations from x_row times
         rows n0 .. n0 + 127 of expert `expert`'s weights [N, K] (x 2^-64: the decode's factor). Each K step's
         activations [TOK, 64] and packed weights [128, 32 bytes] come by TMA into a ring of STAGES buffers (weight
         rows past the expert's N are another expert's or zeros, never stored); the scales by pointer, two steps
-        ahead."""
+        ahead. OVERLAP: step j + 1's decode runs while step j's wgmma is in flight (two A operands live at once:
+        the wait's deps keep step j's registers until its wgmma is done) instead of after it; the same products
+        summed in the same order."""
         nk: gl.constexpr = K // 64
         x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
         w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
@@ -301,20 +318,32 @@ if gluon is not None:
         s1 = _scales(s_ptr, s_off, row_ok, 0, nk, N)
         s2 = _scales(s_ptr, s_off, row_ok, 1, nk, N)
         acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
-        for j in range(nk):
-            s3 = _scales(s_ptr, s_off, row_ok, j + 2, nk, N)
-            s = j % STAGES
-            mbarrier.wait(ready.index(s), (j // STAGES) & 1)
-            a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
-            acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free again
-            refill = j + STAGES < nk
-            mbarrier.expect(ready.index(s), stage_bytes, pred=refill)
-            tma.async_copy_global_to_shared(x_desc, [x_row, (j + STAGES) * 64], ready.index(s), x_smem.index(s),
-                                            pred=refill)
-            tma.async_copy_global_to_shared(w_desc, [w_row0, (j + STAGES) * 32], ready.index(s), w_smem.index(s),
-                                            pred=refill)
-            s1, s2 = s2, s3
+        if OVERLAP:
+            mbarrier.wait(ready.index(0), 0)
+            a = _decode(_smem_words(w_smem.index(0), L6), s1, DOT_A)
+            acc = warpgroup_mma(a, x_smem.index(0).permute((1, 0)), acc, is_async=True)
+            s3 = _scales(s_ptr, s_off, row_ok, 2, nk, N)
+            for j in range(nk - 1):  # a: step j's operand, in flight; s2, s3: steps j + 1 and j + 2's scales
+                nxt = (j + 1) % STAGES
+                mbarrier.wait(ready.index(nxt), ((j + 1) // STAGES) & 1)
+                a_next = _decode(_smem_words(w_smem.index(nxt), L6), s2, DOT_A)
+                acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # step j done: its stage is free
+                _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
+                acc = warpgroup_mma(a_next, x_smem.index(nxt).permute((1, 0)), acc, is_async=True)
+                a = a_next
+                s2 = s3
+                s3 = _scales(s_ptr, s_off, row_ok, j + 3, nk, N)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))[0]
+        else:
+            for j in range(nk):
+                s3 = _scales(s_ptr, s_off, row_ok, j + 2, nk, N)
+                s = j % STAGES
+                mbarrier.wait(ready.index(s), (j // STAGES) & 1)
+                a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
+                acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free
+                _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
+                s1, s2 = s2, s3
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(ready.index(i))
         return acc
@@ -322,11 +351,11 @@ if gluon is not None:
     @gluon.jit
     def _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, num_assignments,
                     limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
-                    HAS_BIAS: gl.constexpr):
+                    HAS_BIAS: gl.constexpr, OVERLAP: gl.constexpr):
         """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
         `group` (64 gate rows then 64 up rows of w1)."""
         N: gl.constexpr = 2 * I
-        acc = _k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, H, N, TOK, STAGES)
+        acc = _k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, H, N, TOK, STAGES, OVERLAP)
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
         both = gl.permute(gl.reshape(acc * _ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
         gate, up = gl.split(both)  # [64, TOK] each
@@ -347,7 +376,7 @@ if gluon is not None:
     def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
                                num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr, I: gl.constexpr,
                                BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
-                               num_warps: gl.constexpr):
+                               OVERLAP: gl.constexpr, num_warps: gl.constexpr):
         pid = gl.program_id(0)
         pid_m = pid % num_m  # the M tiles of a group run together: an expert's tiles share its weights in L2
         group = pid // num_m
@@ -357,18 +386,18 @@ if gluon is not None:
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)  # an expert's run fills its tiles in order
             if valid <= HALF:
                 _gemm1_tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS)
+                            num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, OVERLAP)
             else:
                 _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS)
+                            num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, OVERLAP)
 
     @gluon.jit
     def _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert, x_row, n0,
                     num_assignments, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
-                    HAS_BIAS: gl.constexpr):
+                    HAS_BIAS: gl.constexpr, OVERLAP: gl.constexpr):
         """GEMM 2 of TOK rows of the permuted intermediate from x_row (one expert's tile) and output columns n0 ..
         n0 + 127: (inter @ W2^T + b2) x each assignment's routing weight, stored to rows of [A, H]."""
-        acc = _k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, I, H, TOK, STAGES) * _ACC_SCALE  # [128, TOK]
+        acc = _k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, I, H, TOK, STAGES, OVERLAP) * _ACC_SCALE  # [128, TOK]
         EPI: gl.constexpr = acc.type.layout
         rows = n0 + gl.arange(0, 128, layout=gl.SliceLayout(1, EPI))
         row_ok = rows < H
@@ -384,7 +413,7 @@ if gluon is not None:
     def _gemm2_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                                block_expert_ptr, num_padded_ptr, num_assignments, num_m, H: gl.constexpr,
                                I: gl.constexpr, BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr,
-                               HAS_BIAS: gl.constexpr, num_warps: gl.constexpr):
+                               HAS_BIAS: gl.constexpr, OVERLAP: gl.constexpr, num_warps: gl.constexpr):
         pid = gl.program_id(0)
         pid_m = pid % num_m
         n0 = (pid // num_m) * 128
@@ -394,7 +423,7 @@ if gluon is not None:
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)
             if valid <= HALF:
                 _gemm2_tile(x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
-                            pid_m * BM, n0, num_assignments, H, I, HALF, STAGES, HAS_BIAS)
+                            pid_m * BM, n0, num_assignments, H, I, HALF, STAGES, HAS_BIAS, OVERLAP)
             else:
                 _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
-                            pid_m * BM, n0, num_assignments, H, I, BM, STAGES, HAS_BIAS)
+                            pid_m * BM, n0, num_assignments, H, I, BM, STAGES, HAS_BIAS, OVERLAP)
