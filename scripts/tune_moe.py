@@ -44,7 +44,7 @@ from quickmoe.errors import ConfigError
 from quickmoe.kernels import moe_configs
 from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 from quickmoe.kernels.moe_align import moe_align
-from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS, MoEKernelConfig, config_file_name
+from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name
 from quickmoe.kernels.moe_gemm import FP8_GROUP, moe_gemm1_swiglu, moe_gemm2
 from quickmoe.kernels.routing import route_ref
 
@@ -234,17 +234,17 @@ def with_parts(candidates: list[MoEKernelConfig], tokens: int) -> list[MoEKernel
     return list(dict.fromkeys(dataclasses.replace(c, split_k=p) for c in candidates for p in SPLIT_CANDIDATES))
 
 
-def register_twin(best: tuple[float, MoEKernelConfig], run, reference: torch.Tensor, fmt: str, block_m: int,
-                  activation: str, capability: tuple[int, int]) -> tuple[float, MoEKernelConfig]:
+def register_twin(best: tuple[float, MoEKernelConfig], run, reference: torch.Tensor,
+                  problem: str) -> tuple[float, MoEKernelConfig]:
     """The winner (seconds, config), or its twin with `register_operand` (the GEMM by `kernels/moe_gemm_register`'s
-    Gluon kernel, the winner's Triton tile its fall-back) where the twin is faster. Tried where that kernel runs:
-    MXFP4 weights on a Hopper GPU (compute capability 9.x), tiles of `REGISTER_OPERAND_ROWS` rows, one part of K,
-    gpt-oss's SwiGLU
-    (`activation`: GEMM 1's, None for GEMM 2). On the H200 it won both gpt-oss-20b GEMMs at T = 128-512 by 19-27%
-    and lost at T <= 32 and 2,048 (docs/benchmarks.md, 2026-11-30 sixth session)."""
+    Gluon kernels, the winner's Triton tile its fall-back) where the twin is faster. Tried only where the engine
+    would run it: `problem` is `register_operand_problem`'s answer for these operands and tile rows ('' where the
+    kernels can run: MXFP4 on Hopper, tiles of `REGISTER_OPERAND_ROWS` rows, whole gate/up groups of 64 and K in
+    steps of 64, gpt-oss's SwiGLU), and the winner must take K in one part. Elsewhere the twin would decline and
+    run the winner's tile: timing it could only pick a label by noise. On the H200 it won both gpt-oss-20b GEMMs at
+    T = 128-512 by 19-27% and lost at T <= 32 and 2,048 (docs/benchmarks.md, 2026-11-30 sixth session)."""
     seconds, config = best
-    if (fmt != "mxfp4" or block_m not in REGISTER_OPERAND_ROWS or capability[0] != 9 or config.split_k != 1
-            or activation not in (None, "swiglu_gpt_oss")):
+    if problem or config.split_k != 1:
         return best
     try:
         twin = best_of([dataclasses.replace(config, register_operand=True)], run, reference)
@@ -252,6 +252,19 @@ def register_twin(best: tuple[float, MoEKernelConfig], run, reference: torch.Ten
         print(f"  register-operand twin of {config}: skipped ({exc})")
         return best
     return twin if twin[0] < seconds else best
+
+
+def register_problems(ex: ExpertSet, block_m: int) -> tuple[str, str]:
+    """`register_operand_problem` of GEMM 1 and GEMM 2 of these experts at tiles of block_m rows (bf16
+    activations, K in one part)."""
+    from quickmoe.kernels.moe_gemm_register import register_operand_problem
+
+    shape, scales = ex.shape, ex.kwargs
+    acts1 = torch.empty(0, shape.hidden, dtype=torch.bfloat16, device=ex.w1.device)
+    acts2 = torch.empty(0, shape.inter, dtype=torch.bfloat16, device=ex.w1.device)
+    return (register_operand_problem(acts1, ex.w1, scales.get("w1_scales"), None, block_m, 1, group=GROUP,
+                                     activation=shape.activation),
+            register_operand_problem(acts2, ex.w2, scales.get("w2_scales"), None, block_m, 1))
 
 
 def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, grid: str = "small",
@@ -269,9 +282,9 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, g
         gemm1, gemm2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, block_m) for ids in ids_sets])
         t1, c1 = best_of(with_parts(gemm1_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm1, ref1)
         t2, c2 = best_of(with_parts(gemm2_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm2, ref2)
-        capability = torch.cuda.get_device_capability(ex.w1.device)
-        t1, c1 = register_twin((t1, c1), gemm1, ref1, ex.fmt, block_m, shape.activation, capability)
-        t2, c2 = register_twin((t2, c2), gemm2, ref2, ex.fmt, block_m, None, capability)
+        problem1, problem2 = register_problems(ex, block_m)
+        t1, c1 = register_twin((t1, c1), gemm1, ref1, problem1)
+        t2, c2 = register_twin((t2, c2), gemm2, ref2, problem2)
         results.append((t1 + t2, t1, t2, c1, c2))
     f1 = graph_seconds(lambda i: fb1(i, fallback), SETS)
     f2 = graph_seconds(lambda i: fb2(i, fallback), SETS)

@@ -140,11 +140,19 @@ def test_nvfp4_candidates_leave_out_the_unreliable_tiles():
 
 
 def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_faster(monkeypatch):
-    """MXFP4 tiles of 8-64 rows on a Hopper GPU get their winner's `register_operand` twin timed, kept when faster
-    (the winner's Triton tile stays in the entry as its fall-back); other formats, tiles, devices and K in parts are
-    left as they are, untimed."""
+    """A winner gets its `register_operand` twin timed, kept when faster (the winner's Triton tile stays in the entry
+    as its fall-back), only where the engine would run the register kernels (`register_problems`, from the engine's
+    own check, on a Hopper GPU: stubbed here) and K is in one part: gpt-oss-20b's MXFP4 experts at tiles of 8-64
+    rows; not at 128 rows, not NVFP4 or bf16 experts, not gpt-oss at TP = 2 (1,440 intermediate columns a rank: a
+    ragged last gate/up group and K = 1,440 for GEMM 2), where the twin would decline and only noise could pick it."""
     import torch
 
+    import quickmoe.kernels.moe_gemm_register as register
+    from quickmoe.bench.moe_experts import SHAPES, MoEShape, make_experts
+
+    if register.gluon is None:
+        pytest.skip("a triton with Gluon")
+    monkeypatch.setattr(register, "_hopper", lambda device: True)
     tuner = _tuner()
     winner = MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3)
     reference = torch.randn(8, 8, generator=torch.Generator().manual_seed(3))
@@ -156,18 +164,25 @@ def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_f
         return (twin_seconds, config)
 
     monkeypatch.setattr(tuner, "best_of", fake_best_of)
-    hopper, ampere = (9, 0), (8, 0)
+    g = torch.Generator().manual_seed(4)
+    small = dict(hidden=256, inter=128, experts=4, top_k=2)  # gpt-oss's layout at a size the CPU makes quickly
+    mxfp4 = make_experts(MoEShape(**small, activation="swiglu_gpt_oss"), "mxfp4", torch.device("cpu"), g)
+    for block_m in (8, 16, 32, 64):
+        assert tuner.register_problems(mxfp4, block_m) == ("", "")
     for twin_seconds, expected in ((1e-6, dataclasses.replace(winner, register_operand=True)), (3e-6, winner)):
-        got = tuner.register_twin((2e-6, winner), None, reference, "mxfp4", 64, "swiglu_gpt_oss", hopper)
+        got = tuner.register_twin((2e-6, winner), None, reference, tuner.register_problems(mxfp4, 64)[0])
         assert got == (min(twin_seconds, 2e-6), expected)
     assert timed == [dataclasses.replace(winner, register_operand=True)] * 2
     twin_seconds = 1e-6
-    for fmt, block_m, activation, capability, config in (
-            ("nvfp4", 64, "swiglu_gpt_oss", hopper, winner), ("mxfp4", 128, None, hopper, winner),
-            ("mxfp4", 64, "silu", hopper, winner), ("mxfp4", 64, None, ampere, winner),
-            ("mxfp4", 32, None, hopper, dataclasses.replace(winner, split_k=2))):
-        assert tuner.register_twin((2e-6, config), None, reference, fmt, block_m, activation, capability) == (
-            2e-6, config)
+    ragged = make_experts(MoEShape(hidden=256, inter=96, experts=4, top_k=2, activation="swiglu_gpt_oss"), "mxfp4",
+                          torch.device("cpu"), g)  # as gpt-oss at TP = 2: 1,440 = 22.5 x 64
+    nvfp4 = make_experts(MoEShape(**small, activation="silu"), "nvfp4", torch.device("cpu"), g)
+    declined = [tuner.register_problems(mxfp4, 128), tuner.register_problems(ragged, 32),
+                tuner.register_problems(nvfp4, 32)]
+    assert all(p1 and p2 for p1, p2 in declined), declined
+    for problem in [p for pair in declined for p in pair]:
+        assert tuner.register_twin((2e-6, winner), None, reference, problem) == (2e-6, winner)
+    assert tuner.register_twin((2e-6, dataclasses.replace(winner, split_k=2)), None, reference, "") == (
+        2e-6, dataclasses.replace(winner, split_k=2))
     assert len(timed) == 2
-    for block_m in (8, 16, 32):
-        assert tuner.register_twin((2e-6, winner), None, reference, "mxfp4", block_m, None, hopper)[1].register_operand
+    assert SHAPES["gpt-oss-120b-tp2"].inter == 1440 and SHAPES["gpt-oss-20b-tp2"].inter == 1440

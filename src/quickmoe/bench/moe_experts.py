@@ -42,6 +42,9 @@ class MoEShape:
 SHAPES = {
     "gpt-oss-20b": MoEShape(2880, 2880, 32, 4, "swiglu_gpt_oss"),
     "gpt-oss-120b": MoEShape(2880, 2880, 128, 4, "swiglu_gpt_oss"),
+    # a rank's experts at tensor parallel 2 (1,440 intermediate columns: the last gate/up group of 64 ragged)
+    "gpt-oss-20b-tp2": MoEShape(2880, 1440, 32, 4, "swiglu_gpt_oss"),
+    "gpt-oss-120b-tp2": MoEShape(2880, 1440, 128, 4, "swiglu_gpt_oss"),
     "qwen3-30b-a3b": MoEShape(2048, 768, 128, 8, "silu"),
     "mixtral-8x7b": MoEShape(4096, 14336, 8, 2, "silu"),
     "tiny": MoEShape(256, 256, 8, 4, "swiglu_gpt_oss"),
