@@ -32,7 +32,9 @@ ones even at ~8 assignments an expert (docs/benchmarks.md, 2026-11-30 seventh se
 of H = 2,880 half masked), the intermediate's rows gathered and permuted the same way (one per assignment), the
 bias and the routing weight in the epilogue. Each step's wgmma is waited for before the next step's decode: the
 decode would otherwise overwrite registers the wgmma in flight still reads (the probe's finding,
-`scripts/probes/gluon_mxfp4_probe.py`). Gluon has no CPU interpreter; `moe_gemm1_swiglu_register_ref` and
+`scripts/probes/gluon_mxfp4_probe.py`). The `overlap` variant decodes the next step into other registers while the
+wgmma runs, keeping the in-flight operand alive through the wait's deps (compiled and checked on the CPU, not yet
+measured; no config takes it). Gluon has no CPU interpreter; `moe_gemm1_swiglu_register_ref` and
 `moe_gemm2_register_ref` are the torch versions and the tests compare them on the GPU.
 """
 
@@ -116,10 +118,9 @@ def _half(block_m: int) -> int:
 def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                                   w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
                                   alpha: float, stages: int = 3, overlap: bool = False) -> torch.Tensor:
-    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` and `overlap` are the kernel's
-    pipeline):
-    inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in float32 arithmetic on the
-    dequantized weights, in acts' dtype."""
+    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` and `overlap` shape only the
+    kernel's pipeline): inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in
+    float32 arithmetic on the dequantized weights, in acts' dtype."""
     from quickmoe.kernels.fused_moe import swiglu_gpt_oss
     from quickmoe.layouts.mxfp4_moe import dequantize_expert
 
