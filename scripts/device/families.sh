@@ -15,6 +15,9 @@
 #   serve      quickmoe serve on each Qwen3-30B-A3B checkpoint (fp8, nvfp4, bf16; bf16's 61 GB go to /dev/shm: the
 #              disk holds 64 GB), bench serve at concurrency 1 and 32 (1000 -> 256)
 #   fp8-gemm   the FP8 dense GEMM's tests on CUDA and scripts/probes/fp8_gemm_probe.py (Qwen3-30B-A3B dense shapes)
+#   gluon-fp8  scripts/probes/gluon_fp8_probe.py: the block-scaled FP8 GEMM in Gluon, plain and warp-specialized
+#              persistent, beside our Triton kernel and torch._scaled_mm (Qwen3-like and 4k shapes; gluon_fp8.log):
+#              does the warp-specialized design pass ~820 TFLOP/s, the way to FP8 MoE at 50% of the FP8 rate?
 #   fp8-tiles  scripts/probes/fp8_decode_tile_probe.py: which FP8 decode tiles compute wrong results at T = 1-16 on
 #              this GPU, and in which rows of their tile (fp8_decode_tiles.{log,json}; all right on the H200: what was
 #              wrong there was the activations' quantizer), then scripts/probes/fp8_quant_tiles_probe.py (the
@@ -86,6 +89,9 @@ for stage in "$@"; do
     fp8-gemm)
       python3 -m pytest -q -p no:cacheprovider tests/kernels/test_fp8_gemm.py 2>&1 | tail -2
       python3 scripts/probes/fp8_gemm_probe.py 2>&1 | tee "$OUT/fp8_gemm_probe.txt" ;;
+    gluon-fp8)
+      timeout -k 5 300 python3 scripts/probes/gluon_fp8_probe.py --json "$OUT/gluon_fp8.json" 2>&1 \
+        | tee "$OUT/gluon_fp8.log" | grep -E "TFLOP|Error" ;;
     fp8-tiles)
       python3 scripts/probes/fp8_decode_tile_probe.py --json "$OUT/fp8_decode_tiles.json" 2>&1 \
         | tee "$OUT/fp8_decode_tiles.log"

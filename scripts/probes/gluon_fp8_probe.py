@@ -9,7 +9,10 @@ into one of two register tiles (use_acc=False) asynchronously; the step before i
 new wgmma runs, and its buffers are refilled with the step STAGES ahead. Timed beside our Triton kernel
 (`fp8_block_linear`, the FP8 dense layers' GEMM, at its prefill config and at 128 x 128 tiles) and
 `torch._scaled_mm` with per-tensor scales (the rate ceiling `bench moe` uses), after a check against
-`fp8_block_linear_ref`.
+`fp8_block_linear_ref`. That version lost (2026-11-30 second session: 254 registers, one program an SM). The
+warp-specialized persistent version beside it (`_gluon_fp8_ws_kernel`, see its comment) gives the TMA to a
+producer warp and the consumers 240 registers by setmaxnreg (compiled for sm_90 on the CPU: 12 warps, no spills;
+not yet run on a GPU).
 
     PYTHONPATH=src python3 scripts/probes/gluon_fp8_probe.py [--json PATH]        # on the GPU
     PYTHONPATH=src python3 scripts/probes/gluon_fp8_probe.py --compile-only      # sm_90 PTX/SASS stats, no GPU
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -123,6 +127,126 @@ def _gluon_fp8_kernel(a_desc, b_desc, as_ptr, ws_ptr, out_ptr, M, N, K, stride_a
     gl.store(out_ptr + rows[:, None] * stride_out + cols[None, :], acc.to(gl.bfloat16), mask=ok)
 
 
+# --- the same GEMM warp-specialized and persistent (2026-11-30 seventh session; not yet run on a GPU) -------------
+# One program an SM loops over output tiles. A producer partition (1 warp, 40 registers) keeps a ring of STAGES
+# shared-memory stages full by TMA, a step ahead of the consumers as far as the ring allows, across tile boundaries
+# (the next tile's first steps load during this tile's last steps and its epilogue). The default partition (8 warps:
+# two warpgroups, 64 rows of a 128-row tile each, up to 232 registers with setmaxnreg) issues each step's wgmma
+# asynchronously into one of two temporaries, waits for the step before (num_outstanding=1), releases its stage to
+# the producer and promotes it (scale, add) while the new one runs: the consumers never wait for a TMA they issued
+# or for their own loads, and no program leaves an SM idle between tiles.
+WS_CONFIGS = [(128, 128, 4), (128, 128, 5), (128, 64, 6)]  # BM, BN, stages (8 consumer warps, 1 producer warp)
+
+
+@gluon.jit
+def _ws_producer(a_desc, b_desc, a_smem, b_smem, ready, empty, M, N, K, BM: gl.constexpr, BN: gl.constexpr,
+                 STAGES: gl.constexpr):
+    num_n = gl.cdiv(N, BN)
+    num_tiles = gl.cdiv(M, BM) * num_n
+    nk = K // 128
+    g = 0  # steps loaded so far over all tiles: stage g % STAGES, its phase (g // STAGES) & 1
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        off_m = (tile // num_n) * BM
+        off_n = (tile % num_n) * BN
+        for j in range(nk):
+            s = g % STAGES
+            mbarrier.wait(empty.index(s), ((g // STAGES) & 1) ^ 1)  # the first pass finds every stage free
+            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(a_desc, [off_m, j * 128], ready.index(s), a_smem.index(s))
+            tma.async_copy_global_to_shared(b_desc, [off_n, j * 128], ready.index(s), b_smem.index(s))
+            g += 1
+
+
+@gluon.jit
+def _ws_step(g, x, y, f_y, acc, a_smem, b_smem, ready, empty, j, as_ptr, ws_ptr, rows, row_ok, stride_as, ws_row,
+             stride_ws, STAGES: gl.constexpr):
+    """Global step g (the tile's step j) into x, asynchronously; then the step before (in y, its stage g - 1)
+    waited for, its stage released and it promoted into acc with f_y while step g runs. -> (x, f_x, acc)."""
+    s = g % STAGES
+    mbarrier.wait(ready.index(s), (g // STAGES) & 1)
+    x = warpgroup_mma(a_smem.index(s), b_smem.index(s).permute((1, 0)), x, use_acc=False, is_async=True)
+    f_x = _factor(j, as_ptr, ws_ptr, rows, row_ok, stride_as, ws_row, stride_ws)
+    x, y = warpgroup_mma_wait(num_outstanding=1, deps=(x, y))
+    mbarrier.arrive(empty.index((g - 1) % STAGES), count=1)
+    acc += y * f_y[:, None]
+    return x, f_x, acc
+
+
+@gluon.jit
+def _ws_consumer(a_smem, b_smem, ready, empty, as_ptr, ws_ptr, out_ptr, M, N, K, stride_as, stride_ws, stride_out,
+                 BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 32])
+    num_n = gl.cdiv(N, BN)
+    num_tiles = gl.cdiv(M, BM) * num_n
+    nk = K // 128  # even (the probe's shapes)
+    g = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        off_m = (tile // num_n) * BM
+        off_n = (tile % num_n) * BN
+        rows = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+        row_ok = rows < M
+        ws_row = off_n // 128
+        acc = gl.zeros((BM, BN), dtype=gl.float32, layout=mma)
+        t0 = gl.zeros((BM, BN), dtype=gl.float32, layout=mma)
+        t1 = gl.zeros((BM, BN), dtype=gl.float32, layout=mma)
+        s = g % STAGES
+        mbarrier.wait(ready.index(s), (g // STAGES) & 1)
+        t0 = warpgroup_mma(a_smem.index(s), b_smem.index(s).permute((1, 0)), t0, use_acc=False, is_async=True)
+        t0 = warpgroup_mma_wait(num_outstanding=1, deps=(t0, ))
+        f0 = _factor(0, as_ptr, ws_ptr, rows, row_ok, stride_as, ws_row, stride_ws)
+        for j in range(1, nk - 1, 2):  # steps j (into t1) and j + 1 (into t0)
+            t1, f1, acc = _ws_step(g + j, t1, t0, f0, acc, a_smem, b_smem, ready, empty, j, as_ptr, ws_ptr, rows,
+                                   row_ok, stride_as, ws_row, stride_ws, STAGES)
+            t0, f0, acc = _ws_step(g + j + 1, t0, t1, f1, acc, a_smem, b_smem, ready, empty, j + 1, as_ptr, ws_ptr,
+                                   rows, row_ok, stride_as, ws_row, stride_ws, STAGES)
+        t1, f1, acc = _ws_step(g + nk - 1, t1, t0, f0, acc, a_smem, b_smem, ready, empty, nk - 1, as_ptr, ws_ptr,
+                               rows, row_ok, stride_as, ws_row, stride_ws, STAGES)
+        t1 = warpgroup_mma_wait(num_outstanding=0, deps=(t1, ))
+        mbarrier.arrive(empty.index((g + nk - 1) % STAGES), count=1)
+        acc += t1 * f1[:, None]
+        g += nk
+        cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
+        ok = row_ok[:, None] & (cols < N)[None, :]
+        gl.store(out_ptr + rows[:, None] * stride_out + cols[None, :], acc.to(gl.bfloat16), mask=ok)
+
+
+@gluon.jit
+def _gluon_fp8_ws_kernel(a_desc, b_desc, as_ptr, ws_ptr, out_ptr, M, N, K, stride_as, stride_ws, stride_out,
+                         BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, 128], a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BN, 128], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    gl.warp_specialize([
+        (_ws_consumer, (a_smem, b_smem, ready, empty, as_ptr, ws_ptr, out_ptr, M, N, K, stride_as, stride_ws,
+                        stride_out, BM, BN, STAGES, num_warps)),
+        (_ws_producer, (a_desc, b_desc, a_smem, b_smem, ready, empty, M, N, K, BM, BN, STAGES)),
+    ], [1], [40])
+
+
+WS_MAXNREG = 168  # 8 consumer warps + a warpgroup for the producer: 12 x 32 x 168 <= 65,536; setmaxnreg moves them
+
+
+def gluon_fp8_ws_gemm(x_q, x_scales, w, w_scale_inv, bm, bn, stages, num_sms=None):
+    m, k = x_q.shape
+    n = w.shape[0]
+    assert k % 256 == 0 and k // 128 >= 2 and bn <= 128 and 128 % bn == 0
+    out = torch.empty(m, n, dtype=torch.bfloat16, device=x_q.device)
+    a_layout, b_layout = _layouts(bm, bn)
+    a_desc = TensorDescriptor.from_tensor(x_q, [bm, BK], a_layout)
+    b_desc = TensorDescriptor.from_tensor(w, [bn, BK], b_layout)
+    num_sms = num_sms or torch.cuda.get_device_properties(x_q.device).multi_processor_count
+    grid = (min(num_sms, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
+    _gluon_fp8_ws_kernel[grid](a_desc, b_desc, x_scales, w_scale_inv, out, m, n, k, x_scales.stride(0),
+                               w_scale_inv.stride(0), out.stride(0), BM=bm, BN=bn, STAGES=stages, num_warps=8,
+                               maxnreg=WS_MAXNREG)
+    return out
+
+
 def _layouts(bm: int, bn: int):
     return (gl.NVMMASharedLayout.get_default_for([bm, BK], gl.float8e4nv),
             gl.NVMMASharedLayout.get_default_for([bn, BK], gl.float8e4nv))
@@ -167,7 +291,31 @@ def compile_only() -> None:
         usage = next((line.strip() for line in usage.splitlines() if "REG:" in line), "no resource usage")
         print(f"BM {bm} BN {bn} warps {warps} stages {stages}: {usage}; PTX wgmma {ptx.count('wgmma.mma_async')}, "
               f"wait_group {[line.strip() for line in ptx.splitlines() if 'wgmma.wait_group' in line]}; "
-              f"SASS HGMMA {sass.count('HGMMA')}, WARPGROUP.DEPBAR {sass.count('WARPGROUP.DEPBAR')}", flush=True)
+              f"SASS QGMMA {sass.count('QGMMA')}, WARPGROUP.DEPBAR {sass.count('WARPGROUP.DEPBAR')}", flush=True)
+    for bm, bn, stages in WS_CONFIGS:
+        a_layout, b_layout = _layouts(bm, bn)
+        signature = {"a_desc": f"tensordesc<fp8e4nv[{bm}, {BK}],{a_layout!r}>",
+                     "b_desc": f"tensordesc<fp8e4nv[{bn}, {BK}],{b_layout!r}>",
+                     "as_ptr": "*fp32", "ws_ptr": "*fp32", "out_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32",
+                     "stride_as": "i32", "stride_ws": "i32", "stride_out": "i32", "BM": "constexpr",
+                     "BN": "constexpr", "STAGES": "constexpr", "num_warps": "constexpr"}
+        constexprs = {"BM": bm, "BN": bn, "STAGES": stages, "num_warps": 8}
+        src = GluonASTSource(_gluon_fp8_ws_kernel, signature, constexprs)
+        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8,
+                                                                                 "maxnreg": WS_MAXNREG})
+        tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = Path(tmp) / "kernel.cubin"
+            cubin.write_bytes(kernel.asm["cubin"])
+            usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True,
+                                   text=True).stdout
+            sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
+        usage = next((line.strip() for line in usage.splitlines() if "REG:" in line), "no resource usage")
+        setmaxnreg = sorted(set(re.findall(r"USETMAXREG[^;]*", sass)))
+        print(f"warp-specialized BM {bm} BN {bn} stages {stages}: {usage}; warps {kernel.metadata.num_warps}; "
+              f"setmaxnreg {setmaxnreg}; SASS QGMMA {sass.count('QGMMA')}, WARPGROUP.DEPBAR "
+              f"{sass.count('WARPGROUP.DEPBAR')}, UTMALDG {sass.count('UTMALDG')}, SYNCS {sass.count('SYNCS')}",
+              flush=True)
 
 
 def main() -> None:
@@ -211,6 +359,15 @@ def main() -> None:
                 err = ((got[:512].float() - ref).abs().max() / ref.abs().max()).item()
                 results[f"{label} (err {err:.1e})"] = time_in_graph(
                     lambda i, c=(bm, bn, warps, stages): gluon_fp8_gemm(x_q, x_s, w, w_s, *c), 1, 10)
+            except Exception as exc:  # noqa: BLE001
+                print(f"{name} {label}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+        for bm, bn, stages in WS_CONFIGS:
+            label = f"gluon warp-specialized {bm}x{bn} s{stages}"
+            try:
+                got = gluon_fp8_ws_gemm(x_q, x_s, w, w_s, bm, bn, stages)
+                err = ((got[:512].float() - ref).abs().max() / ref.abs().max()).item()
+                results[f"{label} (err {err:.1e})"] = time_in_graph(
+                    lambda i, c=(bm, bn, stages): gluon_fp8_ws_gemm(x_q, x_s, w, w_s, *c), 1, 10)
             except Exception as exc:  # noqa: BLE001
                 print(f"{name} {label}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
         for label, sec in results.items():
