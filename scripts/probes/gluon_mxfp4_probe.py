@@ -60,7 +60,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 from quickmoe.kernels.moe_tiles import MXFP4_PAIRS_ACC_SCALE, MXFP4_PAIRS_TO_BF16_PTX_TEXT  # noqa: E402
-from quickmoe.kernels.moe_gemm_register import _dup3  # noqa: E402 - the engine's kernel uses the same helper
+from quickmoe.kernels.moe_register_k_loop import dup3 as _dup3  # noqa: E402 - the engine's K loop uses the same helper
 
 PTX = gl.constexpr(MXFP4_PAIRS_TO_BF16_PTX_TEXT)
 ACC_SCALE = gl.constexpr(MXFP4_PAIRS_ACC_SCALE)

@@ -101,7 +101,7 @@ for block_m in REGISTER_OPERAND_ROWS:
     signature = {f"x{name}_desc": (f"tensordesc<bf16[{rows}, 64],"
                                    f"{gl.NVMMASharedLayout.get_default_for([rows, 64], gl.bfloat16)!r}>")
                  for name, rows in (("", block_m), ("_half", half))}
-    signature.update({"w_desc": f"tensordesc<u8[128, 32],{reg._UNSWIZZLED_BYTES!r}>", "s_ptr": "*u8",
+    signature.update({"w_desc": f"tensordesc<u8[128, 32],{reg.PACKED_BYTES_LAYOUT!r}>", "s_ptr": "*u8",
                       "bias_ptr": "*bf16"})
     signature.update({"out_ptr": "*bf16"} if gemm == 1 else {"route_w_ptr": "*fp32", "out_ptr": "*bf16"})
     signature.update({"sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_padded_ptr": "*i32",

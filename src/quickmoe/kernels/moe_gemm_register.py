@@ -9,17 +9,7 @@ and masks) into the fragment's registers, and the activations are the shared-mem
 (Each thread loading its words from global memory instead cost 30% more time and 30 more registers:
 docs/benchmarks.md, 2026-11-30 sixth session.)
 
-**Which words a thread needs.** In a 16 x 16 k block of the A operand, lane (g, q) (lane = 4 g + q) holds rows g and
-g + 8, columns 2q, 2q + 1 and 2q + 8, 2q + 9. A K step of 64 has four k blocks, so a thread needs 8 column pairs of
-each of its rows. The GEMM sums over k in any order as long as both operands use the same one, so the kernel lets a
-step's *logical* column 16 kb + 8 s + 2 q + h (k block kb, half s, lane q, h = 0, 1) be the *physical* column
-`moe_gather_permuted.PHYSICAL_COLUMN` = 16 q + 4 kb + 2 s + h of the weights: lane q's 8 pairs of a row are then its
-two consecutive words 2q, 2q + 1 (physical columns 16 q .. 16 q + 15) in the layout as it is, one 8-byte read a row;
-each word's four decoded pairs are, in order, (kb, s) = (2 wi, 0), (2 wi, 1), (2 wi + 1, 0), (2 wi + 1, 1) of word
-wi. Both words lie in one 32-column scale block, so a row takes one scale a step. The activations take the same
-permutation: `moe_gather_permuted.gather_permuted_rows` writes each tile's rows (gathered through the alignment, in
-`sorted_ids` order) with the columns of every 64-column step in logical order, so that TMA copies plain [rows, 64]
-boxes.
+The K loop both GEMMs share, and the column order that hands each lane its words, live in `moe_register_k_loop`.
 
 One program computes one M tile of `block_m` assignment rows (one expert's; 8, 16, 32 or 64) and one gate/up group
 of 64 activation columns: its 64 gate rows and 64 up rows as one [128, 64] A operand a step (rows 0-63 gate, 64-127
@@ -28,14 +18,12 @@ exchange). A tile of 16 rows or more whose valid rows fit half of it runs the sa
 side is the rows, at least 8). Each tile decodes its expert's weights once, so the decode, which bounds these
 kernels, scales with the tiles: 8- and 16-row tiles, which split an expert's rows into more tiles, lost to 32-row
 ones even at ~8 assignments an expert (docs/benchmarks.md, 2026-11-30 seventh session). GEMM 2
-(`moe_gemm2_register`) runs the same K loop (`_k_loop`) over w2 [E, H, I/2]: 128 output columns a program (the last
-of H = 2,880 half masked), the intermediate's rows gathered and permuted the same way (one per assignment), the
-bias and the routing weight in the epilogue. Each step's wgmma is waited for before the next step's decode: the
-decode would otherwise overwrite registers the wgmma in flight still reads (the probe's finding,
-`scripts/probes/gluon_mxfp4_probe.py`). The `overlap` variant decodes the next step into other registers while the
-wgmma runs, keeping the in-flight operand alive through the wait's deps (compiled and checked on the CPU, not yet
-measured; no config takes it). Gluon has no CPU interpreter; `moe_gemm1_swiglu_register_ref` and
-`moe_gemm2_register_ref` are the torch versions and the tests compare them on the GPU.
+(`moe_gemm2_register`) runs the same K loop over w2 [E, H, I/2]: 128 output columns a program (the last of H =
+2,880 half masked), the intermediate's rows gathered and permuted the same way (one per assignment), the bias and
+the routing weight in the epilogue; `overlap` selects the K loop's variant that decodes a step while the step
+before's wgmma runs (not yet measured; no config takes it). Gluon has no CPU interpreter;
+`moe_gemm1_swiglu_register_ref` and `moe_gemm2_register_ref` are the torch versions and the tests compare them on
+the GPU.
 """
 
 from __future__ import annotations
@@ -57,10 +45,9 @@ except ImportError:  # pragma: no cover
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from quickmoe.kernels.moe_tiles import MXFP4_PAIRS_ACC_SCALE, MXFP4_PAIRS_TO_BF16_PTX_TEXT
+    from quickmoe.kernels.moe_register_k_loop import ACC_SCALE, PACKED_BYTES_LAYOUT, k_loop
 except ImportError:  # pragma: no cover - a triton without Gluon
     gluon = None
 
@@ -142,8 +129,8 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
                               alpha: float, stages: int = 3, overlap: bool = False) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand.
-    `overlap`: each K step's decode runs while the step before's wgmma is in flight (`_k_loop`; not yet run on a
-    GPU: no config takes it). Raises ConfigError where `register_operand_problem` finds one."""
+    `overlap`: each K step's decode runs while the step before's wgmma is in flight (`moe_register_k_loop.k_loop`;
+    not yet run on a GPU: no config takes it). Raises ConfigError where `register_operand_problem` finds one."""
     problem = register_operand_problem(acts, w1, w1_scales, None, align.block_m, 1, group=group,
                                        activation="swiglu_gpt_oss")
     if problem:
@@ -157,7 +144,7 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
     num_m = align.block_expert.numel()
     packed = w1.view(w1.shape[0] * w1.shape[1], w1.shape[2])  # [E * 2I, H/2] bytes
-    w_desc = TensorDescriptor.from_tensor(packed, [2 * STEP, STEP // 2], _UNSWIZZLED_BYTES)
+    w_desc = TensorDescriptor.from_tensor(packed, [2 * STEP, STEP // 2], PACKED_BYTES_LAYOUT)
     x_desc, x_half_desc = _row_descriptors(x, block_m)
     _gemm1_register_kernel[(num_m * (intermediate // STEP),)](
         x_desc, x_half_desc, w_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
@@ -204,7 +191,7 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
     x = gather_permuted_rows(acts, align, 1)  # [capacity, I]: row r = inter[sorted_ids[r]]
     x_desc, x_half_desc = _row_descriptors(x, block_m)
     w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [2 * STEP, STEP // 2],
-                                          _UNSWIZZLED_BYTES)
+                                          PACKED_BYTES_LAYOUT)
     num_m = align.block_expert.numel()
     _gemm2_register_kernel[(num_m * triton.cdiv(hidden, 2 * STEP),)](
         x_desc, x_half_desc, w_desc, w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
@@ -215,140 +202,6 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
 
 
 if gluon is not None:
-    # the engine's decode, over 8 copies of the word ($4 .. $11) and 8 of its scale byte ($12 .. $19): one call's
-    # output is the word's 8 values, its 4 bf16x2 registers $0 .. $3 in the order of the word's pairs
-    _PTX = gl.constexpr(MXFP4_PAIRS_TO_BF16_PTX_TEXT.replace("$5", "$12"))
-    _CONSTRAINTS = gl.constexpr("=r,=r,=r,=r," + ",".join(["r"] * 16))
-    _ACC_SCALE = gl.constexpr(MXFP4_PAIRS_ACC_SCALE)
-    _UNSWIZZLED_BYTES = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-
-    @gluon.jit
-    def _dup3(x):
-        """x [...] -> [..., 2, 2, 2], every element x's (the registers repeated)."""
-        x = gl.join(x, x)
-        x = gl.join(x, x)
-        return gl.join(x, x)
-
-    @gluon.jit
-    def _scales(s_ptr, s_off, row_ok, j, nk, N):
-        """Step j's scale bytes of a thread's rows (int32 [4, 8, 4, 2, 2]: warp, g, q, m block, row g / g + 8; both
-        words of a row lie in one 32-column block); zeros past the last step and the last row."""
-        return gl.load(s_ptr + s_off + j * 2 * N, mask=row_ok & (j < nk), other=0).to(gl.int32)
-
-    @gluon.jit
-    def _decode(words, scales, DOT_A: gl.constexpr):
-        """A step's words and scales -> wgmma's A operand [128 weight rows, 64 logical columns] (bf16 x 2^-64)."""
-        w8 = _dup3(words)  # [4, 8, 4, 2, 2, 2, 2, 2, 2]
-        s8 = _dup3(gl.broadcast(gl.expand_dims(scales, 5), words)[0])
-        value = gl.inline_asm_elementwise(_PTX, _CONSTRAINTS, [w8, s8], dtype=gl.bfloat16, is_pure=True,
-                                          pack=8)
-        # dims (w, g, q, mb, i, wi, kb_lo, s, h): row 64 mb + 16 w + 8 i + g, column 16 (2 wi + kb_lo) + 8 s + 2 q + h
-        value = gl.permute(value, (3, 0, 4, 1, 5, 6, 7, 2, 8))  # (mb, w, i, g, wi, kb_lo, s, q, h)
-        return gl.convert_layout(gl.reshape(value, (128, 64)), DOT_A)
-
-    @gluon.jit
-    def _scale_offsets(expert, n0, K: gl.constexpr, N: gl.constexpr, L5: gl.constexpr):
-        """(Where step 0's scale bytes of a thread's rows lie in the scales [E, K/32, N], int64 [4, 8, 4, 2, 2]: warp
-        w, lane (g, q), m block mb, i: row n0 + 64 mb + 16 w + 8 i + g; lane q's columns 16 q .. 16 q + 15 of a step
-        lie in its 32-column block q // 2. Whether the row is one of the N, [4, 8, 1, 2, 2].)"""
-        w_ = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
-        g_ = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
-        q_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
-        mb_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(4, L5)))))
-        i_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L5)))))
-        row = (gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(w_, 1), 2), 3), 4) * 16
-               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(g_, 0), 2), 3), 4)
-               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(mb_, 0), 1), 2), 4) * 64
-               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(i_, 0), 1), 2), 3) * 8)  # [4,8,1,2,2]
-        q5 = gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(q_, 0), 1), 3), 4)  # [1, 1, 4, 1, 1]
-        return expert * (K // 32) * N + (q5 // 2) * N + n0 + row, n0 + row < N  # [4, 8, 4, 2, 2], [4, 8, 1, 2, 2]
-
-    @gluon.jit
-    def _smem_words(w_smem, L6: gl.constexpr):
-        """A stage's packed weights [128 rows, 32 bytes] in shared memory -> a thread's words, int32 [4, 8, 4, 2, 2,
-        2]: warp w, lane (g, q), m block mb, i, word wi: word 2 q + wi of row 64 mb + 16 w + 8 i + g (8 bytes a row
-        from one shared-memory load)."""
-        # [128 rows, 8 words]: registers (word 2q / 2q + 1, row + 8, row + 64), lanes (q, g), warps (row + 16 w)
-        LW: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[0, 1], [8, 0], [64, 0]],
-                                                      lane_bases=[[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]],
-                                                      warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[128, 8])
-        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
-        words = w_smem._reinterpret(gl.int32, [128, 8], plain).load(LW)
-        words = gl.permute(gl.reshape(words, (2, 4, 2, 8, 4, 2)), (1, 3, 4, 0, 2, 5))  # (w, g, q, mb, i, wi)
-        return gl.convert_layout(words, L6)
-
-    @gluon.jit
-    def _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk: gl.constexpr, STAGES: gl.constexpr,
-                stage_bytes: gl.constexpr):
-        """Step j's stage (its wgmma done) gets step j + STAGES's activations and packed weights, if there is one."""
-        s = j % STAGES
-        refill = j + STAGES < nk
-        mbarrier.expect(ready.index(s), stage_bytes, pred=refill)
-        tma.async_copy_global_to_shared(x_desc, [x_row, (j + STAGES) * 64], ready.index(s), x_smem.index(s),
-                                        pred=refill)
-        tma.async_copy_global_to_shared(w_desc, [w_row0, (j + STAGES) * 32], ready.index(s), w_smem.index(s),
-                                        pred=refill)
-
-    @gluon.jit
-    def _k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, K: gl.constexpr, N: gl.constexpr, TOK: gl.constexpr,
-                STAGES: gl.constexpr, OVERLAP: gl.constexpr):
-        """The float32 sums [128 weight rows n0 .., TOK] of TOK rows of the permuted activations from x_row times
-        rows n0 .. n0 + 127 of expert `expert`'s weights [N, K] (x 2^-64: the decode's factor). Each K step's
-        activations [TOK, 64] and packed weights [128, 32 bytes] come by TMA into a ring of STAGES buffers (weight
-        rows past the expert's N are another expert's or zeros, never stored); the scales by pointer, two steps
-        ahead. OVERLAP: step j + 1's decode runs while step j's wgmma is in flight (two A operands live at once:
-        the wait's deps keep step j's registers until its wgmma is done) instead of after it; the same products
-        summed in the same order."""
-        nk: gl.constexpr = K // 64
-        x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
-        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        stage_bytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
-        w_row0 = (expert * N + n0).to(gl.int32)  # < 2^31: the host checks E * N
-        for i in gl.static_range(STAGES):
-            mbarrier.init(ready.index(i), count=1)
-        for i in gl.static_range(STAGES):
-            mbarrier.expect(ready.index(i), stage_bytes)
-            tma.async_copy_global_to_shared(x_desc, [x_row, i * 64], ready.index(i), x_smem.index(i))
-            tma.async_copy_global_to_shared(w_desc, [w_row0, i * 32], ready.index(i), w_smem.index(i))
-        L6: gl.constexpr = gl.BlockedLayout([1, 1, 1, 2, 2, 2], [1, 8, 4, 1, 1, 1], [4, 1, 1, 1, 1, 1],
-                                            [5, 4, 3, 2, 1, 0])  # a thread's words (see _smem_words)
-        s_off, row_ok = _scale_offsets(expert, n0, K, N, gl.SliceLayout(5, L6))
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TOK, 16])
-        DOT_A: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        s1 = _scales(s_ptr, s_off, row_ok, 0, nk, N)
-        s2 = _scales(s_ptr, s_off, row_ok, 1, nk, N)
-        acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
-        if OVERLAP:
-            mbarrier.wait(ready.index(0), 0)
-            a = _decode(_smem_words(w_smem.index(0), L6), s1, DOT_A)
-            acc = warpgroup_mma(a, x_smem.index(0).permute((1, 0)), acc, is_async=True)
-            s3 = _scales(s_ptr, s_off, row_ok, 2, nk, N)
-            for j in range(nk - 1):  # a: step j's operand, in flight; s2, s3: steps j + 1 and j + 2's scales
-                nxt = (j + 1) % STAGES
-                mbarrier.wait(ready.index(nxt), ((j + 1) // STAGES) & 1)
-                a_next = _decode(_smem_words(w_smem.index(nxt), L6), s2, DOT_A)
-                acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # step j done: its stage is free
-                _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
-                acc = warpgroup_mma(a_next, x_smem.index(nxt).permute((1, 0)), acc, is_async=True)
-                a = a_next
-                s2 = s3
-                s3 = _scales(s_ptr, s_off, row_ok, j + 3, nk, N)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))[0]
-        else:
-            for j in range(nk):
-                s3 = _scales(s_ptr, s_off, row_ok, j + 2, nk, N)
-                s = j % STAGES
-                mbarrier.wait(ready.index(s), (j // STAGES) & 1)
-                a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
-                acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free
-                _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
-                s1, s2 = s2, s3
-        for i in gl.static_range(STAGES):
-            mbarrier.invalidate(ready.index(i))
-        return acc
-
     @gluon.jit
     def _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, num_assignments,
                     limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
@@ -356,9 +209,9 @@ if gluon is not None:
         """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
         `group` (64 gate rows then 64 up rows of w1)."""
         N: gl.constexpr = 2 * I
-        acc = _k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, H, N, TOK, STAGES, OVERLAP)
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, H, N, TOK, STAGES, OVERLAP)
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
-        both = gl.permute(gl.reshape(acc * _ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
+        both = gl.permute(gl.reshape(acc * ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
         gate, up = gl.split(both)  # [64, TOK] each
         EPI: gl.constexpr = gate.type.layout
         cols = gl.arange(0, 64, layout=gl.SliceLayout(1, EPI))
@@ -398,7 +251,7 @@ if gluon is not None:
                     HAS_BIAS: gl.constexpr, OVERLAP: gl.constexpr):
         """GEMM 2 of TOK rows of the permuted intermediate from x_row (one expert's tile) and output columns n0 ..
         n0 + 127: (inter @ W2^T + b2) x each assignment's routing weight, stored to rows of [A, H]."""
-        acc = _k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, I, H, TOK, STAGES, OVERLAP) * _ACC_SCALE  # [128, TOK]
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, I, H, TOK, STAGES, OVERLAP) * ACC_SCALE  # [128, TOK]
         EPI: gl.constexpr = acc.type.layout
         rows = n0 + gl.arange(0, 128, layout=gl.SliceLayout(1, EPI))
         row_ok = rows < H

@@ -1,0 +1,172 @@
+"""The K loop of the register-operand MoE GEMMs (`moe_gemm_register`; Hopper, Gluon): a step's packed MXFP4 weights
+decoded straight into wgmma's A fragments, the activations wgmma's shared-memory B operand.
+
+**Which words a thread needs.** In a 16 x 16 k block of the A operand, lane (g, q) (lane = 4 g + q) holds rows g
+and g + 8, columns 2q, 2q + 1 and 2q + 8, 2q + 9. A K step of 64 has four k blocks, so a thread needs 8 column pairs of
+each of its rows. The GEMM sums over k in any order as long as both operands use the same one, so the kernel lets a
+step's *logical* column 16 kb + 8 s + 2 q + h (k block kb, half s, lane q, h = 0, 1) be the *physical* column
+`moe_gather_permuted.PHYSICAL_COLUMN` = 16 q + 4 kb + 2 s + h of the weights: lane q's 8 pairs of a row are then its
+two consecutive words 2q, 2q + 1 (physical columns 16 q .. 16 q + 15) in the layout as it is, one 8-byte read a row;
+each word's four decoded pairs are, in order, (kb, s) = (2 wi, 0), (2 wi, 1), (2 wi + 1, 0), (2 wi + 1, 1) of word
+wi. Both words lie in one 32-column scale block, so a row takes one scale a step. The activations take the same
+permutation: `moe_gather_permuted.gather_permuted_rows` writes each tile's rows (gathered through the alignment, in
+`sorted_ids` order) with the columns of every 64-column step in logical order, so that TMA copies plain [rows, 64]
+boxes.
+
+Each K step's activations [TOK, 64] and packed weights [128 rows, 32 bytes] come by TMA into a ring of stages (one
+mbarrier each); each thread reads its two words a row from shared memory (`_smem_words`) and decodes them with the
+engine's PTX (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the weights times 2^-64) into the fragment's registers. In the plain
+loop each step's wgmma is waited for before the next step's decode: the decode would otherwise overwrite registers
+the wgmma in flight still reads (the finding of `scripts/probes/gluon_mxfp4_probe.py`). The `OVERLAP` loop decodes
+step j + 1 into other registers while step j's wgmma runs and keeps the in-flight operand alive through the wait's
+deps: the same wgmmas into the same accumulator in the same order, so the same bits (compiled and checked for sm_90
+on the CPU: 128 registers at 32 rows against 96; not yet measured).
+"""
+
+from __future__ import annotations
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+    from quickmoe.kernels.moe_tiles import MXFP4_PAIRS_ACC_SCALE, MXFP4_PAIRS_TO_BF16_PTX_TEXT
+except ImportError:  # pragma: no cover - a triton without Gluon
+    gluon = None
+
+__all__ = ["ACC_SCALE", "PACKED_BYTES_LAYOUT", "dup3", "k_loop"]
+
+if gluon is not None:
+    # the engine's decode, over 8 copies of the word ($4 .. $11) and 8 of its scale byte ($12 .. $19): one call's
+    # output is the word's 8 values, its 4 bf16x2 registers $0 .. $3 in the order of the word's pairs
+    _PTX = gl.constexpr(MXFP4_PAIRS_TO_BF16_PTX_TEXT.replace("$5", "$12"))
+    _CONSTRAINTS = gl.constexpr("=r,=r,=r,=r," + ",".join(["r"] * 16))
+    ACC_SCALE = gl.constexpr(MXFP4_PAIRS_ACC_SCALE)
+    PACKED_BYTES_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
+
+    @gluon.jit
+    def dup3(x):
+        """x [...] -> [..., 2, 2, 2], every element x's (the registers repeated)."""
+        x = gl.join(x, x)
+        x = gl.join(x, x)
+        return gl.join(x, x)
+
+    @gluon.jit
+    def _scales(s_ptr, s_off, row_ok, j, nk, N):
+        """Step j's scale bytes of a thread's rows (int32 [4, 8, 4, 2, 2]: warp, g, q, m block, row g / g + 8; both
+        words of a row lie in one 32-column block); zeros past the last step and the last row."""
+        return gl.load(s_ptr + s_off + j * 2 * N, mask=row_ok & (j < nk), other=0).to(gl.int32)
+
+    @gluon.jit
+    def _decode(words, scales, DOT_A: gl.constexpr):
+        """A step's words and scales -> wgmma's A operand [128 weight rows, 64 logical columns] (bf16 x 2^-64)."""
+        w8 = dup3(words)  # [4, 8, 4, 2, 2, 2, 2, 2, 2]
+        s8 = dup3(gl.broadcast(gl.expand_dims(scales, 5), words)[0])
+        value = gl.inline_asm_elementwise(_PTX, _CONSTRAINTS, [w8, s8], dtype=gl.bfloat16, is_pure=True,
+                                          pack=8)
+        # dims (w, g, q, mb, i, wi, kb_lo, s, h): row 64 mb + 16 w + 8 i + g, column 16 (2 wi + kb_lo) + 8 s + 2 q + h
+        value = gl.permute(value, (3, 0, 4, 1, 5, 6, 7, 2, 8))  # (mb, w, i, g, wi, kb_lo, s, q, h)
+        return gl.convert_layout(gl.reshape(value, (128, 64)), DOT_A)
+
+    @gluon.jit
+    def _scale_offsets(expert, n0, K: gl.constexpr, N: gl.constexpr, L5: gl.constexpr):
+        """(Where step 0's scale bytes of a thread's rows lie in the scales [E, K/32, N], int64 [4, 8, 4, 2, 2]: warp
+        w, lane (g, q), m block mb, i: row n0 + 64 mb + 16 w + 8 i + g; lane q's columns 16 q .. 16 q + 15 of a step
+        lie in its 32-column block q // 2. Whether the row is one of the N, [4, 8, 1, 2, 2].)"""
+        w_ = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
+        g_ = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
+        q_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
+        mb_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(4, L5)))))
+        i_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L5)))))
+        row = (gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(w_, 1), 2), 3), 4) * 16
+               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(g_, 0), 2), 3), 4)
+               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(mb_, 0), 1), 2), 4) * 64
+               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(i_, 0), 1), 2), 3) * 8)  # [4,8,1,2,2]
+        q5 = gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(q_, 0), 1), 3), 4)  # [1, 1, 4, 1, 1]
+        return expert * (K // 32) * N + (q5 // 2) * N + n0 + row, n0 + row < N  # [4, 8, 4, 2, 2], [4, 8, 1, 2, 2]
+
+    @gluon.jit
+    def _smem_words(w_smem, L6: gl.constexpr):
+        """A stage's packed weights [128 rows, 32 bytes] in shared memory -> a thread's words, int32 [4, 8, 4, 2, 2,
+        2]: warp w, lane (g, q), m block mb, i, word wi: word 2 q + wi of row 64 mb + 16 w + 8 i + g (8 bytes a row
+        from one shared-memory load)."""
+        # [128 rows, 8 words]: registers (word 2q / 2q + 1, row + 8, row + 64), lanes (q, g), warps (row + 16 w)
+        LW: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[0, 1], [8, 0], [64, 0]],
+                                                      lane_bases=[[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]],
+                                                      warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[128, 8])
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        words = w_smem._reinterpret(gl.int32, [128, 8], plain).load(LW)
+        words = gl.permute(gl.reshape(words, (2, 4, 2, 8, 4, 2)), (1, 3, 4, 0, 2, 5))  # (w, g, q, mb, i, wi)
+        return gl.convert_layout(words, L6)
+
+    @gluon.jit
+    def _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk: gl.constexpr, STAGES: gl.constexpr,
+                stage_bytes: gl.constexpr):
+        """Step j's stage (its wgmma done) gets step j + STAGES's activations and packed weights, if there is one."""
+        s = j % STAGES
+        refill = j + STAGES < nk
+        mbarrier.expect(ready.index(s), stage_bytes, pred=refill)
+        tma.async_copy_global_to_shared(x_desc, [x_row, (j + STAGES) * 64], ready.index(s), x_smem.index(s),
+                                        pred=refill)
+        tma.async_copy_global_to_shared(w_desc, [w_row0, (j + STAGES) * 32], ready.index(s), w_smem.index(s),
+                                        pred=refill)
+
+    @gluon.jit
+    def k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, K: gl.constexpr, N: gl.constexpr, TOK: gl.constexpr,
+                STAGES: gl.constexpr, OVERLAP: gl.constexpr):
+        """The float32 sums [128 weight rows n0 .., TOK] of TOK rows of the permuted activations from x_row times
+        rows n0 .. n0 + 127 of expert `expert`'s weights [N, K] (x 2^-64: the decode's factor). Each K step's
+        activations [TOK, 64] and packed weights [128, 32 bytes] come by TMA into a ring of STAGES buffers (weight
+        rows past the expert's N are another expert's or zeros, never stored); the scales by pointer, two steps
+        ahead. OVERLAP: step j + 1's decode runs while step j's wgmma is in flight (two A operands live at once:
+        the wait's deps keep step j's registers until its wgmma is done) instead of after it; the same products
+        summed in the same order."""
+        nk: gl.constexpr = K // 64
+        x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        stage_bytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+        w_row0 = (expert * N + n0).to(gl.int32)  # < 2^31: the host checks E * N
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.expect(ready.index(i), stage_bytes)
+            tma.async_copy_global_to_shared(x_desc, [x_row, i * 64], ready.index(i), x_smem.index(i))
+            tma.async_copy_global_to_shared(w_desc, [w_row0, i * 32], ready.index(i), w_smem.index(i))
+        L6: gl.constexpr = gl.BlockedLayout([1, 1, 1, 2, 2, 2], [1, 8, 4, 1, 1, 1], [4, 1, 1, 1, 1, 1],
+                                            [5, 4, 3, 2, 1, 0])  # a thread's words (see _smem_words)
+        s_off, row_ok = _scale_offsets(expert, n0, K, N, gl.SliceLayout(5, L6))
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TOK, 16])
+        DOT_A: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        s1 = _scales(s_ptr, s_off, row_ok, 0, nk, N)
+        s2 = _scales(s_ptr, s_off, row_ok, 1, nk, N)
+        acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
+        if OVERLAP:
+            mbarrier.wait(ready.index(0), 0)
+            a = _decode(_smem_words(w_smem.index(0), L6), s1, DOT_A)
+            acc = warpgroup_mma(a, x_smem.index(0).permute((1, 0)), acc, is_async=True)
+            s3 = _scales(s_ptr, s_off, row_ok, 2, nk, N)
+            for j in range(nk - 1):  # a: step j's operand, in flight; s2, s3: steps j + 1 and j + 2's scales
+                nxt = (j + 1) % STAGES
+                mbarrier.wait(ready.index(nxt), ((j + 1) // STAGES) & 1)
+                a_next = _decode(_smem_words(w_smem.index(nxt), L6), s2, DOT_A)
+                acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # step j done: its stage is free
+                _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
+                acc = warpgroup_mma(a_next, x_smem.index(nxt).permute((1, 0)), acc, is_async=True)
+                a = a_next
+                s2 = s3
+                s3 = _scales(s_ptr, s_off, row_ok, j + 3, nk, N)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))[0]
+        else:
+            for j in range(nk):
+                s3 = _scales(s_ptr, s_off, row_ok, j + 2, nk, N)
+                s = j % STAGES
+                mbarrier.wait(ready.index(s), (j // STAGES) & 1)
+                a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
+                acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free
+                _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
+                s1, s2 = s2, s3
+        for i in gl.static_range(STAGES):
+            mbarrier.invalidate(ready.index(i))
+        return acc
