@@ -266,51 +266,40 @@ def gluon_fp8_gemm(x_q, x_scales, w, w_scale_inv, bm, bn, warps, stages):
     return out
 
 
-def compile_only() -> None:
+def _compiled_for_hopper(kernel_fn, bm: int, bn: int, stages: int, warps: int, maxnreg: int | None = None):
+    """(the kernel compiled for sm_90, its resource line, its SASS) without a GPU."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
+    a_layout, b_layout = _layouts(bm, bn)
+    signature = {"a_desc": f"tensordesc<fp8e4nv[{bm}, {BK}],{a_layout!r}>",
+                 "b_desc": f"tensordesc<fp8e4nv[{bn}, {BK}],{b_layout!r}>",
+                 "as_ptr": "*fp32", "ws_ptr": "*fp32", "out_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32",
+                 "stride_as": "i32", "stride_ws": "i32", "stride_out": "i32", "BM": "constexpr",
+                 "BN": "constexpr", "STAGES": "constexpr", "num_warps": "constexpr"}
+    constexprs = {"BM": bm, "BN": bn, "STAGES": stages, "num_warps": warps}
+    options = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
+    kernel = triton.compile(GluonASTSource(kernel_fn, signature, constexprs), target=GPUTarget("cuda", 90, 32),
+                            options=options)
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "kernel.cubin"
+        cubin.write_bytes(kernel.asm["cubin"])
+        usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True,
+                               text=True).stdout
+        sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
+    return kernel, next((line.strip() for line in usage.splitlines() if "REG:" in line), "no resource usage"), sass
+
+
+def compile_only() -> None:
     for bm, bn, warps, stages in CONFIGS:
-        a_layout, b_layout = _layouts(bm, bn)
-        signature = {"a_desc": f"tensordesc<fp8e4nv[{bm}, {BK}],{a_layout!r}>",
-                     "b_desc": f"tensordesc<fp8e4nv[{bn}, {BK}],{b_layout!r}>",
-                     "as_ptr": "*fp32", "ws_ptr": "*fp32", "out_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32",
-                     "stride_as": "i32", "stride_ws": "i32", "stride_out": "i32", "BM": "constexpr",
-                     "BN": "constexpr", "STAGES": "constexpr", "num_warps": "constexpr"}
-        constexprs = {"BM": bm, "BN": bn, "STAGES": stages, "num_warps": warps}
-        src = GluonASTSource(_gluon_fp8_kernel, signature, constexprs)
-        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+        kernel, usage, sass = _compiled_for_hopper(_gluon_fp8_kernel, bm, bn, stages, warps)
         ptx = kernel.asm["ptx"]
-        tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = Path(tmp) / "kernel.cubin"
-            cubin.write_bytes(kernel.asm["cubin"])
-            usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True,
-                                   text=True).stdout
-            sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
-        usage = next((line.strip() for line in usage.splitlines() if "REG:" in line), "no resource usage")
         print(f"BM {bm} BN {bn} warps {warps} stages {stages}: {usage}; PTX wgmma {ptx.count('wgmma.mma_async')}, "
               f"wait_group {[line.strip() for line in ptx.splitlines() if 'wgmma.wait_group' in line]}; "
               f"SASS QGMMA {sass.count('QGMMA')}, WARPGROUP.DEPBAR {sass.count('WARPGROUP.DEPBAR')}", flush=True)
     for bm, bn, stages in WS_CONFIGS:
-        a_layout, b_layout = _layouts(bm, bn)
-        signature = {"a_desc": f"tensordesc<fp8e4nv[{bm}, {BK}],{a_layout!r}>",
-                     "b_desc": f"tensordesc<fp8e4nv[{bn}, {BK}],{b_layout!r}>",
-                     "as_ptr": "*fp32", "ws_ptr": "*fp32", "out_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32",
-                     "stride_as": "i32", "stride_ws": "i32", "stride_out": "i32", "BM": "constexpr",
-                     "BN": "constexpr", "STAGES": "constexpr", "num_warps": "constexpr"}
-        constexprs = {"BM": bm, "BN": bn, "STAGES": stages, "num_warps": 8}
-        src = GluonASTSource(_gluon_fp8_ws_kernel, signature, constexprs)
-        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8,
-                                                                                 "maxnreg": WS_MAXNREG})
-        tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = Path(tmp) / "kernel.cubin"
-            cubin.write_bytes(kernel.asm["cubin"])
-            usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", str(cubin)], capture_output=True,
-                                   text=True).stdout
-            sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
-        usage = next((line.strip() for line in usage.splitlines() if "REG:" in line), "no resource usage")
+        kernel, usage, sass = _compiled_for_hopper(_gluon_fp8_ws_kernel, bm, bn, stages, 8, WS_MAXNREG)
         setmaxnreg = sorted(set(re.findall(r"USETMAXREG[^;]*", sass)))
         print(f"warp-specialized BM {bm} BN {bn} stages {stages}: {usage}; warps {kernel.metadata.num_warps}; "
               f"setmaxnreg {setmaxnreg}; SASS QGMMA {sass.count('QGMMA')}, WARPGROUP.DEPBAR "
