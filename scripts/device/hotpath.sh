@@ -32,11 +32,9 @@
 #              SHAPE or SHAPE:FORMAT, e.g. "qwen3-30b-a3b:fp8 mixtral-8x7b:nvfp4"),
 #              the kernel tests of 8-row tiles on CUDA first (moe_rows_SHAPE.txt; the files are then edited by
 #              hand and checked with bench moe and ab-profile, as in docs/benchmarks.md, 2026-11-29 third session)
-#   register-overlap the register-operand GEMMs' tests on CUDA (8-64-row tiles, the overlapped K loop's bits), then
-#              scripts/probes/moe_register_rows_probe.py with --overlap 32,64 --stages 3,4: each GEMM alone with and
-#              without each step's decode overlapping the step before's wgmma, gpt-oss-20b at T = 128-512 and -120b at
-#              256-512 (register_overlap.{log,json}; a win then goes into the engine as a config field, measured
-#              with bench moe and bench generate)
+#   register   the register-operand GEMMs' tests on CUDA (8-64-row tiles), then
+#              scripts/probes/moe_register_rows_probe.py: each GEMM alone at tiles of 8-64 rows beside the H200 files'
+#              entries, gpt-oss-20b at T = 64-512 and -120b at 256-512 (register_rows.{log,json})
 #   attention-ncu Nsight Compute on decode attention (ours, then SDPA on contiguous keys) at the points of
 #              NCU_POINTS ("BATCHxCONTEXT ...", default 256x4096 64x4096 8x16384): speed of light, memory, warp
 #              states, occupancy, instructions (attention_ncu.txt; scripts/probes/attention_ncu_probe.py)
@@ -354,14 +352,13 @@ print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:4
           --stages 3 --swap 1 --top 4 --time-tuned --json "$OUT/moe_rows_${shape}_${fmt}.json" 2>&1 \
           | tee "$OUT/moe_rows_${shape}_${fmt}.txt" | grep -E "tuned|^ +[0-9]" | head -120
       done ;;
-    register-overlap)
+    register)
       timeout -k 5 200 python3 -m pytest -q -rA -p no:cacheprovider -m gpu tests/kernels/test_moe_gemm_register.py \
-        > "$OUT/register_overlap_tests.log" 2>&1
-      echo "register-operand tests: $(tail -1 "$OUT/register_overlap_tests.log")"
-      timeout -k 5 330 python3 scripts/probes/moe_register_rows_probe.py --tokens-20b 128,256,512 \
-        --tokens-120b 256,512 --overlap 32,64 --stages 3,4 --json "$OUT/register_overlap.json" \
-        > "$OUT/register_overlap.log" 2>&1
-      sed -n '/^GEMM 1 + GEMM 2/,$p' "$OUT/register_overlap.log" ;;
+        > "$OUT/register_tests.log" 2>&1
+      echo "register-operand tests: $(tail -1 "$OUT/register_tests.log")"
+      timeout -k 5 330 python3 scripts/probes/moe_register_rows_probe.py --tokens-20b 64,128,256,512 \
+        --tokens-120b 256,512 --stages 3 --json "$OUT/register_rows.json" > "$OUT/register_rows.log" 2>&1
+      sed -n '/^GEMM 1 + GEMM 2/,$p' "$OUT/register_rows.log" ;;
     attention-ncu)
       for point in ${NCU_POINTS:-256x4096 64x4096 8x16384}; do
         echo "== $point" >> "$OUT/attention_ncu.txt"

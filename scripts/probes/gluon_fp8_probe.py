@@ -326,7 +326,8 @@ def main() -> None:
         x_s = (torch.rand(m, k // 128, generator=g) * 0.02 + 0.001).to(device)
         w = torch.randn(n, k, generator=g).to(device).to(torch.float8_e4m3fn)
         w_s = (torch.rand(triton.cdiv(n, 128), k // 128, generator=g) * 0.02 + 0.001).to(device)
-        ref = fp8_block_linear_ref(x_q[:512], x_s[:512], w, w_s, (128, 128)).float()
+        rows_checked = torch.cat([torch.arange(256), torch.arange(m - 256, m)]).to(device)  # the first and last tiles
+        ref = fp8_block_linear_ref(x_q[rows_checked], x_s[rows_checked], w, w_s, (128, 128)).float()
         flop = 2 * m * n * k
         one = torch.ones((), device=device)
         results = {"scaled_mm (per-tensor)": time_in_graph(
@@ -336,7 +337,7 @@ def main() -> None:
                            ("triton 128x128 w4 s4", Fp8GemmConfig(128, 128, num_warps=4, num_stages=4))):
             try:
                 got = fp8_block_linear(x_q, x_s, w, w_s, (128, 128), config=cfg)
-                err = ((got[:512].float() - ref).abs().max() / ref.abs().max()).item()
+                err = ((got[rows_checked].float() - ref).abs().max() / ref.abs().max()).item()
                 results[f"{label} (err {err:.1e})"] = time_in_graph(
                     lambda i, c=cfg: fp8_block_linear(x_q, x_s, w, w_s, (128, 128), config=c), 1, 10)
             except Exception as exc:  # noqa: BLE001 - a probe reports and goes on
@@ -345,7 +346,7 @@ def main() -> None:
             label = f"gluon {bm}x{bn} w{warps} s{stages}"
             try:
                 got = gluon_fp8_gemm(x_q, x_s, w, w_s, bm, bn, warps, stages)
-                err = ((got[:512].float() - ref).abs().max() / ref.abs().max()).item()
+                err = ((got[rows_checked].float() - ref).abs().max() / ref.abs().max()).item()
                 results[f"{label} (err {err:.1e})"] = time_in_graph(
                     lambda i, c=(bm, bn, warps, stages): gluon_fp8_gemm(x_q, x_s, w, w_s, *c), 1, 10)
             except Exception as exc:  # noqa: BLE001
@@ -354,7 +355,7 @@ def main() -> None:
             label = f"gluon warp-specialized {bm}x{bn} s{stages}"
             try:
                 got = gluon_fp8_ws_gemm(x_q, x_s, w, w_s, bm, bn, stages)
-                err = ((got[:512].float() - ref).abs().max() / ref.abs().max()).item()
+                err = ((got[rows_checked].float() - ref).abs().max() / ref.abs().max()).item()
                 results[f"{label} (err {err:.1e})"] = time_in_graph(
                     lambda i, c=(bm, bn, stages): gluon_fp8_ws_gemm(x_q, x_s, w, w_s, *c), 1, 10)
             except Exception as exc:  # noqa: BLE001

@@ -7,12 +7,11 @@ For each shape and T, on the same random routing (4 input sets): GEMM 1 and GEMM
     triton8     the file's 8-row entries (its key 64), the Triton tile forced
     reg8..reg64 both GEMMs by the register-operand kernels on an alignment of that many rows (3 stages; the 8- and
                 16-row ones also at each of --stages, labelled sN)
-    regNo       with --overlap: the N-row kernels with each step's decode overlapping the step before's wgmma
 each output checked against the torch reference (max error relative to its largest value), then a table of
 GEMM 1 + GEMM 2 per variant, the alignment's rows in brackets.
 
     PYTHONPATH=src python3 scripts/probes/moe_register_rows_probe.py [--shapes gpt-oss-120b,gpt-oss-20b]
-        [--tokens-120b 32,64,128,256,512] [--tokens-20b 16,32,64,128] [--overlap 32,64] [--json PATH]
+        [--tokens-120b 32,64,128,256,512] [--tokens-20b 16,32,64,128] [--json PATH]
 
 A probe, not a benchmark.
 """
@@ -35,16 +34,12 @@ def main() -> None:
     parser.add_argument("--tokens-120b", default="32,64,128,256,512")
     parser.add_argument("--tokens-20b", default="16,32,64,128")
     parser.add_argument("--stages", default="3,5", help="pipeline depths of the 8- and 16-row register kernels")
-    parser.add_argument("--overlap", default="",
-                        help="tile rows (e.g. 32,64) whose register kernels are also timed with the overlapped K loop "
-                             "(labelled o; at each of --stages)")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
     for shape in args.shapes.split(","):
         tokens = args.tokens_120b if shape == "gpt-oss-120b" else args.tokens_20b
-        rows += shape_rows(shape, [int(t) for t in tokens.split(",")], tuple(int(s) for s in args.stages.split(",")),
-                           tuple(int(r) for r in args.overlap.split(",") if r))
+        rows += shape_rows(shape, [int(t) for t in tokens.split(",")], tuple(int(s) for s in args.stages.split(",")))
     print("\nGEMM 1 + GEMM 2 alone, us (in a graph); * = fastest")
     for shape in args.shapes.split(","):
         for t in sorted({r["tokens"] for r in rows if r["shape"] == shape}):
@@ -61,8 +56,7 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
-def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3,),
-               overlap_rows: tuple[int, ...] = ()) -> list[dict]:
+def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3,)) -> list[dict]:
     from quickmoe.bench.attention import time_in_graph
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels.fused_moe import device_arch
@@ -111,14 +105,13 @@ def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3
                 lambda i, c1=c1, bm=bm: moe_gemm1_swiglu(xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0,
                                                          1.702, config=c1),
                 lambda i, c2=c2, bm=bm: moe_gemm2(inters[i], aligns[bm][i], routes[i], w2, b2, s2, config=c2)))
-        register = [(bm, st, False) for bm in ROWS for st in (stages if bm <= 16 else (3,))]
-        register += [(bm, st, True) for bm in overlap_rows for st in stages]
-        for bm, st, ov in register:
-            variants[f"reg{bm}" + ("o" if ov else "") + ("" if st == 3 else f"s{st}")] = (bm, (
-                lambda i, bm=bm, st=st, ov=ov: moe_gemm1_swiglu_register(
-                    xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702, stages=st, overlap=ov),
-                lambda i, bm=bm, st=st, ov=ov: moe_gemm2_register(inters[i], aligns[bm][i], routes[i], w2, b2, s2,
-                                                                  stages=st, overlap=ov)))
+        register = [(bm, st) for bm in ROWS for st in (stages if bm <= 16 else (3,))]
+        for bm, st in register:
+            variants[f"reg{bm}" + ("" if st == 3 else f"s{st}")] = (bm, (
+                lambda i, bm=bm, st=st: moe_gemm1_swiglu_register(
+                    xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702, stages=st),
+                lambda i, bm=bm, st=st: moe_gemm2_register(inters[i], aligns[bm][i], routes[i], w2, b2, s2,
+                                                           stages=st)))
         for label, (bm, fns) in variants.items():
             for gemm, (fn, ref) in enumerate(zip(fns, (ref1, ref2)), start=1):
                 try:

@@ -94,7 +94,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from quickmoe.kernels import moe_gemm_register as reg
 from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS
 
-gemm, overlap = int(sys.argv[1]), sys.argv[2] == "1"
+gemm = int(sys.argv[1])
 found = {}
 for block_m in REGISTER_OPERAND_ROWS:
     half = reg._half(block_m)
@@ -108,7 +108,7 @@ for block_m in REGISTER_OPERAND_ROWS:
                       "num_assignments": "i32", "num_m": "i32"})
     if gemm == 1:
         signature.update({"limit": "fp32", "alpha": "fp32"})
-    constexprs = dict(H=256, I=256, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, OVERLAP=overlap, num_warps=4)
+    constexprs = dict(H=256, I=256, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, num_warps=4)
     signature.update({name: "constexpr" for name in constexprs})
     kernel = reg._gemm1_register_kernel if gemm == 1 else reg._gemm2_register_kernel
     compiled = triton.compile(GluonASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", 90, 32),
@@ -119,11 +119,9 @@ print(json.dumps(found))
 """
 
 
-@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("gemm", [1, 2])
-def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, overlap):
-    """Compiled for sm_90 in a process without the interpreter (no GPU needed), with and without the overlapped K
-    loop: each kernel's wgmma takes the tile's rows and, for tiles of 16 rows or more, half of them (a tile whose
+def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm):
+    """Compiled for sm_90 in a process without the interpreter (no GPU needed): each kernel's wgmma takes the tile's rows and, for tiles of 16 rows or more, half of them (a tile whose
     valid rows fit half runs on half) as its N side; a tile of 8 rows has no half (wgmma's N is at least 8: a plain
     BM // 2 gives 4, which does not compile)."""
     import json
@@ -136,7 +134,7 @@ def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, overla
     if reg.gluon is None:
         pytest.skip("a triton with Gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_HOPPER, str(gemm), str(int(overlap))], env=env,
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_HOPPER, str(gemm)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -175,13 +173,11 @@ def _hopper() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
-@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("num_tokens,block_m,crowd", [(5, 8, 0), (60, 8, 1), (3, 16, 0), (130, 16, 1), (3, 32, 0),
                                                      (100, 32, 1), (256, 64, 0), (700, 64, 1)])
-def test_the_register_operand_kernel_matches_the_float32_reference(num_tokens, block_m, crowd, overlap):
+def test_the_register_operand_kernel_matches_the_float32_reference(num_tokens, block_m, crowd):
     """gpt-oss-20b-shaped MXFP4 experts: every assignment's row within bf16 rounding of the float32 reference, with
-    tiles half filled (the half-width loop), full, several tiles of one expert (crowd) and an expert with none; the
-    overlapped K loop gives the same bits as the plain one."""
+    tiles half filled (the half-width loop), full, several tiles of one expert (crowd) and an expert with none."""
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register
@@ -193,14 +189,12 @@ def test_the_register_operand_kernel_matches_the_float32_reference(num_tokens, b
     _, ids = _routing(num_tokens, spec.experts, spec.top_k, g, crowd)
     align = moe_align(ids.cuda(), spec.experts, block_m)
     args = (x, align, spec.top_k, ex.w1, ex.b1, ex.kwargs["w1_scales"], GROUP, 7.0, 1.702)
-    got = moe_gemm1_swiglu_register(*args, overlap=overlap)
+    got = moe_gemm1_swiglu_register(*args)
     want = moe_gemm1_swiglu_register_ref(*args).float()
     scale = want.abs().max()
     assert scale > 0
     err = ((got.float() - want).abs().max() / scale).item()
     assert err < 1e-2, err  # bf16 outputs of bf16 products summed in float32 (4.5e-3 measured)
-    if overlap:  # the same wgmmas into the same accumulator in the same order
-        assert torch.equal(got, moe_gemm1_swiglu_register(*args))
 
 
 @pytest.mark.gpu
@@ -245,13 +239,12 @@ def test_a_register_operand_gemm2_config_falls_back_to_its_triton_tile_where_the
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
-@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("num_tokens,block_m,crowd", [(5, 8, 0), (60, 8, 1), (3, 16, 0), (130, 16, 1), (3, 32, 0),
                                                      (100, 32, 1), (256, 64, 0), (700, 64, 1)])
-def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, block_m, crowd, overlap):
+def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, block_m, crowd):
     """GEMM 2 on gpt-oss-20b-shaped experts: H = 2,880 output columns (the last program's 64 past H masked), bias
     and routing weight, within bf16 rounding of the float32 reference; `moe_gemm2` with a `register_operand` config
-    gives the kernel's bits, and so does the overlapped K loop."""
+    gives the kernel's bits."""
     from quickmoe.bench.moe_experts import SHAPES, make_experts
     from quickmoe.kernels.moe_align import moe_align
     from quickmoe.kernels.moe_gemm import moe_gemm2
@@ -265,8 +258,6 @@ def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, bl
     align = moe_align(ids.cuda(), spec.experts, block_m)
     args = (inter, align, weights.cuda(), ex.w2, ex.b2, ex.kwargs["w2_scales"])
     got = moe_gemm2_register(*args)
-    if overlap:
-        assert torch.equal(moe_gemm2_register(*args, overlap=True), got)
     want = moe_gemm2_register_ref(*args).float()
     scale = want.abs().max()
     assert scale > 0

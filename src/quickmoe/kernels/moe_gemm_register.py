@@ -20,8 +20,7 @@ kernels, scales with the tiles: 8- and 16-row tiles, which split an expert's row
 ones even at ~8 assignments an expert (docs/benchmarks.md, 2026-11-30 seventh session). GEMM 2
 (`moe_gemm2_register`) runs the same K loop over w2 [E, H, I/2]: 128 output columns a program (the last of H =
 2,880 half masked), the intermediate's rows gathered and permuted the same way (one per assignment), the bias and
-the routing weight in the epilogue; `overlap` selects the K loop's variant that decodes a step while the step
-before's wgmma runs (not yet measured; no config takes it). Gluon has no CPU interpreter;
+the routing weight in the epilogue. Gluon has no CPU interpreter;
 `moe_gemm1_swiglu_register_ref` and `moe_gemm2_register_ref` are the torch versions and the tests compare them on
 the GPU.
 """
@@ -104,9 +103,9 @@ def _half(block_m: int) -> int:
 
 def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                                   w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                                  alpha: float, stages: int = 3, overlap: bool = False) -> torch.Tensor:
-    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` and `overlap` shape only the
-    kernel's pipeline): inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in
+                                  alpha: float, stages: int = 3) -> torch.Tensor:
+    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` shapes only the kernel's
+    pipeline): inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in
     float32 arithmetic on the dequantized weights, in acts' dtype."""
     from quickmoe.kernels.fused_moe import swiglu_gpt_oss
     from quickmoe.layouts.mxfp4_moe import dequantize_expert
@@ -126,11 +125,10 @@ def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k
 
 def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                               w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                              alpha: float, stages: int = 3, overlap: bool = False) -> torch.Tensor:
+                              alpha: float, stages: int = 3) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand.
-    `overlap`: each K step's decode runs while the step before's wgmma is in flight (`moe_register_k_loop.k_loop`;
-    not yet run on a GPU: no config takes it). Raises ConfigError where `register_operand_problem` finds one."""
+    Raises ConfigError where `register_operand_problem` finds one."""
     problem = register_operand_problem(acts, w1, w1_scales, None, align.block_m, 1, group=group,
                                        activation="swiglu_gpt_oss")
     if problem:
@@ -149,14 +147,13 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     _gemm1_register_kernel[(num_m * (intermediate // STEP),)](
         x_desc, x_half_desc, w_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
         align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit), float(alpha), H=hidden,
-        I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w1_bias is not None, OVERLAP=overlap,
-        num_warps=4)
+        I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w1_bias is not None, num_warps=4)
     return inter
 
 
 def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
                            w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
-                           maxnreg: int | None = None, overlap: bool = False) -> torch.Tensor:
+                           maxnreg: int | None = None) -> torch.Tensor:
     """The torch version of `moe_gemm2_register` (same arguments): [A, H], row a = (inter[a] @ W2[e]^T + b2[e]) x
     its routing weight, in float32 arithmetic on the dequantized weights, in acts' dtype."""
     from quickmoe.layouts.mxfp4_moe import dequantize_expert
@@ -177,9 +174,9 @@ def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights
 
 def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
                        w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
-                       maxnreg: int | None = None, overlap: bool = False) -> torch.Tensor:
+                       maxnreg: int | None = None) -> torch.Tensor:
     """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
-    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked. `overlap`: as GEMM 1's."""
+    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked."""
     problem = register_operand_problem(acts, w2, w2_scales, None, align.block_m, 1)
     if problem:
         raise ConfigError(f"GEMM 2 with the weights as wgmma's register operand needs {problem}; got {acts.dtype} "
@@ -197,7 +194,7 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
         x_desc, x_half_desc, w_desc, w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, H=hidden,
         I=acts.shape[1], BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w2_bias is not None,
-        OVERLAP=overlap, num_warps=4, maxnreg=maxnreg)
+        num_warps=4, maxnreg=maxnreg)
     return out
 
 
@@ -205,11 +202,11 @@ if gluon is not None:
     @gluon.jit
     def _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, num_assignments,
                     limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
-                    HAS_BIAS: gl.constexpr, OVERLAP: gl.constexpr):
+                    HAS_BIAS: gl.constexpr):
         """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
         `group` (64 gate rows then 64 up rows of w1)."""
         N: gl.constexpr = 2 * I
-        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, H, N, TOK, STAGES, OVERLAP)
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, H, N, TOK, STAGES)
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
         both = gl.permute(gl.reshape(acc * ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
         gate, up = gl.split(both)  # [64, TOK] each
@@ -230,7 +227,7 @@ if gluon is not None:
     def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
                                num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr, I: gl.constexpr,
                                BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
-                               OVERLAP: gl.constexpr, num_warps: gl.constexpr):
+                               num_warps: gl.constexpr):
         pid = gl.program_id(0)
         pid_m = pid % num_m  # the M tiles of a group run together: an expert's tiles share its weights in L2
         group = pid // num_m
@@ -240,18 +237,18 @@ if gluon is not None:
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)  # an expert's run fills its tiles in order
             if valid <= HALF:
                 _gemm1_tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, OVERLAP)
+                            num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS)
             else:
                 _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, OVERLAP)
+                            num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS)
 
     @gluon.jit
     def _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert, x_row, n0,
                     num_assignments, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
-                    HAS_BIAS: gl.constexpr, OVERLAP: gl.constexpr):
+                    HAS_BIAS: gl.constexpr):
         """GEMM 2 of TOK rows of the permuted intermediate from x_row (one expert's tile) and output columns n0 ..
         n0 + 127: (inter @ W2^T + b2) x each assignment's routing weight, stored to rows of [A, H]."""
-        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, I, H, TOK, STAGES, OVERLAP) * ACC_SCALE  # [128, TOK]
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, I, H, TOK, STAGES) * ACC_SCALE  # [128, TOK]
         EPI: gl.constexpr = acc.type.layout
         rows = n0 + gl.arange(0, 128, layout=gl.SliceLayout(1, EPI))
         row_ok = rows < H
@@ -267,7 +264,7 @@ if gluon is not None:
     def _gemm2_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                                block_expert_ptr, num_padded_ptr, num_assignments, num_m, H: gl.constexpr,
                                I: gl.constexpr, BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr,
-                               HAS_BIAS: gl.constexpr, OVERLAP: gl.constexpr, num_warps: gl.constexpr):
+                               HAS_BIAS: gl.constexpr, num_warps: gl.constexpr):
         pid = gl.program_id(0)
         pid_m = pid % num_m
         n0 = (pid // num_m) * 128
@@ -277,7 +274,7 @@ if gluon is not None:
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)
             if valid <= HALF:
                 _gemm2_tile(x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
-                            pid_m * BM, n0, num_assignments, H, I, HALF, STAGES, HAS_BIAS, OVERLAP)
+                            pid_m * BM, n0, num_assignments, H, I, HALF, STAGES, HAS_BIAS)
             else:
                 _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
-                            pid_m * BM, n0, num_assignments, H, I, BM, STAGES, HAS_BIAS, OVERLAP)
+                            pid_m * BM, n0, num_assignments, H, I, BM, STAGES, HAS_BIAS)

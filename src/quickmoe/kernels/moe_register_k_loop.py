@@ -15,12 +15,10 @@ boxes.
 
 Each K step's activations [TOK, 64] and packed weights [128 rows, 32 bytes] come by TMA into a ring of stages (one
 mbarrier each); each thread reads its two words a row from shared memory (`_smem_words`) and decodes them with the
-engine's PTX (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the weights times 2^-64) into the fragment's registers. In the plain
-loop each step's wgmma is waited for before the next step's decode: the decode would otherwise overwrite registers
-the wgmma in flight still reads (the finding of `scripts/probes/gluon_mxfp4_probe.py`). The `OVERLAP` loop decodes
-step j + 1 into other registers while step j's wgmma runs and keeps the in-flight operand alive through the wait's
-deps: the same wgmmas into the same accumulator in the same order, so the same bits (compiled and checked for sm_90
-on the CPU: 128 registers at 32 rows against 96; not yet measured).
+engine's PTX (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the weights times 2^-64) into the fragment's registers. Each step's wgmma is waited for before the next step's decode: the decode would otherwise overwrite registers
+the wgmma in flight still reads (the finding of `scripts/probes/gluon_mxfp4_probe.py`). A loop that decoded step
+j + 1 into other registers while step j's wgmma ran (keeping the in-flight operand alive through the wait's deps)
+gave wrong outputs and ran 7-20% slower on the H200, and was removed (docs/benchmarks.md, 2026-11-30 eighth session).
 """
 
 from __future__ import annotations
@@ -113,14 +111,12 @@ if gluon is not None:
 
     @gluon.jit
     def k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, K: gl.constexpr, N: gl.constexpr, TOK: gl.constexpr,
-                STAGES: gl.constexpr, OVERLAP: gl.constexpr):
+                STAGES: gl.constexpr):
         """The float32 sums [128 weight rows n0 .., TOK] of TOK rows of the permuted activations from x_row times
         rows n0 .. n0 + 127 of expert `expert`'s weights [N, K] (x 2^-64: the decode's factor). Each K step's
         activations [TOK, 64] and packed weights [128, 32 bytes] come by TMA into a ring of STAGES buffers (weight
         rows past the expert's N are another expert's or zeros, never stored); the scales by pointer, two steps
-        ahead. OVERLAP: step j + 1's decode runs while step j's wgmma is in flight (two A operands live at once:
-        the wait's deps keep step j's registers until its wgmma is done) instead of after it; the same products
-        summed in the same order."""
+        ahead."""
         nk: gl.constexpr = K // 64
         x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
         w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
@@ -141,32 +137,15 @@ if gluon is not None:
         s1 = _scales(s_ptr, s_off, row_ok, 0, nk, N)
         s2 = _scales(s_ptr, s_off, row_ok, 1, nk, N)
         acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
-        if OVERLAP:
-            mbarrier.wait(ready.index(0), 0)
-            a = _decode(_smem_words(w_smem.index(0), L6), s1, DOT_A)
-            acc = warpgroup_mma(a, x_smem.index(0).permute((1, 0)), acc, is_async=True)
-            s3 = _scales(s_ptr, s_off, row_ok, 2, nk, N)
-            for j in range(nk - 1):  # a: step j's operand, in flight; s2, s3: steps j + 1 and j + 2's scales
-                nxt = (j + 1) % STAGES
-                mbarrier.wait(ready.index(nxt), ((j + 1) // STAGES) & 1)
-                a_next = _decode(_smem_words(w_smem.index(nxt), L6), s2, DOT_A)
-                acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # step j done: its stage is free
-                _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
-                acc = warpgroup_mma(a_next, x_smem.index(nxt).permute((1, 0)), acc, is_async=True)
-                a = a_next
-                s2 = s3
-                s3 = _scales(s_ptr, s_off, row_ok, j + 3, nk, N)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))[0]
-        else:
-            for j in range(nk):
-                s3 = _scales(s_ptr, s_off, row_ok, j + 2, nk, N)
-                s = j % STAGES
-                mbarrier.wait(ready.index(s), (j // STAGES) & 1)
-                a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
-                acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free
-                _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
-                s1, s2 = s2, s3
+        for j in range(nk):
+            s3 = _scales(s_ptr, s_off, row_ok, j + 2, nk, N)
+            s = j % STAGES
+            mbarrier.wait(ready.index(s), (j // STAGES) & 1)
+            a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
+            acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free
+            _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
+            s1, s2 = s2, s3
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(ready.index(i))
         return acc
