@@ -51,23 +51,28 @@ def _routing(num_tokens, num_experts, top_k, g, crowd=0):
     return route_ref(logits, top_k)
 
 
-@pytest.mark.parametrize("block_m", [8, 16, 32, 64])
-def test_the_gather_kernel_matches_its_reference_and_a_naive_loop(block_m):
-    g = torch.Generator().manual_seed(block_m)
-    num_tokens, hidden, num_experts, top_k = 37, 192, 6, 2
+@pytest.mark.parametrize("block_m,hidden", [(8, 192), (16, 192), (32, 192), (64, 192), (16, 160), (32, 96)])
+def test_the_gather_kernel_matches_its_reference_and_a_naive_loop(block_m, hidden):
+    """Also where K is not whole steps of 64 (a rank's down projection at tensor parallel 2 of gpt-oss): the buffer
+    is whole steps wide, zero where a logical column's physical one lies past K."""
+    g = torch.Generator().manual_seed(block_m + hidden)
+    num_tokens, num_experts, top_k = 37, 6, 2
     x = torch.randn(num_tokens, hidden, generator=g).to(torch.bfloat16).to(DEVICE)
     _, ids = _routing(num_tokens, num_experts, top_k, g, crowd=1)
     align = moe_align_ref(ids.to(DEVICE), num_experts, block_m)
     got, want = gather_permuted_rows(x, align, top_k), gather_permuted_rows_ref(x, align, top_k)
+    width = -(-hidden // STEP) * STEP
+    assert got.shape == want.shape == (align.sorted_ids.numel(), width)
     used = int(align.num_padded.item())
     valid = align.sorted_ids[:used] < align.num_assignments
     assert int(valid.sum()) == num_tokens * top_k
     assert torch.equal(got[:used][valid], want[:used][valid])
     for row in torch.nonzero(valid).flatten()[::11].tolist():  # naive: row r, column 64 j + c
         token = int(align.sorted_ids[row]) // top_k
-        for column in range(0, hidden, 7):
+        for column in range(0, width, 3):
             j, c = divmod(column, STEP)
-            assert want[row, column] == x[token, STEP * j + PHYSICAL_COLUMN[c]]
+            physical = STEP * j + PHYSICAL_COLUMN[c]
+            assert want[row, column] == (x[token, physical] if physical < hidden else 0)
     assert not want[:used][~valid].any()
 
 
@@ -94,21 +99,21 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from quickmoe.kernels import moe_gemm_register as reg
 from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS
 
-gemm = int(sys.argv[1])
+gemm, hidden, intermediate = (int(a) for a in sys.argv[1:4])
 found = {}
 for block_m in REGISTER_OPERAND_ROWS:
     half = reg._half(block_m)
     signature = {f"x{name}_desc": (f"tensordesc<bf16[{rows}, 64],"
                                    f"{gl.NVMMASharedLayout.get_default_for([rows, 64], gl.bfloat16)!r}>")
                  for name, rows in (("", block_m), ("_half", half))}
-    signature.update({"w_desc": f"tensordesc<u8[128, 32],{reg.PACKED_BYTES_LAYOUT!r}>", "s_ptr": "*u8",
+    signature.update({"w_desc": f"tensordesc<u8[64, 32],{reg.PACKED_BYTES_LAYOUT!r}>", "s_ptr": "*u8",
                       "bias_ptr": "*bf16"})
     signature.update({"out_ptr": "*bf16"} if gemm == 1 else {"route_w_ptr": "*fp32", "out_ptr": "*bf16"})
     signature.update({"sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_padded_ptr": "*i32",
                       "num_assignments": "i32", "num_m": "i32"})
     if gemm == 1:
         signature.update({"limit": "fp32", "alpha": "fp32"})
-    constexprs = dict(H=256, I=256, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, num_warps=4)
+    constexprs = dict(H=hidden, I=intermediate, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, num_warps=4)
     signature.update({name: "constexpr" for name in constexprs})
     kernel = reg._gemm1_register_kernel if gemm == 1 else reg._gemm2_register_kernel
     compiled = triton.compile(GluonASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", 90, 32),
@@ -119,10 +124,13 @@ print(json.dumps(found))
 """
 
 
-@pytest.mark.parametrize("gemm", [1, 2])
-def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm):
-    """Compiled for sm_90 in a process without the interpreter (no GPU needed): each kernel's wgmma takes the tile's rows and, for tiles of 16 rows or more, half of them (a tile whose
-    valid rows fit half runs on half) as its N side; a tile of 8 rows has no half (wgmma's N is at least 8: a plain
+@pytest.mark.parametrize("gemm,hidden,intermediate",
+                         [(1, 256, 256), (2, 256, 256), (1, 192, 160), (2, 192, 160)])
+def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, hidden, intermediate):
+    """Compiled for sm_90 in a process without the interpreter (no GPU needed), also where I = 160 gives GEMM 1 a
+    ragged last gate/up group and GEMM 2 a ragged last K step (as at tensor parallel 2 of gpt-oss): each kernel's
+    wgmma takes the tile's rows and, for tiles of 16 rows or more, half of them (a tile whose valid rows fit half
+    runs on half) as its N side; a tile of 8 rows has no half (wgmma's N is at least 8: a plain
     BM // 2 gives 4, which does not compile)."""
     import json
     import os
@@ -134,8 +142,8 @@ def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm):
     if reg.gluon is None:
         pytest.skip("a triton with Gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_HOPPER, str(gemm)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_HOPPER, str(gemm), str(hidden), str(intermediate)],
+                          env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found == {"8": [8], "16": [8, 16], "32": [16, 32], "64": [32, 64]}
@@ -268,6 +276,48 @@ def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, bl
     assert torch.equal(moe_gemm2(*args, config=config), got)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
+@pytest.mark.parametrize("num_tokens,block_m,crowd", [(5, 8, 0), (130, 16, 1), (3, 32, 0), (100, 32, 1), (256, 32, 0),
+                                                     (700, 64, 1)])
+def test_both_register_operand_gemms_take_a_rank_s_experts_at_tensor_parallel_2(num_tokens, block_m, crowd):
+    """gpt-oss-20b's experts split over two ranks (I = 1,440 a rank): GEMM 1's last gate/up group holds 32 gate and
+    32 up rows (its up rows start 32 rows after its gate rows, not 64) and GEMM 2's K = 1,440 ends in half a step.
+    Both kernels within bf16 rounding of the float32 reference, and `moe_gemm1_swiglu` / `moe_gemm2` with a
+    `register_operand` config give their bits (they no longer decline these operands)."""
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+    from quickmoe.kernels.moe_gemm_register import (
+        moe_gemm1_swiglu_register,
+        moe_gemm2_register,
+        moe_gemm2_register_ref,
+    )
+
+    spec = SHAPES["gpt-oss-20b-tp2"]
+    g = torch.Generator().manual_seed(5 * num_tokens + block_m)
+    ex = make_experts(spec, "mxfp4", torch.device("cuda"), g)
+    assert spec.inter % 64 == 32
+    x = torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).cuda()
+    inter = torch.randn(num_tokens * spec.top_k, spec.inter, generator=g).to(torch.bfloat16).cuda()
+    weights, ids = _routing(num_tokens, spec.experts, spec.top_k, g, crowd)
+    align = moe_align(ids.cuda(), spec.experts, block_m)
+    config = MoEKernelConfig(block_m=block_m, block_n=64, block_k=64, num_warps=4, num_stages=3,
+                             swap_ab=block_m == 8, register_operand=True)
+    args1 = (x, align, spec.top_k, ex.w1, ex.b1, ex.kwargs["w1_scales"], GROUP, 7.0, 1.702)
+    args2 = (inter, align, weights.cuda(), ex.w2, ex.b2, ex.kwargs["w2_scales"])
+    for got, want, same in ((moe_gemm1_swiglu_register(*args1), moe_gemm1_swiglu_register_ref(*args1),
+                             moe_gemm1_swiglu(*args1, config=config)),
+                            (moe_gemm2_register(*args2), moe_gemm2_register_ref(*args2),
+                             moe_gemm2(*args2, config=config))):
+        want = want.float()
+        scale = want.abs().max()
+        assert scale > 0
+        err = ((got.float() - want).abs().max() / scale).item()
+        assert err < 1e-2, err
+        assert torch.equal(same, got)
+
+
 def test_the_check_accepts_gpt_oss_20b_decode_batches_on_hopper_and_names_what_else_is_missing(monkeypatch):
     """On a Hopper GPU (the device check stubbed: this runs anywhere) gpt-oss-20b's bf16 activations and MXFP4 experts
     pass for both GEMMs at tiles of 8, 16, 32 and 64 rows; each thing the kernels need, taken away, is named."""
@@ -283,6 +333,12 @@ def test_the_check_accepts_gpt_oss_20b_decode_batches_on_hopper_and_names_what_e
     for block_m in (8, 16, 32, 64):
         assert register_operand_problem(acts, w1, s1, None, block_m, 1, **gemm1) == ""
         assert register_operand_problem(acts, w2, s2, None, block_m, 1) == ""
+    # a rank's experts at tensor parallel 2: a ragged last gate/up group (I = 1,440), and GEMM 2's K = 1,440
+    w1_tp2, s1_tp2 = torch.empty(32, 2880, 1440, dtype=torch.uint8), torch.empty(32, 90, 2880, dtype=torch.uint8)
+    w2_tp2, s2_tp2 = torch.empty(32, 2880, 720, dtype=torch.uint8), torch.empty(32, 45, 2880, dtype=torch.uint8)
+    assert register_operand_problem(acts, w1_tp2, s1_tp2, None, 32, 1, **gemm1) == ""
+    assert register_operand_problem(acts[:, :1440], w2_tp2, s2_tp2, None, 32, 1) == ""
+    assert register_operand_problem(acts, w2[:, :, :1432].contiguous(), s2, None, 64, 1) == "K a multiple of 32"
     assert register_operand_problem(acts.float(), w1, s1, None, 64, 1, **gemm1) == "bf16 activations"
     for block_m, split_k in ((128, 1), (4, 1), (64, 2)):
         assert register_operand_problem(acts, w1, s1, None, block_m, split_k, **gemm1) == (

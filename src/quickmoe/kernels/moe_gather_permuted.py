@@ -6,7 +6,11 @@ with the weights' physical column `PHYSICAL_COLUMN[c]` = 16 q + 4 kb + 2 s + h, 
 is two consecutive words of the weights as stored (see that module). Their activations must take the same order:
 row r of the buffer made here is activation row sorted_ids[r] // top_k (GEMM 1: the token; GEMM 2, top_k 1: the
 assignment's intermediate row), column 64 j + c its column 64 j + PHYSICAL_COLUMN[c]; TMA then copies [rows, 64]
-boxes of it. Rows of sentinels and past the used tiles are left unwritten: their outputs are never stored.
+boxes of it. Rows of sentinels and past the used tiles are left unwritten: their outputs are never stored. Where K is
+not a multiple of 64 (a rank's down projection at tensor parallel 2 of gpt-oss: I = 1,440 = 22.5 steps) the buffer is
+`padded_width(K)` wide and a column whose physical column lies past K holds zero: the last step's physical columns
+below K are spread over all 64 logical ones, so the buffer cannot end at K, and the zeros meet the weights' zeros
+that TMA reads past K.
 """
 
 from __future__ import annotations
@@ -21,26 +25,34 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["PHYSICAL_COLUMN", "STEP", "gather_permuted_rows", "gather_permuted_rows_ref"]
+__all__ = ["PHYSICAL_COLUMN", "STEP", "gather_permuted_rows", "gather_permuted_rows_ref", "padded_width"]
 
 STEP = 64  # K columns a step; also the gate/up group a program takes
 # logical column c of a step (16 kb + 8 s + 2 q + h) -> the physical column of the weights it multiplies
 PHYSICAL_COLUMN = tuple(16 * ((c >> 1) & 3) + 4 * (c >> 4) + 2 * ((c >> 3) & 1) + (c & 1) for c in range(STEP))
 
 
+def padded_width(k: int) -> int:
+    """The gathered buffer's width for K columns: whole steps of 64."""
+    return -(-k // STEP) * STEP
+
+
 def gather_permuted_rows_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int) -> torch.Tensor:
-    """acts [T, H] -> [capacity, H]: row r = acts[sorted_ids[r] // top_k] with each 64-column step's columns in
-    logical order (column c of a step holds physical column PHYSICAL_COLUMN[c]); rows of sentinels and past the
-    used tiles zero (the kernel leaves them unwritten: no tile reads them into a stored output)."""
+    """acts [T, H] -> [capacity, padded_width(H)]: row r = acts[sorted_ids[r] // top_k] with each 64-column step's
+    columns in logical order (column c of a step holds physical column PHYSICAL_COLUMN[c], zero past H); rows of
+    sentinels and past the used tiles zero (the kernel leaves them unwritten: no tile reads them into a stored
+    output)."""
     capacity, hidden = align.sorted_ids.numel(), acts.shape[1]
+    width = padded_width(hidden)
     order = torch.tensor(PHYSICAL_COLUMN, device=acts.device)
-    columns = (torch.arange(hidden // STEP, device=acts.device)[:, None] * STEP + order[None, :]).reshape(-1)
-    out = torch.zeros(capacity, hidden, dtype=acts.dtype, device=acts.device)
+    columns = (torch.arange(width // STEP, device=acts.device)[:, None] * STEP + order[None, :]).reshape(-1)
+    padded = torch.nn.functional.pad(acts, (0, width - hidden))  # [T, width]: zeros past H
+    out = torch.zeros(capacity, width, dtype=acts.dtype, device=acts.device)
     used = int(align.num_padded.item())
     ids = align.sorted_ids[:used].long()
     valid = ids < align.num_assignments
     rows = torch.arange(used, device=acts.device)[valid]
-    out[rows] = acts[ids[valid] // top_k][:, columns]
+    out[rows] = padded[ids[valid] // top_k][:, columns]
     return out
 
 
@@ -49,14 +61,14 @@ def gather_permuted_rows(acts: torch.Tensor, align: MoEAlignment, top_k: int) ->
     from quickmoe.kernels.pdl import pdl_kwargs
 
     capacity, hidden = align.sorted_ids.numel(), acts.shape[1]
-    if hidden % STEP or acts.stride(1) != 1:
-        raise ValueError(f"gather_permuted_rows: activations {tuple(acts.shape)} need contiguous rows of whole "
-                         f"{STEP}-column steps")
-    out = torch.empty(capacity, hidden, dtype=acts.dtype, device=acts.device)
+    if acts.stride(1) != 1:
+        raise ValueError(f"gather_permuted_rows: activations {tuple(acts.shape)} need contiguous rows")
+    width = padded_width(hidden)
+    out = torch.empty(capacity, width, dtype=acts.dtype, device=acts.device)
     if capacity:
         _moe_gather_permuted_kernel[(capacity,)](acts, out, align.sorted_ids, align.num_padded,
-                                                 align.num_assignments, top_k, acts.stride(0), H=hidden,
-                                                 BLOCK_H=triton.next_power_of_2(hidden), **pdl_kwargs(acts.device))
+                                                 align.num_assignments, top_k, acts.stride(0), H=hidden, W=width,
+                                                 BLOCK_H=triton.next_power_of_2(width), **pdl_kwargs(acts.device))
     return out
 
 
@@ -65,7 +77,8 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["num_assignments"])
     def _moe_gather_permuted_kernel(x_ptr, out_ptr, sorted_ids_ptr, num_padded_ptr, num_assignments, top_k,
-                                    stride_x, H: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
+                                    stride_x, H: tl.constexpr, W: tl.constexpr, BLOCK_H: tl.constexpr,
+                                    PDL: tl.constexpr):
         pdl_wait(PDL)
         row = tl.program_id(0)
         if row < tl.load(num_padded_ptr):
@@ -76,5 +89,5 @@ if triton is not None:
                 physical = (c - within) + 16 * ((within // 2) % 4) + 4 * (within // 16) + 2 * ((within // 8) % 2) \
                     + within % 2
                 token = (assign // top_k).to(tl.int64)
-                values = tl.load(x_ptr + token * stride_x + physical, mask=c < H)
-                tl.store(out_ptr + row.to(tl.int64) * H + c, values, mask=c < H)
+                values = tl.load(x_ptr + token * stride_x + physical, mask=physical < H, other=0.0)
+                tl.store(out_ptr + row.to(tl.int64) * W + c, values, mask=c < W)

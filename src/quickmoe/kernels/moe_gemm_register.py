@@ -62,9 +62,10 @@ def register_operand_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torc
                              act_scales: torch.Tensor | None, block_m: int, split_k: int, *, group: int | None = None,
                              activation: str | None = None) -> str:
     """What the register-operand GEMMs need that these operands lack ('' when they can run): contiguous MXFP4
-    weights w [E, N, K/2] with K a multiple of 64, bf16 activations, a CUDA device of compute capability 9.x, tiles
-    of 8, 16, 32 or 64 rows (`REGISTER_OPERAND_ROWS`), one part of K; GEMM 1 (`group` given) also gate/up groups
-    of 64 and gpt-oss's SwiGLU."""
+    weights w [E, N, K/2] (K a multiple of 32, one MX block: so a row's bytes are whole 16-byte units for TMA; a
+    ragged last K step of 32 columns is fine), bf16 activations, a CUDA device of compute capability 9.x, tiles of
+    8, 16, 32 or 64 rows (`REGISTER_OPERAND_ROWS`), one part of K; GEMM 1 (`group` given) also gate/up groups of 64
+    (the last may be ragged, as a rank's at tensor parallel 2 of gpt-oss: I = 1,440) and gpt-oss's SwiGLU."""
     if not _hopper(acts.device):
         return "a Hopper GPU (wgmma)"
     if gluon is None:
@@ -73,12 +74,12 @@ def register_operand_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torc
         return "contiguous MXFP4 weights"
     if acts.dtype != torch.bfloat16 or act_scales is not None:
         return "bf16 activations"
-    if (2 * w.shape[2]) % STEP:
-        return f"K a multiple of {STEP}"
+    if (2 * w.shape[2]) % 32:
+        return "K a multiple of 32"
     if block_m not in REGISTER_OPERAND_ROWS or split_k != 1:
         *most, last = REGISTER_OPERAND_ROWS
         return f"tiles of {', '.join(map(str, most))} or {last} rows and one part of K"
-    if group is not None and (group != STEP or w.shape[1] % (2 * STEP) or activation != "swiglu_gpt_oss"):
+    if group is not None and (group != STEP or w.shape[1] % 2 or activation != "swiglu_gpt_oss"):
         return f"gate/up groups of {STEP} and gpt-oss's SwiGLU"
     return ""
 
@@ -142,9 +143,9 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
     num_m = align.block_expert.numel()
     packed = w1.view(w1.shape[0] * w1.shape[1], w1.shape[2])  # [E * 2I, H/2] bytes
-    w_desc = TensorDescriptor.from_tensor(packed, [2 * STEP, STEP // 2], PACKED_BYTES_LAYOUT)
+    w_desc = TensorDescriptor.from_tensor(packed, [STEP, STEP // 2], PACKED_BYTES_LAYOUT)
     x_desc, x_half_desc = _row_descriptors(x, block_m)
-    _gemm1_register_kernel[(num_m * (intermediate // STEP),)](
+    _gemm1_register_kernel[(num_m * triton.cdiv(intermediate, STEP),)](
         x_desc, x_half_desc, w_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
         align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit), float(alpha), H=hidden,
         I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w1_bias is not None, num_warps=4)
@@ -187,7 +188,7 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
         return out
     x = gather_permuted_rows(acts, align, 1)  # [capacity, I]: row r = inter[sorted_ids[r]]
     x_desc, x_half_desc = _row_descriptors(x, block_m)
-    w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [2 * STEP, STEP // 2],
+    w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [STEP, STEP // 2],
                                           PACKED_BYTES_LAYOUT)
     num_m = align.block_expert.numel()
     _gemm2_register_kernel[(num_m * triton.cdiv(hidden, 2 * STEP),)](
@@ -204,22 +205,26 @@ if gluon is not None:
                     limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
                     HAS_BIAS: gl.constexpr):
         """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
-        `group` (64 gate rows then 64 up rows of w1)."""
+        `group` of w1: its `size` gate rows then its `size` up rows (size = 64 but in a ragged last group)."""
         N: gl.constexpr = 2 * I
-        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, H, N, TOK, STAGES)
+        size = gl.minimum(I - group * 64, 64)
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, size, H, N, TOK, STAGES)
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
         both = gl.permute(gl.reshape(acc * ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
         gate, up = gl.split(both)  # [64, TOK] each
         EPI: gl.constexpr = gate.type.layout
         cols = gl.arange(0, 64, layout=gl.SliceLayout(1, EPI))
+        col_ok = cols < size
         if HAS_BIAS:
-            gate += gl.expand_dims(gl.load(bias_ptr + expert * N + group * 128 + cols).to(gl.float32), 1)
-            up += gl.expand_dims(gl.load(bias_ptr + expert * N + group * 128 + 64 + cols).to(gl.float32), 1)
+            gate += gl.expand_dims(gl.load(bias_ptr + expert * N + group * 128 + cols, mask=col_ok,
+                                           other=0.0).to(gl.float32), 1)
+            up += gl.expand_dims(gl.load(bias_ptr + expert * N + group * 128 + size + cols, mask=col_ok,
+                                         other=0.0).to(gl.float32), 1)
         gate = gl.minimum(gate, limit)
         up = gl.minimum(gl.maximum(up, -limit), limit)
         y = (up + 1.0) * (gate / (1.0 + gl.exp(-alpha * gate)))
         assign = gl.load(sorted_ids_ptr + x_row + gl.arange(0, TOK, layout=gl.SliceLayout(0, EPI)))
-        ok = gl.expand_dims(assign < num_assignments, 0)
+        ok = gl.expand_dims(assign < num_assignments, 0) & gl.expand_dims(col_ok, 1)
         ptrs = out_ptr + gl.expand_dims(assign.to(gl.int64) * I, 0) + gl.expand_dims(group * 64 + cols, 1)
         gl.store(ptrs, y.to(gl.bfloat16), mask=ok)
 
@@ -248,7 +253,7 @@ if gluon is not None:
                     HAS_BIAS: gl.constexpr):
         """GEMM 2 of TOK rows of the permuted intermediate from x_row (one expert's tile) and output columns n0 ..
         n0 + 127: (inter @ W2^T + b2) x each assignment's routing weight, stored to rows of [A, H]."""
-        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, I, H, TOK, STAGES) * ACC_SCALE  # [128, TOK]
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, 64, I, H, TOK, STAGES) * ACC_SCALE  # [128, TOK]
         EPI: gl.constexpr = acc.type.layout
         rows = n0 + gl.arange(0, 128, layout=gl.SliceLayout(1, EPI))
         row_ok = rows < H

@@ -13,12 +13,14 @@ permutation: `moe_gather_permuted.gather_permuted_rows` writes each tile's rows 
 `sorted_ids` order) with the columns of every 64-column step in logical order, so that TMA copies plain [rows, 64]
 boxes.
 
-Each K step's activations [TOK, 64] and packed weights [128 rows, 32 bytes] come by TMA into a ring of stages (one
-mbarrier each); each thread reads its two words a row from shared memory (`_smem_words`) and decodes them with the
-engine's PTX (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the weights times 2^-64) into the fragment's registers. Each step's wgmma is waited for before the next step's decode: the decode would otherwise overwrite registers
-the wgmma in flight still reads (the finding of `scripts/probes/gluon_mxfp4_probe.py`). A loop that decoded step
-j + 1 into other registers while step j's wgmma ran (keeping the in-flight operand alive through the wait's deps)
-gave wrong outputs and ran 7-20% slower on the H200, and was removed (docs/benchmarks.md, 2026-11-30 eighth session).
+Each K step's activations [TOK, 64] and packed weights [128 rows, 32 bytes: two boxes of 64 rows] come by TMA into a
+ring of stages (one mbarrier each); each thread reads its two words a row from shared memory (`_smem_words`) and
+decodes them with the engine's PTX (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the weights times 2^-64) into the fragment's
+registers. Each step's wgmma is waited for before the next step's decode: the decode would otherwise overwrite
+registers the wgmma in flight still reads (the finding of `scripts/probes/gluon_mxfp4_probe.py`). A loop that decoded
+step j + 1 into other registers while step j's wgmma ran (keeping the in-flight operand alive through the wait's
+deps) gave wrong outputs and ran 7-20% slower on the H200, and was removed (docs/benchmarks.md, 2026-11-30 eighth
+session).
 """
 
 from __future__ import annotations
@@ -50,10 +52,12 @@ if gluon is not None:
         return gl.join(x, x)
 
     @gluon.jit
-    def _scales(s_ptr, s_off, row_ok, j, nk, N):
+    def _scales(s_ptr, s_off, row_ok, q_block, j, NB: gl.constexpr, N: gl.constexpr):
         """Step j's scale bytes of a thread's rows (int32 [4, 8, 4, 2, 2]: warp, g, q, m block, row g / g + 8; both
-        words of a row lie in one 32-column block); zeros past the last step and the last row."""
-        return gl.load(s_ptr + s_off + j * 2 * N, mask=row_ok & (j < nk), other=0).to(gl.int32)
+        words of a row lie in one 32-column block, q_block of the step's two); zeros past the last of the NB blocks
+        (a ragged last step's second block, and the steps past the last) and past the last row. A zero scale byte
+        decodes to a finite factor, which multiplies the zeros TMA reads past K."""
+        return gl.load(s_ptr + s_off + j * 2 * N, mask=row_ok & (2 * j + q_block < NB), other=0).to(gl.int32)
 
     @gluon.jit
     def _decode(words, scales, DOT_A: gl.constexpr):
@@ -67,10 +71,11 @@ if gluon is not None:
         return gl.convert_layout(gl.reshape(value, (128, 64)), DOT_A)
 
     @gluon.jit
-    def _scale_offsets(expert, n0, K: gl.constexpr, N: gl.constexpr, L5: gl.constexpr):
+    def _scale_offsets(expert, n0, up0, K: gl.constexpr, N: gl.constexpr, L5: gl.constexpr):
         """(Where step 0's scale bytes of a thread's rows lie in the scales [E, K/32, N], int64 [4, 8, 4, 2, 2]: warp
-        w, lane (g, q), m block mb, i: row n0 + 64 mb + 16 w + 8 i + g; lane q's columns 16 q .. 16 q + 15 of a step
-        lie in its 32-column block q // 2. Whether the row is one of the N, [4, 8, 1, 2, 2].)"""
+        w, lane (g, q), m block mb, i: row n0 + up0 mb + 16 w + 8 i + g; lane q's columns 16 q .. 16 q + 15 of a
+        step lie in its 32-column block q // 2. Whether the row is one of the N, [4, 8, 1, 2, 2]; q // 2,
+        [1, 1, 4, 1, 1].)"""
         w_ = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
         g_ = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
         q_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, L5)))))
@@ -78,10 +83,10 @@ if gluon is not None:
         i_ = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, L5)))))
         row = (gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(w_, 1), 2), 3), 4) * 16
                + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(g_, 0), 2), 3), 4)
-               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(mb_, 0), 1), 2), 4) * 64
+               + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(mb_, 0), 1), 2), 4) * up0
                + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(i_, 0), 1), 2), 3) * 8)  # [4,8,1,2,2]
         q5 = gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.expand_dims(q_, 0), 1), 3), 4)  # [1, 1, 4, 1, 1]
-        return expert * (K // 32) * N + (q5 // 2) * N + n0 + row, n0 + row < N  # [4, 8, 4, 2, 2], [4, 8, 1, 2, 2]
+        return expert * (K // 32) * N + (q5 // 2) * N + n0 + row, n0 + row < N, q5 // 2
 
     @gluon.jit
     def _smem_words(w_smem, L6: gl.constexpr):
@@ -98,53 +103,55 @@ if gluon is not None:
         return gl.convert_layout(words, L6)
 
     @gluon.jit
-    def _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk: gl.constexpr, STAGES: gl.constexpr,
-                stage_bytes: gl.constexpr):
-        """Step j's stage (its wgmma done) gets step j + STAGES's activations and packed weights, if there is one."""
-        s = j % STAGES
-        refill = j + STAGES < nk
-        mbarrier.expect(ready.index(s), stage_bytes, pred=refill)
-        tma.async_copy_global_to_shared(x_desc, [x_row, (j + STAGES) * 64], ready.index(s), x_smem.index(s),
-                                        pred=refill)
-        tma.async_copy_global_to_shared(w_desc, [w_row0, (j + STAGES) * 32], ready.index(s), w_smem.index(s),
-                                        pred=refill)
+    def _load_step(x_desc, w_desc, x_smem, w_smem, ready, s, j, x_row, w_row0, up0, stage_bytes: gl.constexpr,
+                   pred):
+        """Step j's activations [TOK, 64] and packed weights (two boxes of 64 rows, 32 bytes: rows w_row0 .. and
+        w_row0 + up0 ..) by TMA into stage s, if pred."""
+        mbarrier.expect(ready.index(s), stage_bytes, pred=pred)
+        tma.async_copy_global_to_shared(x_desc, [x_row, j * 64], ready.index(s), x_smem.index(s), pred=pred)
+        tma.async_copy_global_to_shared(w_desc, [w_row0, j * 32], ready.index(s), w_smem.index(s).slice(0, 64),
+                                        pred=pred)
+        tma.async_copy_global_to_shared(w_desc, [w_row0 + up0, j * 32], ready.index(s),
+                                        w_smem.index(s).slice(64, 64), pred=pred)
 
     @gluon.jit
-    def k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, K: gl.constexpr, N: gl.constexpr, TOK: gl.constexpr,
-                STAGES: gl.constexpr):
-        """The float32 sums [128 weight rows n0 .., TOK] of TOK rows of the permuted activations from x_row times
-        rows n0 .. n0 + 127 of expert `expert`'s weights [N, K] (x 2^-64: the decode's factor). Each K step's
-        activations [TOK, 64] and packed weights [128, 32 bytes] come by TMA into a ring of STAGES buffers (weight
-        rows past the expert's N are another expert's or zeros, never stored); the scales by pointer, two steps
-        ahead."""
-        nk: gl.constexpr = K // 64
+    def k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, up0, K: gl.constexpr, N: gl.constexpr, TOK: gl.constexpr,
+               STAGES: gl.constexpr):
+        """The float32 sums [128 weight rows, TOK] of TOK rows of the permuted activations from x_row times 128 rows
+        of expert `expert`'s weights [N, K] (x 2^-64: the decode's factor): rows n0 .. n0 + 63 and n0 + up0 ..
+        n0 + up0 + 63 (GEMM 1: a gate/up group's gate rows and its up rows, which start `size` rows after them;
+        GEMM 2: up0 = 64, 128 rows in a run). Each K step's activations [TOK, 64] and packed weights [2 x 64, 32
+        bytes] come by TMA into a ring of STAGES buffers (weight rows past the expert's N are another expert's or
+        zeros, never stored); the scales by pointer, two steps ahead. K need not be a multiple of 64: TMA reads
+        zeros past the weights' K / 2 bytes, and the activations' buffer holds zeros there
+        (`moe_gather_permuted.padded_width`)."""
+        nk: gl.constexpr = (K + 63) // 64
         x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
         w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        stage_bytes: gl.constexpr = x_desc.block_type.nbytes + w_desc.block_type.nbytes
+        stage_bytes: gl.constexpr = x_desc.block_type.nbytes + 2 * w_desc.block_type.nbytes
         w_row0 = (expert * N + n0).to(gl.int32)  # < 2^31: the host checks E * N
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
         for i in gl.static_range(STAGES):
-            mbarrier.expect(ready.index(i), stage_bytes)
-            tma.async_copy_global_to_shared(x_desc, [x_row, i * 64], ready.index(i), x_smem.index(i))
-            tma.async_copy_global_to_shared(w_desc, [w_row0, i * 32], ready.index(i), w_smem.index(i))
+            _load_step(x_desc, w_desc, x_smem, w_smem, ready, i, i, x_row, w_row0, up0, stage_bytes, i < nk)
         L6: gl.constexpr = gl.BlockedLayout([1, 1, 1, 2, 2, 2], [1, 8, 4, 1, 1, 1], [4, 1, 1, 1, 1, 1],
                                             [5, 4, 3, 2, 1, 0])  # a thread's words (see _smem_words)
-        s_off, row_ok = _scale_offsets(expert, n0, K, N, gl.SliceLayout(5, L6))
+        s_off, row_ok, q_block = _scale_offsets(expert, n0, up0, K, N, gl.SliceLayout(5, L6))
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, TOK, 16])
         DOT_A: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        s1 = _scales(s_ptr, s_off, row_ok, 0, nk, N)
-        s2 = _scales(s_ptr, s_off, row_ok, 1, nk, N)
+        s1 = _scales(s_ptr, s_off, row_ok, q_block, 0, K // 32, N)
+        s2 = _scales(s_ptr, s_off, row_ok, q_block, 1, K // 32, N)
         acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
         for j in range(nk):
-            s3 = _scales(s_ptr, s_off, row_ok, j + 2, nk, N)
+            s3 = _scales(s_ptr, s_off, row_ok, q_block, j + 2, K // 32, N)
             s = j % STAGES
             mbarrier.wait(ready.index(s), (j // STAGES) & 1)
             a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
             acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free
-            _refill(x_desc, w_desc, x_smem, w_smem, ready, j, x_row, w_row0, nk, STAGES, stage_bytes)
+            _load_step(x_desc, w_desc, x_smem, w_smem, ready, s, j + STAGES, x_row, w_row0, up0, stage_bytes,
+                       j + STAGES < nk)  # step j's stage, its wgmma done, takes step j + STAGES
             s1, s2 = s2, s3
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(ready.index(i))
