@@ -106,7 +106,10 @@ for block_m in REGISTER_OPERAND_ROWS:
     signature = {f"x{name}_desc": (f"tensordesc<bf16[{rows}, 64],"
                                    f"{gl.NVMMASharedLayout.get_default_for([rows, 64], gl.bfloat16)!r}>")
                  for name, rows in (("", block_m), ("_half", half))}
-    signature.update({"w_desc": f"tensordesc<u8[64, 32],{reg.PACKED_BYTES_LAYOUT!r}>", "s_ptr": "*u8",
+    signature["w_desc"] = f"tensordesc<u8[128, 32],{reg.PACKED_BYTES_LAYOUT!r}>"
+    if gemm == 1:
+        signature["w_rows_desc"] = f"tensordesc<u8[64, 32],{reg.PACKED_BYTES_LAYOUT!r}>"
+    signature.update({"s_ptr": "*u8",
                       "bias_ptr": "*bf16"})
     signature.update({"out_ptr": "*bf16"} if gemm == 1 else {"route_w_ptr": "*fp32", "out_ptr": "*bf16"})
     signature.update({"sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_padded_ptr": "*i32",
@@ -114,6 +117,8 @@ for block_m in REGISTER_OPERAND_ROWS:
     if gemm == 1:
         signature.update({"limit": "fp32", "alpha": "fp32"})
     constexprs = dict(H=hidden, I=intermediate, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, num_warps=4)
+    if gemm == 1:
+        constexprs["RAGGED"] = intermediate % 64 != 0
     signature.update({name: "constexpr" for name in constexprs})
     kernel = reg._gemm1_register_kernel if gemm == 1 else reg._gemm2_register_kernel
     compiled = triton.compile(GluonASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", 90, 32),

@@ -257,11 +257,12 @@ _GLUON = textwrap.dedent('''
     layouts = [gl.NVMMASharedLayout.get_default_for([rows, 64], gl.bfloat16) for rows in (BM, BM // 2)]
     args = (TensorDescriptor.from_tensor(x, [BM, 64], layouts[0]),
             TensorDescriptor.from_tensor(x, [BM // 2, 64], layouts[1]),
-            TensorDescriptor.from_tensor(w1, [64, 32], reg.PACKED_BYTES_LAYOUT),
+            TensorDescriptor.from_tensor(w1, [128, 32], reg.PACKED_BYTES_LAYOUT),
+            TensorDescriptor.from_tensor(w1, [128, 32], reg.PACKED_BYTES_LAYOUT),
             torch.empty(E, H // 32, 2 * I, dtype=torch.uint8), torch.empty(E, 2 * I, dtype=torch.bfloat16),
             torch.empty(A, I, dtype=torch.bfloat16), torch.empty(3 * BM, dtype=torch.int32),
             torch.empty(3, dtype=torch.int32), torch.empty(1, dtype=torch.int32), A, 3, 7.0, 1.702)
-    kwargs = dict(H=H, I=I, BM=BM, HALF=BM // 2, STAGES=3, HAS_BIAS=True, num_warps=4, debug=False,
+    kwargs = dict(H=H, I=I, BM=BM, HALF=BM // 2, STAGES=3, HAS_BIAS=True, RAGGED=False, num_warps=4, debug=False,
                   instrumentation_mode=triton.knobs.compilation.instrumentation_mode)
     # JITFunction.run up to its cache hook, for sm_90 instead of the device (as SCENARIO's launch_as_the_jit_does)
     backend = make_backend(TARGET)

@@ -143,12 +143,15 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
     num_m = align.block_expert.numel()
     packed = w1.view(w1.shape[0] * w1.shape[1], w1.shape[2])  # [E * 2I, H/2] bytes
-    w_desc = TensorDescriptor.from_tensor(packed, [STEP, STEP // 2], PACKED_BYTES_LAYOUT)
+    w_desc = TensorDescriptor.from_tensor(packed, [2 * STEP, STEP // 2], PACKED_BYTES_LAYOUT)
+    ragged = intermediate % STEP != 0  # the last gate/up group's up rows start fewer than 64 rows after its gate rows
+    w_rows_desc = TensorDescriptor.from_tensor(packed, [STEP, STEP // 2], PACKED_BYTES_LAYOUT) if ragged else w_desc
     x_desc, x_half_desc = _row_descriptors(x, block_m)
     _gemm1_register_kernel[(num_m * triton.cdiv(intermediate, STEP),)](
-        x_desc, x_half_desc, w_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter, align.sorted_ids,
-        align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit), float(alpha), H=hidden,
-        I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w1_bias is not None, num_warps=4)
+        x_desc, x_half_desc, w_desc, w_rows_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter,
+        align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit),
+        float(alpha), H=hidden, I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages,
+        HAS_BIAS=w1_bias is not None, RAGGED=ragged, num_warps=4)
     return inter
 
 
@@ -188,7 +191,7 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
         return out
     x = gather_permuted_rows(acts, align, 1)  # [capacity, I]: row r = inter[sorted_ids[r]]
     x_desc, x_half_desc = _row_descriptors(x, block_m)
-    w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [STEP, STEP // 2],
+    w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [2 * STEP, STEP // 2],
                                           PACKED_BYTES_LAYOUT)
     num_m = align.block_expert.numel()
     _gemm2_register_kernel[(num_m * triton.cdiv(hidden, 2 * STEP),)](
@@ -201,14 +204,14 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
 
 if gluon is not None:
     @gluon.jit
-    def _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, num_assignments,
-                    limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
-                    HAS_BIAS: gl.constexpr):
+    def _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, size,
+                    num_assignments, limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr,
+                    STAGES: gl.constexpr, HAS_BIAS: gl.constexpr, TWO_BOXES: gl.constexpr):
         """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
-        `group` of w1: its `size` gate rows then its `size` up rows (size = 64 but in a ragged last group)."""
+        `group` of w1: its `size` gate rows then its `size` up rows (size = 64 but in a ragged last group, whose
+        weights come as TWO_BOXES of 64 rows, from w_desc's)."""
         N: gl.constexpr = 2 * I
-        size = gl.minimum(I - group * 64, 64)
-        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, size, H, N, TOK, STAGES)
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, size, H, N, TOK, STAGES, TWO_BOXES)
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
         both = gl.permute(gl.reshape(acc * ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
         gate, up = gl.split(both)  # [64, TOK] each
@@ -229,10 +232,12 @@ if gluon is not None:
         gl.store(ptrs, y.to(gl.bfloat16), mask=ok)
 
     @gluon.jit(do_not_specialize=["num_assignments", "num_m"])
-    def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, block_expert_ptr,
-                               num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr, I: gl.constexpr,
-                               BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr, HAS_BIAS: gl.constexpr,
-                               num_warps: gl.constexpr):
+    def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr,
+                               block_expert_ptr, num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr,
+                               I: gl.constexpr, BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr,
+                               HAS_BIAS: gl.constexpr, RAGGED: gl.constexpr, num_warps: gl.constexpr):
+        """w_desc: boxes of 128 weight rows; w_rows_desc: of 64 (RAGGED: I is not whole groups of 64, and the last
+        group's programs load its gate and up rows as two boxes)."""
         pid = gl.program_id(0)
         pid_m = pid % num_m  # the M tiles of a group run together: an expert's tiles share its weights in L2
         group = pid // num_m
@@ -240,12 +245,20 @@ if gluon is not None:
             expert = gl.load(block_expert_ptr + pid_m).to(gl.int64)
             ids = gl.load(sorted_ids_ptr + pid_m * BM + gl.arange(0, BM, layout=gl.BlockedLayout([1], [32], [4], [0])))
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)  # an expert's run fills its tiles in order
-            if valid <= HALF:
+            size = gl.minimum(I - group * 64, 64)
+            if RAGGED and size < 64:
+                if valid <= HALF:
+                    _gemm1_tile(x_half_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
+                                group, size, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, True)
+                else:
+                    _gemm1_tile(x_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
+                                group, size, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, True)
+            elif valid <= HALF:
                 _gemm1_tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS)
+                            64, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, False)
             else:
                 _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS)
+                            64, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, False)
 
     @gluon.jit
     def _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert, x_row, n0,
@@ -253,7 +266,7 @@ if gluon is not None:
                     HAS_BIAS: gl.constexpr):
         """GEMM 2 of TOK rows of the permuted intermediate from x_row (one expert's tile) and output columns n0 ..
         n0 + 127: (inter @ W2^T + b2) x each assignment's routing weight, stored to rows of [A, H]."""
-        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, 64, I, H, TOK, STAGES) * ACC_SCALE  # [128, TOK]
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, 64, I, H, TOK, STAGES, False) * ACC_SCALE  # [128, TOK]
         EPI: gl.constexpr = acc.type.layout
         rows = n0 + gl.arange(0, 128, layout=gl.SliceLayout(1, EPI))
         row_ok = rows < H
