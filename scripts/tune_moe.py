@@ -239,10 +239,12 @@ def register_twin(best: tuple[float, MoEKernelConfig], run, reference: torch.Ten
     """The winner (seconds, config), or its twin with `register_operand` (the GEMM by `kernels/moe_gemm_register`'s
     Gluon kernels, the winner's Triton tile its fall-back) where the twin is faster. Tried only where the engine
     would run it: `problem` is `register_operand_problem`'s answer for these operands and tile rows ('' where the
-    kernels can run: MXFP4 on Hopper, tiles of `REGISTER_OPERAND_ROWS` rows, whole gate/up groups of 64 and K in
-    steps of 64, gpt-oss's SwiGLU), and the winner must take K in one part. Elsewhere the twin would decline and
-    run the winner's tile: timing it could only pick a label by noise. On the H200 it won both gpt-oss-20b GEMMs at
-    T = 128-512 by 19-27% and lost at T <= 32 and 2,048 (docs/benchmarks.md, 2026-11-30 sixth session)."""
+    kernels can run: MXFP4 on Hopper, tiles of `REGISTER_OPERAND_ROWS` rows, gate/up groups of 64 (the last may be
+    ragged) and K in blocks of 32, gpt-oss's SwiGLU), and the winner must take K in one part. Elsewhere the twin
+    would decline and run the winner's tile: timing it could only pick a label by noise. On the H200 it won both
+    gpt-oss-20b GEMMs at T = 128-512 by 19-27% and lost at T <= 32 and 2,048 (docs/benchmarks.md, 2026-11-30 sixth
+    session). Only the winner's tile rows are tried: at gpt-oss-120b's TP = 2 key 256 the 32-row register pair beat
+    the 16-row winner in the model (2026-11-30 eighth session), which the file took by hand."""
     seconds, config = best
     if problem or config.split_k != 1:
         return best

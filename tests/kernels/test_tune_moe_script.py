@@ -143,8 +143,9 @@ def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_f
     """A winner gets its `register_operand` twin timed, kept when faster (the winner's Triton tile stays in the entry
     as its fall-back), only where the engine would run the register kernels (`register_problems`, from the engine's
     own check, on a Hopper GPU: stubbed here) and K is in one part: gpt-oss-20b's MXFP4 experts at tiles of 8-64
-    rows; not at 128 rows, not NVFP4 or bf16 experts, not gpt-oss at TP = 2 (1,440 intermediate columns a rank: a
-    ragged last gate/up group and K = 1,440 for GEMM 2), where the twin would decline and only noise could pick it."""
+    rows, and gpt-oss at TP = 2 (1,440 intermediate columns a rank: a ragged last gate/up group and K = 1,440 for
+    GEMM 2, which the kernels take since 2026-11-30); not at 128 rows, not NVFP4 or bf16 experts, where the twin
+    would decline and only noise could pick it."""
     import torch
 
     import quickmoe.kernels.moe_gemm_register as register
@@ -177,8 +178,8 @@ def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_f
     ragged = make_experts(MoEShape(hidden=256, inter=96, experts=4, top_k=2, activation="swiglu_gpt_oss"), "mxfp4",
                           torch.device("cpu"), g)  # as gpt-oss at TP = 2: 1,440 = 22.5 x 64
     nvfp4 = make_experts(MoEShape(**small, activation="silu"), "nvfp4", torch.device("cpu"), g)
-    declined = [tuner.register_problems(mxfp4, 128), tuner.register_problems(ragged, 32),
-                tuner.register_problems(nvfp4, 32)]
+    assert tuner.register_problems(ragged, 32) == ("", "")
+    declined = [tuner.register_problems(mxfp4, 128), tuner.register_problems(nvfp4, 32)]
     assert all(p1 and p2 for p1, p2 in declined), declined
     for problem in [p for pair in declined for p in pair]:
         assert tuner.register_twin((2e-6, winner), None, reference, problem) == (2e-6, winner)
