@@ -8,7 +8,8 @@ its own alignment; then every candidate of GEMM 1 (gate_up + SwiGLU) and of GEMM
 replayed in a CUDA graph that holds several calls over rotating random inputs (more weight bytes than the
 L2 cache holds, never zeros), median of several replays. The BLOCK_M with the smallest GEMM 1 + GEMM 2 time
 wins, with each GEMM's best config for it (MXFP4 tiles of 8-64 rows on Hopper: or that config's
-`register_operand` twin where it is faster, `register_twin`). One file per GEMM shape is written (named by
+`register_operand` twin where it is faster, `register_twin`; where those kernels can run a 32-row tile is among the
+candidates from 4 assignments an expert on, `block_m_candidates`). One file per GEMM shape is written (named by
 `moe_configs.config_file_name`: shape, format ("dense" for bf16 experts), projection, device), mapping T to
 the config; token counts already in an existing file and not tuned now are kept, and the file is written after
 every T (a call cut short keeps what it measured). Start-up never tunes: it reads these files.
@@ -67,11 +68,24 @@ FULL_GEMM2 = (((16, 32, 64, 128), (128, 256), (2, 4), (3, 4), (False, True), (1,
               ((128, 256), (64, 128), (4, 8), (3,), (False,), (1, 8), (False,)))
 
 
-def block_m_candidates(tokens: int, top_k: int, experts: int) -> list[int]:
+# Where the register-operand kernels can run, tiles of REGISTER_TILE rows are tried too from this many assignments an
+# expert on: those kernels decode an expert's weights once a tile (and run a tile on its half where the rows fit),
+# so they pay with tiles larger than an expert's rows. Their 32-row pair won gpt-oss-120b's T = 256 on the H200 at
+# ~8 rows an expert (at TP = 1 and 2), where the candidates stopped at 16; at ~4 (T = 128) the 8-row Triton pair won
+# (docs/benchmarks.md, 2026-11-30 seventh and eighth sessions).
+REGISTER_TILE = 32
+REGISTER_TILE_MIN_ROWS = 4
+
+
+def block_m_candidates(tokens: int, top_k: int, experts: int, register: bool = False) -> list[int]:
     """Tiles from about half to four times the mean rows per expert hit, at most 256; 8 and 16 always where they are
-    among the last three (8 rows: the transposed orientation only, see `_configs`)."""
+    among the last three (8 rows: the transposed orientation only, see `_configs`). `register`: the register-operand
+    kernels can run these experts, and a tile of REGISTER_TILE rows joins from REGISTER_TILE_MIN_ROWS rows an expert."""
     mean_rows = tokens * top_k / min(experts, tokens * top_k)
-    return [m for m in (8, 16, 32, 64, 128, 256) if m <= 16 or mean_rows / 2 >= m / 4] [-3:]
+    tiles = [m for m in (8, 16, 32, 64, 128, 256) if m <= 16 or mean_rows / 2 >= m / 4][-3:]
+    if register and mean_rows >= REGISTER_TILE_MIN_ROWS and REGISTER_TILE not in tiles:
+        tiles = sorted({*tiles, REGISTER_TILE})
+    return tiles
 
 
 def _prefill_k(fmt: str) -> int:
@@ -280,7 +294,8 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, g
     fb1, fb2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, fallback.block_m) for ids in ids_sets])
     ref1, ref2 = fb1(0, fallback).clone(), fb2(0, fallback).clone()  # rows by assignment: any tile writes the same
     results = []
-    for block_m in block_ms or block_m_candidates(tokens, top_k, shape.experts):
+    register = register_problems(ex, REGISTER_TILE) == ("", "")
+    for block_m in block_ms or block_m_candidates(tokens, top_k, shape.experts, register):
         gemm1, gemm2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, block_m) for ids in ids_sets])
         t1, c1 = best_of(with_parts(gemm1_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm1, ref1)
         t2, c2 = best_of(with_parts(gemm2_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm2, ref2)

@@ -106,6 +106,12 @@ def test_the_small_grid_is_small_and_fp8_steps_one_scale_group():
         assert eight and all(c.swap_ab and c.block_m == 8 for c in eight)
     assert tuner.block_m_candidates(1, 4, 32) == [8, 16]  # gpt-oss-20b's batch-1 decode
     assert tuner.block_m_candidates(256, 4, 32) == [16, 32, 64]
+    # register-operand experts: a 32-row tile joins from 4 rows an expert (gpt-oss-120b at T = 128 and 256)
+    assert tuner.block_m_candidates(256, 4, 128) == [8, 16]
+    assert tuner.block_m_candidates(256, 4, 128, register=True) == [8, 16, 32]
+    assert tuner.block_m_candidates(128, 4, 128, register=True) == [8, 16, 32]
+    assert tuner.block_m_candidates(64, 4, 128, register=True) == [8, 16]
+    assert tuner.block_m_candidates(256, 4, 32, register=True) == [16, 32, 64]
 
 
 def test_the_tile_option_takes_eight_rows_and_names_a_bad_tile(monkeypatch, capsys):
