@@ -199,6 +199,12 @@ class DecodeGraphs:
         """The smallest bucket holding `batch_size` sequences, or None (run eagerly)."""
         return next((b for b in self.buckets if b >= batch_size), None)
 
+    @staticmethod
+    def _host_array(staging, shape: tuple[int, ...], dtype) -> np.ndarray:
+        """An uninitialised host array of `shape`: in the step's page-locked staging memory where it fits."""
+        array = staging.host_array(shape, dtype) if staging is not None else None
+        return array if array is not None else np.empty(shape, dtype=dtype)
+
     @torch.inference_mode()
     def run(self, token_ids: list[int], prev_rows: list[int], host: HostMetadata) -> torch.Tensor:
         """Logits [B, V] of a decode step of B = len(token_ids) sequences (B <= the largest bucket); prev_rows[b]
@@ -210,21 +216,25 @@ class DecodeGraphs:
         if size not in self.graphs:
             self._capture(size, "step")
         groups = self.block_tables.shape[0]
-        meta = np.zeros((self.ROW_SLOTS + groups, size), dtype=np.int64)  # padding: token 0, position 0, context 0
+        width = max(t.shape[1] for t in host.block_tables)
+        assert width <= self.table_width, "a block table is wider than max_model_len allows"
+        staging = self.runner.staging  # page-locked memory of this step, or None (then ordinary memory)
+        meta = self._host_array(staging, (self.ROW_SLOTS + groups, size), np.int64)
+        tables = self._host_array(staging, (groups, size, width), np.int32)
+        meta[:, batch:] = 0  # padding: token 0, position 0, context 0
         meta[self.ROW_PREV, batch:] = -1
         meta[self.ROW_SLOTS:, batch:] = -1  # no slot: the KV write skips padding rows
         meta[self.ROW_IDS, :batch] = token_ids
         meta[self.ROW_PREV, :batch] = prev_rows
         meta[self.ROW_POSITIONS, :batch] = host.positions
         meta[self.ROW_CONTEXT, :batch] = host.context_lens
-        width = max(t.shape[1] for t in host.block_tables)
-        assert width <= self.table_width, "a block table is wider than max_model_len allows"
-        tables = np.full((groups, size, width), -1, dtype=np.int32)
+        tables[:, batch:] = -1
         for g, (slots, table) in enumerate(zip(host.slot_mappings, host.block_tables)):
             meta[self.ROW_SLOTS + g, :batch] = slots
             tables[g, :batch, :table.shape[1]] = table
-        self.meta[:, :size].copy_(to_device(meta, self.meta.device))
-        self.block_tables[:, :size, :width].copy_(to_device(tables, self.meta.device))
+            tables[g, :batch, table.shape[1]:] = -1
+        self.meta[:, :size].copy_(to_device(meta, self.meta.device, staging))
+        self.block_tables[:, :size, :width].copy_(to_device(tables, self.meta.device, staging))
         self.graphs[size].replay()
         self.replays[size] += 1
         return self.outputs[size][:batch]

@@ -23,6 +23,7 @@ from quickmoe.executor.kernel_cache import KernelCache, use_triton_cache
 from quickmoe.executor.kernel_precompile import KernelPrecompile
 from quickmoe.executor.kernel_warmup import MoEKernelWarmup
 from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
+from quickmoe.executor.pinned_staging import PinnedStaging
 from quickmoe.executor.rank_report import gather_rank_phases
 from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
 from quickmoe.executor.step_timer import StepTimer
@@ -175,6 +176,8 @@ class ModelRunner:
         self.sampler = Sampler()
         self.prev_sampled = torch.zeros(engine.max_num_seqs, dtype=torch.long, device=self.device)  # [max_num_seqs]
         self.step_timer = StepTimer(self.device)
+        # page-locked memory for each step's host->device copies, reused step after step
+        self.staging = PinnedStaging(self.device) if self.device.type == "cuda" else None
         self.report.mark("kv_cache")
         self.graphs: DecodeGraphs | None = None
         graphs = None
@@ -367,7 +370,7 @@ class ModelRunner:
                     block_tables: list[list[list[int]]]) -> ForwardBatch:
         """A step over this runner's cache; `block_tables[b]` holds sequence b's table per cache group."""
         return build_forward_batch(token_ids, start_positions, self._per_group(block_tables), self.kv_cache,
-                                   self.device)
+                                   self.device, self.staging)
 
     def _per_group(self, block_tables: list[list[list[int]]]) -> list[list[list[int]]]:
         """[sequence][group] tables -> [group][sequence]: the order the step metadata is built in."""
@@ -389,6 +392,19 @@ class ModelRunner:
         With several ranks every rank runs the step; rank 0 samples (the others get `params` etc. empty and
         return None) and sends the sampled tokens to the others' `prev_sampled`."""
         self.step_timer.begin()
+        if self.staging is not None:
+            self.staging.begin_step()
+        try:
+            return self._execute(token_ids, start_positions, block_tables, prev_rows=prev_rows,
+                                 sample_rows=sample_rows, params=params, generators=generators, contexts=contexts,
+                                 bitmask=bitmask, prompt_logprobs=prompt_logprobs)
+        finally:
+            if self.staging is not None:
+                self.staging.end_step()
+
+    def _execute(self, token_ids, start_positions, block_tables, *, prev_rows, sample_rows, params, generators,
+                 contexts, bitmask, prompt_logprobs) -> DeviceSample | None:
+        """`execute` between the staging memory's `begin_step` and `end_step`."""
         prev = prev_rows if prev_rows is not None else [-1] * len(token_ids)
         graphs = self.graphs
         wants_prompt = prompt_logprobs is not None and any(r is not None for r in prompt_logprobs)
@@ -404,7 +420,7 @@ class ModelRunner:
                 batch.input_ids = self._resolve_previous(batch.input_ids, [len(t) for t in token_ids], prev)
             if wants_prompt:  # the last rows and the prompt rows asked for, in one LM-head call
                 rows, prompt_rows = prompt_logit_rows([len(t) for t in token_ids], prompt_logprobs)
-                batch.logits_indices = to_device(rows, self.device)
+                batch.logits_indices = to_device(rows, self.device, self.staging)
                 logits = self.model(batch)
                 logits, prompt_logits = logits[:len(token_ids)], logits[len(token_ids):]
             else:
@@ -413,7 +429,7 @@ class ModelRunner:
         driver = self.parallel.is_driver
         if sample_rows and driver:
             if len(sample_rows) != len(token_ids):
-                logits = logits[to_device(np.asarray(sample_rows, dtype=np.int64), self.device)]
+                logits = logits[to_device(np.asarray(sample_rows, dtype=np.int64), self.device, self.staging)]
             sample = self.sampler.sample(logits, params, generators, contexts, bitmask)
             self.prev_sampled[:len(sample_rows)].copy_(sample.token_ids)  # the next step's inputs
         if sample_rows and self.parallel.sharded:
@@ -434,7 +450,7 @@ class ModelRunner:
         ends = np.cumsum(query_lens) - 1  # [B] row of each sequence's last token
         rows = np.full(len(input_ids), -1, dtype=np.int64)  # [T]
         rows[ends] = prev_rows
-        rows = to_device(rows, self.device)
+        rows = to_device(rows, self.device, self.staging)
         return torch.where(rows >= 0, self.prev_sampled[rows.clamp(min=0)], input_ids)
 
     @torch.inference_mode()

@@ -11,42 +11,45 @@ import numpy as np
 import torch
 
 from quickmoe.executor.kv_cache import PagedKVCache
+from quickmoe.executor.pinned_staging import PinnedStaging
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
 __all__ = ["HostMetadata", "build_forward_batch", "build_host_metadata", "to_device"]
 
 
-def to_device(array: np.ndarray, device: torch.device | str) -> torch.Tensor:
+def to_device(array: np.ndarray, device: torch.device | str, staging: PinnedStaging | None = None) -> torch.Tensor:
     """A host array on `device`. On CUDA through page-locked memory and without waiting: the copy is queued on
-    the current stream (a copy from pageable memory could wait for the work queued before it), and torch's
-    caching host allocator keeps the page-locked block until the copy is done."""
-    host = torch.from_numpy(np.ascontiguousarray(array))
+    the current stream (a copy from pageable memory could wait for the work queued before it). That memory is
+    `staging`'s where given (reused step after step), else a block of torch's caching host allocator, which keeps
+    it until the copy is done."""
     if torch.device(device).type != "cuda":
-        return host.to(device)
-    return host.pin_memory().to(device, non_blocking=True)
+        return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+    if staging is not None:
+        return staging.to_device(array)
+    return torch.from_numpy(np.ascontiguousarray(array)).pin_memory().to(device, non_blocking=True)
 
 
 def build_forward_batch(token_ids: Sequence[Sequence[int]], start_positions: Sequence[int],
                         block_tables: Sequence[Sequence[Sequence[int]]], kv_cache: PagedKVCache,
-                        device: torch.device | str) -> ForwardBatch:
+                        device: torch.device | str, staging: PinnedStaging | None = None) -> ForwardBatch:
     """Pack the new tokens of each sequence. `start_positions[b]` tokens of sequence b are already cached;
     `block_tables[g][b]` is sequence b's block table in group g (-1 where a block was released), covering
-    every position of this step."""
+    every position of this step. `staging`: page-locked memory for the uploads (see `to_device`)."""
     query_lens = [len(t) for t in token_ids]
     assert query_lens and all(n > 0 for n in query_lens), "every sequence in a step has a new token"
     assert len(block_tables) == len(kv_cache.plan.groups)
     host = build_host_metadata(query_lens, start_positions, block_tables, kv_cache.block_size)
     flat = np.fromiter((tok for toks in token_ids for tok in toks), dtype=np.int64, count=sum(query_lens))
     return ForwardBatch(
-        input_ids=to_device(flat, device),
-        attn=AttentionMetadata(positions=to_device(host.positions, device),
-                               cu_query_lens=to_device(host.cu_query_lens, device),
-                               context_lens=to_device(host.context_lens, device),
+        input_ids=to_device(flat, device, staging),
+        attn=AttentionMetadata(positions=to_device(host.positions, device, staging),
+                               cu_query_lens=to_device(host.cu_query_lens, device, staging),
+                               context_lens=to_device(host.context_lens, device, staging),
                                max_query_len=torch.tensor(max(query_lens), dtype=torch.long)),
-        kv_groups=tuple(KVGroupMetadata(slot_mapping=to_device(slots, device), block_tables=to_device(tables, device),
-                                        window=group.window or 0)
+        kv_groups=tuple(KVGroupMetadata(slot_mapping=to_device(slots, device, staging),
+                                        block_tables=to_device(tables, device, staging), window=group.window or 0)
                         for slots, tables, group in zip(host.slot_mappings, host.block_tables, kv_cache.plan.groups)),
-        logits_indices=to_device(host.cu_query_lens[1:].astype(np.int64) - 1, device),
+        logits_indices=to_device(host.cu_query_lens[1:].astype(np.int64) - 1, device, staging),
         kv_cache=kv_cache,
         query_lens=query_lens,
     )
