@@ -178,3 +178,30 @@ def test_eviction_is_least_recently_freed_first_and_shared_blocks_are_counted():
     manager.free(10)
     manager.free(11)
     assert all(pool.num_free == pool.num_blocks for pool in manager.pools.values())
+
+
+def test_releasing_a_shared_block_makes_no_room():
+    """A sliding window moving past a block it shares with another sequence (a prefix-cache hit) releases the
+    block from its table, but the pool gets nothing back: an allocation that counted it as room fails cleanly
+    (False, nothing changed) instead of raising half-way through."""
+    rng = random.Random()
+    manager = _cached_manager(full_blocks=64, sliding_blocks=8)
+    tokens = [rng.randrange(1000) for _ in range(4 * BLOCK + 1)]
+    assert manager.try_allocate(0, 0, len(tokens))  # sequence 0 holds sliding blocks 0-4
+    manager.register_blocks(0, len(tokens), lambda a, b: tokens[a:b])
+    hit = manager.match_prefix(tokens)
+    assert hit.num_tokens == 4 * BLOCK and manager.try_allocate(1, hit.num_tokens, len(tokens), hit)
+    shared = manager.block_table(1, "sliding")[1]
+    assert shared == manager.block_table(0, "sliding")[1] != RELEASED
+    assert manager.try_allocate(2, 0, 2 * BLOCK)  # takes the last free sliding blocks
+    assert manager.pools["sliding"].num_free == 0
+    assert manager.try_allocate(1, len(tokens), 72)  # within its blocks
+    before = [manager.block_table(1, g) for g in ("full", "sliding")]
+    # from position 72 the window no longer sees block index 1 (released, but sequence 0 holds it) and position
+    # 80 needs a new block: no room
+    assert not manager.try_allocate(1, 72, 81)
+    assert [manager.block_table(1, g) for g in ("full", "sliding")] == before
+    manager.free(2)
+    assert manager.try_allocate(1, 72, 81)
+    assert manager.block_table(1, "sliding")[:2] == [RELEASED, RELEASED]
+    assert manager.block_table(0, "sliding")[1] == shared

@@ -167,7 +167,9 @@ class KVBlockManager:
                                  f"in group {spec.name!r}")
             release = max(0, min(first, length) - released)
             take = max(0, last_block + 1 - max(length, first))
-            if take > self._pools[g].num_free + release:
+            # a released block shared with another sequence (a prefix-cache hit) stays held: only the others free up
+            freed = self._pools[g].num_freed_by(table.blocks[released:released + release]) if release else 0
+            if take > self._pools[g].num_free + freed:
                 return None
             plan.append((first, take, release))
         return plan

@@ -77,6 +77,10 @@ class BlockPool:
                 else:
                     self._cached_free[b] = None
 
+    def num_freed_by(self, blocks: Iterable[int]) -> int:
+        """How many of `blocks` (distinct, held) `give_back` would make free: those no other sequence holds."""
+        return sum(1 for b in blocks if self._refs[b] == 1)
+
     def lookup(self, key: int) -> int | None:
         """The registered block of `key`, held or free, or None."""
         return self._by_key.get(key)
