@@ -36,7 +36,7 @@ def run(model: str, out: str, ep: bool, dtype: str, kernels: str) -> None:
     blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
     for seq, p in enumerate(prompts):
         blocks.allocate(seq, 0, len(p))
-    batch = runner.build_batch(prompts, [0] * len(prompts), [blocks.block_tables(s) for s in range(len(prompts))])
+    batch = runner.build_batch(prompts, [0] * len(prompts), blocks.step_block_tables(range(len(prompts))))
     logits = runner.forward(batch, all_logits=True).float().cpu()  # [T, V]
     if parallel.is_driver:
         torch.save({"logits": logits, "world_size": parallel.world_size, "expert_parallel": ep,

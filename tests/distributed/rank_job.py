@@ -30,7 +30,7 @@ def case_outputs(runner, prompts: list[list[int]], max_tokens: int, *, engine_ru
     blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
     for seq, p in enumerate(prompts):
         blocks.allocate(seq, 0, len(p))
-    tables = [blocks.block_tables(s) for s in range(len(prompts))]
+    tables = blocks.step_block_tables(range(len(prompts)))
     logits = runner.forward(runner.build_batch(prompts, [0] * len(prompts), tables), all_logits=True)  # [T, V]
     if engine_runner is None and getattr(runner, "parallel", None) is not None and not runner.parallel.is_driver:
         return logits, None

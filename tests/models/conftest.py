@@ -108,7 +108,7 @@ class PagedSteps:
         for seq, toks, start in zip(seq_ids, token_ids, starts):
             self.blocks.allocate(seq, start, start + len(toks))
             self.lengths[seq] = start + len(toks)
-        return self.runner.build_batch(token_ids, starts, [self.blocks.block_tables(s) for s in seq_ids])
+        return self.runner.build_batch(token_ids, starts, self.blocks.step_block_tables(seq_ids))
 
 
 @pytest.fixture(scope="session")

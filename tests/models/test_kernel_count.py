@@ -77,7 +77,7 @@ def _decode_layer_call(llm):
     runner = llm.runner
     blocks = KVBlockManager.for_plan(runner.kv_cache.plan)
     blocks.allocate(0, 0, 21)
-    batch = runner.build_batch([[7]], [20], [blocks.block_tables(0)])
+    batch = runner.build_batch([[7]], [20], blocks.step_block_tables([0]))
     model = runner.model.model
     hidden = model.embed_tokens(batch.input_ids)
     k_cache, v_cache = runner.kv_cache.layer(0)

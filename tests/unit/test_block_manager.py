@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from quickmoe.engine.block_manager import RELEASED, BlockPool, GroupSpec, KVBlockManager, NoFreeBlocks
@@ -201,7 +202,51 @@ def test_releasing_a_shared_block_makes_no_room():
     # 80 needs a new block: no room
     assert not manager.try_allocate(1, 72, 81)
     assert [manager.block_table(1, g) for g in ("full", "sliding")] == before
+    assert manager.step_block_tables([1])[1].tolist() == [before[1]]
     manager.free(2)
     assert manager.try_allocate(1, 72, 81)
     assert manager.block_table(1, "sliding")[:2] == [RELEASED, RELEASED]
     assert manager.block_table(0, "sliding")[1] == shared
+
+def _padded(lists):
+    """The reference for `step_block_tables`: the manager's lists padded with -1 by a plain loop."""
+    width = max([len(t) for t in lists] + [1])
+    return [[t[i] if i < len(t) else -1 for i in range(width)] for t in lists]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_step_block_tables_equal_the_lists_through_growth_hits_and_reuse(seed):
+    """A step's tables come from numpy rows the manager keeps beside its lists (engine/block_table_rows.py):
+    through random allocations, prefix-cache hits (shared blocks, released sliding entries), frees and rows
+    reused, more sequences than the rows first made and tables longer than their first columns, every gather
+    equals the lists, padded."""
+    rng = random.Random(seed)
+    manager = _cached_manager(full_blocks=1200, sliding_blocks=300)
+    prompts = [[rng.randrange(1000) for _ in range(rng.randint(1, 6) * BLOCK)] for _ in range(4)]
+    lengths: dict[int, int] = {}
+    for step in range(700):
+        action = rng.random()
+        if action < 0.3 or not lengths:  # a new sequence: sometimes a cached prompt's prefix (a hit)
+            tokens = rng.choice(prompts) + [rng.randrange(1000) for _ in range(rng.randint(1, 40))]
+            hit = manager.match_prefix(tokens)
+            start = hit.num_tokens if hit is not None else 0
+            if manager.try_allocate(step, start, len(tokens), hit):
+                manager.register_blocks(step, len(tokens), lambda a, b, t=tokens: t[a:b])
+                lengths[step] = len(tokens)
+        elif action < 0.85:  # decode steps and chunks; some sequences grow past 64 blocks
+            seq = rng.choice(list(lengths))
+            end = lengths[seq] + rng.choice([1, 1, 16, 70, 300, 1100])
+            if manager.try_allocate(seq, lengths[seq], end):
+                lengths[seq] = end
+        else:
+            seq = rng.choice(list(lengths))
+            manager.free(seq)
+            del lengths[seq]
+        if lengths:
+            ids = rng.sample(list(lengths), rng.randint(1, len(lengths)))
+            got = manager.step_block_tables(ids)
+            for g, group in enumerate(("full", "sliding")):
+                assert got[g].dtype == np.int32
+                assert got[g].tolist() == _padded([manager.block_table(s, group) for s in ids]), (step, group)
+    rows, columns = manager._rows.capacity  # the run went through both kinds of growth
+    assert rows > 16 and columns > 64, (rows, columns)

@@ -11,6 +11,8 @@ slot per layer of the group).
 `KVBlockManager` keeps the tables: `allocate(seq, start, end)` makes room for positions [start, end) of a sequence
 (all or nothing: on `NoFreeBlocks` nothing changed), `free(seq)` returns everything. Invariant: a sliding group's
 table entry for a block out of the window is RELEASED (-1), and released entries are a prefix of the table.
+`step_block_tables(seq_ids)` hands a step its sequences' tables, padded, from numpy rows kept beside the lists
+(block_table_rows.py).
 
 Automatic prefix caching (`enable_caching`): `register_blocks` indexes a sequence's full blocks once their K/V is
 computed (keyed by their tokens and every token before them), and `match_prefix` finds, for a new sequence, the
@@ -25,7 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from quickmoe.engine.block_pool import BlockPool, NoFreeBlocks, block_key
+from quickmoe.engine.block_table_rows import BlockTableRows
 
 __all__ = ["RELEASED", "BlockPool", "GroupSpec", "KVBlockManager", "NoFreeBlocks", "PrefixHit"]
 
@@ -55,6 +60,7 @@ class _Table:
 @dataclass
 class _Sequence:
     tables: list[_Table]  # one per group, in group order
+    row: int  # its row in the manager's BlockTableRows (the same tables as numpy rows)
     length: int = 0  # positions made room for
     keys: list[int] = field(default_factory=list)  # keys of its leading full blocks registered so far
 
@@ -86,6 +92,7 @@ class KVBlockManager:
         self._pools = [BlockPool(g.num_blocks) for g in groups]
         self.pools = {g.name: pool for g, pool in zip(groups, self._pools)}
         self._seqs: dict[int, _Sequence] = {}
+        self._rows = BlockTableRows(len(groups))  # every table again, as numpy rows: a step's tables in one gather
         self.enable_caching = enable_caching
 
     @classmethod
@@ -145,12 +152,14 @@ class KVBlockManager:
 
     def _attach(self, seq_id: int, hit: PrefixHit) -> _Sequence:
         """A new sequence holding the hit's blocks (shared)."""
-        seq = self._seqs[seq_id] = _Sequence(tables=[], length=hit.num_tokens, keys=list(hit.keys))
-        for table, pool in zip(hit.tables, self._pools):
+        seq = self._seqs[seq_id] = _Sequence(tables=[], row=self._rows.acquire(), length=hit.num_tokens,
+                                             keys=list(hit.keys))
+        for g, (table, pool) in enumerate(zip(hit.tables, self._pools)):
             released = sum(1 for b in table if b == RELEASED)
             for b in table[released:]:
                 pool.share(b)
             seq.tables.append(_Table(blocks=list(table), released=released))
+            self._rows.write(seq.row, g, 0, table)
         return seq
 
     def _plan(self, seq: _Sequence | None, start: int, end: int) -> list[tuple[int, int, int]] | None:
@@ -215,18 +224,22 @@ class KVBlockManager:
         if plan is None:
             return False
         if seq is None:
-            seq = self._seqs[seq_id] = _Sequence(tables=[_Table() for _ in self._specs])
-        for (first, take, release), table, pool in zip(plan, seq.tables, self._pools):
+            seq = self._seqs[seq_id] = _Sequence(tables=[_Table() for _ in self._specs], row=self._rows.acquire())
+        for g, ((first, take, release), table, pool) in enumerate(zip(plan, seq.tables, self._pools)):
             if release:
                 released = table.released
                 pool.give_back(table.blocks[released:released + release])
                 table.blocks[released:released + release] = [RELEASED] * release
                 table.released += release
+                self._rows.write(seq.row, g, released, [RELEASED] * release)
             if len(table.blocks) < first:  # a sequence starting past its window (not the engine's case)
+                self._rows.write(seq.row, g, len(table.blocks), [RELEASED] * (first - len(table.blocks)))
                 table.blocks.extend([RELEASED] * (first - len(table.blocks)))
                 table.released = first
             if take:
-                table.blocks.extend(pool.take(take))
+                taken = pool.take(take)
+                self._rows.write(seq.row, g, len(table.blocks), taken)
+                table.blocks.extend(taken)
         seq.length = end
         return True
 
@@ -244,6 +257,7 @@ class KVBlockManager:
             raise KeyError(f"sequence {seq_id} holds no blocks")
         for table, pool in zip(seq.tables, self._pools):
             pool.give_back(reversed(table.blocks[table.released:]))  # its last blocks are evicted first
+        self._rows.release(seq.row)
 
     def holds(self, seq_id: int) -> bool:
         return seq_id in self._seqs
@@ -256,6 +270,13 @@ class KVBlockManager:
         """The sequence's tables in every group, in the order the groups were given (the cache's order). These
         are the manager's own lists, not copies: read them, never modify them."""
         return [table.blocks for table in self._seqs[seq_id].tables]
+
+    def step_block_tables(self, seq_ids: Sequence[int]) -> list[np.ndarray]:
+        """The tables of `seq_ids` as a step hands them to the runner: per group (cache order) a new
+        [len(seq_ids), width] int32 array, row b sequence seq_ids[b]'s table padded with RELEASED (-1) to the
+        longest of them."""
+        rows = np.fromiter((self._seqs[s].row for s in seq_ids), dtype=np.intp, count=len(seq_ids))
+        return self._rows.gather(rows)
 
     def num_cached_blocks(self) -> int:
         return sum(pool.num_cached for pool in self._pools)

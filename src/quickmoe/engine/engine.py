@@ -244,7 +244,7 @@ class Engine:
         started = time.perf_counter()
         sample = self.runner.execute(
             [c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks], [c.start for c in chunks],
-            [self.blocks.block_tables(c.seq.seq_id) for c in chunks],
+            self.blocks.step_block_tables([c.seq.seq_id for c in chunks]),
             prev_rows=[c.seq.pending_row if c.seq.num_pending else -1 for c in chunks],
             sample_rows=sampling, params=[s.params for s in seqs], generators=[s.generator for s in seqs],
             contexts=contexts if any(c is not None for c in contexts) else None, bitmask=bitmask,

@@ -54,7 +54,7 @@ class StepShapeWarmup:
                     return True
                 held.append(seq_id)
             token_ids = [[self._rng.randrange(self.vocab_size) for _ in range(count)] for _, count in shape]
-            tables = [[list(table) for table in blocks.block_tables(seq_id)] for seq_id in seq_ids]
+            tables = blocks.step_block_tables(seq_ids)
             t0 = time.perf_counter()
             runner.execute(token_ids, [start for start, _ in shape], tables)
             logger.debug("warm-up step of %d tokens over %d sequences queued in %.3f s",

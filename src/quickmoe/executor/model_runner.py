@@ -25,7 +25,7 @@ from quickmoe.executor.kernel_warmup import MoEKernelWarmup
 from quickmoe.executor.kv_cache import PagedKVCache, kv_cache_budget, plan_kv_cache
 from quickmoe.executor.pinned_staging import PinnedStaging
 from quickmoe.executor.rank_report import gather_rank_phases
-from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, to_device
+from quickmoe.executor.step_metadata import build_forward_batch, build_host_metadata, pad_block_tables, to_device
 from quickmoe.executor.step_timer import StepTimer
 from quickmoe.executor.tables_start import TablesStart, tables_start_enabled
 from quickmoe.executor.triton_start import TritonStart
@@ -354,35 +354,34 @@ class ModelRunner:
                                         "max_model_len": self.max_model_len}
         logger.info("KV cache: %s; max_model_len %d", self.kv_cache.describe(), self.max_model_len)
 
-    def scratch_block_tables(self, lengths: list[int]) -> list[list[list[int]]]:
-        """[sequence][group] block tables over distinct blocks of the cache, for sequences of `lengths`
-        positions: warm-up steps before any request holds a block (the engine's block manager hands out
-        the blocks of real requests)."""
+    def scratch_block_tables(self, lengths: list[int]) -> list[np.ndarray]:
+        """A step's block tables (per group [B, width], `pad_block_tables`) over distinct blocks of the cache, for
+        sequences of `lengths` positions: warm-up steps before any request holds a block (the engine's block
+        manager hands out the blocks of real requests)."""
         block_size, tables, next_block = self.kv_cache.block_size, [], 0
+        groups = self.kv_cache.plan.groups
         for length in lengths:
             count = -(-length // block_size)
-            tables.append([list(range(next_block, next_block + count)) for _ in self.kv_cache.plan.groups])
+            tables.append([list(range(next_block, next_block + count)) for _ in groups])
             next_block += count
-        assert all(next_block <= g.num_blocks for g in self.kv_cache.plan.groups), "warm-up needs a few blocks"
-        return tables
+        assert all(next_block <= g.num_blocks for g in groups), "warm-up needs a few blocks"
+        return pad_block_tables(tables, len(groups))
 
     def build_batch(self, token_ids: list[list[int]], start_positions: list[int],
-                    block_tables: list[list[list[int]]]) -> ForwardBatch:
-        """A step over this runner's cache; `block_tables[b]` holds sequence b's table per cache group."""
-        return build_forward_batch(token_ids, start_positions, self._per_group(block_tables), self.kv_cache,
-                                   self.device, self.staging)
-
-    def _per_group(self, block_tables: list[list[list[int]]]) -> list[list[list[int]]]:
-        """[sequence][group] tables -> [group][sequence]: the order the step metadata is built in."""
-        return [[tables[g] for tables in block_tables] for g in range(len(self.kv_cache.plan.groups))]
+                    block_tables: list[np.ndarray]) -> ForwardBatch:
+        """A step over this runner's cache; `block_tables[g]` [B, width] holds in row b sequence b's table in cache
+        group g, -1 padded (executor/step_metadata.py)."""
+        return build_forward_batch(token_ids, start_positions, block_tables, self.kv_cache, self.device,
+                                   self.staging)
 
     @torch.inference_mode()
-    def execute(self, token_ids: list[list[int]], start_positions: list[int], block_tables: list[list[list[int]]], *,
+    def execute(self, token_ids: list[list[int]], start_positions: list[int], block_tables: list[np.ndarray], *,
                 prev_rows: list[int] | None = None, sample_rows: list[int] = (), params: list = (),
                 generators: list = (), contexts: list | None = None, bitmask=None,
                 prompt_logprobs: list[PromptLogprobRequest | None] | None = None) -> DeviceSample | None:
         """One model step, queued without waiting for the device: a decode step that fits a captured bucket
-        replays its CUDA graph, anything else runs eagerly (`build_batch` + `forward`). Row b's last token is the
+        replays its CUDA graph, anything else runs eagerly (`build_batch` + `forward`). `block_tables[g]` [B, width]:
+        row b is sequence b's table in cache group g, -1 padded (executor/step_metadata.py). Row b's last token is the
         token row prev_rows[b] of the previous step sampled (its id in `token_ids` is a placeholder) where
         prev_rows[b] >= 0: it is taken on the device. Rows `sample_rows` are sampled (`params`, `generators`,
         `contexts` per sampled row and `bitmask`, see `Sampler.sample`); the result is kept on the device for the
@@ -411,8 +410,7 @@ class ModelRunner:
         prompt_rows = None
         if graphs is not None and not wants_prompt and len(token_ids) <= graphs.max_batch \
                 and all(len(t) == 1 for t in token_ids):
-            host = build_host_metadata([1] * len(token_ids), start_positions, self._per_group(block_tables),
-                                       self.kv_cache.block_size)
+            host = build_host_metadata([1] * len(token_ids), start_positions, block_tables, self.kv_cache.block_size)
             logits = graphs.run([t[0] for t in token_ids], prev, host)
         else:
             batch = self.build_batch(token_ids, start_positions, block_tables)

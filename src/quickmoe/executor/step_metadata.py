@@ -1,6 +1,10 @@
 """A step's metadata built on the host from the scheduler's token lists and block tables: positions, each
-token's cache slot per group, padded block tables (numpy, vectorised over tokens), then uploaded as a
-`ForwardBatch` (eager path) or copied into the CUDA graphs' static buffers (executor/cuda_graphs.py)."""
+token's cache slot per group (numpy, vectorised over tokens), then uploaded as a `ForwardBatch` (eager path) or
+copied into the CUDA graphs' static buffers (executor/cuda_graphs.py).
+
+A step's block tables come per cache group as one [B, width] int32 array, row b sequence b's table padded with
+-1 (the engine's block manager gathers them from rows it keeps, engine/block_table_rows.py; `pad_block_tables`
+makes them from per-sequence lists)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from quickmoe.executor.kv_cache import PagedKVCache
 from quickmoe.executor.pinned_staging import PinnedStaging
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
-__all__ = ["HostMetadata", "build_forward_batch", "build_host_metadata", "to_device"]
+__all__ = ["HostMetadata", "build_forward_batch", "build_host_metadata", "pad_block_tables", "to_device"]
 
 
 def to_device(array: np.ndarray, device: torch.device | str, staging: PinnedStaging | None = None) -> torch.Tensor:
@@ -29,12 +33,26 @@ def to_device(array: np.ndarray, device: torch.device | str, staging: PinnedStag
     return torch.from_numpy(np.ascontiguousarray(array)).pin_memory().to(device, non_blocking=True)
 
 
+def pad_block_tables(tables: Sequence[Sequence[Sequence[int]]], num_groups: int) -> list[np.ndarray]:
+    """Per-sequence tables (`tables[b][g]`: sequence b's block ids in group g) -> per group a [B, width] int32
+    array padded with -1 to the longest table of the group (width at least 1)."""
+    out = []
+    for g in range(num_groups):
+        width = max([len(t[g]) for t in tables] + [1])
+        table = np.full((len(tables), width), -1, dtype=np.int32)
+        for b, t in enumerate(tables):
+            table[b, :len(t[g])] = t[g]
+        out.append(table)
+    return out
+
+
 def build_forward_batch(token_ids: Sequence[Sequence[int]], start_positions: Sequence[int],
-                        block_tables: Sequence[Sequence[Sequence[int]]], kv_cache: PagedKVCache,
+                        block_tables: Sequence[np.ndarray], kv_cache: PagedKVCache,
                         device: torch.device | str, staging: PinnedStaging | None = None) -> ForwardBatch:
     """Pack the new tokens of each sequence. `start_positions[b]` tokens of sequence b are already cached;
-    `block_tables[g][b]` is sequence b's block table in group g (-1 where a block was released), covering
-    every position of this step. `staging`: page-locked memory for the uploads (see `to_device`)."""
+    `block_tables[g]` [B, width] holds in row b sequence b's block table in group g (-1 where a block was
+    released, and past its end), covering every position of this step. `staging`: page-locked memory for the
+    uploads (see `to_device`)."""
     query_lens = [len(t) for t in token_ids]
     assert query_lens and all(n > 0 for n in query_lens), "every sequence in a step has a new token"
     assert len(block_tables) == len(kv_cache.plan.groups)
@@ -64,14 +82,13 @@ class HostMetadata:
     cu_query_lens: np.ndarray  # [B + 1] int32
     context_lens: np.ndarray  # [B] int64
     slot_mappings: list[np.ndarray]  # per group [T] int64
-    block_tables: list[np.ndarray]  # per group [B, max_blocks] int32
+    block_tables: list[np.ndarray]  # per group [B, width] int32
 
 
 def build_host_metadata(query_lens: Sequence[int], start_positions: Sequence[int],
-                        block_tables: Sequence[Sequence[Sequence[int]]], block_size: int,
-                        max_blocks: int | None = None) -> HostMetadata:
-    """Vectorised over tokens: positions, and each token's slot in every group, from the block tables
-    (padded with -1 to the longest table, or to `max_blocks`)."""
+                        block_tables: Sequence[np.ndarray], block_size: int) -> HostMetadata:
+    """Vectorised over tokens: positions, and each token's slot in every group, from the step's block tables
+    (per group [B, width], -1 padded; see the module docstring)."""
     q = np.asarray(query_lens, dtype=np.int64)  # [B]
     starts = np.asarray(start_positions, dtype=np.int64)
     cu = np.zeros(len(q) + 1, dtype=np.int64)
@@ -79,16 +96,14 @@ def build_host_metadata(query_lens: Sequence[int], start_positions: Sequence[int
     seq_of_token = np.repeat(np.arange(len(q)), q)  # [T]
     positions = np.arange(cu[-1], dtype=np.int64) - cu[seq_of_token] + starts[seq_of_token]  # [T]
     slot_mappings, tables_out = [], []
-    for tables in block_tables:
-        width = max_blocks if max_blocks is not None else max(len(t) for t in tables)
-        table = np.full((len(q), max(width, 1)), -1, dtype=np.int64)
-        for b, t in enumerate(tables):
-            if t:
-                table[b, :len(t)] = t
-        block = table[seq_of_token, positions // block_size]  # [T]
+    block_index = positions // block_size  # [T]
+    for table in block_tables:
+        assert table.shape[0] == len(q) and (len(block_index) == 0 or block_index.max() < table.shape[1]), \
+            "a table per sequence, covering every new token"
+        block = table[seq_of_token, block_index].astype(np.int64)  # [T]
         assert (block >= 0).all(), "every new token's block is allocated"
         slot_mappings.append(block * block_size + positions % block_size)
-        tables_out.append(table.astype(np.int32))
+        tables_out.append(table.astype(np.int32, copy=False))
     return HostMetadata(positions=positions, cu_query_lens=cu.astype(np.int32),
                         context_lens=starts + q, slot_mappings=slot_mappings,
                         block_tables=tables_out)

@@ -41,8 +41,7 @@ class DriverRunner:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runner, name)
 
-    def execute(self, token_ids: list[list[int]], start_positions: list[int], block_tables: list[list[list[int]]],
-                **kwargs: Any):
+    def execute(self, token_ids: list[list[int]], start_positions: list[int], block_tables: list, **kwargs: Any):
         shared = {k: v for k, v in kwargs.items() if k in _WORKER_KWARGS}
         _broadcast(("execute", (token_ids, start_positions, block_tables), shared), self._parallel)
         return self._runner.execute(token_ids, start_positions, block_tables, **kwargs)
