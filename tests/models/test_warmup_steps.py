@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from quickmoe.engine.warmup_steps import StepShapeWarmup, warmup_step_shapes
-from quickmoe.executor.kernel_warmup import WARM_GROUP, MoEKernelWarmup, warmup_token_counts
+from quickmoe.executor.kernel_warmup import WARM_THREADS, MoEKernelWarmup, warmup_token_counts
 
 
 @pytest.mark.parametrize("budget,max_len,max_seqs", [(8192, 131072, 256), (2048, 4096, 64), (512, 300, 4),
@@ -44,26 +44,40 @@ def test_the_moe_warmup_groups_cover_the_ladder_in_order_within_the_row_budget()
         seen = []
         while warmup.pending:
             group = warmup.next_group()
-            assert 1 <= len(group) <= WARM_GROUP
+            assert 1 <= len(group) <= WARM_THREADS
             assert len(group) == 1 or sum(group) <= budget
             del warmup.pending[:len(group)]
             seen += group
         assert seen == warmup_token_counts(budget)
 
 
-def test_the_moe_warmup_runs_a_group_in_order_on_the_calling_thread(monkeypatch):
-    """Triton's first launch of a kernel is not safe from several threads at once (a served run's warm-up failed in
-    the launcher on the H200): every size of a group is warmed on the caller's thread, smallest first."""
+def test_a_size_whose_thread_failed_is_warmed_again_on_the_calling_thread(monkeypatch):
+    """A thread's failure (a served run's first launch of a kernel failed inside Triton's launcher on the H200)
+    does not end the idle work: that size is warmed again on the caller's thread; a failure there is raised."""
     import threading
 
-    calls = []
+    main = threading.current_thread()
+    calls, failing = [], {3: 1, 5: 1}  # sizes whose first warm raises
+    lock = threading.Lock()
+
+    def warm(tokens, stream):
+        with lock:
+            calls.append((tokens, threading.current_thread() is main))
+            if failing.get(tokens, 0) > 0:
+                failing[tokens] -= 1
+                raise TypeError("function takes exactly 58 arguments (51 given)")
+
     warmup = MoEKernelWarmup.__new__(MoEKernelWarmup)
     warmup.layers = [torch.nn.Linear(2, 2)]
-    warmup.warm = lambda tokens, stream: calls.append((tokens, threading.current_thread()))
+    warmup.warm = warm
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     warmup._warm_group([1, 2, 3, 4, 5])
-    assert calls == [(t, threading.current_thread()) for t in (1, 2, 3, 4, 5)]
+    on_threads = sorted(t for t, here in calls if not here)
+    assert on_threads == [1, 2, 3, 4, 5] and [t for t, here in calls if here] == [3, 5]
+    failing[4] = 2  # fails on its thread and again on the caller's
+    with pytest.raises(TypeError):
+        warmup._warm_group([1, 4])
 
 def _forced_warmup(engine) -> StepShapeWarmup:
     """The engine's warm-up steps, on a CPU engine too (where they are off)."""

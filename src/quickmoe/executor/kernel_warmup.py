@@ -10,30 +10,33 @@ select, and every alignment variant (moe_align.align_chunk), is compiled (or loa
 before a request needs it (the shipped tables are keyed by powers of two and a few of their successors, which
 the ladder hits; tests/models/test_kernel_warmup.py checks every shipped table).
 
-A piece warms a group of sizes (at most WARM_GROUP, and at most max_num_batched_tokens rows in all), one after the
-other on the calling thread. They ran side by side on threads until 2026-11-30: Triton's compile holds the GIL for
-most of its work, so threads filled an empty cache only ~1.2x faster, and since the precompile's worker processes
-(executor/kernel_precompile.py) compile the ladder beforehand a piece mostly loads kernels, which is where threads
-went wrong: on the H200 one served run's idle warm-up failed in a kernel's first launch ("function takes exactly 58
-arguments (51 given)" from Triton's launcher, in 1 of 4 servers; docs/benchmarks.md), after which the server did no
-more idle work. A kernel's first launch now happens on one thread.
+A piece warms a group of sizes side by side on threads (at most WARM_THREADS, and at most max_num_batched_tokens
+rows in all, so the group's activations fit where one full step's do). Triton releases the GIL only in parts of
+its compile (ptxas, some native passes), so on the H100 machine the threads filled an empty cache ~1.2x faster
+for the whole ladder and took the start-up buckets' capture from 11.06 to 6.77 s (docs/benchmarks.md,
+2026-11-28 second session); with a warm cache, loading the start-up sizes' kernels one after the other took
+`serve`'s /health 0.3-0.4 s later on the H200 (2026-11-30). The threads queue their launches on the caller's
+stream. A size whose thread failed is warmed again alone on the calling thread (raising if it fails again): in one
+served run on the H200 a thread's first launch of a kernel failed inside Triton's launcher ("function takes exactly
+58 arguments (51 given)"), and the server then did no more idle work.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
 
 from quickmoe.layers.moe import FusedMoE
 
-__all__ = ["WARM_GROUP", "MoEKernelWarmup", "warmup_token_counts"]
+__all__ = ["WARM_THREADS", "MoEKernelWarmup", "warmup_token_counts"]
 
 logger = logging.getLogger(__name__)
 
-WARM_GROUP = 8  # batch sizes one piece of idle work warms
+WARM_THREADS = 8  # batch sizes of one piece compiled side by side
 
 
 def warmup_token_counts(max_num_batched_tokens: int) -> list[int]:
@@ -66,10 +69,10 @@ class MoEKernelWarmup:
         self.pending = warmup_token_counts(max_num_batched_tokens) if self.layers else []
 
     def next_group(self) -> list[int]:
-        """The batch sizes the next piece warms: the smallest pending ones, up to WARM_GROUP of them and at most
+        """The batch sizes the next piece warms: the smallest pending ones, up to WARM_THREADS of them and at most
         max_num_batched_tokens rows in all (always at least one)."""
         group, rows = [], 0
-        for tokens in self.pending[:WARM_GROUP]:
+        for tokens in self.pending[:WARM_THREADS]:
             if group and rows + tokens > self.max_rows:
                 break
             group.append(tokens)
@@ -77,7 +80,7 @@ class MoEKernelWarmup:
         return group
 
     def warm_next(self) -> bool:
-        """Warm the next group of batch sizes (`next_group`); False when none is left."""
+        """Warm the next group of batch sizes (`next_group`), side by side; False when none is left."""
         if not self.pending:
             return False
         group = self.next_group()
@@ -86,8 +89,8 @@ class MoEKernelWarmup:
         return True
 
     def warm_sizes(self, sizes: list[int]) -> None:
-        """Warm these batch sizes now (e.g. the decode buckets captured at start-up: their captures then find the
-        experts' kernels compiled); they leave the ladder. Nothing without Triton MoE layers."""
+        """Warm these batch sizes side by side now (e.g. the decode buckets captured at start-up: their captures
+        then find the experts' kernels compiled); they leave the ladder. Nothing without Triton MoE layers."""
         if self.layers and sizes:
             self.pending = [t for t in self.pending if t not in sizes]
             self._warm_group(sorted(sizes))
@@ -96,14 +99,23 @@ class MoEKernelWarmup:
         device = next(self.layers[0].parameters()).device
         stream = torch.cuda.current_stream(device)
         t0 = time.perf_counter()
-        for tokens in group:  # one thread: see the module docstring
-            self.warm(tokens, stream)
+        if len(group) == 1:
+            self.warm(group[0], stream)
+        else:
+            with ThreadPoolExecutor(len(group), thread_name_prefix="quickmoe-moe-warmup") as pool:
+                futures = [pool.submit(self.warm, tokens, stream) for tokens in group]
+            for tokens, future in zip(group, futures):
+                if future.exception() is not None:  # again, alone on this thread; what fails again is raised
+                    exc = future.exception()
+                    logger.warning("warming the MoE kernels for %d tokens failed on a thread (%s: %s); warming them "
+                                   "again on this thread", tokens, type(exc).__name__, str(exc)[:200])
+                    self.warm(tokens, stream)
         torch.cuda.synchronize(device)
         logger.debug("MoE kernels warmed for %s tokens in %.3f s", group, time.perf_counter() - t0)
 
     def warm(self, tokens: int, stream: torch.cuda.Stream) -> None:
-        """Run the experts of one layer per distinct shape once on `tokens` random rows, on `stream` (the device,
-        the stream and inference mode are set here)."""
+        """Run the experts of one layer per distinct shape once on `tokens` random rows (on any thread: the
+        device, the stream and inference mode are set here, as they are per thread)."""
         with torch.cuda.device(stream.device), torch.cuda.stream(stream), torch.inference_mode():
             for layer in self.layers:
                 device = next(layer.parameters()).device

@@ -199,7 +199,7 @@ class ModelRunner:
         if graphs is not None:
             self.graphs = graphs
             self.report.info["cuda_graphs"] = self.graphs.info  # later captures are added to it
-            self.moe_warmup.warm_sizes(list(self.graphs.startup_buckets))  # before the captures that launch them
+            self.moe_warmup.warm_sizes(list(self.graphs.startup_buckets))  # compiled side by side, not in turn
             self.graphs.capture_startup()
             self.report.mark("capture")
         self.report.info["triton_cache"] = self.kernel_cache.info
