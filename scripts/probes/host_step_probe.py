@@ -10,7 +10,8 @@ the prefills, then times `--steps` decode steps:
   (`ModelRunner.execute`) and inside it the host metadata, `DecodeGraphs.run`, `CUDAGraph.replay`, the sampler,
   the rank broadcast; the wait for the previous step's tokens (`DeviceSample.to_host`) and the rest of `_collect`;
 - the caching allocator's counters over those steps (a retry frees cached blocks and synchronises);
-- 8 steps under torch.profiler: the kernels' summed time against the span they cover, and the longest gaps;
+- 8 steps under torch.profiler: the kernels' summed time against the span they cover, the longest gaps, and the
+  kernels that took the most time;
 - the same number of steps under cProfile (by own time and by cumulative time, in the log).
 Then, with the engine idle, the replay of the largest captured graph: after a synchronise (the launch alone),
 right behind a replay of the same graph (its own launch still running), and behind a replay of another bucket's
@@ -141,6 +142,11 @@ def _kernel_timeline(engine, steps: int) -> None:
             names[name[:70]] += gap
     for name, gap in names.most_common(8):
         print(f"    {gap / 1e3 / steps:8.3f} ms a step of gaps before {name}")
+    by_kernel = collections.Counter()
+    for start, stop, name in kernels:
+        by_kernel[name[:70]] += stop - start
+    for name, spent in by_kernel.most_common(10):
+        print(f"    {spent / 1e3 / steps:8.3f} ms a step in {name}")
 
 
 def _one_batch(llm, engine, batch: int, args) -> None:
