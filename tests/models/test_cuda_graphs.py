@@ -28,7 +28,9 @@ def test_buckets_are_powers_of_two_up_to_max_num_seqs():
     assert decode_buckets(1) == (1,)
     assert decode_buckets(64) == (1, 2, 4, 8, 16, 32, 64)
     assert decode_buckets(48) == (1, 2, 4, 8, 16, 32, 48)
-    assert decode_buckets(1000) == (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    # every batch the scheduler can form has a graph (a cap of 256 left --max-num-seqs 512's steps eager)
+    assert decode_buckets(512) == (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+    assert decode_buckets(1000) == (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
 
 
 def test_padded_decode_path_gives_the_eager_tokens(ckpt_factory):
