@@ -89,3 +89,24 @@ def test_the_run_reports_its_seconds_outside_the_steps(model_dir, monkeypatch, c
     q = doc["quickmoe"]
     assert q["steps"]["outside_steps_s"] == pytest.approx(q["seconds"] - wall_ms / 1e3, abs=1e-9)
     assert f"{q['steps']['outside_steps_s']:.3f} s of the run outside its steps" in capsys.readouterr().out
+
+
+def test_the_op_family_profile_starts_with_every_prompt_decoding(model_dir):
+    """`start_decoding` (the profile's start): with prefills that take many steps (here 16 prompts of 48 tokens at 32
+    tokens a step), every request is still running when it returns, none finished, so a profile labelled with
+    the prompts' count profiles that many rows (its requests stopped after 24 tokens until 2026-11-30)."""
+    from quickmoe.bench.step_profile import start_decoding
+
+    llm = LLM(model_dir, device="cpu", max_num_batched_tokens=32, max_num_seqs=16, max_model_len=256)
+    engine = llm.engine
+    rng = random.Random()
+    prompts = [[rng.randrange(llm.config.vocab_size - 2) for _ in range(48)] for _ in range(16)]
+    steps_before = engine.scheduler.num_scheduled_tokens
+    ids = start_decoding(engine, prompts)
+    assert engine.scheduler.num_scheduled_tokens - steps_before >= 16 * 48  # the prompts were computed
+    running = {s.request_id for s in engine.scheduler.running}
+    assert running == set(ids) and not any(s.finished for s in engine.scheduler.running)
+    for rid in ids:
+        engine.abort(rid)
+    while engine.has_unfinished():
+        engine.step()

@@ -255,7 +255,7 @@ def format_generate_table(doc: dict) -> str:
         if prof:
             shares = ", ".join(f"{f} {prof['ms_per_step'][f]:.3f} ms ({100 * prof['shares'][f]:.0f}%)"
                                for f in prof["shares"])
-            lines.append(f"decode step at {label.replace('batch', 'batch ')} by op family (profiler): "
+            lines.append(f"decode step at batch {prof['batch_size']} by op family (profiler): "
                          f"{prof['gpu_ms_per_step']:.3f} ms of kernels, {prof['kernels_per_step']:.0f} kernels: "
                          f"{shares}")
     lines.append(f"preemptions during the throughput run: {q['preemptions']}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["OP_FAMILIES", "op_family", "profile_decode"]
+__all__ = ["OP_FAMILIES", "op_family", "profile_decode", "start_decoding"]
 
 OP_FAMILIES = ("attention", "moe", "dense", "communication", "other")
 
@@ -38,26 +38,39 @@ def op_family(kernel_name: str) -> str:
     return "other"
 
 
-def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict:
-    """Profile `steps` decode steps of `len(prompts)` requests decoding together (see the module docstring).
-    Returns {"batch_size", "steps", "gpu_ms_per_step", "shares": {family: fraction}, "ms_per_step": {family: ms},
-    "kernels_per_step", "top": [(kernel, ms per step), ...]}; None where the device is not CUDA."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
+def start_decoding(engine, prompts: list[list[int]]) -> list[str]:
+    """Start `prompts` as requests and step until every one has its first token (the prefills, chunked or not, are
+    done) and the step in flight is a decode; returns their ids (abort them when done). Their max_tokens is as
+    large as the context allows: with 512 prompts of 1,000 tokens the prefills take 64 steps, and requests that
+    stopped after 24 tokens (as they did until 2026-11-30) had left the batch before the profile, which reported a
+    decode step "at batch 512" of far fewer rows."""
     from quickmoe.engine.sampling_params import SamplingParams
 
-    if llm.runner.device.type != "cuda":
-        return None
-    engine = llm.engine
     ids = [f"profile-{i}" for i in range(len(prompts))]
-    params = SamplingParams(max_tokens=steps + 16, temperature=0, ignore_eos=True)
+    room = engine.max_model_len - max(len(p) for p in prompts)
+    params = SamplingParams(max_tokens=max(room, 1), temperature=0, ignore_eos=True)
     for rid, prompt in zip(ids, prompts):
         engine.add_request(rid, prompt, params)
     started: set[str] = set()
     while len(started) < len(ids):  # prefills (chunked or not) until every request has its first token
         started.update(o.request_id for o in engine.step() if o.token_ids)
     engine.step()  # the pipeline's step in flight is a decode now
+    return ids
+
+
+def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict:
+    """Profile `steps` decode steps of `len(prompts)` requests decoding together (see the module docstring).
+    Returns {"batch_size" (the sequences running when the profile started), "steps", "gpu_ms_per_step",
+    "shares": {family: fraction}, "ms_per_step": {family: ms}, "kernels_per_step", "top": [(kernel, ms per step),
+    ...]}; None where the device is not CUDA."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if llm.runner.device.type != "cuda":
+        return None
+    engine = llm.engine
+    ids = start_decoding(engine, prompts)
+    batch = len(engine.scheduler.running)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
@@ -81,7 +94,7 @@ def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict:
     for name, us in per_kernel.items():
         families[op_family(name)] += us
     top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:32]
-    return {"batch_size": len(prompts), "steps": steps, "gpu_ms_per_step": total_us / 1e3 / steps,
+    return {"batch_size": batch, "steps": steps, "gpu_ms_per_step": total_us / 1e3 / steps,
             "kernels_per_step": calls / steps,
             "shares": {f: us / total_us if total_us else 0.0 for f, us in families.items()},
             "ms_per_step": {f: us / 1e3 / steps for f, us in families.items()},
