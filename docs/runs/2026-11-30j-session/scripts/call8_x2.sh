@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Session 2026-11-30j call 8 (nvidia-h200-x2), the work tree (fc5a359: graphs up to max_num_seqs, the op-family
+# profile over every prompt's row): gpt-oss-20b bench generate 512 x 1000 -> 1000 --max-num-seqs 512 (GPU 0) beside
+# 256 x 1000 -> 1000 at the defaults (GPU 1).
+set -uo pipefail
+t0=$(date +%s)
+source scripts/device/env.sh
+trap 'cd "$OUT" && tar czf /tmp/all_logs.tgz . && mv /tmp/all_logs.tgz "$OUT/"' EXIT
+python3 -m quickmoe make-checkpoint /tmp/gpt-oss-20b --preset gpt-oss-20b -q > "$OUT/make20.log" 2>&1
+gen() {  # gpu prompts max_num_seqs
+  local s=$(date +%s)
+  CUDA_VISIBLE_DEVICES=$1 QUICKMOE_CACHE_DIR=/tmp/qc-$1 timeout -k 10 200 python3 -m quickmoe bench generate \
+    /tmp/gpt-oss-20b --num-prompts $2 --input-len 1000 --output-len 1000 --max-num-seqs $3 > "$OUT/gen_$2_seqs$3.log" 2>&1
+  { echo "-- $2 prompts, max_num_seqs $3 (gpu $1): exit $? in $(( $(date +%s) - s )) s"
+    grep -E "^quickmoe |^throughput run|by step kind|by op family" "$OUT/gen_$2_seqs$3.log" | cut -c1-300; } > "$OUT/part_$3.txt"
+}
+gen 0 512 512 & p=$!
+gen 1 256 256
+while kill -0 $p 2>/dev/null; do sleep 1; done
+cat "$OUT/part_512.txt" "$OUT/part_256.txt" > "$OUT/summary.txt"
+echo "total $(( $(date +%s) - t0 )) s" >> "$OUT/summary.txt"
+cat "$OUT/summary.txt"
