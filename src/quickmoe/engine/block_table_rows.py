@@ -2,10 +2,10 @@
 gather rather than a Python loop over its sequences.
 
 A step hands the runner every scheduled sequence's block table in every group, padded with -1 to the longest
-(`KVBlockManager.step_block_tables`). Built from the per-sequence Python lists, that cost the host ~6 us a sequence
-and a group (about 2 ms a step at batch 256 with two groups on the H200's host, as long as the step's copies and
-graph replay together). Here each held sequence owns one row in every group's array ([rows, columns] int32,
--1 where no block is), written as blocks are taken or released; the step's tables are `array[rows, :width]`.
+(`KVBlockManager.step_block_tables`). Built from the per-sequence Python lists, that cost the host ~4 us a sequence
+and a group (1.9-2.1 ms a step at batch 256 with two groups on the H200's host; 0.12 ms now, docs/benchmarks.md).
+Here each held sequence owns one row in every group's array ([rows, columns] int32, -1 where no block is), written
+as blocks are taken or released; the step's tables are `array[rows, :width]`.
 
 Rows and columns grow by doubling (a sequence longer than any before widens every row); a freed row is cleared
 and reused.
