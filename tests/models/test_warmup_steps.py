@@ -168,6 +168,10 @@ def test_after_the_idle_work_a_prefill_compiles_no_kernel(ckpt_factory, tmp_path
     alone, two prompts in one step, decode steps after them) compile nothing; without them they do."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()  # what earlier tests' engines left cached in this process: the fresh processes need it
     model = ckpt_factory(layers=2, seed=12)
     script = tmp_path / "count_compiles.py"
     script.write_text(_COUNT_COMPILES)
