@@ -13,7 +13,7 @@ and reused.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -50,11 +50,10 @@ class BlockTableRows:
             lengths[row] = 0
         self._free.append(row)
 
-    def write(self, row: int, group: int, start: int, blocks: Sequence[int] | Iterable[int]) -> None:
+    def write(self, row: int, group: int, start: int, blocks: Sequence[int]) -> None:
         """Entries [start, start + len(blocks)) of `row`'s table in `group`; the table's length becomes at least
         their end."""
-        blocks = np.asarray(list(blocks) if not isinstance(blocks, (list, tuple, np.ndarray)) else blocks,
-                            dtype=np.int32)
+        blocks = np.asarray(blocks, dtype=np.int32)
         end = start + len(blocks)
         if end > self.capacity[1]:
             self._resize(self.capacity[0], max(end, 2 * self.capacity[1]))
