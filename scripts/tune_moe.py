@@ -258,12 +258,16 @@ def register_twin(best: tuple[float, MoEKernelConfig], run, reference: torch.Ten
     would decline and run the winner's tile: timing it could only pick a label by noise. On the H200 it won both
     gpt-oss-20b GEMMs at T = 128-512 by 19-27% and lost at T <= 32 and 2,048 (docs/benchmarks.md, 2026-11-30 sixth
     session). Only the winner's tile rows are tried: at gpt-oss-120b's TP = 2 key 256 the 32-row register pair beat
-    the 16-row winner in the model (2026-11-30 eighth session), which the file took by hand."""
+    the 16-row winner in the model (2026-11-30 eighth session), which the file took by hand. Each twin is tried with
+    one K step a pipeline stage at the winner's stages and with two at 2 stages (2026-11-30 eleventh session: 4-10%
+    faster at gpt-oss-20b's T = 64-256)."""
     seconds, config = best
     if problem or config.split_k != 1:
         return best
     try:
-        twin = best_of([dataclasses.replace(config, register_operand=True)], run, reference)
+        twin = best_of([dataclasses.replace(config, register_operand=True),
+                        dataclasses.replace(config, register_operand=True, steps_per_stage=2, num_stages=2)],
+                       run, reference)
     except RuntimeError as exc:  # it did not run or did not match the fallback config's output
         print(f"  register-operand twin of {config}: skipped ({exc})")
         return best

@@ -34,12 +34,16 @@ def main() -> None:
     parser.add_argument("--tokens-120b", default="32,64,128,256,512")
     parser.add_argument("--tokens-20b", default="16,32,64,128")
     parser.add_argument("--stages", default="3,5", help="pipeline depths of the 8- and 16-row register kernels")
+    parser.add_argument("--two-steps", default="",
+                        help="tile rows (of 8, 16, 32, 64) also timed with two K steps a pipeline stage "
+                             "(steps_per_stage 2) at 2 and 3 stages, labelled regNk2sS")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
     for shape in args.shapes.split(","):
         tokens = args.tokens_120b if shape == "gpt-oss-120b" else args.tokens_20b
-        rows += shape_rows(shape, [int(t) for t in tokens.split(",")], tuple(int(s) for s in args.stages.split(",")))
+        rows += shape_rows(shape, [int(t) for t in tokens.split(",")], tuple(int(s) for s in args.stages.split(",")),
+                           tuple(int(r) for r in args.two_steps.split(",") if r))
     print("\nGEMM 1 + GEMM 2 alone, us (in a graph); * = fastest")
     for shape in args.shapes.split(","):
         for t in sorted({r["tokens"] for r in rows if r["shape"] == shape}):
@@ -56,7 +60,8 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
-def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3,)) -> list[dict]:
+def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3,),
+               two_steps: tuple[int, ...] = ()) -> list[dict]:
     from quickmoe.bench.attention import time_in_graph
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels.fused_moe import device_arch
@@ -112,6 +117,13 @@ def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3
                     xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702, stages=st),
                 lambda i, bm=bm, st=st: moe_gemm2_register(inters[i], aligns[bm][i], routes[i], w2, b2, s2,
                                                            stages=st)))
+        for bm in two_steps:
+            for st in (2, 3):
+                variants[f"reg{bm}k2s{st}"] = (bm, (
+                    lambda i, bm=bm, st=st: moe_gemm1_swiglu_register(
+                        xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702, stages=st, steps_per_stage=2),
+                    lambda i, bm=bm, st=st: moe_gemm2_register(inters[i], aligns[bm][i], routes[i], w2, b2, s2,
+                                                               stages=st, steps_per_stage=2)))
         for label, (bm, fns) in variants.items():
             for gemm, (fn, ref) in enumerate(zip(fns, (ref1, ref2)), start=1):
                 try:
@@ -123,7 +135,7 @@ def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3
                     continue
                 rows.append({"shape": shape, "tokens": tokens, "variant": label, "block_m": bm, "gemm": gemm,
                              "us": us, "max_rel_err": err})
-                print(f"{shape} T {tokens:4d} {label:8s} (rows {bm:2d}) GEMM {gemm}: {us:8.1f} us  err {err:.2e}",
+                print(f"{shape} T {tokens:4d} {label:9s} (rows {bm:2d}) GEMM {gemm}: {us:8.1f} us  err {err:.2e}",
                       flush=True)
     return rows
 

@@ -88,6 +88,35 @@ def test_the_config_field():
             MoEKernelConfig(block_m=block_m, register_operand=True)
     with pytest.raises(ConfigError, match="'register_operand' = 1: expected true or false"):
         MoEKernelConfig(block_m=64, register_operand=1)
+    assert MoEKernelConfig(block_m=64, register_operand=True, steps_per_stage=2).steps_per_stage == 2
+    for steps in (3, 4):
+        with pytest.raises(ConfigError, match=rf"'steps_per_stage' = {steps}: expected one of \[1, 2\]"):
+            MoEKernelConfig(block_m=64, register_operand=True, steps_per_stage=steps)
+
+
+def test_both_gemms_hand_the_config_s_stages_and_steps_per_stage_to_the_register_kernels(monkeypatch):
+    """The two K steps a stage give the same bits as one (the GPU tests), so only the call shows whether
+    `moe_gemm1_swiglu` / `moe_gemm2` pass a config's steps_per_stage and num_stages on: the kernels are replaced by
+    recorders here, and the operand check says they can run."""
+    import quickmoe.kernels.moe_gemm_register as register
+    from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+
+    calls = []
+    monkeypatch.setattr(register, "register_operand_problem", lambda *a, **k: "")
+    monkeypatch.setattr(register, "moe_gemm1_swiglu_register", lambda *a, **k: calls.append(("gemm1", k)))
+    monkeypatch.setattr(register, "moe_gemm2_register", lambda *a, **k: calls.append(("gemm2", k)))
+    g = torch.Generator().manual_seed(6)
+    w1, s1, b1 = _mxfp4_experts(4, 128, 128, g)
+    x = torch.randn(9, 128, generator=g).to(torch.bfloat16)
+    weights, ids = _routing(9, 4, 2, g)
+    align = moe_align_ref(ids, 4, 32)
+    config = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2, register_operand=True,
+                             steps_per_stage=2)
+    moe_gemm1_swiglu(x.to(DEVICE), align, 2, w1, b1, s1, 64, 7.0, 1.702, config=config)
+    w2, s2, b2 = _mxfp4_experts(4, 128, 64, g)
+    moe_gemm2(torch.randn(18, 128, generator=g).to(torch.bfloat16).to(DEVICE), align, weights.to(DEVICE), w2,
+              b2[:, :128], s2[:, :, :128], config=config)
+    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2}), ("gemm2", {"stages": 2, "steps_per_stage": 2})]
 
 
 _COMPILE_FOR_HOPPER = """
@@ -99,7 +128,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from quickmoe.kernels import moe_gemm_register as reg
 from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS
 
-gemm, hidden, intermediate = (int(a) for a in sys.argv[1:4])
+gemm, hidden, intermediate, sub = (int(a) for a in sys.argv[1:5])
 found = {}
 for block_m in REGISTER_OPERAND_ROWS:
     half = reg._half(block_m)
@@ -116,7 +145,7 @@ for block_m in REGISTER_OPERAND_ROWS:
                       "num_assignments": "i32", "num_m": "i32"})
     if gemm == 1:
         signature.update({"limit": "fp32", "alpha": "fp32"})
-    constexprs = dict(H=hidden, I=intermediate, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, num_warps=4)
+    constexprs = dict(H=hidden, I=intermediate, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, SUB=sub, num_warps=4)
     if gemm == 1:
         constexprs["RAGGED"] = intermediate % 64 != 0
     signature.update({name: "constexpr" for name in constexprs})
@@ -129,14 +158,16 @@ print(json.dumps(found))
 """
 
 
-@pytest.mark.parametrize("gemm,hidden,intermediate",
-                         [(1, 256, 256), (2, 256, 256), (1, 192, 160), (2, 192, 160)])
-def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, hidden, intermediate):
+@pytest.mark.parametrize("gemm,hidden,intermediate,sub",
+                         [(1, 256, 256, 1), (2, 256, 256, 1), (1, 192, 160, 1), (2, 192, 160, 1), (1, 192, 160, 2),
+                          (2, 192, 160, 2)])
+def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, hidden, intermediate, sub):
     """Compiled for sm_90 in a process without the interpreter (no GPU needed), also where I = 160 gives GEMM 1 a
-    ragged last gate/up group and GEMM 2 a ragged last K step (as at tensor parallel 2 of gpt-oss): each kernel's
-    wgmma takes the tile's rows and, for tiles of 16 rows or more, half of them (a tile whose valid rows fit half
-    runs on half) as its N side; a tile of 8 rows has no half (wgmma's N is at least 8: a plain
-    BM // 2 gives 4, which does not compile)."""
+    ragged last gate/up group and GEMM 2 a ragged last K step (as at tensor parallel 2 of gpt-oss), and with two K
+    steps a pipeline stage (`steps_per_stage`; K = 192 or 160: three steps, the last stage's second past K): each
+    kernel's wgmma takes the tile's rows and, for tiles of 16 rows or more, half of them (a tile whose valid rows
+    fit half runs on half) as its N side; a tile of 8 rows has no half (wgmma's N is at least 8: a plain BM // 2
+    gives 4, which does not compile)."""
     import json
     import os
     import subprocess
@@ -147,7 +178,8 @@ def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, hidden
     if reg.gluon is None:
         pytest.skip("a triton with Gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_HOPPER, str(gemm), str(hidden), str(intermediate)],
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_HOPPER, str(gemm), str(hidden), str(intermediate),
+                           str(sub)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -208,6 +240,8 @@ def test_the_register_operand_kernel_matches_the_float32_reference(num_tokens, b
     assert scale > 0
     err = ((got.float() - want).abs().max() / scale).item()
     assert err < 1e-2, err  # bf16 outputs of bf16 products summed in float32 (4.5e-3 measured)
+    for stages in (2, 3):  # two K steps a stage: the same sums in the same order
+        assert torch.equal(moe_gemm1_swiglu_register(*args, stages=stages, steps_per_stage=2), got)
 
 
 @pytest.mark.gpu
@@ -276,6 +310,8 @@ def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, bl
     assert scale > 0
     err = ((got.float() - want).abs().max() / scale).item()
     assert err < 1e-2, err  # 2.5e-3 measured
+    for stages in (2, 3):  # two K steps a stage (45 steps of I = 2,880: the last stage's second step past K)
+        assert torch.equal(moe_gemm2_register(*args, stages=stages, steps_per_stage=2), got)
     config = MoEKernelConfig(block_m=block_m, block_n=128, block_k=64, num_warps=4, num_stages=3,
                              swap_ab=block_m == 8, register_operand=True)
     assert torch.equal(moe_gemm2(*args, config=config), got)
@@ -311,6 +347,8 @@ def test_both_register_operand_gemms_take_a_rank_s_experts_at_tensor_parallel_2(
                              swap_ab=block_m == 8, register_operand=True)
     args1 = (x, align, spec.top_k, ex.w1, ex.b1, ex.kwargs["w1_scales"], GROUP, 7.0, 1.702)
     args2 = (inter, align, weights.cuda(), ex.w2, ex.b2, ex.kwargs["w2_scales"])
+    assert torch.equal(moe_gemm1_swiglu_register(*args1, steps_per_stage=2), moe_gemm1_swiglu_register(*args1))
+    assert torch.equal(moe_gemm2_register(*args2, steps_per_stage=2), moe_gemm2_register(*args2))
     for got, want, same in ((moe_gemm1_swiglu_register(*args1), moe_gemm1_swiglu_register_ref(*args1),
                              moe_gemm1_swiglu(*args1, config=config)),
                             (moe_gemm2_register(*args2), moe_gemm2_register_ref(*args2),

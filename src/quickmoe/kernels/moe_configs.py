@@ -41,6 +41,8 @@ TUNED_DEVICE_ARCH = {"NVIDIA_H100_80GB_HBM3": "sm_90", "NVIDIA_H200": "sm_90"}
 
 # the tile rows (wgmma's N side: the assignments) the register-operand GEMMs of moe_gemm_register take
 REGISTER_OPERAND_ROWS = (8, 16, 32, 64)
+# the K steps of 64 a pipeline stage of those GEMMs can take
+REGISTER_STEPS_PER_STAGE = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,11 @@ class MoEKernelConfig:
     fit an SM where registers, not shared memory, bound them (the same arithmetic, at most spilled values moved
     through local memory: the same bits); register_operand: the GEMM of MXFP4 experts on Hopper by a Gluon kernel
     of `moe_gemm_register` (the decoded weights as wgmma's register operand, block_m of `REGISTER_OPERAND_ROWS`
-    assignment rows a tile, 128 weight rows a program; its other fields are unused there), where its operands allow
-    (bf16 activations; GEMM 1: gpt-oss's SwiGLU; GEMM 2: GEMM 1's alignment of such rows): else the GEMM runs the
-    Triton tile this config describes (so it must be a valid one: 8 rows with swap_ab)."""
+    assignment rows a tile, 128 weight rows a program, num_stages pipeline stages; its other fields but
+    steps_per_stage are unused there), where its operands allow (bf16 activations; GEMM 1: gpt-oss's SwiGLU; GEMM 2:
+    GEMM 1's alignment of such rows): else the GEMM runs the Triton tile this config describes (so it must be a valid
+    one: 8 rows with swap_ab); steps_per_stage: the register-operand kernels' K steps of 64 a pipeline stage (1 or
+    2: two halve a step's mbarrier waits, CTA barriers and copy issues; `moe_register_k_loop.k_loop`)."""
 
     block_m: int = 16
     block_n: int = 64
@@ -78,6 +82,7 @@ class MoEKernelConfig:
     split_k: int = 1  # programs per output tile over parts of K (see moe_gemm._split_parts)
     maxnreg: int = 0  # registers per thread at most (0: no cap)
     register_operand: bool = False  # the GEMM by moe_gemm_register's Gluon kernels (see above)
+    steps_per_stage: int = 1  # register_operand only: K steps of 64 a pipeline stage (1 or 2)
 
     def __post_init__(self) -> None:
         for name in ("swap_ab", "gate_up_one_dot", "weight_tma", "register_operand"):
@@ -97,6 +102,9 @@ class MoEKernelConfig:
                 self.maxnreg == 0 or 24 <= self.maxnreg <= 255):
             raise ConfigError(f"MoE kernel config 'maxnreg' = {self.maxnreg!r}: expected 0 (no cap) or 24 .. 255 "
                               "registers per thread")
+        if self.steps_per_stage not in REGISTER_STEPS_PER_STAGE:
+            raise ConfigError(f"MoE kernel config 'steps_per_stage' = {self.steps_per_stage!r}: expected one of "
+                              f"{list(REGISTER_STEPS_PER_STAGE)} (the register-operand kernels' K steps a stage)")
         if self.register_operand and self.block_m not in REGISTER_OPERAND_ROWS:
             raise ConfigError(f"MoE kernel config 'block_m' = {self.block_m} with register_operand: expected one of "
                               f"{list(REGISTER_OPERAND_ROWS)} (the register-operand GEMMs' tiles)")

@@ -104,9 +104,9 @@ def _half(block_m: int) -> int:
 
 def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                                   w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                                  alpha: float, stages: int = 3) -> torch.Tensor:
-    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` shapes only the kernel's
-    pipeline): inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in
+                                  alpha: float, stages: int = 3, steps_per_stage: int = 1) -> torch.Tensor:
+    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` and `steps_per_stage` shape only
+    the kernel's pipeline): inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in
     float32 arithmetic on the dequantized weights, in acts' dtype."""
     from quickmoe.kernels.fused_moe import swiglu_gpt_oss
     from quickmoe.layouts.mxfp4_moe import dequantize_expert
@@ -126,7 +126,7 @@ def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k
 
 def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                               w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                              alpha: float, stages: int = 3) -> torch.Tensor:
+                              alpha: float, stages: int = 3, steps_per_stage: int = 1) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand.
     Raises ConfigError where `register_operand_problem` finds one."""
@@ -151,15 +151,16 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
         x_desc, x_half_desc, w_desc, w_rows_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit),
         float(alpha), H=hidden, I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages,
-        HAS_BIAS=w1_bias is not None, RAGGED=ragged, num_warps=4)
+        HAS_BIAS=w1_bias is not None, RAGGED=ragged, SUB=steps_per_stage, num_warps=4)
     return inter
 
 
 def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
                            w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
-                           maxnreg: int | None = None) -> torch.Tensor:
-    """The torch version of `moe_gemm2_register` (same arguments): [A, H], row a = (inter[a] @ W2[e]^T + b2[e]) x
-    its routing weight, in float32 arithmetic on the dequantized weights, in acts' dtype."""
+                           maxnreg: int | None = None, steps_per_stage: int = 1) -> torch.Tensor:
+    """The torch version of `moe_gemm2_register` (same arguments; the last three shape only the kernel's launch):
+    [A, H], row a = (inter[a] @ W2[e]^T + b2[e]) x its routing weight, in float32 arithmetic on the dequantized
+    weights, in acts' dtype."""
     from quickmoe.layouts.mxfp4_moe import dequantize_expert
 
     out = torch.empty(align.num_assignments, w2.shape[1], dtype=acts.dtype, device=acts.device)
@@ -178,7 +179,7 @@ def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights
 
 def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
                        w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
-                       maxnreg: int | None = None) -> torch.Tensor:
+                       maxnreg: int | None = None, steps_per_stage: int = 1) -> torch.Tensor:
     """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
     `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked."""
     problem = register_operand_problem(acts, w2, w2_scales, None, align.block_m, 1)
@@ -198,7 +199,7 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
         x_desc, x_half_desc, w_desc, w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, H=hidden,
         I=acts.shape[1], BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w2_bias is not None,
-        num_warps=4, maxnreg=maxnreg)
+        SUB=steps_per_stage, num_warps=4, maxnreg=maxnreg)
     return out
 
 
@@ -206,12 +207,12 @@ if gluon is not None:
     @gluon.jit
     def _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, size,
                     num_assignments, limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr,
-                    STAGES: gl.constexpr, HAS_BIAS: gl.constexpr, TWO_BOXES: gl.constexpr):
+                    STAGES: gl.constexpr, HAS_BIAS: gl.constexpr, TWO_BOXES: gl.constexpr, SUB: gl.constexpr):
         """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
         `group` of w1: its `size` gate rows then its `size` up rows (size = 64 but in a ragged last group, whose
         weights come as TWO_BOXES of 64 rows, from w_desc's)."""
         N: gl.constexpr = 2 * I
-        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, size, H, N, TOK, STAGES, TWO_BOXES)
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, size, H, N, TOK, STAGES, TWO_BOXES, SUB)
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
         both = gl.permute(gl.reshape(acc * ACC_SCALE, (2, 64, TOK)), (1, 2, 0))  # [64, TOK, 2]
         gate, up = gl.split(both)  # [64, TOK] each
@@ -235,7 +236,8 @@ if gluon is not None:
     def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr,
                                block_expert_ptr, num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr,
                                I: gl.constexpr, BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr,
-                               HAS_BIAS: gl.constexpr, RAGGED: gl.constexpr, num_warps: gl.constexpr):
+                               HAS_BIAS: gl.constexpr, RAGGED: gl.constexpr, SUB: gl.constexpr,
+                               num_warps: gl.constexpr):
         """w_desc: boxes of 128 weight rows; w_rows_desc: of 64 (RAGGED: I is not whole groups of 64, and the last
         group's programs load its gate and up rows as two boxes)."""
         pid = gl.program_id(0)
@@ -249,24 +251,25 @@ if gluon is not None:
             if RAGGED and size < 64:
                 if valid <= HALF:
                     _gemm1_tile(x_half_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
-                                group, size, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, True)
+                                group, size, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, True, SUB)
                 else:
                     _gemm1_tile(x_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
-                                group, size, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, True)
+                                group, size, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, True, SUB)
             elif valid <= HALF:
                 _gemm1_tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            64, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, False)
+                            64, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, False, SUB)
             else:
                 _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            64, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, False)
+                            64, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, False, SUB)
 
     @gluon.jit
     def _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert, x_row, n0,
                     num_assignments, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr, STAGES: gl.constexpr,
-                    HAS_BIAS: gl.constexpr):
+                    HAS_BIAS: gl.constexpr, SUB: gl.constexpr):
         """GEMM 2 of TOK rows of the permuted intermediate from x_row (one expert's tile) and output columns n0 ..
         n0 + 127: (inter @ W2^T + b2) x each assignment's routing weight, stored to rows of [A, H]."""
-        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, 64, I, H, TOK, STAGES, False) * ACC_SCALE  # [128, TOK]
+        acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, 64, I, H, TOK, STAGES, False, SUB)
+        acc = acc * ACC_SCALE  # [128, TOK]
         EPI: gl.constexpr = acc.type.layout
         rows = n0 + gl.arange(0, 128, layout=gl.SliceLayout(1, EPI))
         row_ok = rows < H
@@ -282,7 +285,7 @@ if gluon is not None:
     def _gemm2_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
                                block_expert_ptr, num_padded_ptr, num_assignments, num_m, H: gl.constexpr,
                                I: gl.constexpr, BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr,
-                               HAS_BIAS: gl.constexpr, num_warps: gl.constexpr):
+                               HAS_BIAS: gl.constexpr, SUB: gl.constexpr, num_warps: gl.constexpr):
         pid = gl.program_id(0)
         pid_m = pid % num_m
         n0 = (pid // num_m) * 128
@@ -292,7 +295,7 @@ if gluon is not None:
             valid = gl.sum((ids < num_assignments).to(gl.int32), axis=0)
             if valid <= HALF:
                 _gemm2_tile(x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
-                            pid_m * BM, n0, num_assignments, H, I, HALF, STAGES, HAS_BIAS)
+                            pid_m * BM, n0, num_assignments, H, I, HALF, STAGES, HAS_BIAS, SUB)
             else:
                 _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert,
-                            pid_m * BM, n0, num_assignments, H, I, BM, STAGES, HAS_BIAS)
+                            pid_m * BM, n0, num_assignments, H, I, BM, STAGES, HAS_BIAS, SUB)

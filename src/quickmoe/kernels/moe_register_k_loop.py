@@ -13,13 +13,16 @@ permutation: `moe_gather_permuted.gather_permuted_rows` writes each tile's rows 
 `sorted_ids` order) with the columns of every 64-column step in logical order, so that TMA copies plain [rows, 64]
 boxes.
 
-Each K step's activations [TOK, 64] and packed weights [128 rows, 32 bytes] come by TMA into a ring of stages (one
-mbarrier each); each thread reads its two words a row from shared memory (`_smem_words`) and decodes them with the
-engine's PTX (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the weights times 2^-64) into the fragment's registers. Each step's
-wgmma is waited for before the next step's decode: the decode would otherwise overwrite registers the wgmma in flight
-still reads (the finding of `scripts/probes/gluon_mxfp4_probe.py`). A loop that decoded step j + 1 into other
-registers while step j's wgmma ran (keeping the in-flight operand alive through the wait's deps) gave wrong outputs
-and ran 7-20% slower on the H200, and was removed (docs/benchmarks.md, 2026-11-30 eighth session).
+Each K step's activations [TOK, 64] and packed weights [128 rows, 32 bytes] come by TMA into a ring of stages of one or
+two steps (one mbarrier a stage: two steps a stage halve a step's waits, the CTA barriers Gluon puts before each copy's
+issue and the copies' address work; at gpt-oss-20b's T = 256 Nsight Compute found the loop issuing on 59% of its cycles,
+with 115 of a step's 250 instructions not the decode; docs/benchmarks.md, 2026-11-30 eleventh session); each thread
+reads its two words a row from shared memory (`_smem_words`) and decodes them with the engine's PTX
+(`MXFP4_PAIRS_TO_BF16_PTX_TEXT`, the weights times 2^-64) into the fragment's registers. Each step's wgmma is waited for
+before the next step's decode: the decode would otherwise overwrite registers the wgmma in flight still reads (the
+finding of `scripts/probes/gluon_mxfp4_probe.py`). A loop that decoded step j + 1 into other registers while step j's
+wgmma ran (keeping the in-flight operand alive through the wait's deps) gave wrong outputs and ran 7-20% slower on the
+H200, and was removed (docs/benchmarks.md, 2026-11-30 eighth session).
 """
 
 from __future__ import annotations
@@ -102,43 +105,50 @@ if gluon is not None:
         return gl.convert_layout(words, L6)
 
     @gluon.jit
-    def _load_step(x_desc, w_desc, x_smem, w_smem, ready, s, j, x_row, w_row0, up0, stage_bytes: gl.constexpr,
-                   pred, TWO_BOXES: gl.constexpr):
-        """Step j's activations [TOK, 64] and packed weights (32 bytes a row) by TMA into stage s, if pred: rows
-        w_row0 .. w_row0 + 127 as one box, or (TWO_BOXES) rows w_row0 .. and w_row0 + up0 .. as two of 64."""
-        mbarrier.expect(ready.index(s), stage_bytes, pred=pred)
-        tma.async_copy_global_to_shared(x_desc, [x_row, j * 64], ready.index(s), x_smem.index(s), pred=pred)
-        if TWO_BOXES:
-            tma.async_copy_global_to_shared(w_desc, [w_row0, j * 32], ready.index(s), w_smem.index(s).slice(0, 64),
-                                            pred=pred)
-            tma.async_copy_global_to_shared(w_desc, [w_row0 + up0, j * 32], ready.index(s),
-                                            w_smem.index(s).slice(64, 64), pred=pred)
-        else:
-            tma.async_copy_global_to_shared(w_desc, [w_row0, j * 32], ready.index(s), w_smem.index(s), pred=pred)
+    def _load_stage(x_desc, w_desc, x_smem, w_smem, ready, s, js, x_row, w_row0, up0, stage_bytes: gl.constexpr,
+                    pred, TWO_BOXES: gl.constexpr, SUB: gl.constexpr):
+        """Stage js's SUB K steps (steps SUB js .. SUB js + SUB - 1) by TMA into buffers SUB s .. SUB s + SUB - 1,
+        all on stage s's mbarrier, if pred: each step's activations [TOK, 64] and packed weights (32 bytes a row):
+        rows w_row0 .. w_row0 + 127 as one box, or (TWO_BOXES) rows w_row0 .. and w_row0 + up0 .. as two of 64."""
+        mbarrier.expect(ready.index(s), SUB * stage_bytes, pred=pred)
+        for h in gl.static_range(SUB):
+            j = js * SUB + h
+            b = s * SUB + h
+            tma.async_copy_global_to_shared(x_desc, [x_row, j * 64], ready.index(s), x_smem.index(b), pred=pred)
+            if TWO_BOXES:
+                tma.async_copy_global_to_shared(w_desc, [w_row0, j * 32], ready.index(s),
+                                                w_smem.index(b).slice(0, 64), pred=pred)
+                tma.async_copy_global_to_shared(w_desc, [w_row0 + up0, j * 32], ready.index(s),
+                                                w_smem.index(b).slice(64, 64), pred=pred)
+            else:
+                tma.async_copy_global_to_shared(w_desc, [w_row0, j * 32], ready.index(s), w_smem.index(b), pred=pred)
 
     @gluon.jit
     def k_loop(x_desc, w_desc, s_ptr, expert, x_row, n0, up0, K: gl.constexpr, N: gl.constexpr, TOK: gl.constexpr,
-               STAGES: gl.constexpr, TWO_BOXES: gl.constexpr):
+               STAGES: gl.constexpr, TWO_BOXES: gl.constexpr, SUB: gl.constexpr = 1):
         """The float32 sums [128 weight rows, TOK] of TOK rows of the permuted activations from x_row times 128 rows
         of expert `expert`'s weights [N, K] (x 2^-64: the decode's factor): rows n0 .. n0 + 63 and n0 + up0 ..
         n0 + up0 + 63 (GEMM 1: a gate/up group's gate rows and its up rows, which start `size` rows after them;
         GEMM 2: up0 = 64, 128 rows in a run). Each K step's activations [TOK, 64] and packed weights [128, 32 bytes]
-        come by TMA into a ring of STAGES buffers: the weights as one box of 128 rows (w_desc's; up0 = 64) or, where
-        up0 < 64, as TWO_BOXES of 64 (w_desc's then; one box where it can: two cost 5-7% at TP = 1 on the H200,
-        2026-11-30 eighth session). Weight rows past the expert's N are another expert's or zeros, never stored.
-        The scales come by pointer, two steps ahead. K need not be a multiple of 64: TMA reads zeros past the
-        weights' K / 2 bytes, and the activations' buffer holds zeros there (`moe_gather_permuted.padded_width`)."""
+        come by TMA into a ring of STAGES stages of SUB steps each (one mbarrier a stage: SUB = 2 halves the waits,
+        the barriers and the copies' issue a step): the weights as one box of 128 rows (w_desc's; up0 = 64) or,
+        where up0 < 64, as TWO_BOXES of 64 (w_desc's then; one box where it can: two cost 5-7% at TP = 1 on the
+        H200, 2026-11-30 eighth session). Weight rows past the expert's N are another expert's or zeros, never
+        stored. The scales come by pointer, two steps ahead. K need not be a multiple of 64 (nor of SUB x 64): TMA
+        reads zeros past the weights' K / 2 bytes and past the activations' buffer, which holds zeros up to whole
+        steps (`moe_gather_permuted.padded_width`), and the scales past K are a finite factor."""
         nk: gl.constexpr = (K + 63) // 64
-        x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, TOK, 64], x_desc.layout)
-        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 128, 32], w_desc.layout)
+        ns: gl.constexpr = (nk + SUB - 1) // SUB  # stages of SUB steps
+        x_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES * SUB, TOK, 64], x_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES * SUB, 128, 32], w_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         stage_bytes: gl.constexpr = x_desc.block_type.nbytes + (2 if TWO_BOXES else 1) * w_desc.block_type.nbytes
         w_row0 = (expert * N + n0).to(gl.int32)  # < 2^31: the host checks E * N
         for i in gl.static_range(STAGES):
             mbarrier.init(ready.index(i), count=1)
         for i in gl.static_range(STAGES):
-            _load_step(x_desc, w_desc, x_smem, w_smem, ready, i, i, x_row, w_row0, up0, stage_bytes, i < nk,
-                       TWO_BOXES)
+            _load_stage(x_desc, w_desc, x_smem, w_smem, ready, i, i, x_row, w_row0, up0, stage_bytes, i < ns,
+                        TWO_BOXES, SUB)
         L6: gl.constexpr = gl.BlockedLayout([1, 1, 1, 2, 2, 2], [1, 8, 4, 1, 1, 1], [4, 1, 1, 1, 1, 1],
                                             [5, 4, 3, 2, 1, 0])  # a thread's words (see _smem_words)
         s_off, row_ok, q_block = _scale_offsets(expert, n0, up0, K, N, gl.SliceLayout(5, L6))
@@ -147,16 +157,17 @@ if gluon is not None:
         s1 = _scales(s_ptr, s_off, row_ok, q_block, 0, K // 32, N)
         s2 = _scales(s_ptr, s_off, row_ok, q_block, 1, K // 32, N)
         acc = gl.zeros((128, TOK), dtype=gl.float32, layout=mma)
-        for j in range(nk):
-            s3 = _scales(s_ptr, s_off, row_ok, q_block, j + 2, K // 32, N)
-            s = j % STAGES
-            mbarrier.wait(ready.index(s), (j // STAGES) & 1)
-            a = _decode(_smem_words(w_smem.index(s), L6), s1, DOT_A)
-            acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the stage and a's registers are free
-            _load_step(x_desc, w_desc, x_smem, w_smem, ready, s, j + STAGES, x_row, w_row0, up0, stage_bytes,
-                       j + STAGES < nk, TWO_BOXES)  # step j's stage, its wgmma done, takes step j + STAGES
-            s1, s2 = s2, s3
+        for js in range(ns):
+            s = js % STAGES
+            mbarrier.wait(ready.index(s), (js // STAGES) & 1)
+            for h in gl.static_range(SUB):
+                s3 = _scales(s_ptr, s_off, row_ok, q_block, js * SUB + h + 2, K // 32, N)
+                a = _decode(_smem_words(w_smem.index(s * SUB + h), L6), s1, DOT_A)
+                acc = warpgroup_mma(a, x_smem.index(s * SUB + h).permute((1, 0)), acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))  # the buffers and a's registers are free
+                s1, s2 = s2, s3
+            _load_stage(x_desc, w_desc, x_smem, w_smem, ready, s, js + STAGES, x_row, w_row0, up0, stage_bytes,
+                        js + STAGES < ns, TWO_BOXES, SUB)  # stage js's buffers, its wgmmas done, take js + STAGES
         for i in gl.static_range(STAGES):
             mbarrier.invalidate(ready.index(i))
         return acc
