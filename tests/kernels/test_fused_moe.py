@@ -86,8 +86,9 @@ def test_fused_moe_needs_the_grouped_layout():
 @pytest.mark.gpu
 @pytest.mark.parametrize("forced,num_tokens", [
     *[(forced, t) for forced in (None, (16, False), (32, True)) for t in (1, 16, 256)],
-    (None, 128), (None, 1024), (None, 3000), (None, 8192)])  # tuned tiles: transposed at 128 (H200),
-    # GEMM 2 transposed at 256 (H200), 1,024, 8,192
+    (None, 64), (None, 128), (None, 700), (None, 1024), (None, 2048), (None, 3000), (None, 8192)])  # tuned tiles:
+    # on the H200 the register-operand kernels with two K steps a stage at 64-512 and with one (GEMM 1) at 1,024,
+    # Triton's 256-row tiles at 2,048; 8,192
 def test_fused_moe_gpt_oss_20b_shapes_on_the_gpu(monkeypatch, num_tokens, forced):
     """gpt-oss-20b layer shapes (H = I = 2880, 32 experts, top-4), MXFP4 weights, bf16 activations: within
     1e-2 (relative, Frobenius) of float64 on the same dequantized weights, with the tuned configs and with

@@ -289,6 +289,8 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     ("mixtral-8x7b", "nvfp4", 1536),
     ("gpt-oss-120b", "mxfp4", 1), ("gpt-oss-120b", "mxfp4", 8), ("gpt-oss-120b", "mxfp4", 64),
     ("gpt-oss-120b", "mxfp4", 128),
+    # gpt-oss-120b's H200 register-operand tiles with two K steps a stage (2026-11-30, eleventh session): keys 256, 512
+    ("gpt-oss-120b", "mxfp4", 256), ("gpt-oss-120b", "mxfp4", 512),
     # Qwen3 FP8's 8-row tiles at T = 3-10 (2026-11-29, fifth session): keys 4 and 8
     ("qwen3-30b-a3b", "fp8", 8), ("qwen3-30b-a3b", "fp8", 6),
     # Qwen3 bf16's H200 file (the same session): 8-row tiles at T = 1-24, the fallback's tiles past it
