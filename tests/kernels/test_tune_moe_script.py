@@ -165,10 +165,9 @@ def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_f
     reference = torch.randn(8, 8, generator=torch.Generator().manual_seed(3))
     timed = []
 
-    def fake_best_of(candidates, run, ref):
-        (config,) = candidates
-        timed.append(config)
-        return (twin_seconds, config)
+    def fake_best_of(candidates, run, ref):  # the two-step twin the faster of the two
+        timed.append(candidates)
+        return (twin_seconds, candidates[-1])
 
     monkeypatch.setattr(tuner, "best_of", fake_best_of)
     g = torch.Generator().manual_seed(4)
@@ -176,10 +175,12 @@ def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_f
     mxfp4 = make_experts(MoEShape(**small, activation="swiglu_gpt_oss"), "mxfp4", torch.device("cpu"), g)
     for block_m in (8, 16, 32, 64):
         assert tuner.register_problems(mxfp4, block_m) == ("", "")
-    for twin_seconds, expected in ((1e-6, dataclasses.replace(winner, register_operand=True)), (3e-6, winner)):
+    twins = [dataclasses.replace(winner, register_operand=True),  # one K step a stage at the winner's stages, two at 2
+             dataclasses.replace(winner, register_operand=True, steps_per_stage=2, num_stages=2)]
+    for twin_seconds, expected in ((1e-6, twins[1]), (3e-6, winner)):
         got = tuner.register_twin((2e-6, winner), None, reference, tuner.register_problems(mxfp4, 64)[0])
         assert got == (min(twin_seconds, 2e-6), expected)
-    assert timed == [dataclasses.replace(winner, register_operand=True)] * 2
+    assert timed == [twins] * 2
     twin_seconds = 1e-6
     ragged = make_experts(MoEShape(hidden=256, inter=96, experts=4, top_k=2, activation="swiglu_gpt_oss"), "mxfp4",
                           torch.device("cpu"), g)  # as gpt-oss at TP = 2: 1,440 = 22.5 x 64
