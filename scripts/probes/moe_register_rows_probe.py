@@ -37,13 +37,15 @@ def main() -> None:
     parser.add_argument("--two-steps", default="",
                         help="tile rows (of 8, 16, 32, 64) also timed with two K steps a pipeline stage "
                              "(steps_per_stage 2) at 2 and 3 stages, labelled regNk2sS")
+    parser.add_argument("--variants", default="", help="time only these labels (comma-separated; default: all)")
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
     for shape in args.shapes.split(","):
         tokens = args.tokens_120b if shape == "gpt-oss-120b" else args.tokens_20b
         rows += shape_rows(shape, [int(t) for t in tokens.split(",")], tuple(int(s) for s in args.stages.split(",")),
-                           tuple(int(r) for r in args.two_steps.split(",") if r))
+                           tuple(int(r) for r in args.two_steps.split(",") if r),
+                           tuple(v for v in args.variants.split(",") if v))
     print("\nGEMM 1 + GEMM 2 alone, us (in a graph); * = fastest")
     for shape in args.shapes.split(","):
         for t in sorted({r["tokens"] for r in rows if r["shape"] == shape}):
@@ -61,7 +63,7 @@ def main() -> None:
 
 
 def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3,),
-               two_steps: tuple[int, ...] = ()) -> list[dict]:
+               two_steps: tuple[int, ...] = (), only: tuple[str, ...] = ()) -> list[dict]:
     from quickmoe.bench.attention import time_in_graph
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels.fused_moe import device_arch
@@ -125,6 +127,8 @@ def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3
                     lambda i, bm=bm, st=st: moe_gemm2_register(inters[i], aligns[bm][i], routes[i], w2, b2, s2,
                                                                stages=st, steps_per_stage=2)))
         for label, (bm, fns) in variants.items():
+            if only and label not in only:
+                continue
             for gemm, (fn, ref) in enumerate(zip(fns, (ref1, ref2)), start=1):
                 try:
                     err = (fn(0).float() - ref).abs().max().item() / ref.abs().max().item()
