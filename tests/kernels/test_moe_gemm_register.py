@@ -92,6 +92,11 @@ def test_the_config_field():
     for steps in (3, 4):
         with pytest.raises(ConfigError, match=rf"'steps_per_stage' = {steps}: expected one of \[1, 2\]"):
             MoEKernelConfig(block_m=64, register_operand=True, steps_per_stage=steps)
+    from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register, moe_gemm2_register
+
+    for gemm, num_args in ((moe_gemm1_swiglu_register, 9), (moe_gemm2_register, 6)):  # checked before the operands
+        with pytest.raises(ConfigError, match=r"steps_per_stage = 3: expected one of \[1, 2\]"):
+            gemm(*[None] * num_args, steps_per_stage=3)
 
 
 def test_both_gemms_hand_the_config_s_stages_and_steps_per_stage_to_the_register_kernels(monkeypatch):

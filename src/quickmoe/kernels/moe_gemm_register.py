@@ -33,7 +33,7 @@ import torch
 
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import MoEAlignment
-from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS
+from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS, REGISTER_STEPS_PER_STAGE
 from quickmoe.kernels.moe_gather_permuted import STEP, gather_permuted_rows
 
 try:  # CPU installs without triton keep the torch references
@@ -128,8 +128,10 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
                               w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
                               alpha: float, stages: int = 3, steps_per_stage: int = 1) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
-    (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand.
-    Raises ConfigError where `register_operand_problem` finds one."""
+    (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand, in
+    `stages` pipeline stages of `steps_per_stage` K steps of 64 (`REGISTER_STEPS_PER_STAGE`). Raises ConfigError where
+    `register_operand_problem` finds one."""
+    _check_steps_per_stage(steps_per_stage)
     problem = register_operand_problem(acts, w1, w1_scales, None, align.block_m, 1, group=group,
                                        activation="swiglu_gpt_oss")
     if problem:
@@ -153,6 +155,12 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
         float(alpha), H=hidden, I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages,
         HAS_BIAS=w1_bias is not None, RAGGED=ragged, SUB=steps_per_stage, num_warps=4)
     return inter
+
+
+def _check_steps_per_stage(steps_per_stage: int) -> None:
+    if steps_per_stage not in REGISTER_STEPS_PER_STAGE:
+        raise ConfigError(f"register-operand GEMM steps_per_stage = {steps_per_stage!r}: expected one of "
+                          f"{list(REGISTER_STEPS_PER_STAGE)}")
 
 
 def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
@@ -181,7 +189,8 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
                        w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
                        maxnreg: int | None = None, steps_per_stage: int = 1) -> torch.Tensor:
     """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
-    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked."""
+    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked; the pipeline as GEMM 1's."""
+    _check_steps_per_stage(steps_per_stage)
     problem = register_operand_problem(acts, w2, w2_scales, None, align.block_m, 1)
     if problem:
         raise ConfigError(f"GEMM 2 with the weights as wgmma's register operand needs {problem}; got {acts.dtype} "
