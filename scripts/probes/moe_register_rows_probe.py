@@ -4,14 +4,17 @@ expert gets ~2-16 assignments (the 120b at T = 64-512, the 20b at T = 16-128), w
 
 For each shape and T, on the same random routing (4 input sets): GEMM 1 and GEMM 2 each alone in a CUDA graph, as
     tuned       the file's entries for T (whatever they dispatch to), on their own alignment
-    triton8     the file's 8-row entries (its key 64), the Triton tile forced
+    key64-triton the file's key-64 entries with their Triton tile forced (8 rows in the files that had them; the
+                H200's gpt-oss-20b key 64 has been a 32-row register entry since 2026-11-30, eleventh session)
     reg8..reg64 both GEMMs by the register-operand kernels on an alignment of that many rows (3 stages; the 8- and
                 16-row ones also at each of --stages, labelled sN)
+    regNk2sS    (--two-steps) the same with two K steps a pipeline stage at S = 2 and 3 stages
 each output checked against the torch reference (max error relative to its largest value), then a table of
 GEMM 1 + GEMM 2 per variant, the alignment's rows in brackets.
 
     PYTHONPATH=src python3 scripts/probes/moe_register_rows_probe.py [--shapes gpt-oss-120b,gpt-oss-20b]
-        [--tokens-120b 32,64,128,256,512] [--tokens-20b 16,32,64,128] [--json PATH]
+        [--tokens-120b 32,64,128,256,512] [--tokens-20b 16,32,64,128] [--two-steps 32,64] [--variants reg32,...]
+        [--json PATH]
 
 A probe, not a benchmark.
 """
@@ -101,12 +104,12 @@ def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3
                                       proj="down"))
 
         tuned = configs(tokens)
-        eight = tuple(dataclasses.replace(c, register_operand=False) for c in configs(64))
+        key64 = tuple(dataclasses.replace(c, register_operand=False) for c in configs(64))
         aligns = {bm: [moe_align(i, spec.experts, bm) for i in ids] for bm in {*ROWS, tuned[0].block_m}}
         ref1 = moe_gemm1_swiglu_register_ref(xs[0], aligns[64][0], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702).float()
         ref2 = moe_gemm2_register_ref(inters[0], aligns[64][0], routes[0], w2, b2, s2).float()
         variants = {}
-        for label, (c1, c2) in (("tuned", tuned), ("triton8", eight)):
+        for label, (c1, c2) in (("tuned", tuned), ("key64-triton", key64)):
             bm = c1.block_m
             variants[label] = (bm, (
                 lambda i, c1=c1, bm=bm: moe_gemm1_swiglu(xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0,
@@ -139,7 +142,7 @@ def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3
                     continue
                 rows.append({"shape": shape, "tokens": tokens, "variant": label, "block_m": bm, "gemm": gemm,
                              "us": us, "max_rel_err": err})
-                print(f"{shape} T {tokens:4d} {label:9s} (rows {bm:2d}) GEMM {gemm}: {us:8.1f} us  err {err:.2e}",
+                print(f"{shape} T {tokens:4d} {label:12s} (rows {bm:2d}) GEMM {gemm}: {us:8.1f} us  err {err:.2e}",
                       flush=True)
     return rows
 
