@@ -133,7 +133,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from quickmoe.kernels import moe_gemm_register as reg
 from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS
 
-gemm, hidden, intermediate, sub = (int(a) for a in sys.argv[1:5])
+gemm, hidden, intermediate, sub, gathered = (int(a) for a in sys.argv[1:6])
 found = {}
 for block_m in REGISTER_OPERAND_ROWS:
     half = reg._half(block_m)
@@ -153,6 +153,7 @@ for block_m in REGISTER_OPERAND_ROWS:
     constexprs = dict(H=hidden, I=intermediate, BM=block_m, HALF=half, STAGES=3, HAS_BIAS=True, SUB=sub, num_warps=4)
     if gemm == 1:
         constexprs["RAGGED"] = intermediate % 64 != 0
+        constexprs["GATHERED"] = bool(gathered)
     signature.update({name: "constexpr" for name in constexprs})
     kernel = reg._gemm1_register_kernel if gemm == 1 else reg._gemm2_register_kernel
     compiled = triton.compile(GluonASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", 90, 32),
@@ -163,13 +164,14 @@ print(json.dumps(found))
 """
 
 
-@pytest.mark.parametrize("gemm,hidden,intermediate,sub",
-                         [(1, 256, 256, 1), (2, 256, 256, 1), (1, 192, 160, 1), (2, 192, 160, 1), (1, 192, 160, 2),
-                          (2, 192, 160, 2)])
-def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, hidden, intermediate, sub):
+@pytest.mark.parametrize("gemm,hidden,intermediate,sub,gathered",
+                         [(1, 256, 256, 1, 0), (2, 256, 256, 1, 0), (1, 192, 160, 1, 0), (2, 192, 160, 1, 0),
+                          (1, 192, 160, 2, 1), (2, 192, 160, 2, 0), (1, 256, 256, 2, 1)])
+def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, hidden, intermediate, sub, gathered):
     """Compiled for sm_90 in a process without the interpreter (no GPU needed), also where I = 160 gives GEMM 1 a
     ragged last gate/up group and GEMM 2 a ragged last K step (as at tensor parallel 2 of gpt-oss), and with two K
-    steps a pipeline stage (`steps_per_stage`; K = 192 or 160: three steps, the last stage's second past K): each
+    steps a pipeline stage (`steps_per_stage`; K = 192 or 160: three steps, the last stage's second past K), and GEMM
+    1 storing GEMM 2's gathered operand (`gathered_out`): each
     kernel's wgmma takes the tile's rows and, for tiles of 16 rows or more, half of them (a tile whose valid rows
     fit half runs on half) as its N side; a tile of 8 rows has no half (wgmma's N is at least 8: a plain BM // 2
     gives 4, which does not compile)."""
@@ -184,7 +186,7 @@ def test_both_kernels_compile_for_hopper_at_every_tile_and_its_half(gemm, hidden
         pytest.skip("a triton with Gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", _COMPILE_FOR_HOPPER, str(gemm), str(hidden), str(intermediate),
-                           str(sub)],
+                           str(sub), str(gathered)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -364,6 +366,98 @@ def test_both_register_operand_gemms_take_a_rank_s_experts_at_tensor_parallel_2(
         err = ((got.float() - want).abs().max() / scale).item()
         assert err < 1e-2, err
         assert torch.equal(same, got)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _hopper(), reason="wgmma: a Hopper GPU")
+@pytest.mark.parametrize("shape,num_tokens,block_m,crowd", [("gpt-oss-20b", 5, 8, 0), ("gpt-oss-20b", 60, 32, 1),
+                                                           ("gpt-oss-20b", 256, 64, 0), ("gpt-oss-20b", 700, 64, 1),
+                                                           ("gpt-oss-20b-tp2", 130, 16, 1),
+                                                           ("gpt-oss-20b-tp2", 256, 32, 0)])
+def test_gemm1_stores_gemm2_s_gathered_operand_and_fused_moe_gives_the_same_bits(shape, num_tokens, block_m, crowd):
+    """`gathered_out`: GEMM 1's epilogue stores GEMM 2's operand itself. Every used row of it equals
+    `gather_permuted_rows` of the plain output (the columns of each step in the logical order, and at tensor parallel
+    2, I = 1,440, the last step's columns past I zero), and `fused_moe` on the register-operand kernels, which takes
+    that path, gives the bits of the two GEMMs with the gather between them."""
+    import quickmoe.kernels.moe_gemm_register as register
+    from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
+    from quickmoe.kernels import fused_moe as fused
+    from quickmoe.kernels.moe_align import moe_align
+
+    spec = SHAPES[shape]
+    g = torch.Generator().manual_seed(7 * num_tokens + block_m)
+    ex = make_experts(spec, "mxfp4", torch.device("cuda"), g)
+    x = torch.randn(num_tokens, spec.hidden, generator=g).to(torch.bfloat16).cuda()
+    weights, ids = _routing(num_tokens, spec.experts, spec.top_k, g, crowd)
+    weights, ids = weights.cuda(), ids.cuda()
+    align = moe_align(ids, spec.experts, block_m)
+    args1 = (x, align, spec.top_k, ex.w1, ex.b1, ex.kwargs["w1_scales"], GROUP, 7.0, 1.702)
+    plain = register.moe_gemm1_swiglu_register(*args1)
+    gathered = register.moe_gemm1_swiglu_register(*args1, gathered_out=True)
+    want = gather_permuted_rows_ref(plain, align, 1)
+    used = int(align.num_padded.item())
+    valid = align.sorted_ids[:used] < align.num_assignments
+    assert valid.sum() == ids.numel()
+    assert torch.equal(gathered[:used][valid], want[:used][valid])
+    args2 = (align, weights, ex.w2, ex.b2, ex.kwargs["w2_scales"])
+    assert torch.equal(register.moe_gemm2_register(gathered, *args2, gathered=True),
+                       register.moe_gemm2_register(plain, *args2))
+    with pytest.raises(ConfigError, match="GEMM 2's gathered operand: expected"):
+        register.moe_gemm2_register(plain, *args2, gathered=True)
+
+    config = MoEKernelConfig(block_m=block_m, block_n=64, block_k=64, num_warps=4, num_stages=3,
+                             swap_ab=block_m == 8, register_operand=True)
+    kwargs = dict(w1_scales=ex.kwargs["w1_scales"], w2_scales=ex.kwargs["w2_scales"], gate_up_group=GROUP)
+    run = lambda: fused.fused_moe(x, weights, ids, ex.w1, ex.b1, ex.w2, ex.b2, **kwargs)  # noqa: E731
+    import unittest.mock as mock
+
+    with mock.patch("quickmoe.kernels.moe_configs.moe_kernel_config", lambda *a, **k: config):
+        paired = run()
+        with mock.patch.object(register, "register_pair", lambda *a, **k: False):
+            apart = run()
+    assert torch.equal(paired, apart)
+
+
+def test_fused_moe_hands_gemm2_the_operand_gemm1_stored_when_both_run_the_register_kernels(monkeypatch):
+    """Where both GEMMs' configs ask for the register-operand kernels and both can run (the check stubbed here, the
+    kernels replaced by recorders), `fused_moe` has GEMM 1 store GEMM 2's gathered operand and hands GEMM 2 that
+    operand with `gathered`; where GEMM 2's config asks for the Triton tile, no gathered operand is made."""
+    import quickmoe.kernels.moe_gemm_register as register
+    from quickmoe.kernels.fused_moe import fused_moe
+
+    calls = []
+
+    def gemm1(*args, **kwargs):
+        calls.append(("gemm1", kwargs))
+        return torch.zeros(1)
+
+    def gemm2(acts, align, topk_weights, *args, **kwargs):
+        calls.append(("gemm2", kwargs))
+        return torch.zeros(align.num_assignments, 128, dtype=torch.bfloat16)
+
+    monkeypatch.setattr(register, "register_operand_problem", lambda *a, **k: "")
+    monkeypatch.setattr(register, "moe_gemm1_swiglu_register", gemm1)
+    monkeypatch.setattr(register, "moe_gemm2_register", gemm2)
+    g = torch.Generator().manual_seed(8)
+    w1, s1, b1 = _mxfp4_experts(4, 128, 128, g)
+    w2, s2, b2 = _mxfp4_experts(4, 128, 64, g)
+    x = torch.randn(9, 128, generator=g).to(torch.bfloat16)
+    weights, ids = _routing(9, 4, 2, g)
+    reg = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2, register_operand=True,
+                          steps_per_stage=2)
+    tile = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2)
+    kwargs = dict(w1_scales=s1, w2_scales=s2[:, :, :128], gate_up_group=64)
+    monkeypatch.setattr("quickmoe.kernels.moe_configs.moe_kernel_config", lambda *a, **k: reg)
+    fused_moe(x.to(DEVICE), weights.to(DEVICE), ids.to(DEVICE), w1, b1, w2, b2[:, :128], **kwargs)
+    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2, "gathered_out": True}),
+                     ("gemm2", {"stages": 2, "steps_per_stage": 2, "gathered": True})]
+    calls.clear()
+    monkeypatch.setattr("quickmoe.kernels.moe_configs.moe_kernel_config",
+                        lambda *a, proj, **k: reg if proj == "gate_up" else tile)
+    monkeypatch.setattr(register, "moe_gemm1_swiglu_register",
+                        lambda *a, **k: calls.append(("gemm1", k)) or torch.zeros(18, 128, dtype=torch.bfloat16))
+    fused_moe(x.to(DEVICE), weights.to(DEVICE), ids.to(DEVICE), w1, b1, w2, b2[:, :128], **kwargs)
+    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2})]
 
 
 def test_the_check_accepts_gpt_oss_20b_decode_batches_on_hopper_and_names_what_else_is_missing(monkeypatch):

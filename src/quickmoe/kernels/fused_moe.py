@@ -191,6 +191,7 @@ def fused_moe(
     from quickmoe.kernels.moe_align import moe_align, single_token_alignment
     from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
+    from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register, moe_gemm2_register, register_pair
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
 
     _check_activation(activation)
@@ -224,13 +225,24 @@ def fused_moe(
     if align is None:
         align = moe_align(topk_ids, num_experts, config1.block_m)  # both GEMMs tile by this BLOCK_M
     quantize = quantize_fp8_per_token_group if fp8 else quantize_mxfp8 if mxfp8_activations else None
-    acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
-    inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit, swiglu_alpha,
-                             act_scales=act_scales, out_dtype=hidden.dtype, config=config1, activation=activation,
-                             w1_row_scale=w1_row_scale)
-    acts, act_scales = quantize(inter) if quantize else (inter, None)
-    per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
-                               out_dtype=hidden.dtype, config=config2, w2_row_scale=w2_row_scale)
+    if (quantize is None and w1_row_scale is None and w2_row_scale is None
+            and register_pair(hidden, align, w1, w1_scales, w2, w2_scales, config1, config2, gate_up_group,
+                              activation)):
+        # both GEMMs on the register-operand kernels: GEMM 1's epilogue stores GEMM 2's gathered, permuted operand
+        gathered = moe_gemm1_swiglu_register(hidden, align, top_k, w1, w1_bias, w1_scales, gate_up_group,
+                                             swiglu_limit, swiglu_alpha, stages=config1.num_stages,
+                                             steps_per_stage=config1.steps_per_stage, gathered_out=True)
+        per_assignment = moe_gemm2_register(gathered, align, topk_weights, w2, w2_bias, w2_scales,
+                                            stages=config2.num_stages, steps_per_stage=config2.steps_per_stage,
+                                            gathered=True)
+    else:
+        acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
+        inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit,
+                                 swiglu_alpha, act_scales=act_scales, out_dtype=hidden.dtype, config=config1,
+                                 activation=activation, w1_row_scale=w1_row_scale)
+        acts, act_scales = quantize(inter) if quantize else (inter, None)
+        per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
+                                   out_dtype=hidden.dtype, config=config2, w2_row_scale=w2_row_scale)
     if not combine:
         if absent_experts:  # [A, H]: the rows of absent assignments were written by no tile
             per_assignment.masked_fill_((topk_ids.reshape(-1, 1) == num_experts), 0)

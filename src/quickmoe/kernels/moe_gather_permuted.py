@@ -10,7 +10,8 @@ boxes of it. Rows of sentinels and past the used tiles are left unwritten: their
 not a multiple of 64 (a rank's down projection at tensor parallel 2 of gpt-oss: I = 1,440 = 22.5 steps) the buffer is
 `padded_width(K)` wide and a column whose physical column lies past K holds zero: the last step's physical columns
 below K are spread over all 64 logical ones, so the buffer cannot end at K, and the zeros meet the weights' zeros
-that TMA reads past K.
+that TMA reads past K. GEMM 2's operand in this layout is stored by GEMM 1's epilogue where both GEMMs run the
+register-operand kernels (`moe_gemm1_swiglu_register(..., gathered_out=True)`); this gather makes it otherwise.
 """
 
 from __future__ import annotations

@@ -20,9 +20,11 @@ kernels, scales with the tiles: 8- and 16-row tiles, which split an expert's row
 ones even at ~8 assignments an expert (docs/benchmarks.md, 2026-11-30 seventh session). GEMM 2
 (`moe_gemm2_register`) runs the same K loop over w2 [E, H, I/2]: 128 output columns a program (the last of H =
 2,880 half masked), the intermediate's rows gathered and permuted the same way (one per assignment), the bias and
-the routing weight in the epilogue. Gluon has no CPU interpreter;
-`moe_gemm1_swiglu_register_ref` and `moe_gemm2_register_ref` are the torch versions and the tests compare them on
-the GPU.
+the routing weight in the epilogue. Where both GEMMs run here (`register_pair`; `fused_moe`), GEMM 1's epilogue
+stores that gathered, permuted operand itself (`gathered_out`) and GEMM 2 takes it (`gathered`): no gather kernel
+between them (bench moe on the H200: -1 to -5% at T = 64-1,024, 2026-11-30 twelfth session). Gluon has no CPU
+interpreter; `moe_gemm1_swiglu_register_ref` and `moe_gemm2_register_ref` are the torch versions and the tests
+compare them on the GPU.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import torch
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import MoEAlignment
 from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS, REGISTER_STEPS_PER_STAGE
-from quickmoe.kernels.moe_gather_permuted import STEP, gather_permuted_rows
+from quickmoe.kernels.moe_gather_permuted import STEP, gather_permuted_rows, padded_width
 
 try:  # CPU installs without triton keep the torch references
     import triton
@@ -51,7 +53,7 @@ except ImportError:  # pragma: no cover - a triton without Gluon
     gluon = None
 
 __all__ = ["moe_gemm1_swiglu_register", "moe_gemm1_swiglu_register_ref", "moe_gemm2_register", "moe_gemm2_register_ref",
-           "register_operand_problem"]
+           "register_operand_problem", "register_pair"]
 
 @functools.lru_cache(maxsize=16)
 def _hopper(device: torch.device) -> bool:
@@ -82,6 +84,18 @@ def register_operand_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torc
     if group is not None and (group != STEP or w.shape[1] % 2 or activation != "swiglu_gpt_oss"):
         return f"gate/up groups of {STEP} and gpt-oss's SwiGLU"
     return ""
+
+
+def register_pair(acts: torch.Tensor, align: MoEAlignment, w1: torch.Tensor, w1_scales: torch.Tensor | None,
+                  w2: torch.Tensor, w2_scales: torch.Tensor | None, config1, config2, group: int,
+                  activation: str) -> bool:
+    """Whether both GEMMs of an MoE layer run on these kernels (both configs ask for them, `register_operand`, and
+    neither finds a problem with these bf16 activations): then GEMM 1 stores GEMM 2's gathered operand itself
+    (`gathered_out`) and no gather runs between them."""
+    return bool(config1.register_operand and config2.register_operand
+                and not register_operand_problem(acts, w1, w1_scales, None, align.block_m, config1.split_k,
+                                                 group=group, activation=activation)
+                and not register_operand_problem(acts, w2, w2_scales, None, align.block_m, config2.split_k))
 
 
 def _row_descriptors(x: torch.Tensor, block_m: int) -> tuple:
@@ -126,11 +140,15 @@ def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k
 
 def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                               w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                              alpha: float, stages: int = 3, steps_per_stage: int = 1) -> torch.Tensor:
+                              alpha: float, stages: int = 3, steps_per_stage: int = 1,
+                              gathered_out: bool = False) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand, in
-    `stages` pipeline stages of `steps_per_stage` K steps of 64 (`REGISTER_STEPS_PER_STAGE`). Raises ConfigError where
-    `register_operand_problem` finds one."""
+    `stages` pipeline stages of `steps_per_stage` K steps of 64 (`REGISTER_STEPS_PER_STAGE`). `gathered_out`: the
+    output is GEMM 2's operand as `gather_permuted_rows(inter, align, 1)` would make it from inter, [capacity,
+    padded_width(I)] (each tile's row r holds assignment sorted_ids[r]'s row, a step's columns in the logical order,
+    zeros past I; rows of sentinels unwritten), stored there by the epilogue so GEMM 2 needs no gather
+    (`moe_gemm2_register(..., gathered=True)`). Raises ConfigError where `register_operand_problem` finds one."""
     _check_steps_per_stage(steps_per_stage)
     problem = register_operand_problem(acts, w1, w1_scales, None, align.block_m, 1, group=group,
                                        activation="swiglu_gpt_oss")
@@ -139,7 +157,9 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
                           f"needs {problem}; got {acts.dtype} activations on {acts.device}, w1 {w1.dtype} "
                           f"{tuple(w1.shape)}, group {group}, block_m {align.block_m}")
     hidden, intermediate, block_m = acts.shape[1], w1.shape[1] // 2, align.block_m
-    inter = torch.empty(align.num_assignments, intermediate, dtype=acts.dtype, device=acts.device)
+    rows, width = ((align.sorted_ids.numel(), padded_width(intermediate)) if gathered_out
+                   else (align.num_assignments, intermediate))
+    inter = torch.empty(rows, width, dtype=acts.dtype, device=acts.device)
     if align.sorted_ids.numel() == 0:
         return inter
     x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
@@ -153,7 +173,7 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
         x_desc, x_half_desc, w_desc, w_rows_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit),
         float(alpha), H=hidden, I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages,
-        HAS_BIAS=w1_bias is not None, RAGGED=ragged, SUB=steps_per_stage, num_warps=4)
+        HAS_BIAS=w1_bias is not None, RAGGED=ragged, SUB=steps_per_stage, GATHERED=gathered_out, num_warps=4)
     return inter
 
 
@@ -187,9 +207,10 @@ def moe_gemm2_register_ref(acts: torch.Tensor, align: MoEAlignment, topk_weights
 
 def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
                        w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
-                       maxnreg: int | None = None, steps_per_stage: int = 1) -> torch.Tensor:
+                       maxnreg: int | None = None, steps_per_stage: int = 1, gathered: bool = False) -> torch.Tensor:
     """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
-    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked; the pipeline as GEMM 1's."""
+    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked; the pipeline as GEMM 1's.
+    `gathered`: acts is already the gathered operand [capacity, padded_width(I)] (GEMM 1's `gathered_out`)."""
     _check_steps_per_stage(steps_per_stage)
     problem = register_operand_problem(acts, w2, w2_scales, None, align.block_m, 1)
     if problem:
@@ -199,7 +220,12 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
     out = torch.empty(align.num_assignments, hidden, dtype=acts.dtype, device=acts.device)
     if align.sorted_ids.numel() == 0:
         return out
-    x = gather_permuted_rows(acts, align, 1)  # [capacity, I]: row r = inter[sorted_ids[r]]
+    intermediate = 2 * w2.shape[2]
+    if gathered and tuple(acts.shape) != (align.sorted_ids.numel(), padded_width(intermediate)):
+        raise ConfigError(f"GEMM 2's gathered operand: expected [{align.sorted_ids.numel()}, "
+                          f"{padded_width(intermediate)}] (the alignment's capacity, I = {intermediate} in whole "
+                          f"steps of {STEP}); got {tuple(acts.shape)}")
+    x = acts if gathered else gather_permuted_rows(acts, align, 1)  # [capacity, I']: row r = inter[sorted_ids[r]]
     x_desc, x_half_desc = _row_descriptors(x, block_m)
     w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [2 * STEP, STEP // 2],
                                           PACKED_BYTES_LAYOUT)
@@ -207,7 +233,7 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
     _gemm2_register_kernel[(num_m * triton.cdiv(hidden, 2 * STEP),)](
         x_desc, x_half_desc, w_desc, w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, H=hidden,
-        I=acts.shape[1], BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w2_bias is not None,
+        I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w2_bias is not None,
         SUB=steps_per_stage, num_warps=4, maxnreg=maxnreg)
     return out
 
@@ -216,10 +242,13 @@ if gluon is not None:
     @gluon.jit
     def _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, x_row, group, size,
                     num_assignments, limit, alpha, H: gl.constexpr, I: gl.constexpr, TOK: gl.constexpr,
-                    STAGES: gl.constexpr, HAS_BIAS: gl.constexpr, TWO_BOXES: gl.constexpr, SUB: gl.constexpr):
+                    STAGES: gl.constexpr, HAS_BIAS: gl.constexpr, TWO_BOXES: gl.constexpr, SUB: gl.constexpr,
+                    GATHERED: gl.constexpr):
         """GEMM 1 + SwiGLU of TOK rows of the permuted activations from x_row (one expert's tile) and gate/up group
         `group` of w1: its `size` gate rows then its `size` up rows (size = 64 but in a ragged last group, whose
-        weights come as TWO_BOXES of 64 rows, from w_desc's)."""
+        weights come as TWO_BOXES of 64 rows, from w_desc's). Stored to rows of inter [A, I], or (GATHERED) to the
+        tile's own rows of GEMM 2's operand [capacity, padded_width(I)]: I-column 64 group + c at column 64 group +
+        the logical position of physical column c (the inverse of `PHYSICAL_COLUMN`), zeros for c >= size."""
         N: gl.constexpr = 2 * I
         acc = k_loop(x_desc, w_desc, s_ptr, expert, x_row, group * 128, size, H, N, TOK, STAGES, TWO_BOXES, SUB)
         # rows 0-63 gate, 64-127 up: row r and r + 64 lie in one thread (wgmma's 64-row halves)
@@ -236,17 +265,33 @@ if gluon is not None:
         gate = gl.minimum(gate, limit)
         up = gl.minimum(gl.maximum(up, -limit), limit)
         y = (up + 1.0) * (gate / (1.0 + gl.exp(-alpha * gate)))
-        assign = gl.load(sorted_ids_ptr + x_row + gl.arange(0, TOK, layout=gl.SliceLayout(0, EPI)))
-        ok = gl.expand_dims(assign < num_assignments, 0) & gl.expand_dims(col_ok, 1)
-        ptrs = out_ptr + gl.expand_dims(assign.to(gl.int64) * I, 0) + gl.expand_dims(group * 64 + cols, 1)
-        gl.store(ptrs, y.to(gl.bfloat16), mask=ok)
+        if GATHERED:
+            # physical column c = 16 q + 4 kb + 2 s + h is multiplied with logical column 16 kb + 8 s + 2 q + h:
+            # [64 (q, kb, s, h), TOK] -> [TOK, 64 (kb, s, q, h)], then rows of 8 logical columns a thread (16 bytes)
+            y = gl.where(gl.expand_dims(col_ok, 1), y, 0.0).to(gl.bfloat16)  # a ragged group's columns past I: 0
+            z = gl.reshape(gl.permute(gl.reshape(y, (4, 4, 2, 2, TOK)), (4, 1, 2, 0, 3)), (TOK, 64))
+            ST: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+            z = gl.convert_layout(z, ST)
+            tok = gl.arange(0, TOK, layout=gl.SliceLayout(1, ST))
+            pos = gl.arange(0, 64, layout=gl.SliceLayout(0, ST))
+            assign = gl.load(sorted_ids_ptr + x_row + tok)
+            WIDTH: gl.constexpr = (I + 63) // 64 * 64
+            ptrs = (out_ptr + gl.expand_dims((x_row + tok).to(gl.int64) * WIDTH, 1)
+                    + gl.expand_dims(group * 64 + pos, 0))
+            ok = gl.broadcast(gl.expand_dims(assign < num_assignments, 1), ptrs)[0]  # whole rows: 16-byte stores
+            gl.store(ptrs, z, mask=ok)
+        else:
+            assign = gl.load(sorted_ids_ptr + x_row + gl.arange(0, TOK, layout=gl.SliceLayout(0, EPI)))
+            ok = gl.expand_dims(assign < num_assignments, 0) & gl.expand_dims(col_ok, 1)
+            ptrs = out_ptr + gl.expand_dims(assign.to(gl.int64) * I, 0) + gl.expand_dims(group * 64 + cols, 1)
+            gl.store(ptrs, y.to(gl.bfloat16), mask=ok)
 
     @gluon.jit(do_not_specialize=["num_assignments", "num_m"])
     def _gemm1_register_kernel(x_desc, x_half_desc, w_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr,
                                block_expert_ptr, num_padded_ptr, num_assignments, num_m, limit, alpha, H: gl.constexpr,
                                I: gl.constexpr, BM: gl.constexpr, HALF: gl.constexpr, STAGES: gl.constexpr,
                                HAS_BIAS: gl.constexpr, RAGGED: gl.constexpr, SUB: gl.constexpr,
-                               num_warps: gl.constexpr):
+                               GATHERED: gl.constexpr, num_warps: gl.constexpr):
         """w_desc: boxes of 128 weight rows; w_rows_desc: of 64 (RAGGED: I is not whole groups of 64, and the last
         group's programs load its gate and up rows as two boxes)."""
         pid = gl.program_id(0)
@@ -260,16 +305,18 @@ if gluon is not None:
             if RAGGED and size < 64:
                 if valid <= HALF:
                     _gemm1_tile(x_half_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
-                                group, size, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, True, SUB)
+                                group, size, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, True, SUB,
+                                GATHERED)
                 else:
                     _gemm1_tile(x_desc, w_rows_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM,
-                                group, size, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, True, SUB)
+                                group, size, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, True, SUB,
+                                GATHERED)
             elif valid <= HALF:
                 _gemm1_tile(x_half_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            64, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, False, SUB)
+                            64, num_assignments, limit, alpha, H, I, HALF, STAGES, HAS_BIAS, False, SUB, GATHERED)
             else:
                 _gemm1_tile(x_desc, w_desc, s_ptr, bias_ptr, out_ptr, sorted_ids_ptr, expert, pid_m * BM, group,
-                            64, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, False, SUB)
+                            64, num_assignments, limit, alpha, H, I, BM, STAGES, HAS_BIAS, False, SUB, GATHERED)
 
     @gluon.jit
     def _gemm2_tile(x_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr, expert, x_row, n0,
