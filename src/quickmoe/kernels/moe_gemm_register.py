@@ -334,8 +334,15 @@ if gluon is not None:
         assign = gl.load(sorted_ids_ptr + x_row + gl.arange(0, TOK, layout=gl.SliceLayout(0, EPI)))
         ok = assign < num_assignments
         acc *= gl.expand_dims(gl.load(route_w_ptr + assign, mask=ok, other=0.0).to(gl.float32), 0)
-        ptrs = out_ptr + gl.expand_dims(assign.to(gl.int64) * H, 0) + gl.expand_dims(rows, 1)
-        gl.store(ptrs, acc.to(gl.bfloat16), mask=gl.expand_dims(ok, 0) & gl.expand_dims(row_ok, 1))
+        # [128 columns, TOK] -> [TOK, 128] through shared memory: 8 consecutive columns of an assignment's row a
+        # thread, one 16-byte store (in wgmma's layout a store instruction wrote 2 bytes at 8 columns of 4 rows)
+        ST: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])
+        out = gl.convert_layout(gl.permute(acc.to(gl.bfloat16), (1, 0)), ST)
+        tok = gl.arange(0, TOK, layout=gl.SliceLayout(1, ST))
+        cols = n0 + gl.arange(0, 128, layout=gl.SliceLayout(0, ST))
+        assign = gl.load(sorted_ids_ptr + x_row + tok)
+        ptrs = out_ptr + gl.expand_dims(assign.to(gl.int64) * H, 1) + gl.expand_dims(cols, 0)
+        gl.store(ptrs, out, mask=gl.expand_dims(assign < num_assignments, 1) & gl.expand_dims(cols < H, 0))
 
     @gluon.jit(do_not_specialize=["num_assignments", "num_m"])
     def _gemm2_register_kernel(x_desc, x_half_desc, w_desc, s_ptr, bias_ptr, route_w_ptr, out_ptr, sorted_ids_ptr,
