@@ -191,7 +191,6 @@ def fused_moe(
     from quickmoe.kernels.moe_align import moe_align, single_token_alignment
     from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_combine, moe_gemm1_swiglu, moe_gemm2
-    from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register, moe_gemm2_register, register_pair
     from quickmoe.kernels.mxfp8_quant import quantize_mxfp8
 
     _check_activation(activation)
@@ -225,9 +224,14 @@ def fused_moe(
     if align is None:
         align = moe_align(topk_ids, num_experts, config1.block_m)  # both GEMMs tile by this BLOCK_M
     quantize = quantize_fp8_per_token_group if fp8 else quantize_mxfp8 if mxfp8_activations else None
-    if (quantize is None and w1_row_scale is None and w2_row_scale is None
-            and register_pair(hidden, align, w1, w1_scales, w2, w2_scales, config1, config2, gate_up_group,
-                              activation)):
+    paired = False
+    if (config1.register_operand and config2.register_operand and quantize is None and w1_row_scale is None
+            and w2_row_scale is None):  # (the Gluon module is imported only where a config asks for it)
+        from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register, moe_gemm2_register, register_pair
+
+        paired = register_pair(hidden, align, w1, w1_scales, w2, w2_scales, config1, config2, gate_up_group,
+                               activation)
+    if paired:
         # both GEMMs on the register-operand kernels: GEMM 1's epilogue stores GEMM 2's gathered, permuted operand
         gathered = moe_gemm1_swiglu_register(hidden, align, top_k, w1, w1_bias, w1_scales, gate_up_group,
                                              swiglu_limit, swiglu_alpha, stages=config1.num_stages,
