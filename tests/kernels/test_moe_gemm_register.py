@@ -379,6 +379,8 @@ def test_gemm1_stores_gemm2_s_gathered_operand_and_fused_moe_gives_the_same_bits
     `gather_permuted_rows` of the plain output (the columns of each step in the logical order, and at tensor parallel
     2, I = 1,440, the last step's columns past I zero), and `fused_moe` on the register-operand kernels, which takes
     that path, gives the bits of the two GEMMs with the gather between them."""
+    import unittest.mock as mock
+
     import quickmoe.kernels.moe_gemm_register as register
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels import fused_moe as fused
@@ -409,8 +411,6 @@ def test_gemm1_stores_gemm2_s_gathered_operand_and_fused_moe_gives_the_same_bits
                              swap_ab=block_m == 8, register_operand=True)
     kwargs = dict(w1_scales=ex.kwargs["w1_scales"], w2_scales=ex.kwargs["w2_scales"], gate_up_group=GROUP)
     run = lambda: fused.fused_moe(x, weights, ids, ex.w1, ex.b1, ex.w2, ex.b2, **kwargs)  # noqa: E731
-    import unittest.mock as mock
-
     with mock.patch("quickmoe.kernels.moe_configs.moe_kernel_config", lambda *a, **k: config):
         paired = run()
         with mock.patch.object(register, "register_pair", lambda *a, **k: False):

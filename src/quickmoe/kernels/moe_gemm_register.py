@@ -35,7 +35,7 @@ import torch
 
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import MoEAlignment
-from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS, REGISTER_STEPS_PER_STAGE
+from quickmoe.kernels.moe_configs import REGISTER_OPERAND_ROWS, REGISTER_STEPS_PER_STAGE, MoEKernelConfig
 from quickmoe.kernels.moe_gather_permuted import STEP, gather_permuted_rows, padded_width
 
 try:  # CPU installs without triton keep the torch references
@@ -87,8 +87,8 @@ def register_operand_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torc
 
 
 def register_pair(acts: torch.Tensor, align: MoEAlignment, w1: torch.Tensor, w1_scales: torch.Tensor | None,
-                  w2: torch.Tensor, w2_scales: torch.Tensor | None, config1, config2, group: int,
-                  activation: str) -> bool:
+                  w2: torch.Tensor, w2_scales: torch.Tensor | None, config1: MoEKernelConfig,
+                  config2: MoEKernelConfig, group: int, activation: str) -> bool:
     """Whether both GEMMs of an MoE layer run on these kernels (both configs ask for them, `register_operand`, and
     neither finds a problem with these bf16 activations): then GEMM 1 stores GEMM 2's gathered operand itself
     (`gathered_out`) and no gather runs between them."""
