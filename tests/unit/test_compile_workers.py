@@ -262,8 +262,8 @@ _GLUON = textwrap.dedent('''
             torch.empty(E, H // 32, 2 * I, dtype=torch.uint8), torch.empty(E, 2 * I, dtype=torch.bfloat16),
             torch.empty(A, I, dtype=torch.bfloat16), torch.empty(3 * BM, dtype=torch.int32),
             torch.empty(3, dtype=torch.int32), torch.empty(1, dtype=torch.int32), A, 3, 7.0, 1.702)
-    kwargs = dict(H=H, I=I, BM=BM, HALF=BM // 2, STAGES=3, HAS_BIAS=True, RAGGED=False, SUB=1, num_warps=4, debug=False,
-                  instrumentation_mode=triton.knobs.compilation.instrumentation_mode)
+    kwargs = dict(H=H, I=I, BM=BM, HALF=BM // 2, STAGES=3, HAS_BIAS=True, RAGGED=False, SUB=1, GATHERED=False,
+                  num_warps=4, debug=False, instrumentation_mode=triton.knobs.compilation.instrumentation_mode)
     # JITFunction.run up to its cache hook, for sm_90 instead of the device (as SCENARIO's launch_as_the_jit_does)
     backend = make_backend(TARGET)
     bound_args, specialization, options = create_function_from_signature(fn.signature, fn.params, backend)(
