@@ -9,6 +9,7 @@ For each shape and T, on the same random routing (4 input sets): GEMM 1 and GEMM
     reg8..reg64 both GEMMs by the register-operand kernels on an alignment of that many rows (3 stages; the 8- and
                 16-row ones also at each of --stages, labelled sN)
     regNk2sS    (--two-steps) the same with two K steps a pipeline stage at S = 2 and 3 stages
+    regNk2sSrR  (--maxnreg R) those with at most R registers a thread
 each output checked against the torch reference (max error relative to its largest value), then a table of
 GEMM 1 + GEMM 2 per variant, the alignment's rows in brackets.
 
@@ -40,6 +41,8 @@ def main() -> None:
     parser.add_argument("--two-steps", default="",
                         help="tile rows (of 8, 16, 32, 64) also timed with two K steps a pipeline stage "
                              "(steps_per_stage 2) at 2 and 3 stages, labelled regNk2sS")
+    parser.add_argument("--maxnreg", type=int, default=0,
+                        help="also time each --two-steps variant with this register cap, labelled regNk2sSrR")
     parser.add_argument("--variants", default="", help="time only these labels (comma-separated; default: all)")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -48,7 +51,7 @@ def main() -> None:
         tokens = args.tokens_120b if shape == "gpt-oss-120b" else args.tokens_20b
         rows += shape_rows(shape, [int(t) for t in tokens.split(",")], tuple(int(s) for s in args.stages.split(",")),
                            tuple(int(r) for r in args.two_steps.split(",") if r),
-                           tuple(v for v in args.variants.split(",") if v))
+                           tuple(v for v in args.variants.split(",") if v), args.maxnreg)
     print("\nGEMM 1 + GEMM 2 alone, us (in a graph); * = fastest")
     for shape in args.shapes.split(","):
         for t in sorted({r["tokens"] for r in rows if r["shape"] == shape}):
@@ -66,7 +69,7 @@ def main() -> None:
 
 
 def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3,),
-               two_steps: tuple[int, ...] = (), only: tuple[str, ...] = ()) -> list[dict]:
+               two_steps: tuple[int, ...] = (), only: tuple[str, ...] = (), maxnreg: int = 0) -> list[dict]:
     from quickmoe.bench.attention import time_in_graph
     from quickmoe.bench.moe_experts import GROUP, SHAPES, make_experts
     from quickmoe.kernels.fused_moe import device_arch
@@ -124,11 +127,14 @@ def shape_rows(shape: str, token_counts: list[int], stages: tuple[int, ...] = (3
                                                            stages=st)))
         for bm in two_steps:
             for st in (2, 3):
-                variants[f"reg{bm}k2s{st}"] = (bm, (
-                    lambda i, bm=bm, st=st: moe_gemm1_swiglu_register(
-                        xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702, stages=st, steps_per_stage=2),
-                    lambda i, bm=bm, st=st: moe_gemm2_register(inters[i], aligns[bm][i], routes[i], w2, b2, s2,
-                                                               stages=st, steps_per_stage=2)))
+                for cap in (None, maxnreg or None) if maxnreg else (None,):
+                    variants[f"reg{bm}k2s{st}" + (f"r{cap}" if cap else "")] = (bm, (
+                        lambda i, bm=bm, st=st, cap=cap: moe_gemm1_swiglu_register(
+                            xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702, stages=st,
+                            steps_per_stage=2, maxnreg=cap),
+                        lambda i, bm=bm, st=st, cap=cap: moe_gemm2_register(inters[i], aligns[bm][i], routes[i], w2,
+                                                                            b2, s2, stages=st, steps_per_stage=2,
+                                                                            maxnreg=cap)))
         for label, (bm, fns) in variants.items():
             if only and label not in only:
                 continue

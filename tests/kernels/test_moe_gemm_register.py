@@ -100,8 +100,9 @@ def test_the_config_field():
 
 
 def test_both_gemms_hand_the_config_s_stages_and_steps_per_stage_to_the_register_kernels(monkeypatch):
-    """The two K steps a stage give the same bits as one (the GPU tests), so only the call shows whether
-    `moe_gemm1_swiglu` / `moe_gemm2` pass a config's steps_per_stage and num_stages on: the kernels are replaced by
+    """The two K steps a stage and a register cap give the same bits as one step and none (the GPU tests), so only
+    the call shows whether `moe_gemm1_swiglu` / `moe_gemm2` pass a config's steps_per_stage, num_stages and maxnreg
+    on: the kernels are replaced by
     recorders here, and the operand check says they can run."""
     import quickmoe.kernels.moe_gemm_register as register
     from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
@@ -116,12 +117,13 @@ def test_both_gemms_hand_the_config_s_stages_and_steps_per_stage_to_the_register
     weights, ids = _routing(9, 4, 2, g)
     align = moe_align_ref(ids, 4, 32)
     config = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2, register_operand=True,
-                             steps_per_stage=2)
+                             steps_per_stage=2, maxnreg=104)
     moe_gemm1_swiglu(x.to(DEVICE), align, 2, w1, b1, s1, 64, 7.0, 1.702, config=config)
     w2, s2, b2 = _mxfp4_experts(4, 128, 64, g)
     moe_gemm2(torch.randn(18, 128, generator=g).to(torch.bfloat16).to(DEVICE), align, weights.to(DEVICE), w2,
               b2[:, :128], s2[:, :, :128], config=config)
-    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2}), ("gemm2", {"stages": 2, "steps_per_stage": 2})]
+    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2, "maxnreg": 104}),
+                     ("gemm2", {"stages": 2, "steps_per_stage": 2, "maxnreg": 104})]
 
 
 _COMPILE_FOR_HOPPER = """
@@ -140,9 +142,9 @@ for block_m in REGISTER_OPERAND_ROWS:
     signature = {f"x{name}_desc": (f"tensordesc<bf16[{rows}, 64],"
                                    f"{gl.NVMMASharedLayout.get_default_for([rows, 64], gl.bfloat16)!r}>")
                  for name, rows in (("", block_m), ("_half", half))}
-    signature["w_desc"] = f"tensordesc<u8[128, 32],{reg.PACKED_BYTES_LAYOUT!r}>"
+    signature["w_desc"] = f"tensordesc<u8[128, {32 * sub}],{reg.packed_bytes_layout(sub)!r}>"
     if gemm == 1:
-        signature["w_rows_desc"] = f"tensordesc<u8[64, 32],{reg.PACKED_BYTES_LAYOUT!r}>"
+        signature["w_rows_desc"] = f"tensordesc<u8[64, {32 * sub}],{reg.packed_bytes_layout(sub)!r}>"
     signature.update({"s_ptr": "*u8",
                       "bias_ptr": "*bf16"})
     signature.update({"out_ptr": "*bf16"} if gemm == 1 else {"route_w_ptr": "*fp32", "out_ptr": "*bf16"})
@@ -247,8 +249,10 @@ def test_the_register_operand_kernel_matches_the_float32_reference(num_tokens, b
     assert scale > 0
     err = ((got.float() - want).abs().max() / scale).item()
     assert err < 1e-2, err  # bf16 outputs of bf16 products summed in float32 (4.5e-3 measured)
-    for stages in (2, 3):  # two K steps a stage: the same sums in the same order
+    for stages in (2, 3):  # two K steps a stage, their weights one swizzled box of 64 bytes a row: the same sums in
+        # the same order
         assert torch.equal(moe_gemm1_swiglu_register(*args, stages=stages, steps_per_stage=2), got)
+    assert torch.equal(moe_gemm1_swiglu_register(*args, steps_per_stage=2, maxnreg=128), got)  # a register cap
 
 
 @pytest.mark.gpu
@@ -319,6 +323,7 @@ def test_the_register_operand_gemm2_matches_the_float32_reference(num_tokens, bl
     assert err < 1e-2, err  # 2.5e-3 measured
     for stages in (2, 3):  # two K steps a stage (45 steps of I = 2,880: the last stage's second step past K)
         assert torch.equal(moe_gemm2_register(*args, stages=stages, steps_per_stage=2), got)
+    assert torch.equal(moe_gemm2_register(*args, steps_per_stage=2, maxnreg=120), got)  # a register cap
     config = MoEKernelConfig(block_m=block_m, block_n=128, block_k=64, num_warps=4, num_stages=3,
                              swap_ab=block_m == 8, register_operand=True)
     assert torch.equal(moe_gemm2(*args, config=config), got)
@@ -354,6 +359,7 @@ def test_both_register_operand_gemms_take_a_rank_s_experts_at_tensor_parallel_2(
                              swap_ab=block_m == 8, register_operand=True)
     args1 = (x, align, spec.top_k, ex.w1, ex.b1, ex.kwargs["w1_scales"], GROUP, 7.0, 1.702)
     args2 = (inter, align, weights.cuda(), ex.w2, ex.b2, ex.kwargs["w2_scales"])
+    # two steps a stage: the ragged group's two weight boxes of 64 rows, 64 bytes a row
     assert torch.equal(moe_gemm1_swiglu_register(*args1, steps_per_stage=2), moe_gemm1_swiglu_register(*args1))
     assert torch.equal(moe_gemm2_register(*args2, steps_per_stage=2), moe_gemm2_register(*args2))
     for got, want, same in ((moe_gemm1_swiglu_register(*args1), moe_gemm1_swiglu_register_ref(*args1),
@@ -444,20 +450,20 @@ def test_fused_moe_hands_gemm2_the_operand_gemm1_stored_when_both_run_the_regist
     x = torch.randn(9, 128, generator=g).to(torch.bfloat16)
     weights, ids = _routing(9, 4, 2, g)
     reg = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2, register_operand=True,
-                          steps_per_stage=2)
+                          steps_per_stage=2, maxnreg=120)
     tile = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2)
     kwargs = dict(w1_scales=s1, w2_scales=s2[:, :, :128], gate_up_group=64)
     monkeypatch.setattr("quickmoe.kernels.moe_configs.moe_kernel_config", lambda *a, **k: reg)
     fused_moe(x.to(DEVICE), weights.to(DEVICE), ids.to(DEVICE), w1, b1, w2, b2[:, :128], **kwargs)
-    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2, "gathered_out": True}),
-                     ("gemm2", {"stages": 2, "steps_per_stage": 2, "gathered": True})]
+    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2, "maxnreg": 120, "gathered_out": True}),
+                     ("gemm2", {"stages": 2, "steps_per_stage": 2, "maxnreg": 120, "gathered": True})]
     calls.clear()
     monkeypatch.setattr("quickmoe.kernels.moe_configs.moe_kernel_config",
                         lambda *a, proj, **k: reg if proj == "gate_up" else tile)
     monkeypatch.setattr(register, "moe_gemm1_swiglu_register",
                         lambda *a, **k: calls.append(("gemm1", k)) or torch.zeros(18, 128, dtype=torch.bfloat16))
     fused_moe(x.to(DEVICE), weights.to(DEVICE), ids.to(DEVICE), w1, b1, w2, b2[:, :128], **kwargs)
-    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2})]
+    assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2, "maxnreg": 120})]
 
 
 def test_the_check_accepts_gpt_oss_20b_decode_batches_on_hopper_and_names_what_else_is_missing(monkeypatch):

@@ -257,8 +257,8 @@ _GLUON = textwrap.dedent('''
     layouts = [gl.NVMMASharedLayout.get_default_for([rows, 64], gl.bfloat16) for rows in (BM, BM // 2)]
     args = (TensorDescriptor.from_tensor(x, [BM, 64], layouts[0]),
             TensorDescriptor.from_tensor(x, [BM // 2, 64], layouts[1]),
-            TensorDescriptor.from_tensor(w1, [128, 32], reg.PACKED_BYTES_LAYOUT),
-            TensorDescriptor.from_tensor(w1, [128, 32], reg.PACKED_BYTES_LAYOUT),
+            TensorDescriptor.from_tensor(w1, [128, 32], reg.packed_bytes_layout(1)),
+            TensorDescriptor.from_tensor(w1, [128, 32], reg.packed_bytes_layout(1)),
             torch.empty(E, H // 32, 2 * I, dtype=torch.uint8), torch.empty(E, 2 * I, dtype=torch.bfloat16),
             torch.empty(A, I, dtype=torch.bfloat16), torch.empty(3 * BM, dtype=torch.int32),
             torch.empty(3, dtype=torch.int32), torch.empty(1, dtype=torch.int32), A, 3, 7.0, 1.702)

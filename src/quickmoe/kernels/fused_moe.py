@@ -235,10 +235,11 @@ def fused_moe(
         # both GEMMs on the register-operand kernels: GEMM 1's epilogue stores GEMM 2's gathered, permuted operand
         gathered = moe_gemm1_swiglu_register(hidden, align, top_k, w1, w1_bias, w1_scales, gate_up_group,
                                              swiglu_limit, swiglu_alpha, stages=config1.num_stages,
-                                             steps_per_stage=config1.steps_per_stage, gathered_out=True)
+                                             steps_per_stage=config1.steps_per_stage,
+                                             maxnreg=config1.maxnreg or None, gathered_out=True)
         per_assignment = moe_gemm2_register(gathered, align, topk_weights, w2, w2_bias, w2_scales,
                                             stages=config2.num_stages, steps_per_stage=config2.steps_per_stage,
-                                            gathered=True)
+                                            maxnreg=config2.maxnreg or None, gathered=True)
     else:
         acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
         inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit,

@@ -68,7 +68,8 @@ class MoEKernelConfig:
     steps_per_stage are unused there), where its operands allow (bf16 activations; GEMM 1: gpt-oss's SwiGLU; GEMM 2:
     GEMM 1's alignment of such rows): else the GEMM runs the Triton tile this config describes (so it must be a valid
     one: 8 rows with swap_ab); steps_per_stage: the register-operand kernels' K steps of 64 a pipeline stage (1 or
-    2: two halve a step's mbarrier waits, CTA barriers and copy issues; `moe_register_k_loop.k_loop`)."""
+    2: two halve a step's mbarrier waits, CTA barriers and copy issues, and take a row's 64 bytes of the stage in
+    one copy; `moe_register_k_loop.k_loop`)."""
 
     block_m: int = 16
     block_n: int = 64

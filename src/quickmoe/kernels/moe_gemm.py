@@ -203,7 +203,8 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
                                            group=group, activation=activation)
         if not problem and w1_row_scale is None and out_dtype == acts.dtype:
             return moe_gemm1_swiglu_register(acts, align, top_k, w1, w1_bias, w1_scales, group, limit, alpha,
-                                             stages=config.num_stages, steps_per_stage=config.steps_per_stage)
+                                             stages=config.num_stages, steps_per_stage=config.steps_per_stage,
+                                             maxnreg=config.maxnreg or None)
         _register_operand_declined(problem or "the activations' dtype as the output's and no row scale")
     intermediate = w1.shape[1] // 2
     hidden_size = w1.shape[2] * (2 if _packed(w1_scales, w1) else 1)  # K of the weights (packed nibbles: x2)
@@ -287,7 +288,7 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
         problem = register_operand_problem(acts, w2, w2_scales, act_scales, align.block_m, config.split_k)
         if not problem and w2_row_scale is None and out_dtype == acts.dtype:
             return moe_gemm2_register(acts, align, topk_weights, w2, w2_bias, w2_scales, stages=config.num_stages,
-                                      steps_per_stage=config.steps_per_stage)
+                                      steps_per_stage=config.steps_per_stage, maxnreg=config.maxnreg or None)
         _register_operand_declined(problem or "the activations' dtype as the output's and no row scale")
     hidden_size = w2.shape[1]
     intermediate = w2.shape[2] * (2 if _packed(w2_scales, w2) else 1)

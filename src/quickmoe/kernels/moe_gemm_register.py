@@ -48,7 +48,7 @@ try:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from quickmoe.kernels.moe_register_k_loop import ACC_SCALE, PACKED_BYTES_LAYOUT, k_loop
+    from quickmoe.kernels.moe_register_k_loop import ACC_SCALE, k_loop, packed_bytes_layout
 except ImportError:  # pragma: no cover - a triton without Gluon
     gluon = None
 
@@ -110,6 +110,22 @@ def _row_descriptors(x: torch.Tensor, block_m: int) -> tuple:
     return full, (box(_half(block_m)) if _half(block_m) < block_m else full)
 
 
+def _weight_descriptor(packed: torch.Tensor, rows: int, block_m: int, steps_per_stage: int):
+    """The TMA descriptor of the packed weights [E * N, K/2]: boxes [rows, 32 bytes x the K steps a box holds], which
+    the kernels read from the descriptor. Tiles of 64 rows take a stage of two steps as one box of 64 bytes a row;
+    smaller tiles a box a step (on the H200 one box a stage gained 4-5% on gpt-oss-20b's layer at T = 256-512, 64-row
+    tiles, and lost 1-3% at 32-row tiles: docs/benchmarks.md, 2026-11-30 thirteenth session)."""
+    steps = steps_per_stage if block_m == 64 else 1
+    return TensorDescriptor.from_tensor(packed, [rows, steps * STEP // 2], packed_bytes_layout(steps))
+
+
+# GEMM 2's registers a thread at most at tiles of 64 rows: four programs of 4 warps an SM (ptxas gave it 139 with a
+# stage's weights in one box of 64 bytes a row, three programs an SM; 128 with the cap, no spill). Not at fewer rows:
+# there the cap let ptxas take 105 instead of 96 (four programs an SM instead of five; the 120b's 32-row GEMM 1 3%
+# slower on the H200, 2026-11-30 thirteenth session)
+_GEMM2_MAXNREG_AT_64_ROWS = 128
+
+
 def _half(block_m: int) -> int:
     """The rows a tile runs on when its valid rows fit them: half the tile, but at least 8 (wgmma's N side; a
     tile of 8 rows always runs whole)."""
@@ -118,9 +134,10 @@ def _half(block_m: int) -> int:
 
 def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                                   w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
-                                  alpha: float, stages: int = 3, steps_per_stage: int = 1) -> torch.Tensor:
-    """The torch version of `moe_gemm1_swiglu_register` (same arguments; `stages` and `steps_per_stage` shape only
-    the kernel's pipeline): inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in
+                                  alpha: float, stages: int = 3, steps_per_stage: int = 1,
+                                  maxnreg: int | None = None) -> torch.Tensor:
+    """The torch version of `moe_gemm1_swiglu_register` (same arguments; the last three shape only the kernel's
+    launch): inter [A, I], row a = gpt-oss's SwiGLU of token a // k through expert topk_ids[a], in
     float32 arithmetic on the dequantized weights, in acts' dtype."""
     from quickmoe.kernels.fused_moe import swiglu_gpt_oss
     from quickmoe.layouts.mxfp4_moe import dequantize_expert
@@ -141,10 +158,11 @@ def moe_gemm1_swiglu_register_ref(acts: torch.Tensor, align: MoEAlignment, top_k
 def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                               w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
                               alpha: float, stages: int = 3, steps_per_stage: int = 1,
-                              gathered_out: bool = False) -> torch.Tensor:
+                              maxnreg: int | None = None, gathered_out: bool = False) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU), the weights decoded into wgmma's register operand, in
-    `stages` pipeline stages of `steps_per_stage` K steps of 64 (`REGISTER_STEPS_PER_STAGE`). `gathered_out`: the
+    `stages` pipeline stages of `steps_per_stage` K steps of 64 (`REGISTER_STEPS_PER_STAGE`), at most `maxnreg`
+    registers a thread (ptxas' choice where None; a config's `maxnreg`). `gathered_out`: the
     output is GEMM 2's operand as `gather_permuted_rows(inter, align, 1)` would make it from inter, [capacity,
     padded_width(I)] (each tile's row r holds assignment sorted_ids[r]'s row, a step's columns in the logical order,
     zeros past I; rows of sentinels unwritten), stored there by the epilogue so GEMM 2 needs no gather
@@ -165,15 +183,16 @@ def moe_gemm1_swiglu_register(acts: torch.Tensor, align: MoEAlignment, top_k: in
     x = gather_permuted_rows(acts, align, top_k)  # [capacity, H]
     num_m = align.block_expert.numel()
     packed = w1.view(w1.shape[0] * w1.shape[1], w1.shape[2])  # [E * 2I, H/2] bytes
-    w_desc = TensorDescriptor.from_tensor(packed, [2 * STEP, STEP // 2], PACKED_BYTES_LAYOUT)
+    w_desc = _weight_descriptor(packed, 2 * STEP, block_m, steps_per_stage)
     ragged = intermediate % STEP != 0  # the last gate/up group's up rows start fewer than 64 rows after its gate rows
-    w_rows_desc = TensorDescriptor.from_tensor(packed, [STEP, STEP // 2], PACKED_BYTES_LAYOUT) if ragged else w_desc
+    w_rows_desc = _weight_descriptor(packed, STEP, block_m, steps_per_stage) if ragged else w_desc
     x_desc, x_half_desc = _row_descriptors(x, block_m)
     _gemm1_register_kernel[(num_m * triton.cdiv(intermediate, STEP),)](
         x_desc, x_half_desc, w_desc, w_rows_desc, w1_scales, w1_bias if w1_bias is not None else w1, inter,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, float(limit),
         float(alpha), H=hidden, I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages,
-        HAS_BIAS=w1_bias is not None, RAGGED=ragged, SUB=steps_per_stage, GATHERED=gathered_out, num_warps=4)
+        HAS_BIAS=w1_bias is not None, RAGGED=ragged, SUB=steps_per_stage, GATHERED=gathered_out, num_warps=4,
+        maxnreg=maxnreg)
     return inter
 
 
@@ -209,7 +228,8 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
                        w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, stages: int = 3,
                        maxnreg: int | None = None, steps_per_stage: int = 1, gathered: bool = False) -> torch.Tensor:
     """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
-    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked; the pipeline as GEMM 1's.
+    `moe_gemm.moe_gemm2`): 128 output columns a program, the last ones of H masked; the pipeline and `maxnreg` as
+    GEMM 1's, but at most 128 registers at 64-row tiles where maxnreg is None.
     `gathered`: acts is already the gathered operand [capacity, padded_width(I)] (GEMM 1's `gathered_out`)."""
     _check_steps_per_stage(steps_per_stage)
     problem = register_operand_problem(acts, w2, w2_scales, None, align.block_m, 1)
@@ -227,14 +247,14 @@ def moe_gemm2_register(acts: torch.Tensor, align: MoEAlignment, topk_weights: to
                           f"steps of {STEP}); got {tuple(acts.shape)}")
     x = acts if gathered else gather_permuted_rows(acts, align, 1)  # [capacity, I']: row r = inter[sorted_ids[r]]
     x_desc, x_half_desc = _row_descriptors(x, block_m)
-    w_desc = TensorDescriptor.from_tensor(w2.view(w2.shape[0] * hidden, w2.shape[2]), [2 * STEP, STEP // 2],
-                                          PACKED_BYTES_LAYOUT)
+    w_desc = _weight_descriptor(w2.view(w2.shape[0] * hidden, w2.shape[2]), 2 * STEP, block_m, steps_per_stage)
     num_m = align.block_expert.numel()
     _gemm2_register_kernel[(num_m * triton.cdiv(hidden, 2 * STEP),)](
         x_desc, x_half_desc, w_desc, w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, H=hidden,
         I=intermediate, BM=block_m, HALF=_half(block_m), STAGES=stages, HAS_BIAS=w2_bias is not None,
-        SUB=steps_per_stage, num_warps=4, maxnreg=maxnreg)
+        SUB=steps_per_stage, num_warps=4,
+        maxnreg=maxnreg or (_GEMM2_MAXNREG_AT_64_ROWS if block_m == 64 else None))
     return out
 
 
