@@ -291,6 +291,9 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     ("gpt-oss-120b", "mxfp4", 128),
     # gpt-oss-120b's H200 register-operand tiles with two K steps a stage (2026-11-30, eleventh session): keys 256, 512
     ("gpt-oss-120b", "mxfp4", 256), ("gpt-oss-120b", "mxfp4", 512),
+    # its key 1,024 on the register-operand pair of 64 rows, two K steps a stage (2026-11-30, thirteenth session), the
+    # Triton tiles it had there at key 1,536 (T = 1,281-2,816)
+    ("gpt-oss-120b", "mxfp4", 1024), ("gpt-oss-120b", "mxfp4", 2048),
     # Qwen3 FP8's 8-row tiles at T = 3-10 (2026-11-29, fifth session): keys 4 and 8
     ("qwen3-30b-a3b", "fp8", 8), ("qwen3-30b-a3b", "fp8", 6),
     # Qwen3 bf16's H200 file (the same session): 8-row tiles at T = 1-24, the fallback's tiles past it
