@@ -33,8 +33,10 @@ _RUN = textwrap.dedent("""
     ModelRunner._init_kv_cache = marked
 
     model, mode = sys.argv[1], sys.argv[2]
+    # a KV cache of its own size: sized from the free memory, it found none when the pytest process had run the
+    # CUDA-graph tests before (their engines' memory held in its caching allocator)
     llm = LLM(model, device="cuda", max_model_len=4096, max_num_batched_tokens=2048, max_num_seqs=16,
-              cuda_graphs_startup_max=2, kernel_precompile=mode)
+              cuda_graphs_startup_max=2, kernel_precompile=mode, kv_cache_memory=512 << 20)
     llm.engine.finish_idle_work()
     rng = random.Random(3)
     vocab = llm.config.vocab_size - 2
