@@ -65,7 +65,7 @@ class MoEKernelConfig:
     through local memory: the same bits); register_operand: the GEMM of MXFP4 experts on Hopper by a Gluon kernel
     of `moe_gemm_register` (the decoded weights as wgmma's register operand, block_m of `REGISTER_OPERAND_ROWS`
     assignment rows a tile, 128 weight rows a program, num_stages pipeline stages; its other fields but
-    steps_per_stage are unused there), where its operands allow (bf16 activations; GEMM 1: gpt-oss's SwiGLU; GEMM 2:
+    steps_per_stage and maxnreg are unused there), where its operands allow (bf16 activations; GEMM 1: gpt-oss's SwiGLU; GEMM 2:
     GEMM 1's alignment of such rows): else the GEMM runs the Triton tile this config describes (so it must be a valid
     one: 8 rows with swap_ab); steps_per_stage: the register-operand kernels' K steps of 64 a pipeline stage (1 or
     2: two halve a step's mbarrier waits, CTA barriers and copy issues, and take a row's 64 bytes of the stage in
