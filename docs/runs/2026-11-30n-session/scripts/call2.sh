@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Session 2026-11-30n call 2 (nvidia-h200): the mma.sync MoE GEMMs with loads 1 or 2 steps ahead (3 buffers, the loop
+# unrolled 3 steps) and steps of 4 or 8 chunks, against the H200 files' tiles at T = 1-16 (gpt-oss-20b), each GEMM
+# alone in a graph, outputs checked against the torch reference.
+set -uo pipefail
+t0=$(date +%s)
+source scripts/device/env.sh
+trap 'cd "$OUT" && tar czf /tmp/all_logs.tgz . && mv /tmp/all_logs.tgz "$OUT/"' EXIT
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
+timeout -k 10 300 python3 scripts/probes/moe_sync_probe.py --shapes gpt-oss-20b --tokens 1,2,4,8,16 \
+  --variants 4.1.4.1,4.1.4.2,2.1.4.2,8.1.4.2,4.1.8.1,4.1.8.2,4.2.4.2,2.2.4.2 --json "$OUT/probe20.json" \
+  > "$OUT/probe20.txt" 2>&1
+echo "probe 20b: exit $? in $(( $(date +%s) - t0 )) s" >> "$OUT/summary.txt"
+grep -E "Error|error:" "$OUT"/probe*.txt | head -5 | cut -c1-400 >> "$OUT/summary.txt"
+sed -n '/GEMM 1 + GEMM 2 alone/,$p' "$OUT/probe20.txt" >> "$OUT/summary.txt"
+echo "total $(( $(date +%s) - t0 )) s" >> "$OUT/summary.txt"
+cat "$OUT/summary.txt"
