@@ -9,7 +9,9 @@ against 16.3-16.6) and 5-25% longer at T = 2, 8 and 16; only T = 4 was 6-10% fas
 Nsight Compute at T = 1: the warps wait on global memory (long scoreboard 3.4-4.2 cycles an issued instruction,
 2.6 warps a scheduler, DRAM at 40% of its peak), as the Triton tile does at the same rate with 42% more instructions.
 Loads two or three steps ahead and K in 2-5 parts (more warps, each program's float32 sums added by the tile's last
-program) did not move it.
+program) did not move it, nor did the probe's twins: no decode at all (`ablate`: the words' bits to the same mmas),
+GEMM 2 on a pre-tiled copy of its words (`tile_words`: each 16-row block's step one contiguous run) and 128-column
+chunks (`wide`: 16-byte word loads).
 
 **Why.** At T = 1-8 an expert gets one or two assignments, so a GEMM reads each weight once and the tensor cores are
 nearly idle: what bounds the tiles is the instructions each weight costs and how many loads are in flight. The
@@ -113,10 +115,23 @@ def _parts_workspace(split: int, tiles: int, rows: int, k: int, device: torch.de
     return partials, ticket_counters(device, name)
 
 
+def tile_words(w: torch.Tensor, k_chunks: int) -> torch.Tensor:
+    """The probe's pre-tiled copy of packed weights w [E, N, K/2] (N a multiple of 16) for `moe_gemm2_sync(...,
+    tiled_words=)`: int32 [E, N/16, steps, 16, 8 k_chunks], each 16-row block's step of 64 k_chunks columns one
+    contiguous run, zeros past K."""
+    experts, n, half_k = w.shape
+    words = w.contiguous().view(torch.int32)  # [E, N, K/8]
+    step = 8 * k_chunks
+    steps = -(-words.shape[2] // step)
+    padded = torch.nn.functional.pad(words, (0, steps * step - words.shape[2]))
+    return padded.reshape(experts, n // 16, 16, steps, step).permute(0, 1, 3, 2, 4).contiguous()
+
+
 def moe_gemm1_swiglu_sync(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                           w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, group: int, limit: float,
                           alpha: float, warps: int = 4, m_tiles: int = 1, k_chunks: int = 4, depth: int = 1,
-                          split: int = 1, maxnreg: int | None = None) -> torch.Tensor:
+                          split: int = 1, maxnreg: int | None = None, ablate: bool = False,
+                          wide: bool = False) -> torch.Tensor:
     """acts [T, H] bf16, MXFP4 w1 [E, 2I, H/2] (gate/up groups of 64) with scales [E, H/32, 2I] -> inter [A, I]
     (as `moe_gemm.moe_gemm1_swiglu` with gpt-oss's SwiGLU) on an alignment of 8-row tiles; `warps` warps of
     `m_tiles` m-tiles a program, `k_chunks` chunks of 64 columns a loop step."""
@@ -134,13 +149,15 @@ def moe_gemm1_swiglu_sync(acts: torch.Tensor, align: MoEAlignment, top_k: int, w
         acts, w1.view(torch.int32), w1_scales, w1_bias if w1_bias is not None else w1, inter, partials, counters,
         align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m, top_k, acts.stride(0),
         float(limit), float(alpha), H=hidden, I=intermediate, NW=warps, MT=m_tiles, KB=k_chunks, DEPTH=depth,
-        SPLIT=split, HAS_BIAS=w1_bias is not None, num_warps=warps, maxnreg=maxnreg, **pdl_kwargs(acts.device))
+        SPLIT=split, HAS_BIAS=w1_bias is not None, num_warps=warps, maxnreg=maxnreg, ABLATE=ablate, WIDE=wide,
+        **pdl_kwargs(acts.device))
     return inter
 
 
 def moe_gemm2_sync(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
                    w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, warps: int = 4, m_tiles: int = 1,
-                   k_chunks: int = 4, depth: int = 1, split: int = 1, maxnreg: int | None = None) -> torch.Tensor:
+                   k_chunks: int = 4, depth: int = 1, split: int = 1, maxnreg: int | None = None,
+                   ablate: bool = False, tiled_words: torch.Tensor | None = None, wide: bool = False) -> torch.Tensor:
     """inter [A, I] bf16 (row a: assignment a), MXFP4 w2 [E, H, I/2] with scales [E, I/32, H] -> [A, H] (as
     `moe_gemm.moe_gemm2`) on an alignment of 8-row tiles."""
     _check(acts, w2, w2_scales, align, "GEMM 2")
@@ -154,10 +171,13 @@ def moe_gemm2_sync(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.
     tiles = num_m * triton.cdiv(hidden, rows)
     partials, counters = _parts_workspace(split, tiles, rows, intermediate, acts.device, "moe_gemm2_sync")
     _gemm2_sync_kernel[(tiles, split)](
-        acts, w2.view(torch.int32), w2_scales, w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
+        acts, w2.view(torch.int32) if tiled_words is None else tiled_words, w2_scales,
+        w2_bias if w2_bias is not None else w2, topk_weights.reshape(-1), out,
         partials, counters, align.sorted_ids, align.block_expert, align.num_padded, align.num_assignments, num_m,
         acts.stride(0), H=hidden, I=intermediate, NW=warps, MT=m_tiles, KB=k_chunks, DEPTH=depth, SPLIT=split,
-        HAS_BIAS=w2_bias is not None, num_warps=warps, maxnreg=maxnreg, **pdl_kwargs(acts.device))
+        HAS_BIAS=w2_bias is not None, num_warps=warps, maxnreg=maxnreg, ABLATE=ablate, TILED=tiled_words is not None,
+        WIDE=wide,
+        **pdl_kwargs(acts.device))
     return out
 
 
@@ -166,58 +186,82 @@ if gluon is not None:
     # values, bf16 x 2^-64, its 4 bf16x2 registers in the order of its pairs
     _PTX = gl.constexpr(MXFP4_PAIRS_TO_BF16_PTX_TEXT.replace("$5", "$12"))
     _CONSTRAINTS = gl.constexpr("=r,=r,=r,=r," + ",".join(["r"] * 16))
+    # the probe's ablation: the word's bits (xor its scale) in the four registers, no decode
+    _NO_DECODE_PTX = gl.constexpr("xor.b32 $0, $4, $12; mov.b32 $1, $5; mov.b32 $2, $6; mov.b32 $3, $7;")
 
     @gluon.constexpr_function
-    def _words_layout(NW, MT, KB):
+    def _words_layout(NW, MT, KB, WIDE=False):
         """A program's words of a loop step, int32 [16 NW MT rows, 8 KB]: row 16 (NW m + w) + 8 i + g (warp w,
         lane (g, q), m-tile m, half i), word 8 c + 2 q + wi (chunk c, word wi: physical columns 64 c + 16 q + 8 wi
-        .. + 7). A thread's registers: wi first (its two words of a chunk are one 8-byte load), then i, c, m."""
-        regs = [[0, 1], [8, 0]] + [[0, 8 << b] for b in range(KB.bit_length() - 1)] + [[16 * NW << b, 0] for b in
-                                                                             range(MT.bit_length() - 1)]
-        return gl.DistributedLinearLayout(reg_bases=regs, lane_bases=[[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]],
+        .. + 7). A thread's registers: wi first (its two words of a chunk are one 8-byte load), then i, c, m. WIDE:
+        chunks of 128 columns, word 16 c + 4 q + wi (four words a lane, one 16-byte load: a warp's load covers
+        whole 64-byte runs of 8 rows)."""
+        if WIDE:
+            regs = [[0, 1], [0, 2], [8, 0]] + [[0, 16 << b] for b in range(KB.bit_length() - 2)]
+            lanes = [[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]]
+        else:
+            regs = [[0, 1], [8, 0]] + [[0, 8 << b] for b in range(KB.bit_length() - 1)]
+            lanes = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]]
+        regs = regs + [[16 * NW << b, 0] for b in range(MT.bit_length() - 1)]
+        return gl.DistributedLinearLayout(reg_bases=regs, lane_bases=lanes,
                                           warp_bases=[[16 << b, 0] for b in range(NW.bit_length() - 1)], block_bases=[],
                                           shape=[16 * NW * MT, 8 * KB])
 
     @gluon.constexpr_function
-    def _acts_layout(NW, KB):
+    def _acts_layout(NW, KB, WIDE=False):
         """A program's activations of a loop step, bf16 [8 rows, 64 KB physical columns]: lane (g, q) holds row g's
         columns 64 c + 16 q .. + 15 of every chunk c (two 16-byte loads a chunk); every warp the same (mma's B
-        operand is the whole tile in each warp)."""
-        regs = [[0, 1 << b] for b in range(4)] + [[0, 64 << b] for b in range(KB.bit_length() - 1)]
-        return gl.DistributedLinearLayout(reg_bases=regs, lane_bases=[[0, 16], [0, 32], [1, 0], [2, 0], [4, 0]],
+        operand is the whole tile in each warp). WIDE: columns 128 c + 32 q .. + 31 of chunks of 128."""
+        if WIDE:
+            regs = [[0, 1 << b] for b in range(5)] + [[0, 128 << b] for b in range(KB.bit_length() - 2)]
+            lanes = [[0, 32], [0, 64], [1, 0], [2, 0], [4, 0]]
+        else:
+            regs = [[0, 1 << b] for b in range(4)] + [[0, 64 << b] for b in range(KB.bit_length() - 1)]
+            lanes = [[0, 16], [0, 32], [1, 0], [2, 0], [4, 0]]
+        return gl.DistributedLinearLayout(reg_bases=regs, lane_bases=lanes,
                                           warp_bases=[[0, 0] for _ in range(NW.bit_length() - 1)], block_bases=[],
                                           shape=[8, 64 * KB])
 
     @gluon.jit
-    def _decode(words, scales, R: gl.constexpr, KB: gl.constexpr, DOT_A: gl.constexpr):
+    def _decode(words, scales, R: gl.constexpr, KB: gl.constexpr, DOT_A: gl.constexpr, ABLATE: gl.constexpr = False,
+                WIDE: gl.constexpr = False):
         """A loop step's words [R, 8 KB] and their scale bytes ([R, 2 KB, 1] int32, one a 32-column block) ->
         mma's A operand [R, 64 KB] (bf16 x 2^-64) in the logical column order."""
         w3 = gl.reshape(words, (R, 2 * KB, 4))  # (row, block, word in the block)
         s3 = gl.broadcast(scales, w3)[0]
-        value = gl.inline_asm_elementwise(_PTX, _CONSTRAINTS, [dup3(w3), dup3(s3)], dtype=gl.bfloat16,
-                                          is_pure=True, pack=8)  # (row, block, word, kb_lo, s, h)
+        value = gl.inline_asm_elementwise(_NO_DECODE_PTX if ABLATE else _PTX, _CONSTRAINTS, [dup3(w3), dup3(s3)],
+                                          dtype=gl.bfloat16, is_pure=True, pack=8)  # (row, block, word, kb_lo, s, h)
         # word 8 c + 2 q + wi, pair 2 kb_lo + s -> logical column 64 c + 16 (2 wi + kb_lo) + 8 s + 2 q + h
-        value = gl.reshape(value, (R, KB, 4, 2, 2, 2, 2))  # (row, c, q, wi, kb_lo, s, h)
+        if WIDE:  # word 16 c + 4 q + wi: logical column 128 c + 16 (2 wi + kb_lo) + 8 s + 2 q + h
+            value = gl.reshape(value, (R, KB // 2, 4, 4, 2, 2, 2))  # (row, c, q, wi, kb_lo, s, h)
+        else:
+            value = gl.reshape(value, (R, KB, 4, 2, 2, 2, 2))  # (row, c, q, wi, kb_lo, s, h)
         value = gl.permute(value, (0, 1, 3, 4, 5, 2, 6))  # (row, c, wi, kb_lo, s, q, h)
         return gl.convert_layout(gl.reshape(value, (R, 64 * KB)), DOT_A)
 
     @gluon.jit
-    def _b_operand(acts, KB: gl.constexpr, DOT_B: gl.constexpr):
+    def _b_operand(acts, KB: gl.constexpr, DOT_B: gl.constexpr, WIDE: gl.constexpr = False):
         """Activations [8, 64 KB] (row g, physical column 64 c + 16 q + 4 kb + 2 s + h) -> mma's B operand
         [64 KB logical columns (64 c + 16 kb + 8 s + 2 q + h), 8 rows]."""
-        value = gl.reshape(acts, (8, KB, 4, 4, 2, 2))  # (g, c, q, kb, s, h)
+        if WIDE:  # physical column 128 c + 32 q + 4 kb + 2 s + h, kb < 8
+            value = gl.reshape(acts, (8, KB // 2, 4, 8, 2, 2))  # (g, c, q, kb, s, h)
+        else:
+            value = gl.reshape(acts, (8, KB, 4, 4, 2, 2))  # (g, c, q, kb, s, h)
         value = gl.permute(value, (1, 3, 4, 2, 5, 0))  # (c, kb, s, q, h, g)
         return gl.convert_layout(gl.reshape(value, (64 * KB, 8)), DOT_B)
 
     @gluon.jit
     def _load_words(w_ptr, s_ptr, w_base, s_base, k0, wblk, sblk, K: gl.constexpr, N: gl.constexpr,
-                    MASKED: gl.constexpr):
-        """Loop step k0's words (int32) and scale bytes (int32); MASKED: zeros past K (the last, partial step)."""
+                    MASKED: gl.constexpr, TILED: gl.constexpr = False):
+        """Loop step k0's words (int32) and scale bytes (int32); MASKED: zeros past K (the last, partial step).
+        TILED (the probe's pre-tiled copy of the words: each 16-row block's step of 64 KB columns one contiguous
+        2 KB x KB run, zeros past K): a step is 2 k0 words further, not k0 / 8."""
+        offset = k0 * 2 if TILED else k0 // 8
         if MASKED:
-            words = gl.load(w_ptr + w_base + k0 // 8, mask=k0 + wblk < K, other=0)
+            words = gl.load(w_ptr + w_base + offset, mask=k0 + wblk < K, other=0)
             scales = gl.load(s_ptr + s_base + (k0 // 32) * N, mask=k0 + sblk * 32 < K, other=0)
         else:
-            words = gl.load(w_ptr + w_base + k0 // 8)
+            words = gl.load(w_ptr + w_base + offset)
             scales = gl.load(s_ptr + s_base + (k0 // 32) * N)
         return words, scales.to(gl.int32)
 
@@ -256,14 +300,16 @@ if gluon is not None:
 
     @gluon.jit
     def _multiply(acc, words, scales, acts, R: gl.constexpr, KB: gl.constexpr, DOT_A: gl.constexpr,
-                  DOT_B: gl.constexpr):
-        """acc + a loop step's decoded words times its activations."""
-        a = _decode(words, gl.expand_dims(scales, 2), R, KB, DOT_A)
-        return mma_v2(a, _b_operand(acts, KB, DOT_B), acc)
+                  DOT_B: gl.constexpr, ABLATE: gl.constexpr = False, WIDE: gl.constexpr = False):
+        """acc + a loop step's decoded words times its activations. ABLATE (a probe's bound, wrong results): the
+        words' bits (one xor with the scale) in place of the decode, the same loads and mmas."""
+        a = _decode(words, gl.expand_dims(scales, 2), R, KB, DOT_A, ABLATE, WIDE)
+        return mma_v2(a, _b_operand(acts, KB, DOT_B, WIDE), acc)
 
     @gluon.jit
     def _k_loop(x_ptr, w_ptr, s_ptr, x_row, stride_x, expert, prow, k_lo, K: gl.constexpr, KP: gl.constexpr,
-                N: gl.constexpr, NW: gl.constexpr, MT: gl.constexpr, KB: gl.constexpr, DEPTH: gl.constexpr):
+                N: gl.constexpr, NW: gl.constexpr, MT: gl.constexpr, KB: gl.constexpr, DEPTH: gl.constexpr,
+                ABLATE: gl.constexpr = False, TILED: gl.constexpr = False, WIDE: gl.constexpr = False):
         """The float32 sums [16 NW MT, 8] (x 2^-64, mma's accumulator layout) of the program's weight rows times
         its 8 activation rows. prow [R] (SliceLayout(1) of the words' layout): each logical row's physical row of
         expert `expert`'s [N, K/2] weights, a valid one (rows whose outputs are masked may repeat another's);
@@ -274,14 +320,19 @@ if gluon is not None:
         R: gl.constexpr = 16 * NW * MT
         STEP_K: gl.constexpr = 64 * KB
         FULL: gl.constexpr = KP // STEP_K  # whole steps
-        LW: gl.constexpr = _words_layout(NW, MT, KB)
-        LX: gl.constexpr = _acts_layout(NW, KB)
+        LW: gl.constexpr = _words_layout(NW, MT, KB, WIDE)
+        LX: gl.constexpr = _acts_layout(NW, KB, WIDE)
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[NW, 1], instr_shape=[16, 8])
         DOT_A: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
         DOT_B: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=2)
         # words: w_ptr as int32 [E * N, K / 8]; word 8 c + 2 q + wi of a step
         wcol = gl.expand_dims(gl.arange(0, 8 * KB, layout=gl.SliceLayout(0, LW)), 0)
-        w_base = gl.expand_dims((expert * N + prow).to(gl.int64) * (K // 8) + k_lo // 8, 1) + wcol
+        if TILED:  # k_lo = 0 (one part): [E, N / 16, steps, 16, 8 KB] words
+            NST: gl.constexpr = (K + STEP_K - 1) // STEP_K
+            w_base = gl.expand_dims(((expert * (N // 16) + prow // 16) * NST * 16 + prow % 16).to(gl.int64) * (8 * KB),
+                                    1) + wcol
+        else:
+            w_base = gl.expand_dims((expert * N + prow).to(gl.int64) * (K // 8) + k_lo // 8, 1) + wcol
         wblk = (wcol // 4) * 32  # the first column of a word's 32-column block (masks constant over 16 bytes)
         # scales [E, K/32, N]: a byte a row and 32-column block, in the layout of the words' blocks
         LS: gl.constexpr = gl.SliceLayout(2, gl.reshape(gl.load(w_ptr + w_base), (R, 2 * KB, 4)).type.layout)
@@ -292,7 +343,8 @@ if gluon is not None:
         xcol = gl.expand_dims(gl.arange(0, STEP_K, layout=gl.SliceLayout(0, LX)), 0)
         x_base = (gl.expand_dims(gl.convert_layout(x_row, gl.SliceLayout(1, LX)).to(gl.int64) * stride_x + k_lo, 1)
                   + xcol)
-        xblk = (xcol // 16) * 16  # masks constant over a lane's 16 columns
+        RUN: gl.constexpr = 32 if WIDE else 16
+        xblk = (xcol // RUN) * RUN  # masks constant over a lane's run of columns
 
         acc = gl.zeros((R, 8), dtype=gl.float32, layout=mma)
         # Step s loads the words of step s + DEPTH into buffer (s + DEPTH) % 4 before decoding its own, buffer s % 4:
@@ -301,28 +353,28 @@ if gluon is not None:
         # unrolled after it.
         NS: gl.constexpr = (KP + STEP_K - 1) // STEP_K  # steps, the last partial where KP % STEP_K
         MAIN: gl.constexpr = (FULL - DEPTH) // 4 * 4 if FULL > DEPTH else 0  # steps of the loop
-        w0, s0 = _load_words(w_ptr, s_ptr, w_base, s_base, 0, wblk, sblk, KP, N, FULL == 0)
+        w0, s0 = _load_words(w_ptr, s_ptr, w_base, s_base, 0, wblk, sblk, KP, N, FULL == 0, TILED)
         w1, s1, w2, s2, w3, s3 = w0, s0, w0, s0, w0, s0
         for st in gl.static_range(1, DEPTH):
             if st < NS:
-                w, sc = _load_words(w_ptr, s_ptr, w_base, s_base, st * STEP_K, wblk, sblk, KP, N, st == FULL)
+                w, sc = _load_words(w_ptr, s_ptr, w_base, s_base, st * STEP_K, wblk, sblk, KP, N, st == FULL, TILED)
                 w0, s0, w1, s1, w2, s2, w3, s3 = _put(st % 4, w, sc, w0, s0, w1, s1, w2, s2, w3, s3)
         for it in range(MAIN // 4):
             for b in gl.static_range(4):
                 k0 = (it * 4 + b) * STEP_K
                 acts = _load_acts(x_ptr, x_base, k0, xblk, KP, False)
-                w, sc = _load_words(w_ptr, s_ptr, w_base, s_base, k0 + DEPTH * STEP_K, wblk, sblk, KP, N, False)
+                w, sc = _load_words(w_ptr, s_ptr, w_base, s_base, k0 + DEPTH * STEP_K, wblk, sblk, KP, N, False, TILED)
                 w0, s0, w1, s1, w2, s2, w3, s3 = _put((b + DEPTH) % 4, w, sc, w0, s0, w1, s1, w2, s2, w3, s3)
                 w, sc = _get(b, w0, s0, w1, s1, w2, s2, w3, s3)
-                acc = _multiply(acc, w, sc, acts, R, KB, DOT_A, DOT_B)
+                acc = _multiply(acc, w, sc, acts, R, KB, DOT_A, DOT_B, ABLATE, WIDE)
         for st in gl.static_range(MAIN, NS):
             acts = _load_acts(x_ptr, x_base, st * STEP_K, xblk, KP, st == FULL)
             if st + DEPTH < NS:
                 w, sc = _load_words(w_ptr, s_ptr, w_base, s_base, (st + DEPTH) * STEP_K, wblk, sblk, KP, N,
-                                    st + DEPTH == FULL)
+                                    st + DEPTH == FULL, TILED)
                 w0, s0, w1, s1, w2, s2, w3, s3 = _put((st + DEPTH) % 4, w, sc, w0, s0, w1, s1, w2, s2, w3, s3)
             w, sc = _get(st % 4, w0, s0, w1, s1, w2, s2, w3, s3)
-            acc = _multiply(acc, w, sc, acts, R, KB, DOT_A, DOT_B)
+            acc = _multiply(acc, w, sc, acts, R, KB, DOT_A, DOT_B, ABLATE, WIDE)
         return acc
 
     @gluon.jit
@@ -387,7 +439,7 @@ if gluon is not None:
                            block_expert_ptr, num_padded_ptr, num_assignments, num_m, top_k, stride_x, limit, alpha,
                            H: gl.constexpr, I: gl.constexpr, NW: gl.constexpr, MT: gl.constexpr, KB: gl.constexpr,
                            DEPTH: gl.constexpr, SPLIT: gl.constexpr, HAS_BIAS: gl.constexpr, PDL: gl.constexpr,
-                           num_warps: gl.constexpr):
+                           num_warps: gl.constexpr, ABLATE: gl.constexpr = False, WIDE: gl.constexpr = False):
         """GEMM 1 + gpt-oss's SwiGLU of one 8-row tile and 8 NW MT intermediate columns of one gate/up group, over
         part program_id(1) of SPLIT of the K."""
         _pdl_wait(PDL)
@@ -402,14 +454,14 @@ if gluon is not None:
             expert = gl.load(block_expert_ptr + pid_m).to(gl.int64)
             size = gl.minimum(I - group * 64, 64)  # the group's gate rows (< 64: a ragged last group)
             R: gl.constexpr = 16 * NW * MT
-            LW: gl.constexpr = _words_layout(NW, MT, KB)
+            LW: gl.constexpr = _words_layout(NW, MT, KB, WIDE)
             r = gl.arange(0, R, layout=gl.SliceLayout(1, LW))
             j = c0 + 8 * (r // 16) + r % 8  # the row's column of the group; rows 8 i + g: i = 0 gate, 1 up
             prow = group * 128 + gl.where(j < size, j, 0) + ((r // 8) % 2) * size  # columns past size: masked
             assign, ok, x_row = _tile_rows(sorted_ids_ptr, pid_m, num_assignments, top_k, NW)
             KP: gl.constexpr = H // SPLIT
             acc = _k_loop(x_ptr, w_ptr, s_ptr, x_row, stride_x, expert, prow, part * KP, H, KP, 2 * I, NW, MT, KB,
-                          DEPTH)
+                          DEPTH, ABLATE, False, WIDE)
             if SPLIT == 1:
                 _gemm1_epilogue(acc, bias_ptr, out_ptr, assign, expert, group, size, c0, num_assignments, limit,
                                 alpha, I, R, HAS_BIAS)
@@ -440,7 +492,8 @@ if gluon is not None:
                            sorted_ids_ptr, block_expert_ptr, num_padded_ptr, num_assignments, num_m, stride_x,
                            H: gl.constexpr, I: gl.constexpr, NW: gl.constexpr, MT: gl.constexpr, KB: gl.constexpr,
                            DEPTH: gl.constexpr, SPLIT: gl.constexpr, HAS_BIAS: gl.constexpr, PDL: gl.constexpr,
-                           num_warps: gl.constexpr):
+                           num_warps: gl.constexpr, ABLATE: gl.constexpr = False,
+                           TILED: gl.constexpr = False, WIDE: gl.constexpr = False):
         """GEMM 2 of one 8-row tile and 16 NW MT output columns, over part program_id(1) of SPLIT of the K:
         (inter @ W2^T + b2) x the routing weight."""
         _pdl_wait(PDL)
@@ -451,13 +504,13 @@ if gluon is not None:
         n0 = (pid // num_m) * R
         if pid_m * 8 < gl.load(num_padded_ptr):
             expert = gl.load(block_expert_ptr + pid_m).to(gl.int64)
-            LW: gl.constexpr = _words_layout(NW, MT, KB)
+            LW: gl.constexpr = _words_layout(NW, MT, KB, WIDE)
             prow = n0 + gl.arange(0, R, layout=gl.SliceLayout(1, LW))
             prow = gl.where(prow < H, prow, H - 1)  # rows past H: masked
             assign, ok, x_row = _tile_rows(sorted_ids_ptr, pid_m, num_assignments, 1, NW)
             KP: gl.constexpr = I // SPLIT
             acc = _k_loop(x_ptr, w_ptr, s_ptr, x_row, stride_x, expert, prow, part * KP, I, KP, H, NW, MT, KB,
-                          DEPTH)
+                          DEPTH, ABLATE, TILED, WIDE)
             if SPLIT == 1:
                 _gemm2_epilogue(acc, bias_ptr, route_w_ptr, out_ptr, assign, expert, n0, num_assignments, H, R,
                                 HAS_BIAS)

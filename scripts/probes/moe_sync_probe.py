@@ -6,6 +6,9 @@ For each shape and T, on the same random routing (4 input sets): GEMM 1 and GEMM
     tuned          the file's entries for T (the engine's dispatch)
     syncW.M.K.D.S  both GEMMs by the mma.sync kernels on an alignment of 8 rows: W warps a program, M m-tiles of 16
                    weight rows a warp, K chunks of 64 columns a loop step, loads D steps ahead, K in S parts
+    syncW.M.K.D.S.a  the same loads and mmas with no decode (the words' bits to the mma: wrong outputs, a bound)
+    syncW.M.K.D.S.t  GEMM 2 reading a pre-tiled copy of its words (each 16-row block's step one contiguous run)
+    syncW.M.K.D.S.w  chunks of 128 columns: a lane's four words of a row one 16-byte load (K a multiple of 2)
 each output checked against the torch reference (max error relative to its largest value), then a table of
 GEMM 1 + GEMM 2 per variant with the experts' bytes read at HBM rate (a copy timed in the run).
 
@@ -39,7 +42,8 @@ def main() -> None:
 
     hbm = measure_ceilings(torch.device("cuda"))["hbm_gb_per_s"] * 1e9
     print(f"HBM copy rate {hbm / 1e9:.0f} GB/s", flush=True)
-    variants = [tuple(int(v) for v in s.split(".")) for s in args.variants.split(",") if s]
+    variants = [tuple(v if v in ("a", "t", "w") else int(v) for v in s.split(".")) for s in args.variants.split(",")
+                if s]
     rows = []
     for shape in args.shapes.split(","):
         rows += shape_rows(shape, [int(t) for t in args.tokens.split(",")], variants)
@@ -68,7 +72,7 @@ def shape_rows(shape: str, token_counts: list[int], variants: list[tuple[int, ..
     from quickmoe.kernels.moe_configs import moe_kernel_config
     from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
     from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register_ref, moe_gemm2_register_ref
-    from moe_sync_gemm import moe_gemm1_swiglu_sync, moe_gemm2_sync  # beside this probe
+    from moe_sync_gemm import moe_gemm1_swiglu_sync, moe_gemm2_sync, tile_words  # beside this probe
 
     device = torch.device("cuda")
     name, arch = torch.cuda.get_device_name(device), device_arch(device)
@@ -100,12 +104,14 @@ def shape_rows(shape: str, token_counts: list[int], variants: list[tuple[int, ..
             lambda i: moe_gemm1_swiglu(xs[i], aligns[bm][i], spec.top_k, w1, b1, s1, GROUP, 7.0, 1.702,
                                        config=tuned[0]),
             lambda i: moe_gemm2(inters[i], aligns[bm][i], routes[i], w2, b2, s2, config=tuned[1]))}
-        for nw, mt, kb, depth, split in variants:
-            shape_kw = dict(warps=nw, m_tiles=mt, k_chunks=kb, depth=depth, split=split)
-            fns[f"sync{nw}.{mt}.{kb}.{depth}.{split}"] = (
+        for nw, mt, kb, depth, split, *flag in variants:
+            shape_kw = dict(warps=nw, m_tiles=mt, k_chunks=kb, depth=depth, split=split, ablate="a" in flag,
+                            wide="w" in flag)
+            kw2 = dict(shape_kw, tiled_words=tile_words(w2, kb) if "t" in flag else None)
+            fns[f"sync{nw}.{mt}.{kb}.{depth}.{split}" + "".join("." + f for f in flag)] = (
                 lambda i, kw=shape_kw: moe_gemm1_swiglu_sync(xs[i], aligns[8][i], spec.top_k, w1, b1, s1, GROUP, 7.0,
                                                              1.702, **kw),
-                lambda i, kw=shape_kw: moe_gemm2_sync(inters[i], aligns[8][i], routes[i], w2, b2, s2, **kw))
+                lambda i, kw=kw2: moe_gemm2_sync(inters[i], aligns[8][i], routes[i], w2, b2, s2, **kw))
         for label, pair in fns.items():
             for gemm, (fn, ref) in enumerate(zip(pair, (ref1, ref2)), start=1):
                 try:

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Session 2026-11-30n call 11 (nvidia-h200): the mma.sync MoE GEMMs with chunks of 128 columns (`.w`: a lane's four words
+# of a row one 16-byte load, a warp's load whole 64-byte runs of 8 rows) beside 64 (two words, 8-byte loads),
+# with the no-decode ablation (`.a`) and the pre-tiled GEMM 2 (`.t`).
+set -uo pipefail
+t0=$(date +%s)
+source scripts/device/env.sh
+trap 'cd "$OUT" && tar czf /tmp/all_logs.tgz . && mv /tmp/all_logs.tgz "$OUT/"' EXIT
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
+timeout -k 10 300 python3 scripts/probes/moe_sync_probe.py --shapes gpt-oss-20b --tokens 1,2,4,16 \
+  --variants 2.1.4.2.1,2.1.4.2.1.w,2.1.4.2.1.w.a,4.1.4.1.1,4.1.4.1.1.w,4.1.4.2.1.w,2.1.8.1.1.w,2.1.4.2.1.w.t \
+  --json "$OUT/probe20.json" > "$OUT/probe20.txt" 2>&1
+echo "probe 20b: exit $? in $(( $(date +%s) - t0 )) s" >> "$OUT/summary.txt"
+grep -E "Error|error:" "$OUT"/probe*.txt | head -5 | cut -c1-600 >> "$OUT/summary.txt"
+sed -n '/GEMM 1 + GEMM 2 alone/,$p' "$OUT/probe20.txt" >> "$OUT/summary.txt"
+echo "total $(( $(date +%s) - t0 )) s" >> "$OUT/summary.txt"
+cat "$OUT/summary.txt"
