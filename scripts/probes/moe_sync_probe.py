@@ -36,6 +36,9 @@ def main() -> None:
     parser.add_argument("--tokens", default="1,2,4,8,16")
     parser.add_argument("--variants", default="4.1.4.2.1,2.1.4.2.1,4.1.2.2.2,2.1.2.2.2,4.1.1.2.3",
                         help="warps.m_tiles.k_chunks.depth.split of the mma.sync kernels")
+    parser.add_argument("--k-sweep", default="",
+                        help="instead: GEMM 2 alone at T = 1 on random MXFP4 experts [32, N, K/2] of these NxK shapes "
+                             "(e.g. 2880x2880,5760x1440): the time against the length of K at the same bytes")
     parser.add_argument("--json")
     args = parser.parse_args()
     from quickmoe.bench.moe import measure_ceilings
@@ -44,6 +47,11 @@ def main() -> None:
     print(f"HBM copy rate {hbm / 1e9:.0f} GB/s", flush=True)
     variants = [tuple(v if v in ("a", "t", "w") else int(v) for v in s.split(".")) for s in args.variants.split(",")
                 if s]
+    if args.k_sweep:
+        rows = k_sweep([tuple(int(d) for d in nk.split("x")) for nk in args.k_sweep.split(",")], variants, hbm)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+        return
     rows = []
     for shape in args.shapes.split(","):
         rows += shape_rows(shape, [int(t) for t in args.tokens.split(",")], variants)
@@ -62,6 +70,52 @@ def main() -> None:
                 f"{'*' if v == best else ''}" for v, p in pairs.items() if v in total))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def k_sweep(shapes: list[tuple[int, int]], variants: list[tuple[int, ...]], hbm: float) -> list[dict]:
+    """GEMM 2 alone at T = 1 (4 assignments on 4 distinct experts of 32) for each N x K: the engine's T = 1 Triton tile
+    (the H200's gpt-oss key-1 entry: 8 rows, transposed, 32 columns on 2 warps, K in 2 parts; and in 1 part) and the
+    mma.sync variants, us in a graph and GB/s of the 4 experts' bytes."""
+    from quickmoe.bench.attention import time_in_graph
+    from quickmoe.kernels.moe_align import moe_align
+    from quickmoe.kernels.moe_configs import MoEKernelConfig
+    from quickmoe.kernels.moe_gemm import moe_gemm2
+    from moe_sync_gemm import moe_gemm2_sync, tile_words  # beside this probe
+
+    device = torch.device("cuda")
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for n, k in shapes:
+        w = torch.randint(0, 256, (32, n, k // 2), generator=g, dtype=torch.uint8).to(device)
+        scales = torch.randint(118, 124, (32, k // 32, n), generator=g, dtype=torch.uint8).to(device)
+        bias = torch.randn(32, n, generator=g).to(torch.bfloat16).to(device)
+        nbytes = 4 * (n * k // 2 + n * k // 32)
+        sets = 4
+        inters = [torch.randn(4, k, generator=g).to(torch.bfloat16).to(device) for _ in range(sets)]
+        routes = [torch.rand(1, 4, generator=g).to(device) for _ in range(sets)]
+        aligns = [moe_align(torch.randperm(32, generator=g)[:4].to(torch.int32).view(1, 4).to(device), 32, 8)
+                  for _ in range(sets)]
+        fns = {}
+        for parts in (2, 1):
+            config = MoEKernelConfig(block_m=8, block_n=32, block_k=256, num_warps=2, num_stages=3, swap_ab=True,
+                                     split_k=parts)
+            fns[f"triton-k{parts}"] = lambda i, c=config: moe_gemm2(inters[i], aligns[i], routes[i], w, bias, scales,
+                                                                     config=c)
+        for nw, mt, kb, depth, split, *flag in variants:
+            kw = dict(warps=nw, m_tiles=mt, k_chunks=kb, depth=depth, split=split, ablate="a" in flag,
+                      wide="w" in flag, tiled_words=tile_words(w, kb) if "t" in flag else None)
+            fns[f"sync{nw}.{mt}.{kb}.{depth}.{split}" + "".join("." + f for f in flag)] = (
+                lambda i, kw=kw: moe_gemm2_sync(inters[i], aligns[i], routes[i], w, bias, scales, **kw))
+        for label, fn in fns.items():
+            try:
+                us = time_in_graph(fn, sets, 16) * 1e6
+            except Exception as exc:  # noqa: BLE001 - a probe reports and goes on
+                print(f"{n}x{k} {label}: {type(exc).__name__}: {str(exc)[:400]}", flush=True)
+                continue
+            rows.append({"n": n, "k": k, "variant": label, "us": us, "bytes": nbytes})
+            print(f"N {n:6d} K {k:5d} {label:16s}: {us:7.1f} us  {nbytes / us / 1e3:7.0f} GB/s "
+                  f"({100 * nbytes / (us * 1e-6) / hbm:.0f}% of HBM)", flush=True)
+    return rows
 
 
 def shape_rows(shape: str, token_counts: list[int], variants: list[tuple[int, ...]]) -> list[dict]:
