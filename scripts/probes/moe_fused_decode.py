@@ -29,7 +29,6 @@ A probe, not a benchmark.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 
 import torch
@@ -176,11 +175,10 @@ def main() -> None:
         t1 = moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, "mxfp4", name, tokens, arch=arch,
                                proj="gate_up")
         t2 = moe_kernel_config(spec.experts, spec.hidden, spec.inter, "mxfp4", name, tokens, arch=arch, proj="down")
-        one1 = dataclasses.replace(fused_cfg)
         fns = {"pair-k2": lambda i: _pair(xs[i], aligns[i], spec.top_k, ex, routes[i], t1, t2),
-               "pair": lambda i: _pair(xs[i], aligns[i], spec.top_k, ex, routes[i], one1, one1),
+               "pair": lambda i: _pair(xs[i], aligns[i], spec.top_k, ex, routes[i], fused_cfg, fused_cfg),
                "fused": lambda i: fused_decode_moe(xs[i], aligns[i], spec.top_k, *ex, routes[i], 64, 7.0, 1.702,
-                                                   one1, one1)}
+                                                   fused_cfg, fused_cfg)}
         same = torch.equal(fns["fused"](0), fns["pair"](0))
         line = [f"T {tokens:2d} ({t1.block_m}-row files' tiles, fused equal to pair: {same})"]
         for label, fn in fns.items():

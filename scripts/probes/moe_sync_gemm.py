@@ -89,7 +89,7 @@ def sync_problem(acts: torch.Tensor, w: torch.Tensor, w_scales: torch.Tensor | N
 def _check(acts, w, w_scales, align, gemm: str, **kwargs) -> None:
     problem = sync_problem(acts, w, w_scales, align.block_m, **kwargs)
     if problem:
-        raise ConfigError(f"{gemm} by warp-level mma.sync (MoE config mma_sync) needs {problem}; got {acts.dtype} "
+        raise ConfigError(f"{gemm} by warp-level mma.sync (this probe's kernels) needs {problem}; got {acts.dtype} "
                           f"activations on {acts.device}, w {w.dtype} {tuple(w.shape)}, block_m {align.block_m}")
 
 
@@ -335,6 +335,7 @@ if gluon is not None:
             w_base = gl.expand_dims((expert * N + prow).to(gl.int64) * (K // 8) + k_lo // 8, 1) + wcol
         wblk = (wcol // 4) * 32  # the first column of a word's 32-column block (masks constant over 16 bytes)
         # scales [E, K/32, N]: a byte a row and 32-column block, in the layout of the words' blocks
+        # (the load below only names the layout of the words' reshape; its value is unused, and compiled away)
         LS: gl.constexpr = gl.SliceLayout(2, gl.reshape(gl.load(w_ptr + w_base), (R, 2 * KB, 4)).type.layout)
         sblk = gl.expand_dims(gl.arange(0, 2 * KB, layout=gl.SliceLayout(0, LS)), 0)
         s_base = (expert * (K // 32) * N + (k_lo // 32) * N + sblk * N
