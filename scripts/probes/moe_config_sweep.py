@@ -14,7 +14,9 @@ always one 128-column scale group, so --block-k does not apply), NVFP4 ones thei
 twice the expert tiles) over experts whose K is 1536 instead of 2880 (GEMM 1: hidden 1536, GEMM 2:
 intermediate 1536; N unchanged), i.e. the programs and K steps of a two-part split without its finish.
 `--hot`: every call of the graph takes the first input set, so the experts' weights stay in L2 (when they fit):
-how much of a GEMM's time is waiting on HBM.
+how much of a GEMM's time is waiting on HBM. `--layers N`: N copies of the experts, input set i reading copy
+i % N, as a decode step's layers each read their own experts: with N = 8 no call finds the weights an earlier call
+left in L2 (random sets of few experts share some, which a step's layers never do).
 A probe, not a benchmark: `quickmoe bench moe` gives the figures that count.
 """
 
@@ -32,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: the tuner's timer
 from tune_moe import SETS, graph_seconds
 
-from quickmoe.bench.moe_experts import GROUP, SHAPES, MoEShape, make_experts
+from quickmoe.bench.moe_experts import GROUP, SHAPES, ExpertSet, MoEShape, make_experts
 from quickmoe.kernels import moe_configs
 from quickmoe.kernels.fused_moe import device_arch
 from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
@@ -44,6 +46,15 @@ from quickmoe.kernels.routing import route_ref
 
 def ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",")]
+
+
+def copy_experts(ex: ExpertSet) -> ExpertSet:
+    """Another layer's experts: the same values in new memory."""
+    def clone(t):
+        return t.clone() if isinstance(t, torch.Tensor) else t
+
+    return dataclasses.replace(ex, w1=clone(ex.w1), w2=clone(ex.w2), b1=clone(ex.b1), b2=clone(ex.b2),
+                               kwargs={k: clone(v) for k, v in ex.kwargs.items()})
 
 
 def balanced_ids(tokens: int, top_k: int, experts: int, g: torch.Generator) -> torch.Tensor:
@@ -85,6 +96,8 @@ def main() -> None:
                     help="balanced: every expert gets exactly T*k/E assignments (no partial tiles when block_m "
                          "divides it): how much of a GEMM's time the experts' partial last tiles cost")
     ap.add_argument("--hot", action="store_true", help="one input set for every call (weights stay in L2)")
+    ap.add_argument("--layers", type=int, default=1,
+                    help="copies of the experts; input set i reads copy i %% N (a step's layers: no L2 reuse)")
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--time-tuned", action="store_true",
                     help="time the committed configs with their own tile's alignment even where --block-m differs")
@@ -100,6 +113,8 @@ def main() -> None:
         ex2 = make_experts(MoEShape(spec.hidden, 1536, spec.experts, spec.top_k, spec.activation), fmt, device, g)
     else:
         ex1 = ex2 = make_experts(spec, fmt, device, g)
+    layers1 = [ex1] + [copy_experts(ex1) for _ in range(args.layers - 1)]
+    layers2 = layers1 if ex2 is ex1 else [ex2] + [copy_experts(ex2) for _ in range(args.layers - 1)]
     # FP8 weights multiply FP8 activations (quantized here, outside the timed graph); the others take bf16
     quantize = quantize_fp8_per_token_group if fmt == "fp8" else (lambda x: (x, None))
     name = torch.cuda.get_device_name(device)
@@ -125,12 +140,14 @@ def main() -> None:
             aligns = [moe_align(ids, spec.experts, block_m) for _, ids in ids_sets]
 
             def gemm1(i, config, aligns=aligns, xs=xs):
+                ex1 = layers1[i % len(layers1)]
                 return moe_gemm1_swiglu(xs[i][0], aligns[i], spec.top_k, ex1.w1, ex1.b1, ex1.kwargs.get("w1_scales"),
                                         GROUP, 7.0, 1.702, act_scales=xs[i][1], out_dtype=torch.bfloat16,
                                         config=config, activation=spec.activation,
                                         w1_row_scale=ex1.kwargs.get("w1_row_scale"))
 
             def gemm2(i, config, aligns=aligns, inter=inter, ids_sets=ids_sets):
+                ex2 = layers2[i % len(layers2)]
                 return moe_gemm2(inter[i][0], aligns[i], ids_sets[i][0], ex2.w2, ex2.b2, ex2.kwargs.get("w2_scales"),
                                  act_scales=inter[i][1], out_dtype=torch.bfloat16, config=config,
                                  w2_row_scale=ex2.kwargs.get("w2_row_scale"))
@@ -189,6 +206,7 @@ def main() -> None:
                 ref_text = f"{ref * 1e6:.1f} us" if ref is not None else "other block_m"
                 proxy = " (proxy: 2T, K 1536)" if args.proxy_half_k else ""
                 proxy += " (hot: one input set)" if args.hot else ""
+                proxy += f" ({args.layers} layers' experts)" if args.layers > 1 else ""
                 print(f"{args.shape} {fmt} T={tokens}{proxy} block_m {block_m} gemm{which}: tuned {ref_text} "
                       f"({ref_config})", flush=True)
                 for sec, config in timed[:args.top]:
@@ -200,7 +218,7 @@ def main() -> None:
                 fields = ("block_n", "block_k", "num_warps", "num_stages", "swap_ab", "group_m", "gate_up_one_dot",
                           "weight_tma", "split_k", "maxnreg")
                 results.append({"shape": args.shape, "format": fmt, "tokens": tokens, "block_m": block_m, "gemm": which,
-                                "proxy": args.proxy_half_k,
+                                "proxy": args.proxy_half_k, "layers": args.layers,
                                 "tuned_us": None if ref is None else ref * 1e6,
                                 "timed": [{"us": sec * 1e6, **{k: getattr(c, k) for k in fields}} for sec, c in timed]})
     if args.json:
