@@ -24,13 +24,15 @@ run() {  # run LABEL LOADER_OPTIONS BENCH_ARGS...
   summary "$label [$opts]" "$OUT/$label.json" | tee -a "$OUT/sweep.txt"
 }
 MODE=${1:-all}
+# WARM_SETTINGS: the warm-cache settings to time, "LABEL=OPTIONS" words (OPTIONS as QUICKMOE_LOADER takes them,
+# empty for the defaults), in order; WARM_RUNS starts each (default 3).
+WARM_SETTINGS=${WARM_SETTINGS:-"default= b32=buffers=32 t12_b24=threads=12,buffers=24 c64=chunk_mib=64"}
 if [ "$MODE" != dropped ]; then
   cat /tmp/gpt-oss-20b/*.safetensors > /dev/null
-  run warm_default "" -n 3
-  run warm_b32 "buffers=32" -n 3
-  run warm_t12_b24 "threads=12,buffers=24" -n 3
-  run warm_c64 "chunk_mib=64" -n 3
-  run warm_c16_b32 "chunk_mib=16,buffers=32" -n 3
+  echo "$(nproc) CPUs" | tee -a "$OUT/sweep.txt"
+  for setting in $WARM_SETTINGS; do
+    run "warm_${setting%%=*}" "${setting#*=}" -n "${WARM_RUNS:-3}"
+  done
 fi
 if [ "$MODE" != warm ]; then
   QUICKMOE_PREFETCH=0 run dropped_noprefetch "" -n 2 --drop-caches
