@@ -37,7 +37,9 @@ import triton.language as tl
 
 from quickmoe.kernels.moe_align import MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
-from quickmoe.kernels.moe_gemm import _gemm1_tile, _gemm2_tile, _launch_args, moe_gemm1_swiglu, moe_gemm2
+from quickmoe.kernels.moe_gemm import _launch_args, moe_gemm1_swiglu, moe_gemm2
+from quickmoe.kernels.moe_gemm1_kernel import _gemm1_tile
+from quickmoe.kernels.moe_gemm2_kernel import _gemm2_tile
 from quickmoe.kernels.pdl import pdl_kwargs, pdl_wait
 from quickmoe.kernels.tickets import ticket_counters
 

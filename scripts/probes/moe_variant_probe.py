@@ -3,7 +3,8 @@
 PYTHONPATH=src python3 scripts/probes/moe_variant_probe.py [--tokens 1,4,16,64,256] [--json PATH]
 PYTHONPATH=src python3 scripts/probes/moe_variant_probe.py --profile-once   # under ncu --profile-from-start off
 
-A variant is `kernels/moe_gemm.py` with text replacements (VARIANTS below), written to a temporary module, so
+A variant is the MoE GEMMs' modules (`kernels/moe_tiles.py`, `moe_gemm1_kernel.py`, `moe_gemm2_kernel.py`,
+`moe_gemm.py`) with text replacements (VARIANTS below), written to temporary modules that import each other, so
 several kernel versions are timed side by side in one process on the same inputs (METHOD.md: ratios in one
 run). Each (variant, config) GEMM is timed alone in a CUDA graph of 16 calls over rotating random inputs whose
 experts outgrow the L2 cache, median of 5 replays (`scripts/tune_moe.py`'s timer), and its output is checked
@@ -31,15 +32,17 @@ from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 from quickmoe.kernels.routing import route_ref
 
-SOURCE = Path(__file__).resolve().parents[2] / "src" / "quickmoe" / "kernels" / "moe_gemm.py"
+KERNELS = Path(__file__).resolve().parents[2] / "src" / "quickmoe" / "kernels"
+MODULES = ("moe_tiles", "moe_gemm1_kernel", "moe_gemm2_kernel", "moe_gemm")  # each imports only those before it
 
-# name -> [(old, new)] replacements of moe_gemm.py's text ([] = the work tree's kernels)
-VARIANTS: dict[str, list[tuple[str, str]]] = {
+# name -> [(module, old, new)] replacements of the modules' text ([] = the work tree's kernels)
+VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "tree": [],
     # the E8M0 scales of every tile loaded one K step ahead into registers (as at e17c347 for all tiles)
-    "prefetch": [("_SCALES_AHEAD_BLOCK_M = tl.constexpr(64)", "_SCALES_AHEAD_BLOCK_M = tl.constexpr(16)")],
+    "prefetch": [("moe_tiles", "SCALES_AHEAD_BLOCK_M = tl.constexpr(64)", "SCALES_AHEAD_BLOCK_M = tl.constexpr(16)")],
     # the E8M0 scales of every tile loaded in the K step (through the software pipeline)
-    "in-step": [("_SCALES_AHEAD_BLOCK_M = tl.constexpr(64)", "_SCALES_AHEAD_BLOCK_M = tl.constexpr(1024)")],
+    "in-step": [("moe_tiles", "SCALES_AHEAD_BLOCK_M = tl.constexpr(64)",
+                 "SCALES_AHEAD_BLOCK_M = tl.constexpr(1024)")],
 }
 
 # (name, block_n, block_k, num_warps, num_stages, swap_ab): one list for both GEMMs (GEMM 1 caps block_n at the
@@ -61,18 +64,25 @@ CONFIGS = [
 PREFILL = {1024: (64, 128, 64, 4, 3, 1), 4096: (128, 128, 64, 8, 3, 1), 8192: (128, 128, 64, 8, 3, 1)}
 
 
-def load_variant(name: str, edits: list[tuple[str, str]], tmp: Path):
-    text = SOURCE.read_text()
-    for old, new in edits:
-        if old not in text:
-            raise SystemExit(f"variant {name}: text not found in moe_gemm.py: {old[:60]!r}")
-        text = text.replace(old, new)
-    path = tmp / f"moe_gemm_{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"moe_gemm_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+def load_variant(name: str, edits: list[tuple[str, str, str]], tmp: Path):
+    """The variant's copy of moe_gemm (its kernels and tiles copied too, importing each other's copies)."""
+    suffix = name.replace("-", "_")
+    module = None
+    for base in MODULES:
+        text = (KERNELS / f"{base}.py").read_text()
+        for target, old, new in edits:
+            if target == base:
+                if old not in text:
+                    raise SystemExit(f"variant {name}: text not found in {base}.py: {old[:60]!r}")
+                text = text.replace(old, new)
+        for dep in MODULES[:MODULES.index(base)]:
+            text = text.replace(f"quickmoe.kernels.{dep} import", f"{dep}_{suffix} import")
+        path = tmp / f"{base}_{suffix}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(f"{base}_{suffix}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
     return module
 
 

@@ -186,7 +186,7 @@ _KEYS = textwrap.dedent('''
     import json, sys
     from pathlib import Path
     from triton.runtime.jit import JITFunction
-    import quickmoe.kernels.moe_gemm as gemm, quickmoe.kernels.moe_tiles as tiles
+    import quickmoe.kernels.moe_gemm2_kernel as gemm, quickmoe.kernels.moe_tiles as tiles
     from quickmoe.executor.kernel_keys import quickmoe_jit_functions, settle_kernel_keys
     if sys.argv[1] == "helpers-first":
         for value in vars(tiles).values():

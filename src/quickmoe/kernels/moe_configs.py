@@ -77,8 +77,8 @@ class MoEKernelConfig:
     num_warps: int = 4
     num_stages: int = 2
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
-    group_m: int = 1  # M tiles per group of the launch order (see moe_gemm._tile_of)
-    gate_up_one_dot: bool = False  # GEMM 1: gate and up rows in one dot (see moe_gemm._gemm1_tile)
+    group_m: int = 1  # M tiles per group of the launch order (see moe_tiles.tile_of)
+    gate_up_one_dot: bool = False  # GEMM 1: gate and up rows in one dot (see moe_gemm1_kernel._gemm1_tile)
     weight_tma: bool = False  # weight tiles by TMA (see moe_gemm._weight_descriptor)
     split_k: int = 1  # programs per output tile over parts of K (see moe_gemm._split_parts)
     maxnreg: int = 0  # registers per thread at most (0: no cap)

@@ -1,7 +1,7 @@
-"""The MoE GEMMs' operand tiles, for the K loops of `kernels/moe_gemm.py`: weight tiles in each format (MXFP4 and
-NVFP4 decoded, FP8 and dense loaded as they are, by pointer or from a TMA descriptor), the block scales, activation
-tiles gathered row by row (MXFP8 decoded), an FP8 step's scale factors, and the tensor-core product in either
-orientation.
+"""The MoE GEMMs' operand tiles, for the K loops of `kernels/moe_gemm1_kernel.py` and `moe_gemm2_kernel.py`: weight
+tiles in each format (MXFP4 and NVFP4 decoded, FP8 and dense loaded as they are, by pointer or from a TMA
+descriptor), the block scales, activation tiles gathered row by row (MXFP8 decoded), an FP8 step's scale factors,
+and the tensor-core product in either orientation; and each program's tile (`tile_of`, `valid_rows`).
 
 FP4 is decoded by inline PTX on the GPU (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`; NVFP4: `NVFP4_PAIRS_TO_BF16_PTX_TEXT`, the
 same shifts and masks, another scale), whose outputs are the weights times a power of two that the GEMMs' epilogues
@@ -176,7 +176,7 @@ if triton is not None:
                 ok = row_ok[:, None] & (byte_cols[None, :] < K // 2)
                 packed = tl.load(w_ptr + expert * N * (K // 2) + rows[:, None] * (K // 2) + byte_cols[None, :],
                                  mask=ok, other=0)  # [R, BK/2] uint8
-            if MXFP4_PTX:  # `scales`: mxfp4_scales of this tile, from the caller (see moe_gemm._SCALES_AHEAD_BLOCK_M)
+            if MXFP4_PTX:  # `scales`: mxfp4_scales of this tile, from the caller (see SCALES_AHEAD_BLOCK_M)
                 scale = tl.reshape(tl.broadcast_to(scales[:, :, None], (ROWS, BLOCK_K // 32, 16)),
                                    (ROWS, BLOCK_K // 2))  # each byte's block scale
                 low, high = tl.inline_asm_elementwise(MXFP4_PAIRS_TO_BF16_PTX, "=r,=r,=r,=r,r,r,r,r,r",
@@ -292,3 +292,31 @@ if triton is not None:
     # product weights x activations^T ([R, BK] x [BK, BM]), where the decoded weights are the left operand
     # (Hopper's wgmma reads it from registers) and the assignments the narrow side (16 for decode). The
     # epilogues work on [BM, R] either way.
+
+    # Where the K loops get the block scales of a step for the PTX decode (MXFP4's E8M0, NVFP4's E4M3 bytes):
+    # decode-sized tiles (BLOCK_M below this) load them in the step (MXFP4: the caller, NVFP4: `weight_tile`), where
+    # Triton's software pipeline copies them into shared memory with the weight tiles (cp.async, no layout
+    # conversion, 2 of gemm 1's 4 barriers per step gone); larger tiles load them one step ahead into registers
+    # (`step_scales`). H100, gpt-oss-20b shapes (docs/benchmarks.md, 2026-11-24 fourth session): in the step,
+    # gemm 1 + gemm 2 at T=1 51.1 -> 44.4 us and at T=256 462 -> 424 us; one step ahead, T=1024 722 against 867 us,
+    # T=4096 2157 against 2404 us. NVFP4 loaded its scales in the step at every tile until the 2026-11-29 tenth
+    # session; one step ahead took Mixtral-8x7B's layer at T = 4,096 and 8,192 from 6.93 to 5.56 and from 13.34 to
+    # 10.64 ms on the H200, with the same bits.
+    SCALES_AHEAD_BLOCK_M = tl.constexpr(64)
+
+    @triton.jit
+    def tile_of(pid, num_m, num_n, group_m):
+        """Program -> (M tile, N tile), in groups of group_m M tiles that sweep every N tile before the next
+        group starts: while a group runs, its activation rows and the N tiles' weights stay in the L2 cache
+        (one M tile at a time would re-read every activation row once per N tile)."""
+        per_group = group_m * num_n
+        first_m = (pid // per_group) * group_m
+        rows_in_group = tl.minimum(num_m - first_m, group_m)
+        return first_m + (pid % per_group) % rows_in_group, (pid % per_group) // rows_in_group
+
+    @triton.jit
+    def valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M: tl.constexpr):
+        """How many rows of M tile pid_m hold assignments: an expert's run fills its tiles from their first row,
+        so the sentinels (A) of its last tile are its last rows."""
+        assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
+        return tl.sum((assign < num_assignments).to(tl.int32), axis=0)
