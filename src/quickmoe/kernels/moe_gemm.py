@@ -1,17 +1,16 @@
 """Triton grouped GEMMs of the MoE experts: dense, MXFP4 or NVFP4 (decoded inside the kernel) or FP8 block-scaled
 weights (FP8 x FP8 dots with per-token-group activation scales).
 
-Tiles follow `moe_align`: the program of tile (m, n) (`moe_tiles.tile_of` maps the 1-D grid) takes rows [m*BLOCK_M, (m+1)*BLOCK_M) of `sorted_ids`, one
-expert's assignments (sentinels masked), and gathers their activation rows through the index; nothing
-is padded or copied. Weights are in the kernel layouts of `quickmoe.layouts.mxfp4_moe` / `quantized_moe`: out x
-in, MXFP4 blocks [E, N, K/2] (K-contiguous packed codes, each 4-byte word in the mma-pair order of
-`formats.mxfp4_mma_pairs`) with transposed E8M0 scales [E, K/32, N]; NVFP4 packed the same way (codes in
-mma-pair order) with E4M3 scales [E, K/16, N] and a per-row global scale
-[E, N] applied after the K loop (weight-only: the activations stay in their dtype); FP8 e4m3 [E, N, K] with
-scales [E, K/128, N / rows] (one per `rows` kernel rows: a block-scaled checkpoint's blocks), multiplied with FP8
-activations quantized per token and 128 columns (`kernels/fp8_quant.py`): each 128-column step's dot is scaled
-by (activation scale x weight scale) and added in float32 (BLOCK_K = 128), one weight scale per tile when its
-rows share one; or dense [E, N, K].
+Tiles follow `moe_align`: the program of tile (m, n) (`moe_tiles.tile_of` maps the 1-D grid) takes rows [m*BLOCK_M,
+(m+1)*BLOCK_M) of `sorted_ids`, one expert's assignments (sentinels masked), and gathers their activation rows
+through the index; nothing is padded or copied. Weights are in the kernel layouts of `quickmoe.layouts.mxfp4_moe` /
+`quantized_moe`: out x in, MXFP4 blocks [E, N, K/2] (K-contiguous packed codes, each 4-byte word in the mma-pair
+order of `formats.mxfp4_mma_pairs`) with transposed E8M0 scales [E, K/32, N]; NVFP4 packed the same way (codes in
+mma-pair order) with E4M3 scales [E, K/16, N] and a per-row global scale [E, N] applied after the K loop
+(weight-only: the activations stay in their dtype); FP8 e4m3 [E, N, K] with scales [E, K/128, N / rows] (one per
+`rows` kernel rows: a block-scaled checkpoint's blocks), multiplied with FP8 activations quantized per token and 128
+columns (`kernels/fp8_quant.py`): each 128-column step's dot is scaled by (activation scale x weight scale) and added
+in float32 (BLOCK_K = 128), one weight scale per tile when its rows share one; or dense [E, N, K].
 
 - `moe_gemm1_swiglu`: gate_up (+ bias, optional) with gpt-oss's clamped SwiGLU in the epilogue, or plain
   SiLU(gate) * up (Mixtral, Qwen-MoE). With the layout's gate/up groups of GROUP columns, group g's slab is
