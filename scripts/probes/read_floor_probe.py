@@ -226,11 +226,11 @@ def moe_rows(n: int, disjoint: list[torch.Tensor], device: torch.device, hbm: fl
         x, aligns[i], TOP_K, ex.w1, ex.b1, ex.kwargs["w1_scales"], GROUP, 7.0, 1.702, config=cfg1)
     fn2 = lambda i: moe_gemm2(inter, aligns2[i], route, ex.w2, ex.b2, ex.kwargs["w2_scales"], config=cfg2)  # noqa: E731
     rows = []
-    for gemm, fn, nbytes in (("w1", fn1, w1b), ("w2", fn2, w2b)):
+    for gemm, fn, nbytes, cfg in (("w1", fn1, w1b, cfg1), ("w2", fn2, w2b, cfg2)):
         us = time_in_graph(fn, len(disjoint), 16) * 1e6
         rows.append({"experts": n, "sets": "distinct", "tensor": gemm, "variant": "tuned-gemm", "us": us,
                      "bytes": nbytes, "pct_hbm": 100 * nbytes / (us * 1e-6) / hbm})
-        print(f"{n:3d} experts distinct {gemm} {nbytes / 1e6:6.1f} MB tuned GEMM ({gemm == 'w1' and cfg1 or cfg2}) "
+        print(f"{n:3d} experts distinct {gemm} {nbytes / 1e6:6.1f} MB tuned GEMM ({cfg}) "
               f"{us:8.2f} us {rows[-1]['pct_hbm']:5.1f}%", flush=True)
     return rows
 
