@@ -433,20 +433,20 @@ def test_fused_moe_hands_gemm2_the_operand_gemm1_stored_when_both_run_the_regist
 
     calls = []
 
-    def gemm1(*args, **kwargs):
+    def gemm1(acts, *args, **kwargs):
         calls.append(("gemm1", kwargs))
-        return torch.zeros(1)
+        return torch.zeros(1, device=acts.device)
 
-    def gemm2(acts, align, topk_weights, *args, **kwargs):
+    def gemm2(acts, align, topk_weights, *args, **kwargs):  # on the activations' device: the combine runs there
         calls.append(("gemm2", kwargs))
-        return torch.zeros(align.num_assignments, 128, dtype=torch.bfloat16)
+        return torch.zeros(align.num_assignments, 128, dtype=torch.bfloat16, device=acts.device)
 
     monkeypatch.setattr(register, "register_operand_problem", lambda *a, **k: "")
     monkeypatch.setattr(register, "moe_gemm1_swiglu_register", gemm1)
     monkeypatch.setattr(register, "moe_gemm2_register", gemm2)
     g = torch.Generator().manual_seed(8)
-    w1, s1, b1 = _mxfp4_experts(4, 128, 128, g)
-    w2, s2, b2 = _mxfp4_experts(4, 128, 64, g)
+    w1, s1, b1 = (t.to(DEVICE) for t in _mxfp4_experts(4, 128, 128, g))
+    w2, s2, b2 = (t.to(DEVICE) for t in _mxfp4_experts(4, 128, 64, g))
     x = torch.randn(9, 128, generator=g).to(torch.bfloat16)
     weights, ids = _routing(9, 4, 2, g)
     reg = MoEKernelConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=2, register_operand=True,
@@ -461,7 +461,8 @@ def test_fused_moe_hands_gemm2_the_operand_gemm1_stored_when_both_run_the_regist
     monkeypatch.setattr("quickmoe.kernels.moe_configs.moe_kernel_config",
                         lambda *a, proj, **k: reg if proj == "gate_up" else tile)
     monkeypatch.setattr(register, "moe_gemm1_swiglu_register",
-                        lambda *a, **k: calls.append(("gemm1", k)) or torch.zeros(18, 128, dtype=torch.bfloat16))
+                        lambda *a, **k: calls.append(("gemm1", k)) or torch.zeros(18, 128, dtype=torch.bfloat16,
+                                                                                 device=DEVICE))
     fused_moe(x.to(DEVICE), weights.to(DEVICE), ids.to(DEVICE), w1, b1, w2, b2[:, :128], **kwargs)
     assert calls == [("gemm1", {"stages": 2, "steps_per_stage": 2, "maxnreg": 120})]
 
