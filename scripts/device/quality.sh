@@ -16,8 +16,9 @@ for stage in "$@"; do
   echo "== stage $stage ($(date +%T))"
   case "$stage" in
     tests)
-      python3 -m pytest -q -p no:cacheprovider tests/models/test_quality_gpu.py tests/models/test_embedded_model.py \
-        2>&1 | tee "$OUT/quality_tests.log" | tail -15 ;;
+      # -rP: the agreement table lands in the log when the tests pass as well (the margin to the 99% bar)
+      python3 -m pytest -q -rP -p no:cacheprovider tests/models/test_quality_gpu.py \
+        tests/models/test_embedded_model.py 2>&1 | tee "$OUT/quality_tests.log" | tail -15 ;;
     bf16|float32)
       dtype=$([ "$stage" = bf16 ] && echo bfloat16 || echo float32)
       python3 -m quickmoe bench quality --dtype "$dtype" --num-prompts 64 --max-tokens 128 \
