@@ -32,8 +32,8 @@ import triton.language as tl
 
 from quickmoe.bench.attention import _paged_set, time_in_graph
 from quickmoe.bench.moe import measure_ceilings
-from quickmoe.kernels.decode_attention import (DecodeLaunchConfig, decode_launch_config, decode_num_splits,
-                                               paged_decode_attention)
+from quickmoe.kernels.decode_attention import paged_decode_attention
+from quickmoe.kernels.decode_launch import DecodeLaunchConfig, decode_launch_config, decode_num_splits
 from quickmoe.kernels.pdl import pdl_kwargs, pdl_wait
 
 HEADS, KV, DIM = 64, 8, 64

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from quickmoe.kernels.decode_attention import (WINDOW_KEYS_PER_SPLIT, DecodeLaunchConfig, decode_launch_config,
-                                               decode_num_splits, paged_decode_attention,
-                                               paged_decode_attention_ref, rotary_paged_decode_attention,
-                                               rotary_paged_decode_attention_ref)
+from quickmoe.kernels.decode_attention import (paged_decode_attention, paged_decode_attention_ref,
+                                               rotary_paged_decode_attention, rotary_paged_decode_attention_ref)
+from quickmoe.kernels.decode_launch import (WINDOW_KEYS_PER_SPLIT, DecodeLaunchConfig, decode_launch_config,
+                                            decode_num_splits)
 from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.layers.attention import sink_attention_ref
@@ -161,9 +161,9 @@ def test_the_split_count_on_an_h100_sized_device(monkeypatch):
     """A full layer's splits on 132 multiprocessors with gpt-oss's 8 KV heads: about two programs per
     multiprocessor, up to 64 (a lone sequence: 16k keys in 16.9-18.6 against 20.9-21.9 us with 32 on the H100), a power of
     two, one from batch 33 on; a 128-key window one at every batch size."""
-    from quickmoe.kernels import decode_attention
+    from quickmoe.kernels import decode_launch
 
-    monkeypatch.setattr(decode_attention, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(decode_launch, "_num_sms", lambda device: 132)
     device = torch.device("cuda")
     got = {batch: decode_num_splits(batch, 8, device) for batch in (1, 2, 4, 8, 16, 32, 33, 256)}
     assert got == {1: 64, 2: 32, 4: 16, 8: 8, 16: 4, 32: 2, 33: 1, 256: 1}

@@ -1,0 +1,121 @@
+"""How paged decode attention is launched (`kernels/decode_attention.py`): keys per iteration, warps, stages and the
+grid's order (`DecodeLaunchConfig`, `decode_launch_config`), and the split count of a sequence's context
+(`decode_num_splits`). Functions of the batch size, the layer's shape and window and the GPU only, so a CUDA graph
+captured for a batch size keeps them; what each choice does to a row's bits (the bf16 batch invariance of
+tests/models/test_quality_gpu.py) is in their docstrings.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["WINDOW_KEYS_PER_SPLIT", "DecodeLaunchConfig", "decode_launch_config", "decode_num_splits", "device_name"]
+
+
+@dataclass(frozen=True)
+class DecodeLaunchConfig:
+    """How the split kernel is launched: keys per iteration, warps, software-pipeline stages, and whether the KV
+    heads of a sequence are the grid's fastest axis (launched side by side, they read the same cache blocks at
+    about the same time). Stages and the grid's order change no result bit; warps may change a last bit
+    (`decode_launch_config`); keys per iteration do (they group the online softmax's steps)."""
+
+    block_n: int = 64
+    num_warps: int = 4
+    num_stages: int = 2
+    kv_fastest: bool = False
+
+    def __post_init__(self) -> None:
+        if self.block_n < 16 or self.block_n & (self.block_n - 1):
+            raise ValueError(f"DecodeLaunchConfig.block_n = {self.block_n}: expected a power of two >= 16")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"DecodeLaunchConfig.num_warps = {self.num_warps}: expected 1, 2, 4, 8 or 16")
+        if self.num_stages < 1:
+            raise ValueError(f"DecodeLaunchConfig.num_stages = {self.num_stages}: expected >= 1")
+
+
+def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: int = 0,
+                         device_name: str = "") -> DecodeLaunchConfig:
+    """The launch config of a decode step of `batch` sequences (full and sliding layers alike) on the GPU named
+    `device_name` (`torch.cuda.get_device_name`; the H100's rule for any other).
+
+    Tuned on the H100 for gpt-oss (8 KV heads of 64; `scripts/probes/decode_attention_sweep.py`, docs/benchmarks.md)
+    among the configs that keep a row's tiles at every batch size: 64 keys per iteration and the split count of
+    `decode_num_splits`, so warps, stages and the grid's order are all that vary. Stages and the grid's order change
+    no result bit; warps may change the last bit of some outputs (on Hopper 4 warps multiply with wgmma and 2 with
+    mma.sync: the H200 gave different bf16 bits at 8 x 4k, 16 x 4k, 64 x 4k, 32 x 16k and 64 x 16k, max 1.2e-4,
+    and the same at 15 other points of 2-64 sequences, 2026-11-29), as a different split count does. Other tiles
+    read up to 5% faster at some sizes, and a sliding window's 128 keys in one tile of one program 12-27% faster up to
+    batch 32, but each regrouped rows' online softmax differently at different batch sizes or between decode and
+    mixed steps: 80% (tiles of 32 and 128 by batch size) and 97.7% (the one-tile window) of greedy tokens agreed
+    between prompts run alone and in a batch of 64 on the embedded model in bf16, against a bar of 99% (100% with
+    these). Up to 8 (sequence, KV head) programs (gpt-oss at batch 1) the untuned 4 warps and 2 stages: with the
+    tuned config there too (and a combine that first read the context length) the batch-1 decode step's attention
+    took 0.158 against 0.150 ms in the profiler, with these 0.151. Above, the KV heads on the fastest grid axis,
+    3 stages up to 512 programs and 2 warps with 4 stages beyond (more programs resident, each with loads in
+    flight): 3-5% faster than 4 warps and 2 stages at 8 x 4k, 64 x 4k and 256 x 1k-4k. A sliding layer's one
+    split of its window (`decode_num_splits`) keeps 4 warps and 2 stages up to 256 programs: gpt-oss's 128-key
+    window at batch 2-16 took 3.5-5.6 us with them against 3.8-5.7 us with the full layers' config.
+
+    On the H200 (4.8 TB/s against the H100's 3.35, the same 132 multiprocessors) a full layer's 65-512 programs take
+    5 stages instead of 3 (4 warps both): in turns on the H200 (2026-11-29 second session, gpt-oss shapes, 16-64
+    sequences of 1k-16k keys) 0.93-0.97 of the 3-stage time at 4k-16k keys, +2% to -3% at 1k; at 2-8 sequences
+    3 stages were faster at 1k-4k keys (up to 10%). 2 warps and 6 stages were 2-6% faster still at 9-512 programs and
+    were the H200's rule from 2026-11-29, but they may change a row's last bits against the 4 warps of batch 1's
+    config (above), and with them the bf16 test of tokens alone vs in a batch of 64 (tests/models/test_quality_gpu.py,
+    the embedded model's 2 KV heads: 2 against 128 programs) read 98.61% on the H200 (2026-11-30 sixteenth session),
+    under its bar of 99%, where the H100's rule (4 warps up to 512 programs) had passed it. So up to 512 programs
+    every config has 4 warps; beyond 512 (gpt-oss from 65 sequences) both GPUs take 2 warps, and a row's last bits
+    there may differ from a smaller batch's."""
+    block_n = 64 if head_dim <= 128 else 32
+    programs = batch * num_kv_heads
+    if head_dim > 64 or programs <= 8 or (window > 0 and programs <= 256):
+        return DecodeLaunchConfig(block_n=block_n)
+    if programs <= 512:
+        if "H200" in device_name and window == 0 and programs > 64:
+            return DecodeLaunchConfig(block_n, 4, 5, True)
+        return DecodeLaunchConfig(block_n, 4, 3, True)
+    return DecodeLaunchConfig(block_n, 2, 4, True)
+
+
+@functools.lru_cache(maxsize=8)
+def device_name(device: torch.device) -> str:
+    """`torch.cuda.get_device_name` (cached), or "cpu"."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+@functools.lru_cache(maxsize=8)
+def _num_sms(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
+WINDOW_KEYS_PER_SPLIT = 128  # a sliding layer splits its window only in spans of at least this many keys
+
+
+def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_splits: int = 64,
+                      window: int = 0) -> int:
+    """Splits of each sequence's context: enough programs for about two per multiprocessor, a power of two (a
+    function of the batch size and the layer's window only, so a CUDA graph captured for a batch size keeps it).
+
+    Up to 64: on the H100 gpt-oss's lone sequence (8 KV heads, so 64 splits) read 16k keys in 16.9-18.6 us against
+    20.9-21.9 with 32 (SDPA 17.6-18.1) and 4k in 7.4-7.6 against 8.1-8.2 us, at the price of 0.5-0.6 us at 1k
+    (5.0-5.1 against 4.5-4.6; SDPA 5.6-5.9): a span holds at least one 64-key tile, so a short context's extra
+    splits are programs without keys and wider combines. 64 applies up to 8 (sequence, KV head) pairs on 132
+    multiprocessors: gpt-oss (8 KV heads) at batch 1 only; 4 KV heads (Qwen3-30B-A3B) at batch 1 and 2, with the
+    same grid of 512 programs (not measured on that model).
+
+    A sliding layer splits its window in spans of at least WINDOW_KEYS_PER_SPLIT keys (two 64-key tiles, as a full
+    layer's splits hold at batch 1 from an 8k context on; a 4,096-key window takes 32): gpt-oss's
+    128 keys are one program's two tiles at every batch size, so no combine launch. Only the 128-key window was
+    measured. At batch 1 the full layers' rule gave 32
+    splits, two of them with a tile, then the combine: 3.9-4.0 us against SDPA's 3.6-3.7; one split takes 3.5-3.6 us,
+    and at batch 8 4.0-4.1 us where it took 4.7-4.8 (H100, `bench attention`, docs/benchmarks.md). A window's rows
+    also group their keys alike at every batch size this way (batch >= 33 took one split already)."""
+    want = -(-2 * _num_sms(device) // max(batch * num_kv_heads, 1))
+    splits = min(max_splits, 1 << (want - 1).bit_length()) if want > 1 else 1  # next power of two
+    if window > 0:
+        spans = window // WINDOW_KEYS_PER_SPLIT
+        splits = min(splits, 1 << max(spans.bit_length() - 1, 0))  # the largest power of two <= spans, or 1
+    return splits
