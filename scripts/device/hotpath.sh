@@ -9,6 +9,9 @@
 #              (engine) when run apart or three at a time (2026-11-30 sixteenth session); side by side they may not
 #              fit one call: TESTS_PARTS="models kernels-a" and then "kernels-b engine" split them over two
 #   attention  bench attention: decode grid and prefill points vs SDPA (GB/s vs HBM, TFLOP/s)
+#   invariance scripts/probes/batch_invariance_probe.py (which module first gives a prompt other bits in a batch of
+#              64 than alone; the tree's decode rule and the H200's 2-warp rule of 2026-11-29), then the bf16
+#              quality tests with their agreement table
 #   attention-sweep scripts/probes/decode_attention_sweep.py: decode attention's launch configs and split counts
 #              per (batch, context, window) point, beside SDPA (attention_sweep.{log,json})
 #   generate   bench generate on a gpt-oss-20b-shaped checkpoint with the serving defaults: 256 prompts x 1000 ->
@@ -311,6 +314,19 @@ PY
         echo "run $i $variant done ($(date +%T))"
       done
       python3 scripts/probes/kv_layout_compare.py "$OUT"/runs/bench_attention_*.json | tee "$OUT/kv_layout.txt" ;;
+    invariance)
+      # a prompt alone vs first of a batch of 64, bit for bit per module (scripts/probes/batch_invariance_probe.py),
+      # with the tree's decode rule and with the H200's 2-warp rule of 2026-11-29, for prompts 0 and 1; then the bf16
+      # quality tests with their agreement table (-rP)
+      for rule in tree h200-two-warps; do
+        for target in 0 1; do
+          python3 scripts/probes/batch_invariance_probe.py --decode-rule "$rule" --target "$target" --steps 8 \
+            --json "$OUT/invariance_${rule}_$target.json" 2>&1 | grep -v INFO | tee -a "$OUT/invariance.txt"
+        done
+      done
+      python3 -m pytest -q -rP -p no:cacheprovider tests/models/test_quality_gpu.py > "$OUT/quality_tests.log" 2>&1
+      echo "quality_tests: $(tail -1 "$OUT/quality_tests.log")"
+      grep -E '^\| (alone|graphs: alone|eager vs)' "$OUT/quality_tests.log" | head -6 ;;
     ab-attention)
       # decode attention's kernel tests and the bf16 invariance / quality test on CUDA, then bench attention in turns
       # between the work tree and trees in .ab/NAME (AB_RUNS, default "new base"): the decode grid's rows beside
@@ -447,7 +463,7 @@ print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:4
           grep -E "server steps|client used" "/tmp/serve_var_$label.txt" | tail -2; } | tee -a "$OUT/serve_variants.txt"
         kill -TERM "$server"; wait "$server"
       done ;;
-    *) echo "unknown stage $stage (expected tests, attention, generate, profile, serve, small-batch, variants, ncu, serve-ab)"; exit 2 ;;
+    *) echo "unknown stage $stage (expected tests, attention, invariance, ab-attention, generate, profile, serve, small-batch, variants, ncu, serve-ab)"; exit 2 ;;
   esac
 done
 echo "== done ($(date +%T))"
