@@ -133,3 +133,30 @@ def test_a_jit_cache_hook_already_installed_is_left_alone(tmp_path, monkeypatch)
     assert not job.warm and job.pool is not None
     info = job.run([("never", lambda: 1 / 0)])
     assert info["skipped"] and job.pool is None and knobs.runtime.jit_cache_hook is theirs
+
+
+def test_the_longest_kernels_are_ranked_by_the_modules_that_define_them():
+    """The precompile hands workers the MoE GEMMs first, then attention and the dense GEMMs (`_LONGEST_FIRST`), by
+    the module of each `@triton.jit` function. Every ranked module must define such a function, and the MoE GEMMs'
+    kernels must rank first: a kernel moved to another module would otherwise fall to the back of the queue
+    unnoticed (the GEMMs' move out of moe_gemm.py did)."""
+    import importlib
+
+    from quickmoe.executor.compile_workers import KernelRequest
+    from quickmoe.executor.kernel_precompile import _LONGEST_FIRST, _first_the_longest
+
+    pytest.importorskip("triton")
+    from quickmoe.kernels.moe_gemm1_kernel import _gemm1_swiglu_kernel
+    from quickmoe.kernels.moe_gemm2_kernel import _gemm2_kernel
+
+    for name in _LONGEST_FIRST:
+        module = importlib.import_module(name)
+        # a @triton.jit function (a JITFunction, or under TRITON_INTERPRET an InterpretedFunction) keeps it as `fn`
+        assert any(getattr(getattr(v, "fn", None), "__module__", None) == name for v in vars(module).values()), name
+
+    def rank(kernel) -> int:
+        request = KernelRequest(module=kernel.fn.__module__, qualname=kernel.fn.__qualname__, fn_key="",
+                                spec="{}", target=("cuda", 90, 32))
+        return _first_the_longest(request)
+
+    assert rank(_gemm1_swiglu_kernel) == 0 and rank(_gemm2_kernel) == 1

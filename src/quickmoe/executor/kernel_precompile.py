@@ -229,8 +229,10 @@ class KernelPrecompile:
 
 
 # compiled first: the kernels that take longest to compile (the MoE GEMMs, attention), so that no worker starts one
-# while the others run out of work
-_LONGEST_FIRST = ("quickmoe.kernels.moe_gemm", "quickmoe.kernels.prefill_attention", "quickmoe.kernels.fp8_gemm",
+# while the others run out of work; ranked by the module that defines each `@triton.jit` function (the MoE GEMMs'
+# kernels live in moe_gemm1_kernel.py and moe_gemm2_kernel.py since 2026-11-30; the list named moe_gemm.py until then)
+_LONGEST_FIRST = ("quickmoe.kernels.moe_gemm1_kernel", "quickmoe.kernels.moe_gemm2_kernel",
+                  "quickmoe.kernels.prefill_attention", "quickmoe.kernels.fp8_gemm",
                   "quickmoe.kernels.decode_attention", "quickmoe.kernels.dense_gemm")
 
 
