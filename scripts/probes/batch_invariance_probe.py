@@ -158,6 +158,8 @@ def main() -> None:
         first = r["first"]
         where = "none" if first is None else (f"{first['module']} (max abs {first['max_abs']:.3g}, "
                                               f"{first['elements']} of {first['of']} values)")
+        if first is not None and first["module"].endswith("embed_tokens"):  # other tokens: not the prompt's rows
+            where += " - the rows taken are not the prompt's (the batch is not packed in request order)"
         print(f"step {r['step']}: {r['modules_differing']} of {r['modules_checked']} modules differ; first: {where}")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device, "args": vars(args), "report": report,
