@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import torch
 
-from quickmoe.kernels.decode_launch import DecodeLaunchConfig, decode_launch_config, decode_num_splits, device_name
+from quickmoe.kernels.decode_launch import DecodeLaunchConfig, decode_launch_config, decode_num_splits, gpu_name
 from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
 from quickmoe.kernels.pdl import pdl_kwargs
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
@@ -138,7 +138,7 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
     d_pow2 = max(16, triton.next_power_of_2(head_dim))
     if config is None:
-        config = decode_launch_config(batch, num_kv, head_dim, window, device_name(q.device))
+        config = decode_launch_config(batch, num_kv, head_dim, window, gpu_name(q.device))
     if splits == 1:
         partial_acc = partial_ml = out  # unused: the program normalises and writes `out` itself
     else:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["WINDOW_KEYS_PER_SPLIT", "DecodeLaunchConfig", "decode_launch_config", "decode_num_splits", "device_name"]
+__all__ = ["WINDOW_KEYS_PER_SPLIT", "DecodeLaunchConfig", "decode_launch_config", "decode_num_splits", "gpu_name"]
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
 
 
 @functools.lru_cache(maxsize=8)
-def device_name(device: torch.device) -> str:
+def gpu_name(device: torch.device) -> str:
     """`torch.cuda.get_device_name` (cached), or "cpu"."""
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
