@@ -84,9 +84,10 @@ def test_decode_launch_configs_match_the_reference(config, splits, window):
 
 def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
     """bf16 batch invariance: at every batch size the tuned configs keep 64 keys per iteration (which group a row's
-    online softmax), and up to 512 (sequence, KV head) programs batch 1's 4 warps (warps may change a row's last
-    bits: the H200's 2 warps at 9-512 programs took the bf16 alone-vs-batch test under its bar, 2026-11-30), so only
-    stages and the grid's order vary there; larger heads keep the config they were tested with."""
+    online softmax), and up to 512 (sequence, KV head) programs batch 1's warps (warps may change a row's last bits:
+    2 warps at 9-512 programs beside batch 1's 4 took the H200's bf16 alone-vs-batch test under its bar,
+    2026-11-30), so only stages and the grid's order vary there; the H200's full layers keep their warps at every
+    batch size; larger heads keep the config they were tested with."""
     for device_name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", ""):
         for num_kv in (1, 2, 8):
             for window in (0, 128):
@@ -95,25 +96,29 @@ def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
                 assert {c.block_n for c in configs} == {64}
                 warps = {decode_launch_config(batch, num_kv, 64, window, device_name).num_warps
                          for batch in batches if batch * num_kv <= 512}
-                assert warps == {4}, (device_name, num_kv, window, warps)
+                assert warps == {decode_launch_config(1, num_kv, 64, window, device_name).num_warps}, \
+                    (device_name, num_kv, window, warps)
         assert decode_launch_config(256, 8, 128, 0, device_name) == DecodeLaunchConfig(64, 4, 2, False)
+    h200_full = {decode_launch_config(batch, num_kv, 64, 0, "NVIDIA H200").num_warps
+                 for num_kv in (1, 2, 8) for batch in (1, 8, 64, 65, 256, 1024)}
+    assert h200_full == {2}
 
 
-def test_the_h200_takes_deeper_pipelines_for_a_full_layers_65_to_512_programs():
-    """gpt-oss's 8 KV heads: 4 warps and 5 stages from 9 to 64 sequences on the H200 (full layers only), the H100's
-    4 warps and 3 stages elsewhere and at 2-8 sequences; beyond 512 programs, and up to 8, both GPUs alike."""
+def test_the_h200_takes_two_warps_for_a_full_layer_at_every_batch_size():
+    """gpt-oss's 8 KV heads on the H200's full layers: 2 warps, 4 stages at batch 1 and beyond 64 sequences, 6 at
+    2-64; the H100's rule (any other GPU's too): 4 warps, 2 stages at batch 1, 3 stages with the KV heads on the
+    fastest axis at 2-64 sequences, 2 warps and 4 stages beyond; a sliding layer on the H200 takes the H100's."""
     h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
-    for batch in (9, 16, 33, 64):
-        assert decode_launch_config(batch, 8, 64, 0, h200) == DecodeLaunchConfig(64, 4, 5, True)
-    for batch in (2, 8, 33, 64):
-        assert decode_launch_config(batch, 8, 64, 0, h100) == DecodeLaunchConfig(64, 4, 3, True)
-        assert decode_launch_config(batch, 8, 64, 0) == DecodeLaunchConfig(64, 4, 3, True)
-    for batch in (2, 8):
-        assert decode_launch_config(batch, 8, 64, 0, h200) == DecodeLaunchConfig(64, 4, 3, True)
-    assert decode_launch_config(64, 8, 64, 128, h200) == DecodeLaunchConfig(64, 4, 3, True)  # a window: as before
-    for batch, want in ((1, DecodeLaunchConfig()), (65, DecodeLaunchConfig(64, 2, 4, True)),
+    for batch, want in ((1, DecodeLaunchConfig(64, 2, 4, True)), (2, DecodeLaunchConfig(64, 2, 6, True)),
+                        (64, DecodeLaunchConfig(64, 2, 6, True)), (65, DecodeLaunchConfig(64, 2, 4, True)),
                         (256, DecodeLaunchConfig(64, 2, 4, True))):
-        assert decode_launch_config(batch, 8, 64, 0, h200) == decode_launch_config(batch, 8, 64, 0, h100) == want
+        assert decode_launch_config(batch, 8, 64, 0, h200) == want, batch
+    for batch, want in ((1, DecodeLaunchConfig()), (2, DecodeLaunchConfig(64, 4, 3, True)),
+                        (64, DecodeLaunchConfig(64, 4, 3, True)), (65, DecodeLaunchConfig(64, 2, 4, True))):
+        assert decode_launch_config(batch, 8, 64, 0, h100) == decode_launch_config(batch, 8, 64, 0) == want, batch
+    for batch in (1, 8, 33, 64, 65, 256):
+        assert decode_launch_config(batch, 8, 64, 128, h200) == decode_launch_config(batch, 8, 64, 128, h100)
+    assert decode_launch_config(1, 4, 128, 0, h200) == DecodeLaunchConfig(64, 4, 2, False)  # Qwen3's heads of 128
 
 
 def test_stages_and_grid_order_change_no_bit():

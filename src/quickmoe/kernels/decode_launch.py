@@ -59,23 +59,25 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
     split of its window (`decode_num_splits`) keeps 4 warps and 2 stages up to 256 programs: gpt-oss's 128-key
     window at batch 2-16 took 3.5-5.6 us with them against 3.8-5.7 us with the full layers' config.
 
-    On the H200 (4.8 TB/s against the H100's 3.35, the same 132 multiprocessors) a full layer's 65-512 programs take
-    5 stages instead of 3 (4 warps both): in turns on the H200 (2026-11-29 second session, gpt-oss shapes, 16-64
-    sequences of 1k-16k keys) 0.93-0.97 of the 3-stage time at 4k-16k keys, +2% to -3% at 1k; at 2-8 sequences
-    3 stages were faster at 1k-4k keys (up to 10%). 2 warps and 6 stages were 2-6% faster still at 9-512 programs and
-    were the H200's rule from 2026-11-29, but they may change a row's last bits against the 4 warps of batch 1's
-    config (above), and with them the bf16 test of tokens alone vs in a batch of 64 (tests/models/test_quality_gpu.py,
-    the embedded model's 2 KV heads: 2 against 128 programs) read 98.61% on the H200 (2026-11-30 sixteenth session),
-    under its bar of 99%, where the H100's rule (4 warps up to 512 programs) had passed it. So up to 512 programs
-    every config has 4 warps; beyond 512 (gpt-oss from 65 sequences) both GPUs take 2 warps, and a row's last bits
-    there may differ from a smaller batch's."""
+    On the H200 (4.8 TB/s against the H100's 3.35, the same 132 multiprocessors) a full layer takes 2 warps at every
+    batch size, so a row's bits never depend on the batch through the warps: 4 stages up to 8 programs, 6 at 9-512,
+    4 beyond. In the H200 sweep of 2026-11-30 (seventeenth session; `decode_attention_sweep.py`, two runs, gpt-oss
+    shapes, 1-256 sequences of 1k-16k keys) they took 0.97-0.98 of the 4-warp configs' time at batch 1 and 1k-4k
+    keys (0.92-0.94 at 16k), 0.93-1.06 at 2-8 sequences (slower at 2 x 1k, 8 x 1k and 2 x 4k) and 0.96-0.99 at
+    16-64. In gpt-oss-20b's decode step (`bench generate` 64 x 1000 -> 64, in turns) the batch-1 step took
+    1.911-1.920 ms against 1.903-1.907 with batch 1's 4 warps (2-6 stages alike), the batch-64 step's attention
+    0.555-0.558 ms against 0.569-0.571 (profiler). The rule of 4 warps up to 512 programs (cf6fda8) had passed the
+    bf16 test of tokens alone vs in a batch of 64 (tests/models/test_quality_gpu.py, the embedded model's 2 KV
+    heads: 2 against 128 programs) at 99.23%, where 2 warps at 9-512 programs beside batch 1's 4 read 98.61% (its
+    bar is 99%). A sliding layer keeps the H100's rule: 4 warps up to 512 programs, where they were 4-7% faster at
+    1-8 sequences; its rows' bits may change beyond 512 (gpt-oss from 65 sequences), as the H100's full layers' do."""
     block_n = 64 if head_dim <= 128 else 32
     programs = batch * num_kv_heads
+    if head_dim <= 64 and window == 0 and "H200" in device_name:  # 2 warps at every batch size
+        return DecodeLaunchConfig(block_n, 2, 6 if 8 < programs <= 512 else 4, True)
     if head_dim > 64 or programs <= 8 or (window > 0 and programs <= 256):
         return DecodeLaunchConfig(block_n=block_n)
     if programs <= 512:
-        if "H200" in device_name and window == 0 and programs > 64:
-            return DecodeLaunchConfig(block_n, 4, 5, True)
         return DecodeLaunchConfig(block_n, 4, 3, True)
     return DecodeLaunchConfig(block_n, 2, 4, True)
 
