@@ -226,12 +226,14 @@ def test_table_reports_the_kernel_precompile_of_runs_that_compiled():
 
     warm = {"precompile": {"warm": True, "manifest": "m.json"}}
     compiled = [{"precompile": {"warm": False, "kernels": 61, "missing": m, "compiled": m - f, "failed": f,
-                                "workers": 16, "compile_s": s, "worker_seconds": 70.0 + m}}
+                                "workers": 16, "compile_s": s, "worker_seconds": 70.0 + m,
+                                "slowest": [f"moe_gemm1_kernel._gemm1_kernel {s:.2f} s"]}}
                 for m, f, s in ((61, 0, 6.0), (60, 1, 7.0), (59, 0, 8.0))]
     doc = {"model": "m", "runs": 3, "page_cache": "warm", "device": "cuda:0", "dtype": "bfloat16",
            "summary": {"quickmoe": {"total": (5.0, 5.0)}, "cold_kernels": {"total": (20.0, 20.0)}},
            "reports": {"quickmoe": [run(warm)] * 3, "cold_kernels": [run(i) for i in compiled]}}
     table = format_table(doc)
     assert ("empty kernel cache: kernel precompile: 61 kernels recorded, 60 not in the cache, 59 compiled ahead in "
-            "7.00 s by 16 worker processes (130.0 s of compiling) (medians)") in table
+            "7.00 s by 16 worker processes (130.0 s of compiling) (medians); slowest to compile in the first run: "
+            "moe_gemm1_kernel._gemm1_kernel 6.00 s") in table
     assert table.count("kernel precompile") == 1  # the warm series says nothing

@@ -76,7 +76,9 @@ def _precompile_line(infos: list[dict]) -> str | None:
         line += (f" in {med('compile_s'):.2f} s by {med('workers'):.0f} worker processes ({med('worker_seconds'):.1f} s "
                  "of compiling)")
     failed = med("failed")
-    return line + (f", {failed:.0f} failed (compiled at their first launch)" if failed else "") + " (medians)"
+    line += (f", {failed:.0f} failed (compiled at their first launch)" if failed else "") + " (medians)"
+    slowest = runs[0].get("slowest")  # the kernels that held the phase (their order: kernel_precompile._LONGEST_FIRST)
+    return line + (f"; slowest to compile in the first run: {', '.join(slowest)}" if slowest else "")
 
 
 def format_table(doc: dict) -> str:

@@ -213,7 +213,9 @@ class KernelPrecompile:
         failed = [r for r in results if r.error is not None]
         info = {"workers": workers, "compile_s": round(time.perf_counter() - t1, 3),
                 "compiled": len(results) - len(failed), "worker_seconds": round(sum(r.seconds for r in results), 3),
-                "failed": len(failed)}
+                "failed": len(failed),
+                "slowest": [f"{r.request.module.rsplit('.', 1)[-1]}.{r.request.qualname} {r.seconds:.2f} s"
+                            for r in sorted(results, key=lambda r: -r.seconds)[:4]]}  # what held the phase
         if failed:
             info["failures"] = [f"{r.request.module}.{r.request.qualname}: {r.error}" for r in failed[:5]]
             logger.warning("%d of %d kernels could not be compiled ahead (they compile at their first launch); "
