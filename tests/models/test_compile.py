@@ -177,13 +177,13 @@ def test_aot_compile_without_torchs_support_is_a_clear_error(monkeypatch):
 def test_aot_compile_without_torchs_support_fails_before_the_weights_load(ckpt_factory, monkeypatch):
     """torch 2.11 (the GPU machine's) lacks `aot_compile`: `compile="aot"` is refused before any weight loads."""
     from quickmoe.errors import ConfigError
-    from quickmoe.executor import aot_layers, model_runner
+    from quickmoe.executor import aot_layers, runner_start
     from quickmoe.llm import LLM
 
     model_dir = ckpt_factory(layers=2, seed=35)
     monkeypatch.setattr(aot_layers, "aot_available", lambda: False)
     loads = []
-    monkeypatch.setattr(model_runner, "load_weights", lambda *a, **k: loads.append(1))
+    monkeypatch.setattr(runner_start, "load_weights", lambda *a, **k: loads.append(1))
     with pytest.raises(ConfigError, match="'compile' = 'aot': torch .* has no AOT compile"):
         LLM(model_dir, device="cpu", dtype="float32", compile="aot")
     assert not loads
