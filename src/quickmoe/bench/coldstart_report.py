@@ -77,7 +77,7 @@ def _precompile_line(infos: list[dict]) -> str | None:
                  "of compiling)")
     failed = med("failed")
     line += (f", {failed:.0f} failed (compiled at their first launch)" if failed else "") + " (medians)"
-    slowest = runs[0].get("slowest")  # the kernels that held the phase (their order: kernel_precompile._LONGEST_FIRST)
+    slowest = runs[0].get("slowest")  # longest compiles first (kernel_precompile._LONGEST_FIRST hands such out first)
     return line + (f"; slowest to compile in the first run: {', '.join(slowest)}" if slowest else "")
 
 
