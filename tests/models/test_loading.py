@@ -146,7 +146,7 @@ def test_llm_takes_up_the_early_start(ckpt_factory):
 
 
 def test_a_failed_load_still_winds_up_the_early_start(ckpt_factory, tmp_path, monkeypatch):
-    import quickmoe.executor.model_runner as runner_mod
+    import quickmoe.executor.runner_start as runner_mod
     from quickmoe.startup.early_start import EarlyStart
 
     model_dir = ckpt_factory(experts_dtype="mxfp4", hidden_size=64, intermediate_size=64)
