@@ -2,10 +2,11 @@
 
 For each (batch, prompt length, window) point (`bench attention`'s prefill inputs: whole causal prompts in a
 head-major paged cache, blocks in random order) every config of queries a program (block_q, times the GQA group of
-8 heads: the rows of its tiles), keys a step (block_n), warps and pipeline stages is checked against the default
-config's output (bf16: max abs difference <= 0.05, the rounding of a different key grouping) and against the
-float32 reference at the smallest point, then timed in a CUDA graph (`bench attention`'s `time_in_graph`). Prints
-the configs by their geometric-mean time over the points beside the default, and SDPA (causal, contiguous keys).
+8 heads: the rows of its tiles), keys a step (block_n), warps, pipeline stages and grid order (longest query tiles
+first or in order) is checked against the default config's output (bf16: max abs difference <= 0.05, the rounding
+of a different key grouping; `bits` says whether it was equal at every point) and against the float32 reference at
+the smallest point, then timed in a CUDA graph (`bench attention`'s `time_in_graph`). Prints the configs by their
+geometric-mean time over the points beside the default, and SDPA (causal, contiguous keys).
 
     python3 scripts/probes/prefill_attention_sweep.py --json sweep.json
 """
@@ -23,7 +24,7 @@ from quickmoe.bench.attention import HEAD_DIM, HEADS, KV_HEADS, _paged_set, _ran
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 
 POINTS = ((1, 1024, 0), (4, 2048, 0), (1, 8192, 0), (16, 512, 0), (1, 8192, 128), (4, 2048, 128))
-DEFAULT = (16, 64, 8, 2)  # block_q, block_n, warps, stages
+DEFAULT = (16, 64, 4, 3, 1)  # block_q, block_n, warps, stages, longest first (the committed launch)
 
 
 def main() -> None:
@@ -32,15 +33,17 @@ def main() -> None:
     parser.add_argument("--block-n", default="32,64,128")
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--stages", default="1,2,3,4")
+    parser.add_argument("--orders", default="1,0", help="1: longest query tiles first, 0: in order")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--json")
     args = parser.parse_args()
     ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
     configs = [DEFAULT] + [c for c in itertools.product(ints(args.block_q), ints(args.block_n), ints(args.warps),
-                                                         ints(args.stages)) if c != DEFAULT]
+                                                         ints(args.stages), ints(args.orders)) if c != DEFAULT]
     device = torch.device("cuda")
     scale = HEAD_DIM**-0.5
     results = {c: {} for c in configs}
+    same_bits = {c: True for c in configs}
     sdpa_us = {}
     with torch.inference_mode():
         for batch, length, window in POINTS:
@@ -53,7 +56,7 @@ def main() -> None:
             def run(c, q=q, paged=paged, cu=cu, lens=lens, window=window, length=length):
                 return paged_prefill_attention(q, paged["k"], paged["v"], paged["tables"], cu, lens, paged["sinks"],
                                                window, scale, max_query_len=length, block_q=c[0], block_n=c[1],
-                                               num_warps=c[2], num_stages=c[3])
+                                               num_warps=c[2], num_stages=c[3], longest_first=bool(c[4]))
 
             reference = run(DEFAULT).float()
             if (batch, length, window) == POINTS[0]:
@@ -68,6 +71,7 @@ def main() -> None:
                     print(f"{c} at {(batch, length, window)}: {type(exc).__name__}: {str(exc)[:120]}")
                     continue
                 diff = (out.float() - reference).abs().max().item()
+                same_bits[c] &= diff == 0
                 if diff > 0.05:
                     raise SystemExit(f"config {c} at {(batch, length, window)}: max abs {diff} from the default")
                 results[c][(batch, length, window)] = time_in_graph(lambda i, c=c: run(c), 1, args.reps) * 1e6
@@ -84,14 +88,16 @@ def main() -> None:
     geo = {c: math.exp(sum(math.log(v) for v in r.values()) / len(r)) for c, r in ok.items()}
     ranked = sorted(ok, key=geo.get)
     header = " ".join(f"{b}x{n}w{w}" for b, n, w in POINTS)
-    print(f"| config (block_q, block_n, warps, stages) | geomean vs default | {header} (us) |")
-    for c in ranked[:12] + ([DEFAULT] if DEFAULT not in ranked[:12] else []):
-        print(f"| {c} | {geo[c] / geo[DEFAULT]:.3f} | " + " ".join(f"{ok[c][p]:.1f}" for p in POINTS) + " |")
-    print("| SDPA | | " + " ".join(f"{sdpa_us.get(p, float('nan')):.1f}" for p in POINTS) + " |")
+    print(f"| config (block_q, block_n, warps, stages, longest first) | bits | geomean vs default | {header} (us) |")
+    for c in ranked[:16] + ([DEFAULT] if DEFAULT not in ranked[:16] else []):
+        print(f"| {c} | {'same' if same_bits[c] else 'differ'} | {geo[c] / geo[DEFAULT]:.3f} | "
+              + " ".join(f"{ok[c][p]:.1f}" for p in POINTS) + " |")
+    print("| SDPA | | | " + " ".join(f"{sdpa_us.get(p, float('nan')):.1f}" for p in POINTS) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"points": POINTS, "sdpa_us": {str(k): v for k, v in sdpa_us.items()},
-                       "configs": [{"config": c, "us": {str(p): v for p, v in r.items()}} for c, r in results.items()]},
+                       "configs": [{"config": c, "same_bits": same_bits[c], "us": {str(p): v for p, v in r.items()}}
+                                   for c, r in results.items()]},
                       f, indent=1)
 
 

@@ -277,10 +277,10 @@ def test_prefill_reference_agrees_with_decode_and_contiguous_references():
         assert torch.allclose(prefill[1:7], want, atol=1e-6)
 
 
-def test_prefill_warps_and_stages_change_no_bit():
-    """The prefill launch's warps and stages (tuned; the former default 8 warps, 2 stages) leave every output bit
-    as it was (bf16 on the GPU, where a different reduction grouping would show): whole prompts and a chunk after
-    a cached prefix, full and windowed."""
+def test_prefill_warps_stages_and_grid_order_change_no_bit():
+    """The prefill launch's warps, stages (tuned; the former default 8 warps, 2 stages) and grid order (longest
+    query tiles first, or in order) leave every output bit as it was (bf16 on the GPU, where a different reduction
+    grouping would show): whole prompts and a chunk after a cached prefix, full and windowed."""
     on_gpu = DEVICE == "cuda"  # the interpreter ignores warps and stages: a smaller case keeps CI short
     dtype = torch.bfloat16 if on_gpu else torch.float32
     g = torch.Generator().manual_seed(53)
@@ -288,11 +288,13 @@ def test_prefill_warps_and_stages_change_no_bit():
     num_heads, num_kv = (64, 8) if on_gpu else (8, 2)
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, num_heads, num_kv, 64, g,
                                                                  dtype, head_major=True)
-    launches = ((4, 3), (8, 2), (4, 2), (8, 4)) if on_gpu else ((4, 3), (8, 2))
+    launches = ((4, 4, True), (4, 3, True), (8, 2, False), (4, 2, True), (8, 4, True), (4, 3, False)) if on_gpu \
+        else ((4, 4, True), (8, 2, False))
     for window in (0, 128) if on_gpu else (0, 40):
         outs = [paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, 0.125,
-                                        max_query_len=max(query_lens), num_warps=warps, num_stages=stages)
-                for warps, stages in launches]
+                                        max_query_len=max(query_lens), num_warps=warps, num_stages=stages,
+                                        longest_first=longest_first)
+                for warps, stages, longest_first in launches]
         assert all(torch.equal(outs[0], out) for out in outs[1:]), window
 
 

@@ -6,7 +6,8 @@ last ones of its context_lens[b] positions, their K/V already written to the cac
 p attends causally to the cache (keys j <= p, with a window W > 0 only j > p - W), GQA, and the head's sink
 logit joins the softmax denominator only (see kernels/decode_attention.py for the formula).
 
-The kernel: grid (B, query tiles of BLOCK_Q up to max_query_len, KV heads). A program takes its tile's queries
+The kernel: grid (KV heads, B, query tiles of BLOCK_Q up to max_query_len), the last query tiles (those with the
+most keys to read) launched first, or (B, query tiles, KV heads) in order. A program takes its tile's queries
 of the group's H / KV heads together (BLOCK_Q x GROUP rows: tensor-core tiles) and iterates over BLOCK_N keys
 at a time, gathered across cache blocks through the block table, from the first key any of its queries sees
 (the window) to its last query's position (causal), with an online softmax seeded with the sink.
@@ -63,16 +64,20 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             block_tables: torch.Tensor, cu_query_lens: torch.Tensor, context_lens: torch.Tensor,
                             sinks: torch.Tensor, window: int, scale: float, max_query_len: int,
                             block_q: int = 16, block_n: int = 64, num_warps: int = 4,
-                            num_stages: int = 3) -> torch.Tensor:
+                            num_stages: int = 4, longest_first: bool = True) -> torch.Tensor:
     """`paged_prefill_attention_ref` in one Triton launch (see the module docstring). `max_query_len` (a host
     int: the longest sequence's new tokens) sizes the grid. The launch config (block_q queries x the GQA group a
-    program, block_n keys a step, warps, stages) is fixed for every batch, so a sequence's result never depends on
-    what it is batched with. block_n groups the online softmax (a different block_n rounds differently); warps and
-    stages change no bit. The defaults: 64 keys a step on 4 warps, 3 stages, 15% below the former 8 warps, 2 stages
-    by geometric mean over gpt-oss prompts of 512-8192 tokens, full and windowed, on the H100, with the same bits
-    (scripts/probes/prefill_attention_sweep.py, docs/benchmarks.md 2026-11-27 third session). 32 keys a step
+    program, block_n keys a step, warps, stages, the grid's order) is fixed for every batch, so a sequence's result
+    never depends on what it is batched with. block_n groups the online softmax (a different block_n rounds
+    differently); warps, stages and the grid's order change no bit. 64 keys a step on 4 warps: 15% below the former
+    8 warps by geometric mean over gpt-oss prompts of 512-8192 tokens, full and windowed, on the H100
+    (scripts/probes/prefill_attention_sweep.py, docs/benchmarks.md 2026-11-27 third session); 32 keys a step
     measured 19% but regrouped the softmax, and the bf16 batch-invariance test then agreed on 97.4% of greedy
-    tokens (bar 99%)."""
+    tokens (bar 99%). `longest_first` (the grid's order, module docstring): a causal prompt's query tiles read from
+    one to all of its key tiles, and a grid launched in order leaves its longest programs for last; launched first,
+    on the H200, 1 x 1,024 took 0.043 against 0.059 ms, 4 x 2,048 0.530 against 0.549 and 1 x 8,192 1.80 against
+    1.88 (`bench attention`). With them 4 stages: 16 x 512 in 208-210 against 220 us with 3, the rest within 1%
+    (two sweeps, 2026-11-30 eighteenth session)."""
     if triton is None:
         raise RuntimeError("paged_prefill_attention needs triton; paged_prefill_attention_ref is the torch version")
     num_tokens, num_heads, head_dim = q.shape
@@ -85,12 +90,13 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     group_pow2 = triton.next_power_of_2(group)
     block_q = max(block_q, 16 // group_pow2 if group_pow2 < 16 else 1)  # the dot needs >= 16 rows
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
-    _prefill_kernel[(batch, triton.cdiv(max_query_len, block_q), num_kv)](
+    q_tiles = triton.cdiv(max_query_len, block_q)
+    _prefill_kernel[(num_kv, batch, q_tiles) if longest_first else (batch, q_tiles, num_kv)](
         q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks, out, q.stride(0), q.stride(1),
         out.stride(0), out.stride(1), block_tables.stride(0), window, float(scale) * 1.4426950408889634,
         GROUP=group, GROUP_POW2=group_pow2, D=head_dim, D_POW2=max(16, triton.next_power_of_2(head_dim)),
         BLOCK_SIZE=block_size, KV=num_kv, HEAD_MAJOR=kv_cache_head_major(k_cache, v_cache), BLOCK_Q=block_q,
-        BLOCK_N=block_n, FP32_DOT=fp32_dot,
+        BLOCK_N=block_n, FP32_DOT=fp32_dot, LONGEST_FIRST=longest_first,
         num_warps=num_warps, num_stages=num_stages)
     return out
 
@@ -132,10 +138,15 @@ if triton is not None:
                         out_ptr, stride_qt, stride_qh, stride_ot, stride_oh, stride_bt, window, qk_scale,
                         GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                         BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_Q: tl.constexpr,
-                        BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr):
-        seq = tl.program_id(0)
-        q_tile = tl.program_id(1)
-        kv_head = tl.program_id(2)
+                        BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+        if LONGEST_FIRST:  # the last query tiles first: each reads the most keys of its sequence
+            kv_head = tl.program_id(0)
+            seq = tl.program_id(1)
+            q_tile = tl.num_programs(2) - 1 - tl.program_id(2)
+        else:
+            seq = tl.program_id(0)
+            q_tile = tl.program_id(1)
+            kv_head = tl.program_id(2)
         q_start = tl.load(cu_q_ptr + seq)
         n = tl.load(cu_q_ptr + seq + 1) - q_start
         if q_tile * BLOCK_Q < n:
