@@ -67,6 +67,8 @@ def compile_prefill_kernel(block_n: int, warps: int, stages: int, block_q: int =
                       BLOCK_N=block_n, FP32_DOT=False)
     if "INT64_OFFSETS" in kernel.arg_names:
         constexprs["INT64_OFFSETS"] = False
+    if "LONGEST_FIRST" in kernel.arg_names:
+        constexprs["LONGEST_FIRST"] = True
     names = list(kernel.arg_names)
     signature = dict(PREFILL_SIGNATURE, **{name: "constexpr" for name in constexprs})
     aligned = [n for n, kind in PREFILL_SIGNATURE.items() if kind.startswith("*")] + ["stride_qt", "stride_ot"]

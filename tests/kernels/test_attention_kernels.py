@@ -298,6 +298,31 @@ def test_prefill_warps_stages_and_grid_order_change_no_bit():
         assert all(torch.equal(outs[0], out) for out in outs[1:]), window
 
 
+@pytest.mark.parametrize("window", [0, 128])
+def test_prefill_rows_keep_their_bits_whole_or_chunked(window):
+    """A prompt's rows get the same bits whether it runs whole or in chunks after a cached prefix: chunks move the
+    query tiles (a chunk starting at 70 or 141 is not on a 16-query boundary), so a row meets some key tiles as
+    masked tiles in one run and as whole tiles in the other, and both kinds must round alike (bf16 on the GPU,
+    where the fused multiply-add of the softmax step rounds once; the interpreter computes it as a multiply and an
+    add, so there only the chunking itself is checked)."""
+    on_gpu = DEVICE == "cuda"
+    dtype = torch.bfloat16 if on_gpu else torch.float32
+    length, num_heads, num_kv = (300, 64, 8) if on_gpu else (150, 8, 2)
+    g = torch.Generator().manual_seed(61 + window)
+    q, k_cache, v_cache, tables, _, lens, sinks = _prefill_case([length], [length], num_heads, num_kv, 64, g,
+                                                                dtype, head_major=True)
+
+    def run(start, end):  # rows start..end-1, the cache holding every key up to end
+        cu = torch.tensor([0, end - start], dtype=torch.int32, device=DEVICE)
+        return paged_prefill_attention(q[start:end], k_cache, v_cache, tables, cu, lens.new_tensor([end]), sinks,
+                                       window, 0.125, max_query_len=end - start)
+
+    whole = run(0, length)
+    cuts = (0, 70, 141, length)
+    chunked = torch.cat([run(a, b) for a, b in zip(cuts, cuts[1:])])
+    assert torch.equal(whole, chunked), (whole.float() - chunked.float()).abs().max()
+
+
 def test_prefill_kernel_in_bf16():
     """bf16 inputs (the serving dtype): within bf16 rounding of the float32 reference."""
     g = torch.Generator().manual_seed(10)
@@ -316,6 +341,21 @@ def test_prefill_skips_released_blocks_of_a_sliding_window():
     released[0, :7] = -1  # positions < 112 are out of every query's 24-token window (queries at 145..149)
     got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, 24, 0.25, max_query_len=5)
     assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_prefill_never_reads_keys_before_a_chunks_windows():
+    """A chunk that starts inside a query tile (positions 159-163 of 164; the tile begins at 144) with a 24-token
+    window: every query's window starts at 136 or later, so the blocks of positions 0-127 may be released. Their
+    table entries point at a block of NaN here: one read of them would put NaN in the output."""
+    g = torch.Generator().manual_seed(13)
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case([5], [164], 4, 2, 16, g)
+    spare = sorted(set(range(k_cache.shape[0])) - set(tables[0].tolist()))[0]
+    k_cache[spare], v_cache[spare] = float("nan"), float("nan")
+    released = tables.clone()
+    released[0, :8] = spare
+    want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 24, 0.25)
+    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, 24, 0.25, max_query_len=5)
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
 
 
 def test_decode_kernel_in_bf16():

@@ -7,9 +7,11 @@ p attends causally to the cache (keys j <= p, with a window W > 0 only j > p - W
 logit joins the softmax denominator only (see kernels/decode_attention.py for the formula).
 
 The kernel: grid (KV heads, B, query tiles of BLOCK_Q up to max_query_len), the last query tiles (those with the
-most keys to read) launched first, or (B, query tiles, KV heads) in order. A program takes its tile's queries
+most keys to read) launched first, or (B, query tiles, KV heads) in order. A query tile is BLOCK_Q consecutive
+positions starting at a multiple of BLOCK_Q (a chunk that starts inside one leaves its first rows empty), so the
+tiles a row's keys are grouped in never depend on how its prompt was chunked. A program takes its tile's queries
 of the group's H / KV heads together (BLOCK_Q x GROUP rows: tensor-core tiles) and iterates over BLOCK_N keys
-at a time, gathered across cache blocks through the block table, from the first key any of its queries sees
+at a time, gathered across cache blocks through the block table, from the first key any of its positions sees
 (the window) to its last query's position (causal), with an online softmax seeded with the sink.
 """
 
@@ -65,19 +67,26 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             sinks: torch.Tensor, window: int, scale: float, max_query_len: int,
                             block_q: int = 16, block_n: int = 64, num_warps: int = 4,
                             num_stages: int = 4, longest_first: bool = True) -> torch.Tensor:
-    """`paged_prefill_attention_ref` in one Triton launch (see the module docstring). `max_query_len` (a host
-    int: the longest sequence's new tokens) sizes the grid. The launch config (block_q queries x the GQA group a
-    program, block_n keys a step, warps, stages, the grid's order) is fixed for every batch, so a sequence's result
-    never depends on what it is batched with. block_n groups the online softmax (a different block_n rounds
-    differently); warps, stages and the grid's order change no bit. 64 keys a step on 4 warps: 15% below the former
-    8 warps by geometric mean over gpt-oss prompts of 512-8192 tokens, full and windowed, on the H100
+    """`paged_prefill_attention_ref` in one Triton launch (see the module docstring). `max_query_len` (a host int:
+    the longest sequence's new tokens) sizes the grid. The launch config (block_q queries x the GQA group a program,
+    block_n keys a step, warps, stages, the grid's order) is fixed for every batch, so a sequence's result never
+    depends on what it is batched with. block_n groups the online softmax (a different block_n rounds differently);
+    warps, stages and the grid's order change no bit. 64 keys a step on 4 warps: 15% below the former 8 warps by
+    geometric mean over gpt-oss prompts of 512-8192 tokens, full and windowed, on the H100
     (scripts/probes/prefill_attention_sweep.py, docs/benchmarks.md 2026-11-27 third session); 32 keys a step
-    measured 19% but regrouped the softmax, and the bf16 batch-invariance test then agreed on 97.4% of greedy
-    tokens (bar 99%). `longest_first` (the grid's order, module docstring): a causal prompt's query tiles read from
-    one to all of its key tiles, and a grid launched in order leaves its longest programs for last; launched first,
-    on the H200, 1 x 1,024 took 0.043 against 0.059 ms, 4 x 2,048 0.530 against 0.549 and 1 x 8,192 1.80 against
-    1.88 (`bench attention`). With them 4 stages: 16 x 512 in 208-210 against 220 us with 3, the rest within 1%
-    (two sweeps, 2026-11-30 eighteenth session)."""
+    measured 19% but regrouped the softmax, and the bf16 batch-invariance test then agreed on 97.4% of greedy tokens
+    (bar 99%). The softmax step scales the logits in the FMA that subtracts the running max (one rounding, no
+    separate multiply; the whole-tile key loop 768 -> 614 SASS instructions a thread a step), with the query tiles
+    on multiples of block_q (module docstring) and the keys before a chunk's first window masked: on the H200 1 x
+    8,192 took 1.63 against 1.80 ms, 4 x 2,048 0.49 against 0.53, 1 x 1,024 0.040 against 0.043 (2026-11-30
+    eighteenth session). The loops are at 254 registers, and code added outside the whole-tile loop moved its time:
+    the FMA alone read 1.51 ms at 1 x 8,192 (but a windowed layer's rows changed bits with the chunking), the
+    aligned tiles without the mask 1.57, windowed key tiles on multiples of 64 instead 1.75. `longest_first` (the
+    grid's order, module docstring): a causal prompt's query tiles read from one to all of its key tiles, and a grid
+    launched in order leaves its longest programs for last; launched first, on the H200, 1 x 1,024 took 0.043
+    against 0.059 ms, 4 x 2,048 0.530 against 0.549 and 1 x 8,192 1.80 against 1.88 (`bench attention`). With them 4
+    stages: 16 x 512 in 208-210 against 220 us with 3, the rest within 1% (two sweeps, 2026-11-30 eighteenth
+    session)."""
     if triton is None:
         raise RuntimeError("paged_prefill_attention needs triton; paged_prefill_attention_ref is the torch version")
     num_tokens, num_heads, head_dim = q.shape
@@ -90,7 +99,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     group_pow2 = triton.next_power_of_2(group)
     block_q = max(block_q, 16 // group_pow2 if group_pow2 < 16 else 1)  # the dot needs >= 16 rows
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
-    q_tiles = triton.cdiv(max_query_len, block_q)
+    q_tiles = triton.cdiv(max_query_len + block_q - 1, block_q)  # tiles on multiples of block_q: one more at most
     _prefill_kernel[(num_kv, batch, q_tiles) if longest_first else (batch, q_tiles, num_kv)](
         q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks, out, q.stride(0), q.stride(1),
         out.stride(0), out.stride(1), block_tables.stride(0), window, float(scale) * 1.4426950408889634,
@@ -104,28 +113,30 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 if triton is not None:
 
     @triton.jit
-    def _prefill_tile(q, m, l_sum, acc, start, q_pos, last_pos, window, qk_scale, k_cache_ptr, v_cache_ptr,
+    def _prefill_tile(q, m, l_sum, acc, start, q_pos, key_lo, last_pos, window, qk_scale, k_cache_ptr, v_cache_ptr,
                       block_tables_ptr, row_offset, kv_head, dims, dim_ok, BLOCK_SIZE: tl.constexpr, KV: tl.constexpr,
                       D: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr,
                       MASKED: tl.constexpr):
         """One step of the online softmax over keys [start, start + BLOCK_N): returns (m, l_sum, acc). MASKED: the
         causal, window and end-of-keys masks applied per (row, key); else the caller knows every row sees every key
-        (a third of the loop's instructions in SASS were the masks' compares and selects)."""
+        (a third of the loop's instructions in SASS were the masks' compares and selects). Keys before key_lo (the
+        first one a valid row of the tile sees) are neither read nor visible: their blocks may be released."""
         k_pos = start + tl.arange(0, BLOCK_N)  # [N]
         key_ok = k_pos <= last_pos
+        if MASKED:
+            key_ok &= k_pos >= key_lo
         k, v = load_kv_tile(k_cache_ptr, v_cache_ptr, block_tables_ptr, row_offset, k_pos, key_ok, kv_head, dims,
                             dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR)  # [N, D] each
-        s = qk_dot(q, k, FP32_DOT)  # [R, N] float32
+        s = qk_dot(q, k, FP32_DOT)  # [R, N] float32, unscaled
         if MASKED:
             visible = (k_pos[None, :] <= q_pos[:, None]) & key_ok[None, :]
             visible &= (window <= 0) | (k_pos[None, :] > q_pos[:, None] - window)
-            s = tl.where(visible, s * qk_scale, float("-inf"))
-        else:  # every key visible to every row; the select by key (always true here) keeps `s * qk_scale` from
-            # being contracted with the max's subtraction below into one FMA: the masked tiles round it apart,
-            # and both must give a row the same bits whichever way its tiles fall (chunked or whole prompts)
-            s = tl.where(key_ok[None, :], s * qk_scale, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))  # finite: the sink is in it
-        p = tl.exp2(s - m_new[:, None])
+            s = tl.where(visible, s, float("-inf"))
+        # the scale once per row for the max (rounding is monotonic: the max of the scaled logits, bit for bit), and
+        # in one explicit FMA with the max's subtraction per logit, the same instructions in masked and whole tiles
+        # (a row's bits never depend on which kind its keys fall in: chunked or whole prompts)
+        m_new = tl.maximum(m, tl.max(s, axis=1) * qk_scale)  # finite: the sink is in it
+        p = tl.exp2(tl.fma(s, qk_scale, -m_new[:, None]))  # [R, N]; 0 where masked (-inf)
         alpha = tl.exp2(m - m_new)
         l_sum = l_sum * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + pv_dot(p, v, FP32_DOT)
@@ -149,51 +160,61 @@ if triton is not None:
             kv_head = tl.program_id(2)
         q_start = tl.load(cu_q_ptr + seq)
         n = tl.load(cu_q_ptr + seq + 1) - q_start
-        if q_tile * BLOCK_Q < n:
-            ctx = tl.load(context_lens_ptr + seq)
+        ctx = tl.load(context_lens_ptr + seq)
+        q_base = ctx - n  # absolute position of the sequence's first new query
+        # query tiles lie on absolute multiples of BLOCK_Q (the first one may start before q_base), so a row's
+        # tile, and with it the key tiles it meets and how, is the same however its prompt was chunked
+        q_lead = q_base % BLOCK_Q
+        if q_tile * BLOCK_Q - q_lead < n:
             r = tl.arange(0, BLOCK_Q * GROUP_POW2)  # rows: query i = r // GROUP_POW2, head g = r % GROUP_POW2
-            i = q_tile * BLOCK_Q + r // GROUP_POW2
+            i = q_tile * BLOCK_Q - q_lead + r // GROUP_POW2  # [R] index among the sequence's new tokens
             g = r % GROUP_POW2
-            row_ok = (i < n) & (g < GROUP)
+            row_ok = (i >= 0) & (i < n) & (g < GROUP)
             head = kv_head * GROUP + g
-            q_pos = ctx - n + i  # [R] absolute position of each row's query
+            q_pos = q_base + i  # [R] absolute position of each row's query
             dims = tl.arange(0, D_POW2)
             dim_ok = dims < D
             q_offsets = (q_start + i)[:, None].to(tl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :]
             q = tl.load(q_ptr + q_offsets, mask=row_ok[:, None] & dim_ok[None, :], other=0.0)  # [R, D]
             if FP32_DOT:
                 q = q.to(tl.float32)
-            last_pos = ctx - n + tl.minimum(q_tile * BLOCK_Q + BLOCK_Q, n) - 1  # the tile's last query
-            first_pos = tl.where(window > 0, tl.maximum(ctx - n + q_tile * BLOCK_Q - window + 1, 0), 0)
+            q_first = q_base - q_lead + q_tile * BLOCK_Q  # the tile's first position (a multiple of BLOCK_Q)
+            last_pos = q_base + tl.minimum(q_tile * BLOCK_Q - q_lead + BLOCK_Q, n) - 1  # the tile's last query
+            first_pos = tl.where(window > 0, tl.maximum(q_first - window + 1, 0), 0)
+            # the first key a valid row sees: before it a released block (-1) may stand where the tile's first
+            # position, before the chunk, would look (masked tiles only: whole tiles start after it)
+            key_lo = tl.where(window > 0, tl.maximum(tl.maximum(q_first, q_base) - window + 1, 0), 0)
             # base-2 online softmax seeded with the sink: its logit is in the max and the sum, its value is 0
             m = tl.load(sinks_ptr + head, mask=row_ok, other=0.0).to(tl.float32) * 1.4426950408889634  # [R]
             l_sum = tl.full([BLOCK_Q * GROUP_POW2], 1.0, tl.float32)
             acc = tl.zeros([BLOCK_Q * GROUP_POW2, D_POW2], tl.float32)
             # the key tiles in order, in three runs: masked tiles at a window's start, whole tiles (every row sees
-            # every key: at or before the tile's first query and, with a window, after its last query's window
-            # start), masked tiles at the diagonal. Masking a whole tile would select every value: same bits.
-            q_first = ctx - n + q_tile * BLOCK_Q
+            # every key: at or before the tile's first position and, with a window, after its last position's
+            # window start), masked tiles at the diagonal. The runs' bounds depend on the tile's positions only (the
+            # whole tile's, where a chunk ends inside it); key tiles after a row's position are all masked for it
+            # and leave its m, l_sum and acc as they were.
             tiles = tl.cdiv(last_pos + 1 - first_pos, BLOCK_N)
-            whole_from = tl.where(window > 0, tl.cdiv(tl.maximum(last_pos - window + 1 - first_pos, 0), BLOCK_N), 0)
+            whole_from = tl.where(window > 0, tl.cdiv(tl.maximum(q_first + BLOCK_Q - window - first_pos, 0), BLOCK_N),
+                                  0)
             whole_to = tl.maximum(tl.minimum(tl.where(q_first - (BLOCK_N - 1) >= first_pos,
                                                       (q_first - (BLOCK_N - 1) - first_pos) // BLOCK_N + 1, 0),
                                              tiles), whole_from)
             whole_from = tl.minimum(whole_from, whole_to)
             for t in range(0, whole_from):
-                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, last_pos, window,
-                                              qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt,
-                                              kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR, BLOCK_N, FP32_DOT,
-                                              True)
+                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
+                                              window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
+                                              seq * stride_bt, kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR,
+                                              BLOCK_N, FP32_DOT, True)
             for t in range(whole_from, whole_to):
-                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, last_pos, window,
-                                              qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt,
-                                              kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR, BLOCK_N, FP32_DOT,
-                                              False)
+                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
+                                              window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
+                                              seq * stride_bt, kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR,
+                                              BLOCK_N, FP32_DOT, False)
             for t in range(whole_to, tiles):
-                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, last_pos, window,
-                                              qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq * stride_bt,
-                                              kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR, BLOCK_N, FP32_DOT,
-                                              True)
+                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
+                                              window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
+                                              seq * stride_bt, kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR,
+                                              BLOCK_N, FP32_DOT, True)
             result = acc / l_sum[:, None]
             out_offsets = (q_start + i)[:, None].to(tl.int64) * stride_ot + head[:, None] * stride_oh + dims[None, :]
             tl.store(out_ptr + out_offsets, result.to(out_ptr.dtype.element_ty),
