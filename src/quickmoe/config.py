@@ -4,28 +4,29 @@
 runtime, not here. Every invalid or missing field raises `ConfigError` naming the field, the value
 and what was expected. Three architectures are read, each with the defaults of its transformers
 configuration class: gpt-oss, Qwen3-MoE and Mixtral (`ARCHITECTURES`). `EngineConfig` (how to run a
-model) lives in engine_config.py and is re-exported here.
+model, engine_config.py), `QuantizationConfig` (quant_config.py) and `RopeScaling` (rope_config.py) are
+re-exported here; config_fields.py reads single fields for all of them.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quickmoe.config_fields import field_error, read_field
 from quickmoe.engine_config import EngineConfig
 from quickmoe.errors import ConfigError
 from quickmoe.paths import read_regular
 from quickmoe.quant_config import QuantizationConfig, parse_quantization
+from quickmoe.rope_config import RopeScaling, parse_rope
 
 __all__ = ["ARCHITECTURES", "EngineConfig", "LAYER_TYPES", "ModelConfig", "QuantizationConfig", "RopeScaling",
            "SUPPORTED_ARCHITECTURES"]
 
 LAYER_TYPES = ("sliding_attention", "full_attention")
-ROPE_TYPES = ("yarn", "default")
 HIDDEN_ACTS = ("silu",)
 
 
@@ -49,58 +50,6 @@ ARCHITECTURES: dict[str, ArchitectureDefaults] = {
     "MixtralForCausalLM": ArchitectureDefaults(1e6, 1e-5, 131072, None, "num_local_experts", ("fp8", "nvfp4"), 2),
 }
 SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
-
-
-def _fail(field_name: str, value: Any, expected: str, source: str) -> ConfigError:
-    return ConfigError(f"{source}: field '{field_name}' = {value!r}: expected {expected}")
-
-
-def _get(raw: dict, name: str, kind: type | tuple, source: str, *, default: Any = ..., positive: bool = False):
-    """Read `raw[name]`, check its type (bool is never an int here) and, optionally, that it is > 0."""
-    if name not in raw or raw[name] is None:
-        if default is ...:
-            raise ConfigError(f"{source}: missing field '{name}' (expected {_kind_name(kind)})")
-        return default
-    value = raw[name]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-        ok, value = True, float(value)
-    if not ok:
-        raise _fail(name, value, _kind_name(kind), source)
-    if positive and not value > 0:
-        raise _fail(name, value, f"a positive {_kind_name(kind)}", source)
-    return value
-
-
-def _kind_name(kind: type | tuple) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join({int: "an integer", float: "a number", bool: "a boolean", str: "a string",
-                        list: "a list", dict: "an object"}.get(k, k.__name__) for k in kinds)
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    """RoPE parameters: NeoX half-split rotation with `rope_theta`; `rope_type` "yarn" (gpt-oss, long-context
-    Qwen) blends interpolated and extrapolated frequencies over a ramp and scales cos/sin by `attention_factor`."""
-
-    rope_theta: float
-    rope_type: str = "yarn"
-    factor: float = 1.0
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
-    original_max_position_embeddings: int = 4096
-    truncate: bool = True
-    attention_factor: float | None = None
-
-    @property
-    def cos_sin_scale(self) -> float:
-        """Factor on cos/sin: explicit `attention_factor`, else YaRN's 0.1*ln(factor)+1 (1 when factor <= 1)."""
-        if self.attention_factor is not None:
-            return self.attention_factor
-        if self.rope_type != "yarn" or self.factor <= 1:
-            return 1.0
-        return 0.1 * math.log(self.factor) + 1.0
 
 
 @dataclass(frozen=True)
@@ -148,28 +97,28 @@ class ModelConfig:
         if self.moe_intermediate_size == 0:
             object.__setattr__(self, "moe_intermediate_size", self.intermediate_size)
         if self.num_attention_heads % self.num_key_value_heads:
-            raise _fail("num_key_value_heads", self.num_key_value_heads,
+            raise field_error("num_key_value_heads", self.num_key_value_heads,
                         f"a divisor of num_attention_heads={self.num_attention_heads}", src)
         if self.num_experts_per_tok > self.num_local_experts:
-            raise _fail("num_experts_per_tok", self.num_experts_per_tok,
+            raise field_error("num_experts_per_tok", self.num_experts_per_tok,
                         f"at most the number of experts ({self.num_local_experts})", src)
         if self.head_dim % 2:
-            raise _fail("head_dim", self.head_dim, "an even number (RoPE rotates halves)", src)
+            raise field_error("head_dim", self.head_dim, "an even number (RoPE rotates halves)", src)
         if len(self.layer_types) != self.num_hidden_layers:
-            raise _fail("layer_types", list(self.layer_types),
+            raise field_error("layer_types", list(self.layer_types),
                         f"{self.num_hidden_layers} entries (num_hidden_layers)", src)
         for i, kind in enumerate(self.layer_types):
             if kind not in LAYER_TYPES:
-                raise _fail(f"layer_types[{i}]", kind, f"one of {list(LAYER_TYPES)}", src)
+                raise field_error(f"layer_types[{i}]", kind, f"one of {list(LAYER_TYPES)}", src)
         if "sliding_attention" in self.layer_types and self.sliding_window is None:
-            raise _fail("sliding_window", None, "a positive integer (layer_types has sliding layers)", src)
+            raise field_error("sliding_window", None, "a positive integer (layer_types has sliding layers)", src)
         for i in self.mlp_only_layers:
             if not 0 <= i < self.num_hidden_layers:
-                raise _fail("mlp_only_layers", list(self.mlp_only_layers),
+                raise field_error("mlp_only_layers", list(self.mlp_only_layers),
                             f"layer indices in [0, {self.num_hidden_layers})", src)
         for i, tok in enumerate(self.eos_token_ids):
             if not 0 <= tok < self.vocab_size:
-                raise _fail(f"eos_token_id[{i}]", tok, f"a token id in [0, {self.vocab_size})", src)
+                raise field_error(f"eos_token_id[{i}]", tok, f"a token id in [0, {self.vocab_size})", src)
         self._check_quantization()
 
     def _check_quantization(self) -> None:
@@ -184,12 +133,12 @@ class ModelConfig:
         if q.scheme == "fp8" and q.weight_block_size is not None:
             multiple = None  # partial blocks at the edges are fine, except between the stacked gate and up rows
             if self.moe_intermediate_size % q.weight_block_size[0]:
-                raise _fail("moe_intermediate_size" if self.architecture == "Qwen3MoeForCausalLM" else
+                raise field_error("moe_intermediate_size" if self.architecture == "Qwen3MoeForCausalLM" else
                             "intermediate_size", self.moe_intermediate_size, f"a multiple of the FP8 block's "
                             f"{q.weight_block_size[0]} rows (gate and up stack into whole blocks)", src)
         for name, value in (("hidden_size", self.hidden_size), ("moe_intermediate_size", self.moe_intermediate_size)):
             if multiple is not None and value % multiple:
-                raise _fail(name, value, f"a multiple of {multiple} ({q.scheme} block size)", src)
+                raise field_error(name, value, f"a multiple of {multiple} ({q.scheme} block size)", src)
 
     def is_quantized(self, module_name: str) -> bool:
         """Whether checkpoint module `module_name` is quantized: a quantization config is present and no
@@ -237,15 +186,15 @@ class ModelConfig:
         """Parse a config.json dict (`model_dir`: where to look for hf_quant_config.json)."""
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: expected a JSON object, got {type(raw).__name__}")
-        archs = _get(raw, "architectures", list, source)
+        archs = read_field(raw, "architectures", list, source)
         supported = [a for a in archs if a in ARCHITECTURES]
         if not supported:
-            raise _fail("architectures", archs, f"one of {list(ARCHITECTURES)}", source)
+            raise field_error("architectures", archs, f"one of {list(ARCHITECTURES)}", source)
         arch = supported[0]
         d = ARCHITECTURES[arch]
 
         def pos_int(name: str, default: Any = ...) -> int:
-            return _get(raw, name, int, source, default=default, positive=True)
+            return read_field(raw, name, int, source, default=default, positive=True)
 
         hidden = pos_int("hidden_size")
         heads = pos_int("num_attention_heads")
@@ -257,15 +206,15 @@ class ModelConfig:
         eos = raw.get("eos_token_id")
         eos_ids = [] if eos is None else (eos if isinstance(eos, list) else [eos])
         if any(not isinstance(t, int) or isinstance(t, bool) for t in eos_ids):
-            raise _fail("eos_token_id", eos, "an integer or a list of integers", source)
+            raise field_error("eos_token_id", eos, "an integer or a list of integers", source)
         window, layer_types = _parse_attention_layers(raw, arch, layers, source)
-        hidden_act = _get(raw, "hidden_act", str, source, default="silu")
+        hidden_act = read_field(raw, "hidden_act", str, source, default="silu")
         if arch != "GptOssForCausalLM" and hidden_act not in HIDDEN_ACTS:
-            raise _fail("hidden_act", hidden_act, f"one of {list(HIDDEN_ACTS)}", source)
+            raise field_error("hidden_act", hidden_act, f"one of {list(HIDDEN_ACTS)}", source)
         sparse = arch == "Qwen3MoeForCausalLM"
-        mlp_only = _get(raw, "mlp_only_layers", list, source, default=[]) if sparse else []
+        mlp_only = read_field(raw, "mlp_only_layers", list, source, default=[]) if sparse else []
         if any(isinstance(i, bool) or not isinstance(i, int) for i in mlp_only):
-            raise _fail("mlp_only_layers", mlp_only, "a list of layer indices", source)
+            raise field_error("mlp_only_layers", mlp_only, "a list of layer indices", source)
         intermediate = pos_int("intermediate_size")
         return cls(
             architecture=arch,
@@ -277,26 +226,26 @@ class ModelConfig:
             num_key_value_heads=pos_int("num_key_value_heads", default=heads if arch == "MixtralForCausalLM" else ...),
             head_dim=head_dim,
             num_local_experts=pos_int(experts_field),
-            num_experts_per_tok=_get(topk_raw, "num_experts_per_tok", int, source, positive=True,
+            num_experts_per_tok=read_field(topk_raw, "num_experts_per_tok", int, source, positive=True,
                                      default=d.default_top_k if d.default_top_k is not None else ...),
             sliding_window=window,
             layer_types=layer_types,
-            rms_norm_eps=_get(raw, "rms_norm_eps", float, source, default=d.rms_norm_eps, positive=True),
-            rope=_parse_rope(raw, source, d.rope_theta),
+            rms_norm_eps=read_field(raw, "rms_norm_eps", float, source, default=d.rms_norm_eps, positive=True),
+            rope=parse_rope(raw, source, d.rope_theta),
             max_position_embeddings=pos_int("max_position_embeddings", default=d.max_position_embeddings),
             moe_intermediate_size=pos_int("moe_intermediate_size") if sparse else intermediate,
-            norm_topk_prob=(_get(raw, "norm_topk_prob", bool, source, default=False) if sparse
+            norm_topk_prob=(read_field(raw, "norm_topk_prob", bool, source, default=False) if sparse
                             else arch == "MixtralForCausalLM"),
             decoder_sparse_step=pos_int("decoder_sparse_step", default=1) if sparse else 1,
             mlp_only_layers=tuple(mlp_only),
             hidden_act=hidden_act,
-            swiglu_limit=_get(raw, "swiglu_limit", float, source, default=7.0, positive=True),
-            swiglu_alpha=_get(raw, "swiglu_alpha", float, source, default=1.702, positive=True),
+            swiglu_limit=read_field(raw, "swiglu_limit", float, source, default=7.0, positive=True),
+            swiglu_alpha=read_field(raw, "swiglu_alpha", float, source, default=1.702, positive=True),
             attention_bias=(False if d.attention_bias is None else
-                            _get(raw, "attention_bias", bool, source, default=d.attention_bias)),
-            tie_word_embeddings=_get(raw, "tie_word_embeddings", bool, source, default=False),
+                            read_field(raw, "attention_bias", bool, source, default=d.attention_bias)),
+            tie_word_embeddings=read_field(raw, "tie_word_embeddings", bool, source, default=False),
             eos_token_ids=tuple(eos_ids),
-            pad_token_id=_get(raw, "pad_token_id", int, source, default=None),
+            pad_token_id=read_field(raw, "pad_token_id", int, source, default=None),
             quantization=parse_quantization(raw, source, model_dir),
             source=source,
         )
@@ -307,46 +256,14 @@ def _parse_attention_layers(raw: dict, arch: str, layers: int, source: str) -> t
     Qwen3-MoE: every layer slides when `use_sliding_window` (window `sliding_window`, 4096 by default), none
     otherwise. Mixtral: every layer slides when `sliding_window` is set."""
     if arch == "GptOssForCausalLM":
-        window = _get(raw, "sliding_window", int, source, default=128, positive=True)
-        layer_types = _get(raw, "layer_types", list, source, default=None)
+        window = read_field(raw, "sliding_window", int, source, default=128, positive=True)
+        layer_types = read_field(raw, "layer_types", list, source, default=None)
         if layer_types is None:  # HF default: even layers slide, odd layers see everything
             layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
         return window, tuple(layer_types)
     if arch == "Qwen3MoeForCausalLM":
-        on = _get(raw, "use_sliding_window", bool, source, default=False)
-        window = _get(raw, "sliding_window", int, source, default=4096, positive=True) if on else None
+        on = read_field(raw, "use_sliding_window", bool, source, default=False)
+        window = read_field(raw, "sliding_window", int, source, default=4096, positive=True) if on else None
     else:
-        window = _get(raw, "sliding_window", int, source, default=None, positive=True)
+        window = read_field(raw, "sliding_window", int, source, default=None, positive=True)
     return window, ("sliding_attention" if window is not None else "full_attention",) * layers
-
-
-def _parse_rope(raw: dict, source: str, default_theta: float) -> RopeScaling:
-    """Accept both spellings: `rope_scaling` + top-level `rope_theta` (published gpt-oss), or
-    `rope_parameters` holding `rope_theta` (transformers 5)."""
-    if raw.get("rope_parameters") is not None:
-        params = _get(raw, "rope_parameters", dict, source)
-        prefix = "rope_parameters"
-        theta_src, theta_name = params, "rope_theta"
-    else:
-        params = _get(raw, "rope_scaling", dict, source, default=None) or {"rope_type": "default"}
-        prefix = "rope_scaling"
-        theta_src, theta_name = raw, "rope_theta"
-    sub = f"{source} ({prefix})" if theta_src is params else source
-    theta = _get(theta_src, theta_name, float, sub, default=default_theta, positive=True)
-    psrc = f"{source} ({prefix})"
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type not in ROPE_TYPES:
-        raise _fail(f"{prefix}.rope_type", rope_type, f"one of {list(ROPE_TYPES)}", source)
-    if rope_type == "default":
-        return RopeScaling(rope_theta=theta, rope_type="default")
-    return RopeScaling(
-        rope_theta=theta,
-        rope_type=rope_type,
-        factor=_get(params, "factor", float, psrc, positive=True),
-        beta_fast=_get(params, "beta_fast", float, psrc, default=32.0, positive=True),
-        beta_slow=_get(params, "beta_slow", float, psrc, default=1.0, positive=True),
-        original_max_position_embeddings=_get(params, "original_max_position_embeddings", int, psrc,
-                                              positive=True),
-        truncate=_get(params, "truncate", bool, psrc, default=True),
-        attention_factor=_get(params, "attention_factor", float, psrc, default=None),
-    )

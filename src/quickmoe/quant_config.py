@@ -19,8 +19,8 @@ import fnmatch
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from quickmoe.config_fields import field_error
 from quickmoe.errors import ConfigError
 
 __all__ = ["HF_QUANT_CONFIG", "QUANT_METHODS", "QUANT_SCHEMES", "QuantizationConfig", "parse_quantization"]
@@ -58,14 +58,10 @@ class QuantizationConfig:
                    for p in self.modules_to_not_convert)
 
 
-def _fail(field: str, value: Any, expected: str, source: str) -> ConfigError:
-    return ConfigError(f"{source}: field '{field}' = {value!r}: expected {expected}")
-
-
 def _patterns(raw: dict, key: str, source: str) -> tuple[str, ...]:
     value = raw.get(key) or []
     if not isinstance(value, list) or any(not isinstance(m, str) for m in value):
-        raise _fail(key, value, "a list of module name patterns", source)
+        raise field_error(key, value, "a list of module name patterns", source)
     return tuple(value)
 
 
@@ -82,7 +78,7 @@ def parse_quantization(raw: dict, source: str, model_dir: Path | None = None) ->
     if q is None:
         return None
     if not isinstance(q, dict):
-        raise _fail("quantization_config", q, "an object", source)
+        raise field_error("quantization_config", q, "an object", source)
     sub = f"{source} (quantization_config)"
     method = q.get("quant_method")
     if method == "mxfp4":
@@ -91,21 +87,21 @@ def parse_quantization(raw: dict, source: str, model_dir: Path | None = None) ->
         return _parse_fp8(q, sub)
     if method == "modelopt":
         return _parse_modelopt(q, sub)
-    raise _fail("quantization_config.quant_method", method, f"one of {list(QUANT_METHODS)}", source)
+    raise field_error("quantization_config.quant_method", method, f"one of {list(QUANT_METHODS)}", source)
 
 
 def _parse_fp8(q: dict, source: str) -> QuantizationConfig:
     fmt = q.get("fmt", "e4m3")
     if fmt not in FP8_FORMATS:
-        raise _fail("fmt", fmt, f"one of {list(FP8_FORMATS)}", source)
+        raise field_error("fmt", fmt, f"one of {list(FP8_FORMATS)}", source)
     scheme = q.get("activation_scheme", "dynamic")
     if scheme not in FP8_ACTIVATION_SCHEMES:
-        raise _fail("activation_scheme", scheme, f"one of {list(FP8_ACTIVATION_SCHEMES)} (static activation "
+        raise field_error("activation_scheme", scheme, f"one of {list(FP8_ACTIVATION_SCHEMES)} (static activation "
                     "scales are not supported)", source)
     block = q.get("weight_block_size")
     if (not isinstance(block, list) or len(block) != 2
             or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in block)):
-        raise _fail("weight_block_size", block, "[rows, columns] of positive integers (per-tensor FP8 scales are "
+        raise field_error("weight_block_size", block, "[rows, columns] of positive integers (per-tensor FP8 scales are "
                     "not supported)", source)
     return QuantizationConfig("fp8", modules_to_not_convert=_patterns(q, "modules_to_not_convert", source),
                               weight_block_size=(block[0], block[1]))
@@ -118,15 +114,15 @@ def _parse_modelopt(q: dict, source: str) -> QuantizationConfig:
         raise ConfigError(f"{source}: expected a JSON object, got {type(q).__name__}")
     body = q.get("quantization", q)
     if not isinstance(body, dict):
-        raise _fail("quantization", body, "an object", source)
+        raise field_error("quantization", body, "an object", source)
     algo = body.get("quant_algo")
     if not isinstance(algo, str) or algo.upper() not in MODELOPT_ALGOS:
-        raise _fail("quant_algo", algo, f"one of {list(MODELOPT_ALGOS)}", source)
+        raise field_error("quant_algo", algo, f"one of {list(MODELOPT_ALGOS)}", source)
     group = body.get("group_size", NVFP4_GROUP_SIZE)
     if group != NVFP4_GROUP_SIZE:
-        raise _fail("group_size", group, f"{NVFP4_GROUP_SIZE} (NVFP4's block)", source)
+        raise field_error("group_size", group, f"{NVFP4_GROUP_SIZE} (NVFP4's block)", source)
     if body.get("kv_cache_quant_algo") not in (None, "none", "None"):
-        raise _fail("kv_cache_quant_algo", body.get("kv_cache_quant_algo"), "null (the KV cache is not quantized)",
+        raise field_error("kv_cache_quant_algo", body.get("kv_cache_quant_algo"), "null (the KV cache is not quantized)",
                     source)
     key = "exclude_modules" if "exclude_modules" in body else "ignore"
     return QuantizationConfig("modelopt", scheme="nvfp4", modules_to_not_convert=_patterns(body, key, source),

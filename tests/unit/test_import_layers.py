@@ -32,7 +32,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("checkpoint",),  # reader, streaming loader, weight loaders, synthesis
     ("tokenizer",),
     ("formats",),  # number formats as pure functions
-    ("config", "engine_config", "quant_config", "errors", "paths", "sources"),  # the base every layer may use
+    # the base every layer may use
+    ("config", "engine_config", "quant_config", "rope_config", "config_fields", "errors", "paths", "sources"),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
