@@ -31,7 +31,6 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-import threading
 import time
 from collections.abc import Sequence as Seq
 from concurrent.futures import ThreadPoolExecutor
@@ -43,13 +42,13 @@ from quickmoe.engine.block_manager import KVBlockManager
 from quickmoe.engine.detokenizer import IncrementalDetokenizer
 from quickmoe.engine.outputs import EngineStats, StepOutput, TokenLogprob
 from quickmoe.engine.request_checks import RequestChecker
+from quickmoe.engine.request_inbox import RequestInbox
 from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
 from quickmoe.engine.step_inputs import prompt_request, row_context
 from quickmoe.engine.structured_output import GrammarBackend, PendingToken, compute_masks_after
 from quickmoe.engine.warmup_steps import StepShapeWarmup
-from quickmoe.errors import RequestError
 from quickmoe.layers.sampler import DeviceSample, SampledTokens
 from quickmoe.tokenizer.base import Tokenizer
 
@@ -91,13 +90,9 @@ class Engine:
                                    long_prefill_token_threshold=long_prefill_token_threshold)
         self._in_flight: _InFlight | None = None  # the step launched last, its tokens not yet collected
         self.eos_ids = frozenset(self.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids)
-        self._lock = threading.Lock()
-        self._incoming: list[Sequence] = []
-        self._aborts: list[tuple[str, int | None]] = []
-        self._live: dict[str, list[Sequence]] = {}  # request id -> its samples, from add_request until all finished
+        self._inbox = RequestInbox()
         self._seq_ids = itertools.count()
         self._seeds = random.Random(seed)  # the seeds of sampled requests that bring none
-        self._held: list[tuple[Sequence, list[Sequence]]] = []  # (sample 0, samples waiting for its prompt)
         self._masks: ThreadPoolExecutor | None = None  # computes structured outputs' token masks
         self.step_warmup = StepShapeWarmup(self.blocks, runner, vocab_size=self.config.vocab_size,
                                            max_num_batched_tokens=max_num_batched_tokens,
@@ -127,15 +122,7 @@ class Engine:
                                  detokenizer=IncrementalDetokenizer(self.tokenizer, params), generator=generator,
                                  index=index, prompt_logprobs=[None] if params.prompt_logprobs is not None else None,
                                  grammar=self.grammars.state(grammar, params.structured) if grammar else None))
-        with self._lock:
-            if request_id in self._live:
-                raise RequestError(f"request id {request_id!r} is already in use")
-            self._live[request_id] = seqs
-            if self.blocks.enable_caching and len(seqs) > 1:
-                self._incoming.append(seqs[0])
-                self._held.append((seqs[0], seqs[1:]))
-            else:
-                self._incoming.extend(seqs)
+        self._inbox.add(request_id, seqs, hold_samples=self.blocks.enable_caching)
         return len(ids)
 
     def check_structured(self, spec: StructuredOutput) -> str:
@@ -149,17 +136,14 @@ class Engine:
     def abort(self, request_id: str, index: int | None = None) -> None:
         """End a request (or only its sample `index`) at the next step (finish_reason "abort"), freeing its
         blocks; unknown or finished requests are ignored."""
-        with self._lock:
-            self._aborts.append((request_id, index))
+        self._inbox.abort(request_id, index)
 
     def has_unfinished(self) -> bool:
-        with self._lock:
-            return bool(self._live)
+        return self._inbox.has_live()
 
     def live_request_ids(self) -> list[str]:
         """The requests added and not finished."""
-        with self._lock:
-            return list(self._live)
+        return self._inbox.live_ids()
 
     def stats(self) -> EngineStats:
         sched = self.scheduler
@@ -279,27 +263,13 @@ class Engine:
         return [self._append(seq, sampled, row) for row, seq in enumerate(step.seqs) if not seq.finished]
 
     def _take_inbox(self) -> list[StepOutput]:
-        with self._lock:
-            incoming, self._incoming = self._incoming, []
-            aborts, self._aborts = self._aborts, []
-        for seq in incoming:
+        ready, aborted = self._inbox.take()
+        for seq in ready:
             self.scheduler.add(seq)
-        held, self._held = self._held, []
-        for first, rest in held:  # samples wait until sample 0's prompt blocks are in the prefix cache
-            if first.finished or first.num_computed >= len(first.prompt_ids):
-                for seq in rest:
-                    if not seq.finished:
-                        self.scheduler.add(seq)
-            else:
-                self._held.append((first, rest))
         outputs = []
-        for request_id, index in aborts:
-            with self._lock:
-                seqs = list(self._live.get(request_id, ()))
-            for seq in seqs:
-                if not seq.finished and index in (None, seq.index):
-                    self.scheduler.finish(seq, "abort")
-                    outputs.append(self._finished(seq, "abort", [], None, ""))
+        for seq in aborted:
+            self.scheduler.finish(seq, "abort")
+            outputs.append(self._finished(seq, "abort", [], None, ""))
         return outputs
 
     def _append(self, seq: Sequence, sampled: SampledTokens, row: int) -> StepOutput:
@@ -342,9 +312,6 @@ class Engine:
         seq.stop_reason = stop_reason
         if reason != "abort":
             text += seq.detokenizer.finish()
-        with self._lock:
-            samples = self._live.get(seq.request_id, ())
-            if all(s.finished for s in samples):
-                self._live.pop(seq.request_id, None)
+        self._inbox.retire(seq)
         return StepOutput(seq.request_id, tokens, text, logprobs, True, reason, stop_reason, len(seq.prompt_ids),
                           len(seq.output_ids), seq.index, scheduled, prompt_logprobs)
