@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 

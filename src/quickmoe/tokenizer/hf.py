@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from quickmoe.errors import RequestError, TokenizerError
-from quickmoe.paths import read_regular
 from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.byte_level import text_to_bytes
 from quickmoe.tokenizer.chat_template import ChatTemplate, load_chat_template
