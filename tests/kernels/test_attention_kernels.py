@@ -5,6 +5,8 @@ over the pool, the decode kernel's context splits (one, several, more than there
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
@@ -355,6 +357,28 @@ def test_prefill_never_reads_keys_before_a_chunks_windows():
     released[0, :8] = spare
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 24, 0.25)
     got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, 24, 0.25, max_query_len=5)
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("window", [0, 24, 40])
+def test_prefill_random_chunks_with_released_blocks(window):
+    """Random chunks (starts on and off the 16-query tiles, decode rows, whole prompts) in one batch; with a window,
+    each sequence's blocks before its first query's window point at a block of NaN (as if released): the kernel
+    equals the reference and never reads them."""
+    g = torch.Generator().manual_seed(71 + window)
+    rng = random.Random(window)
+    query_lens = [rng.choice([1, 1, 5, 16, 23, 40]) for _ in range(8)]
+    contexts = [n + rng.choice([0, 15, 16, 47, 70, 121]) for n in query_lens]
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 4, 2, 16, g)
+    spare = sorted(set(range(k_cache.shape[0])) - set(tables.flatten().tolist()))[0]
+    k_cache[spare], v_cache[spare] = float("nan"), float("nan")
+    released = tables.clone()
+    if window:
+        for b, (n, ctx) in enumerate(zip(query_lens, contexts)):
+            released[b, :max(ctx - n - window + 1, 0) // BLOCK] = spare
+    want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, 0.25)
+    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, window, 0.25,
+                                  max_query_len=max(query_lens))
     assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
 
 
