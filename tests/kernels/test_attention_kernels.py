@@ -166,8 +166,8 @@ def test_a_sliding_window_is_split_in_spans_of_enough_keys():
 
 def test_the_split_count_on_an_h100_sized_device(monkeypatch):
     """A full layer's splits on 132 multiprocessors with gpt-oss's 8 KV heads: about two programs per
-    multiprocessor, up to 64 (a lone sequence: 16k keys in 16.9-18.6 against 20.9-21.9 us with 32 on the H100), a power of
-    two, one from batch 33 on; a 128-key window one at every batch size."""
+    multiprocessor, up to 64 (a lone sequence: 16k keys in 16.9-18.6 against 20.9-21.9 us with 32 on the H100), a
+    power of two, one from batch 33 on; a 128-key window one at every batch size."""
     from quickmoe.kernels import decode_launch
 
     monkeypatch.setattr(decode_launch, "_num_sms", lambda device: 132)
