@@ -44,10 +44,10 @@ ROTATE_BYTES = 256 << 20  # input sets per point: at least this many bytes in al
 class AttentionBenchOptions:
     """What `bench attention` runs; validated at construction."""
 
-    batches: tuple[int, ...] = (1, 8, 64, 256)
+    batches: tuple[int, ...] = (1, 8, 32, 64, 256)  # 32: where SDPA led by 8-17% (2026-11-30 sweeps)
     contexts: tuple[int, ...] = (1024, 4096, 16384)
     windows: tuple[int, ...] = (0, 128)
-    prefill: tuple[tuple[int, int], ...] = ((1, 1024), (4, 2048), (1, 8192))
+    prefill: tuple[tuple[int, int], ...] = ((1, 1024), (4, 2048), (1, 8192), (16, 512))  # 16 x 512: a mixed step
     reps: int = 20
     kv_layout: str = "head-major"  # the engine's default; or "slot-major" (paged_kv_tile.kv_cache_head_major)
     block_size: int = 16  # positions per cache block

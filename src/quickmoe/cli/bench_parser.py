@@ -99,11 +99,11 @@ def add_bench_parser(sub) -> None:
         "sinks, windows 0 and 128, bf16) over a batch x context grid of decode steps and a few whole-prompt "
         "prefills, beside torch's scaled_dot_product_attention on the same data laid out contiguously: GB/s of the "
         "KV bytes read against the HBM bandwidth measured in the same run (decode), TFLOP/s (prefill).")
-    att.add_argument("--batches", default="1,8,64,256", help="decode batch sizes (default 1,8,64,256)")
+    att.add_argument("--batches", default="1,8,32,64,256", help="decode batch sizes (default 1,8,32,64,256)")
     att.add_argument("--contexts", default="1024,4096,16384", help="decode context lengths (default 1024,4096,16384)")
     att.add_argument("--windows", default="0,128", help="sliding windows, 0 = full attention (default 0,128)")
-    att.add_argument("--prefill", default="1:1024,4:2048,1:8192",
-                     help="prefill points BATCH:LENGTH, comma-separated (default 1:1024,4:2048,1:8192)")
+    att.add_argument("--prefill", default="1:1024,4:2048,1:8192,16:512",
+                     help="prefill points BATCH:LENGTH, comma-separated (default 1:1024,4:2048,1:8192,16:512)")
     att.add_argument("--reps", type=int, default=20, help="kernel calls per timed CUDA graph (default 20)")
     att.add_argument("--kv-layout", choices=KV_CACHE_LAYOUTS, default="head-major",
                      help="memory layout of the paged cache: head-major (each KV head's rows of a block contiguous; "
