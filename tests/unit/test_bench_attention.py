@@ -41,3 +41,16 @@ def test_the_table_shows_each_point_against_hbm_and_sdpa_and_the_kernel_floor():
 def test_bad_options_name_the_field(field, value):
     with pytest.raises(ConfigError, match=field):
         AttentionBenchOptions(**{field: value})
+
+
+def test_the_cli_defaults_are_the_options_defaults(monkeypatch):
+    """`quickmoe bench attention` with no option runs AttentionBenchOptions() (the parser keeps its own copy of the
+    grid as strings, so that --help imports no torch)."""
+    from quickmoe.bench import attention
+    from quickmoe.cli import build_parser
+
+    ran = []
+    monkeypatch.setattr(attention, "run_attention_bench", ran.append)
+    args = build_parser().parse_args(["bench", "attention"])
+    args.func(args)
+    assert ran == [AttentionBenchOptions()]
