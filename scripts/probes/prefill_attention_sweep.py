@@ -24,7 +24,7 @@ from quickmoe.bench.attention import HEAD_DIM, HEADS, KV_HEADS, _paged_set, _ran
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 
 POINTS = ((1, 1024, 0), (4, 2048, 0), (1, 8192, 0), (16, 512, 0), (1, 8192, 128), (4, 2048, 128))
-DEFAULT = (16, 64, 4, 3, 1)  # block_q, block_n, warps, stages, longest first (the committed launch)
+DEFAULT = (16, 64, 4, 4, 1)  # block_q, block_n, warps, stages, longest first (the committed launch)
 
 
 def main() -> None:
