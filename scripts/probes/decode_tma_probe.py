@@ -80,8 +80,8 @@ def _decode_tma_kernel(q_ptr, k_desc, v_desc, block_tables_ptr, context_lens_ptr
         scale_acc = tl.exp2(m - m_all)
         denom = l_sum * scale_acc + tl.exp2(sink - m_all)
         out = acc * (scale_acc / denom)[:, None]
-        tl.store(out_ptr + seq * (KV * GROUP * D) + heads[:, None] * D + dims[None, :], out.to(out_ptr.dtype.element_ty),
-                 mask=row_ok[:, None])
+        offsets = seq * (KV * GROUP * D) + heads[:, None] * D + dims[None, :]
+        tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
     else:  # partials [B, H, SPLITS, D + 2]: acc, then m and l
         base = ((seq * (KV * GROUP) + heads) * SPLITS + split) * (D + 2)
         tl.store(part_ptr + base[:, None] + dims[None, :], acc, mask=row_ok[:, None])
@@ -104,7 +104,8 @@ def _combine_kernel(part_ptr, sinks_ptr, out_ptr, D: tl.constexpr, SPLITS: tl.co
     m_all = tl.maximum(tl.max(m, axis=0), sink)
     w = tl.exp2(m - m_all)
     denom = tl.sum(l_sum * w, axis=0) + tl.exp2(sink - m_all)
-    tl.store(out_ptr + (seq * heads + head) * D + dims, (tl.sum(acc * w[:, None], axis=0) / denom).to(out_ptr.dtype.element_ty))
+    result = tl.sum(acc * w[:, None], axis=0) / denom
+    tl.store(out_ptr + (seq * heads + head) * D + dims, result.to(out_ptr.dtype.element_ty))
 
 
 def tma_decode(q, k_desc, v_desc, tables, lens, sinks, scale, warps, stages, splits, out=None, part=None):
@@ -188,7 +189,8 @@ def main() -> None:
         if max(row["err"].values(), default=0.0) > 0.02:
             print(f"  error above 0.02: {row['err']}", flush=True)
         rows.append(row)
-        del sets16, sets64, descs, k4, v4
+        for kept in (sets16, sets64, descs, k4, v4):
+            kept.clear()
         torch.cuda.empty_cache()
     print("| batch x keys | ptr16 (engine) | ptr64 | best TMA (warps.stages.splits) | SDPA | SDPA / best TMA |")
     for row in rows:
