@@ -16,7 +16,6 @@ seed, and its `dequantized_twin` holds the float32 values it stands for (a refer
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ import torch
 
 from quickmoe.checkpoint import random_weights
 from quickmoe.checkpoint.moe_specs import FAMILY_WEIGHTS, family_specs, hf_quant_config, quantization_config
+from quickmoe.checkpoint.output_dir import check_output_dir, directory_mode, install_output_dir
 from quickmoe.checkpoint.presets import (
     FAMILIES,
     PRESETS,
@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 EXPERTS_DTYPES = ("mxfp4", "bf16")  # gpt-oss's experts
 WEIGHTS = {"gpt-oss": EXPERTS_DTYPES, "qwen3-moe": FAMILY_WEIGHTS, "mixtral": FAMILY_WEIGHTS}
 _MAX_WORKERS = 8  # generator threads (the bytes do not depend on it; each quantizes one weight at a time)
-_CHECKPOINT_MARKERS = ("config.json", "model.safetensors.index.json")
 
 
 def preset_config(preset: str, *, layers: int | None = None, experts: int | None = None,
@@ -182,7 +181,7 @@ def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int |
     family = preset_family(preset)
     weights = experts_dtype if experts_dtype is not None else WEIGHTS[family][0]
     cfg["quickmoe_synthetic"] = {"preset": preset, "seed": seed, "experts_dtype": weights}
-    _check_target(out, overwrite)
+    check_output_dir(out, overwrite)
     fills: dict[str, random_weights.Fill] = {}
     extra_files: dict[str, dict[str, Any]] = {}
     if family == "gpt-oss":
@@ -208,7 +207,7 @@ def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int |
     total = sum(tensor_nbytes(s.shape, s.dtype) for s in specs)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the checkpoint gets the usual permissions
+    os.chmod(tmp, directory_mode())  # mkdtemp makes it private; the checkpoint gets the usual permissions
     t0 = time.perf_counter()
     bar = _progress_bar(total, progress)
     try:
@@ -237,7 +236,7 @@ def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int |
         _write_json(tmp / "generation_config.json", generation_config(cfg))
         for name, obj in extra_files.items():
             _write_json(tmp / name, obj)
-        _install(tmp, out)
+        install_output_dir(tmp, out)
     finally:
         if bar is not None:
             bar.close()
@@ -251,47 +250,6 @@ def write_checkpoint(out_dir: str | Path, *, preset: str = "tiny", layers: int |
 def _index(plan: list[ShardPlan], total: int) -> dict[str, Any]:
     weight_map = {t.name: shard.file_name for shard in plan for t in shard.tensors}
     return {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
-
-
-def _check_target(out: Path, overwrite: bool) -> None:
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise ConfigError(f"output {out} exists and is not a directory")
-    if not any(out.iterdir()):
-        return
-    if not overwrite:
-        raise ConfigError(f"output directory {out} exists and is not empty (pass overwrite=True, or "
-                          f"--overwrite, to replace it)")
-    if not any((out / marker).is_file() for marker in _CHECKPOINT_MARKERS):
-        raise ConfigError(f"output directory {out} is not empty and does not look like a checkpoint (no "
-                          f"{' or '.join(_CHECKPOINT_MARKERS)}): refusing to replace it")
-
-
-def _install(tmp: Path, out: Path) -> None:
-    """Move the finished directory `tmp` to `out`, replacing an empty or (checked) old checkpoint there."""
-    old = None
-    if out.exists() and any(out.iterdir()):
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.rename(out, old)
-    try:
-        os.rename(tmp, out)  # replaces an empty directory atomically
-    except OSError as exc:
-        if old is not None:
-            os.rename(old, out)
-            old = None
-        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another writer finished first
-            raise FileExistsError(f"{out} was written by someone else meanwhile") from None
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:
