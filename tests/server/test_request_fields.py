@@ -12,7 +12,7 @@ import torch
 from openai.types import completion_create_params
 from openai.types.chat import completion_create_params as chat_create_params
 
-from quickmoe.server.protocol import UNSUPPORTED
+from quickmoe.server.request_fields import UNSUPPORTED
 
 from ..models.conftest import load_hf_reference
 from .conftest import MODEL

@@ -20,7 +20,8 @@ from quickmoe.engine.outputs import StepOutput
 from quickmoe.server.harmony_stream import ChannelText, HarmonyStreamParser
 from quickmoe.tokenizer.base import Tokenizer
 
-__all__ = ["REASONING_CHANNEL", "ChatDelta", "ChatOutputSplitter", "PlainTextParser", "ToolCallDelta", "reply_token_ids"]
+__all__ = ["REASONING_CHANNEL", "ChatDelta", "ChatOutputSplitter", "PlainTextParser", "ToolCallDelta",
+           "reply_token_ids"]
 
 REASONING_CHANNEL = "analysis"
 

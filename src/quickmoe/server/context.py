@@ -18,7 +18,8 @@ from quickmoe.server.api_errors import APIError, from_validation_error
 from quickmoe.server.async_engine import AsyncEngine, EngineOverloaded, EngineUnavailable, RequestStream
 from quickmoe.server.config import ServerConfig
 from quickmoe.server.metrics import ServerMetrics
-from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest, unsupported_field
+from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest
+from quickmoe.server.request_fields import unsupported_field
 from quickmoe.server.request_params import prompt_error
 from quickmoe.tokenizer.base import Tokenizer
 

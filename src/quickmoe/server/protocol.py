@@ -1,9 +1,9 @@
 """The OpenAI request bodies the server accepts, as pydantic models with OpenAI's field names.
 
 Every field is honoured or refused: the schemas are explicit (`extra="forbid"`), so a field quickmoe does not know
-is a 400 naming it, and the fields of OpenAI's schemas that quickmoe does not implement (`UNSUPPORTED`) are a 400
-naming them unless they hold their neutral value (e.g. `store: false`). Fields are strict (no "5" for 5, no true
-for 1; an integer is fine where a number is expected).
+is a 400 naming it, and the fields of OpenAI's schemas that quickmoe does not implement
+(`request_fields.UNSUPPORTED`) are a 400 naming them unless they hold their neutral value (e.g. `store: false`).
+Fields are strict (no "5" for 5, no true for 1; an integer is fine where a number is expected).
 Extensions (vLLM's names): top_k, min_p, repetition_penalty, min_tokens, prompt_logprobs, ignore_eos,
 stop_token_ids, include_stop_str_in_output, skip_special_tokens.
 
@@ -17,62 +17,20 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from quickmoe.engine.sampling_params import MAX_LOGPROBS, MAX_N
 from quickmoe.engine_config import SEED_RANGE
+from quickmoe.server.request_fields import FieldProblem, StrictModel
 from quickmoe.server.structured_protocol import ResponseFormat, StructuredOutputs
 from quickmoe.server.tool_protocol import NamedToolChoice, ToolCall, ToolDefinition, check_tool_choice
 
-__all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions", "FieldProblem",
-           "UNSUPPORTED", "unsupported_field"]
+__all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions"]
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_LENGTH = 1024
 MAX_PROMPTS = 256  # prompts in one /v1/completions request
-_NEUTRAL = (None, False, "", [], {}, "auto", "default", ["text"])
-# OpenAI fields quickmoe does not implement, per endpoint, and the values that mean "not used" (allowed)
-UNSUPPORTED: dict[str, dict[str, tuple]] = {
-    "completions": {"suffix": (None, "")},
-    "chat/completions": {name: _NEUTRAL for name in (
-        "audio", "function_call", "functions", "metadata", "modalities", "moderation", "prediction",
-        "prompt_cache_options", "prompt_cache_retention", "service_tier", "store", "verbosity",
-        "web_search_options")},
-    "responses": {**{name: _NEUTRAL for name in (
-        "access_programs", "background", "context_management", "conversation", "image", "include",
-        "max_tool_calls", "moderation", "prompt", "prompt_cache_options", "prompt_cache_retention",
-        "service_tier")}, "truncation": (None, "disabled"), "top_logprobs": (None, 0)},
-}
-
-
-def unsupported_field(endpoint: str, data: dict[str, Any]) -> FieldProblem | None:
-    """The first OpenAI field of `data` that quickmoe does not implement and that holds a value that would matter;
-    such fields holding their neutral value are removed from `data`."""
-    for name, neutral in UNSUPPORTED.get(endpoint, {}).items():
-        if name not in data:
-            continue
-        value = data[name]
-        if any(value == v and type(value) is type(v) for v in neutral):
-            del data[name]
-            continue
-        return FieldProblem(name, f"{name} is not supported by this server (got {str(value)[:60]!r}; leave it out)")
-    return None
-
-
-class FieldProblem(ValueError):  # noqa: N818 (a problem, not an exception users catch)
-    """A field set to something quickmoe does not do (an OpenAI feature not implemented, with a value that would
-    change the result), or fields that contradict each other."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class StreamOptions(_Strict):
+class StreamOptions(StrictModel):
     include_usage: bool = False
     continuous_usage_stats: bool = False
 
@@ -92,7 +50,7 @@ def _check_stop(value: Any) -> str | list[str] | None:
     return value
 
 
-class _SamplingFields(_Strict):
+class _SamplingFields(StrictModel):
     """The sampling fields both endpoints share."""
 
     model: str | None = None
@@ -233,12 +191,12 @@ class CompletionRequest(_SamplingFields):
         return super().check()
 
 
-class TextPart(_Strict):
+class TextPart(StrictModel):
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(_Strict):
+class ChatMessage(StrictModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: list[TextPart] | None = None  # a string is taken as one text part
     name: str | None = None

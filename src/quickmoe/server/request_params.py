@@ -67,7 +67,8 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_le
                   skip_special_tokens=False if chat else req.skip_special_tokens, logprobs=logprobs, n=req.n,
                   presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
                   repetition_penalty=req.repetition_penalty if req.repetition_penalty is not None
-                  else d.repetition_penalty or 1.0, min_p=req.min_p if req.min_p is not None else d.min_p or 0.0, min_tokens=req.min_tokens, logit_bias=req.logit_bias or (),
+                  else d.repetition_penalty or 1.0, min_p=req.min_p if req.min_p is not None else d.min_p or 0.0,
+                  min_tokens=req.min_tokens, logit_bias=req.logit_bias or (),
                   prompt_logprobs=prompt_logprobs, structured=_structured(req, harmony_chat))
     try:
         return SamplingParams(**fields)

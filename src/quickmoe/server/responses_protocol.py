@@ -14,28 +14,28 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from quickmoe.errors import RequestError
-from quickmoe.server.protocol import FieldProblem, _Strict
+from quickmoe.server.request_fields import FieldProblem, StrictModel
 from quickmoe.server.tool_protocol import NamedToolChoice, ResponsesFunctionTool, check_tool_choice
 
 __all__ = ["ResponsesRequest", "input_messages"]
 
 
 
-class ReasoningConfig(_Strict):
+class ReasoningConfig(StrictModel):
     effort: Literal["low", "medium", "high"] | None = None
     summary: None = None  # quickmoe returns the reasoning text itself, never a summary of it
 
 
-class TextFormat(_Strict):
+class TextFormat(StrictModel):
     type: Literal["text"]
 
 
-class TextConfig(_Strict):
+class TextConfig(StrictModel):
     format: TextFormat | None = None
     verbosity: Literal["medium"] | None = None
 
 
-class ResponsesRequest(_Strict):
+class ResponsesRequest(StrictModel):
     endpoint: ClassVar[str] = "responses"
     model: str | None = None
     input: str | list[dict[str, Any]]

@@ -4,28 +4,26 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from quickmoe.server.request_fields import StrictModel
 
 __all__ = ["JSONSchemaFormat", "ResponseFormat", "StructuredOutputs"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class JSONSchemaFormat(_Strict):
+class JSONSchemaFormat(StrictModel):
     name: str | None = None
     description: str | None = None
     schema_: dict[str, Any] = Field(alias="schema")
     strict: bool | None = None  # the schema is always enforced (a token mask)
 
 
-class ResponseFormat(_Strict):
+class ResponseFormat(StrictModel):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JSONSchemaFormat | None = None
 
 
-class StructuredOutputs(_Strict):
+class StructuredOutputs(StrictModel):
     """vLLM's `structured_outputs`: exactly one of these."""
 
     json_: dict[str, Any] | str | None = Field(default=None, alias="json")

@@ -12,14 +12,15 @@ from starlette.responses import Response
 from quickmoe.errors import TokenizerError
 from quickmoe.server.api_errors import APIError
 from quickmoe.server.context import ServingContext
-from quickmoe.server.protocol import ChatMessage, _Strict
+from quickmoe.server.protocol import ChatMessage
+from quickmoe.server.request_fields import StrictModel
 from quickmoe.server.responses import JSONBytesResponse
 from quickmoe.server.tool_protocol import ToolDefinition
 
 __all__ = ["DetokenizeRequest", "TokenizeRequest", "detokenize", "tokenize"]
 
 
-class TokenizeRequest(_Strict):
+class TokenizeRequest(StrictModel):
     endpoint: ClassVar[str] = "tokenize"
     model: str | None = None
     prompt: str | None = None
@@ -44,7 +45,7 @@ class TokenizeRequest(_Strict):
         return [t.function.model_dump() for t in self.tools] if self.tools else None
 
 
-class DetokenizeRequest(_Strict):
+class DetokenizeRequest(StrictModel):
     endpoint: ClassVar[str] = "detokenize"
     model: str | None = None
     tokens: list[int] = Field(max_length=1 << 20)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from quickmoe.server.request_fields import StrictModel
 
 __all__ = ["FunctionDefinition", "NamedToolChoice", "ResponsesFunctionTool", "ToolCall", "ToolDefinition",
            "check_tool_choice"]
@@ -13,25 +15,21 @@ __all__ = ["FunctionDefinition", "NamedToolChoice", "ResponsesFunctionTool", "To
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # OpenAI's rule for function names
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class FunctionDefinition(_Strict):
+class FunctionDefinition(StrictModel):
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None  # the arguments follow `parameters` when the model does (no grammar is applied)
 
 
-class ToolDefinition(_Strict):
+class ToolDefinition(StrictModel):
     """A chat completions tool: {"type": "function", "function": {...}}."""
 
     type: Literal["function"]
     function: FunctionDefinition
 
 
-class ResponsesFunctionTool(_Strict):
+class ResponsesFunctionTool(StrictModel):
     """A Responses API tool: {"type": "function", "name", "description", "parameters", "strict"}."""
 
     type: Literal["function"]
@@ -41,12 +39,12 @@ class ResponsesFunctionTool(_Strict):
     strict: bool | None = None
 
 
-class _CalledFunction(_Strict):
+class _CalledFunction(StrictModel):
     name: str
     arguments: str
 
 
-class ToolCall(_Strict):
+class ToolCall(StrictModel):
     """A tool call an assistant message made (sent back in the conversation)."""
 
     id: str
@@ -54,11 +52,11 @@ class ToolCall(_Strict):
     function: _CalledFunction
 
 
-class _ChoiceFunction(_Strict):
+class _ChoiceFunction(StrictModel):
     name: str
 
 
-class NamedToolChoice(_Strict):
+class NamedToolChoice(StrictModel):
     """{"type": "function", "function": {"name"}} (chat) or {"type": "function", "name"} (Responses API)."""
 
     type: Literal["function"]
