@@ -37,11 +37,14 @@ class EngineConfig:
     installed, else "torch" (`resolved_kernels`).
     `compile`: "on" compiles the decoder layers with torch.compile at start-up (one graph per layer kind,
     cached on disk: executor/compile.py); "aot" does the same through torch's AOT compile, each layer kind's
-    compiled forward saved so that later starts load it without tracing (executor/aot_layers.py; a torch with it, 2.13 has;
-    not yet validated on the GPU); "off" (the default until the compiled path has been validated on the GPU;
-    `--enforce-eager` on the command line) runs eagerly. `cuda_graphs`: "on" captures the decode
-    step in CUDA graphs for batch-size buckets (executor/cuda_graphs.py; CUDA only); "auto" (the default) does so
-    on CUDA; "off" decodes eagerly. The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
+    compiled forward saved so that later starts load it without tracing (executor/aot_layers.py; a torch with
+    it, 2.13 has); "off" (the default; `--enforce-eager` on the command line) runs eagerly. Off by default
+    because a compiled MoE layer fuses nothing: every op in it is a quickmoe custom op or a library matmul (the
+    compiled graph of the embedded model holds no kernel Inductor generated, 2026-12-01; a dense MLP layer's SiLU
+    and product are the exception), and it combines the MoE outputs inside the experts' op where the eager layer
+    folds the combine into the next norm. `cuda_graphs`: "on" captures the decode step in CUDA graphs for
+    batch-size buckets (executor/cuda_graphs.py; CUDA only); "auto" (the default) does so on CUDA; "off" decodes
+    eagerly. The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
     ones when a step first needs them or while the server is idle (max_num_seqs or more: all at start-up).
     `kernel_precompile`: "auto" (the default) compiles the Triton kernels that start-up and the idle work will launch
     and the kernel cache lacks in worker processes side by side, before the first of them launches

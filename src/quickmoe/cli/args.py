@@ -65,9 +65,12 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="paged attention: the Triton kernels, the torch reference, or auto (default: Triton on CUDA)")
     g.add_argument("--compile", default="off", choices=("off", "on", "aot"),
                    help="compile the decoder layers with torch.compile at start-up (one graph per layer kind, "
-                   "cached under the quickmoe cache; default off until validated on the GPU); aot: through "
-                   "torch's AOT compile, each layer kind's compiled forward saved and loaded by later starts "
-                   "without tracing (torch 2.13 has it; not yet validated on the GPU)")
+                   "cached under the quickmoe cache). Off by default: every op of a MoE layer is already one of "
+                   "quickmoe's kernels or a library matmul, so Inductor generates no kernel of its own there and "
+                   "the compile costs start-up time for nothing fused (a dense MLP layer's SiLU and product "
+                   "aside). aot: through torch's AOT compile, each layer "
+                   "kind's compiled forward saved and loaded by later starts without tracing (torch 2.13 has it; "
+                   "refused on torches without it)")
     g.add_argument("--cuda-graphs", default="auto", choices=("auto", "on", "off"),
                    help="run decode steps in CUDA graphs, one per batch-size bucket (1, 2, 4, ... up to "
                    "--max-num-seqs; auto, the default: on CUDA; on: CUDA only)")
