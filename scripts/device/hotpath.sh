@@ -89,7 +89,10 @@ for stage in "$@"; do
       # The parts run side by side (Triton compiles on the CPU cores; the GPU has room for all of them). The kernel
       # files run whole (their GPU-marked tests included), so the -m gpu run leaves tests/kernels out rather than
       # compile the same kernels twice. (tests/server needs the openai client, which the device lacks; no GPU test
-      # lives there.) TESTS_PARTS picks parts (default: all four).
+      # lives there.) TESTS_PARTS picks parts (default: all four). Each part runs in pytest-xdist processes (the
+      # carried .whl has it): the kernel parts test by test (TEST_WORKERS each, default 5), the model and engine
+      # parts file by file (their fixtures build models); TEST_WORKERS=0 runs every part in one process, as before
+      # 2026-12-01, when "models kernels-a" in one process each did not finish within a 10-minute call.
       kernels_a="tests/kernels/test_attention_kernels.py tests/kernels/test_dense_gemm.py tests/kernels/test_fp8_gemm.py
         tests/kernels/test_fused_moe.py"
       kernels_b="tests/kernels/test_fused_moe_quantized.py tests/kernels/test_glue_kernels.py
@@ -101,16 +104,21 @@ for stage in "$@"; do
       known=$(echo $kernels_a $kernels_b | tr ' ' '\n' | grep '^tests/kernels/' | sort | tr '\n' ' ')
       [ "$listed" = "$known" ] || echo "warning: tests/kernels has files neither kernel part lists: $listed"
       logs=""
+      workers=${TEST_WORKERS:-5}
+      by_test="" by_file="" by_file_engine=""
+      if [ "$workers" -gt 0 ]; then
+        by_test="-n $workers --dist load" by_file="-n 3 --dist loadfile" by_file_engine="-n 2 --dist loadfile"
+      fi
       for part in ${TESTS_PARTS:-models kernels-a kernels-b engine}; do
         case "$part" in
           models) python3 -m pytest -q -m gpu tests --ignore=tests/server --ignore=tests/kernels -p no:cacheprovider \
-                    > "$OUT/gpu_tests.log" 2>&1 & logs="$logs gpu_tests" ;;
-          kernels-a) python3 -m pytest -q -p no:cacheprovider $kernels_a > "$OUT/kernel_tests_a_on_gpu.log" 2>&1 &
-                     logs="$logs kernel_tests_a_on_gpu" ;;
-          kernels-b) python3 -m pytest -q -p no:cacheprovider $kernels_b > "$OUT/kernel_tests_b_on_gpu.log" 2>&1 &
-                     logs="$logs kernel_tests_b_on_gpu" ;;
-          engine) QUICKMOE_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider tests/models/test_engine.py \
-                    tests/models/test_cuda_graphs.py > "$OUT/engine_tests_on_gpu.log" 2>&1 &
+                    $by_file > "$OUT/gpu_tests.log" 2>&1 & logs="$logs gpu_tests" ;;
+          kernels-a) python3 -m pytest -q -p no:cacheprovider $by_test $kernels_a > "$OUT/kernel_tests_a_on_gpu.log" \
+                       2>&1 & logs="$logs kernel_tests_a_on_gpu" ;;
+          kernels-b) python3 -m pytest -q -p no:cacheprovider $by_test $kernels_b > "$OUT/kernel_tests_b_on_gpu.log" \
+                       2>&1 & logs="$logs kernel_tests_b_on_gpu" ;;
+          engine) QUICKMOE_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider $by_file_engine \
+                    tests/models/test_engine.py tests/models/test_cuda_graphs.py > "$OUT/engine_tests_on_gpu.log" 2>&1 &
                   logs="$logs engine_tests_on_gpu" ;;
           *) echo "unknown tests part $part (expected models, kernels-a, kernels-b, engine)"; exit 2 ;;
         esac
