@@ -54,3 +54,27 @@ def test_the_cli_defaults_are_the_options_defaults(monkeypatch):
     args = build_parser().parse_args(["bench", "attention"])
     args.func(args)
     assert ran == [AttentionBenchOptions()]
+
+
+def _row(batch: int, context: int, window: int, ours: float, sdpa: float) -> dict:
+    return {"batch": batch, "context": context, "window": window, "kv_bytes": 1 << 24, "quickmoe_s": ours,
+            "sdpa_s": sdpa, "quickmoe_gb_per_s": (1 << 24) / ours / 1e9, "sdpa_gb_per_s": (1 << 24) / sdpa / 1e9}
+
+
+def test_the_summary_names_where_sdpa_leads_most():
+    """The acceptance asks decode attention never to be slower than SDPA: the table's last decode line counts the
+    points where it is (by the printed two decimals) and names the worst; the prefill line the same."""
+    rng = random.Random(11)
+    ours = [rng.uniform(5e-6, 5e-4) for _ in range(5)]
+    ratios = [1.31, 0.97, 0.86, 1.00, 0.998]  # 0.998 prints as 1.00: not counted
+    doc, _, _, _ = _doc(None)
+    doc["decode"] = [_row(b, 1024 * b, 0, t, t * r) for b, t, r in zip((1, 8, 32, 64, 256), ours, ratios)]
+    doc["prefill"] = [{"batch": 1, "length": 1024, "window": 0, "quickmoe_s": 4e-5, "quickmoe_tflops": 200.0,
+                       "sdpa_s": 3.6e-5, "sdpa_tflops": 240.0},
+                      {"batch": 1, "length": 1024, "window": 128, "quickmoe_s": 2.6e-5, "quickmoe_tflops": 80.0,
+                       "sdpa_s": None, "sdpa_tflops": None}]
+    lines = format_attention_table(doc).splitlines()
+    assert "decode: SDPA faster at 2 of 5 points; most at 32 x 32768, window 0 (SDPA / ours 0.86)" in lines
+    assert "prefill: SDPA faster at 1 of 1 points; most at 1 x 1024, window 0 (SDPA / ours 0.90)" in lines
+    doc["decode"] = [_row(1, 1024, 0, 1e-5, 1.2e-5)]
+    assert "decode: not slower than SDPA at any of the 1 points" in format_attention_table(doc).splitlines()

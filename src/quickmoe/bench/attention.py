@@ -220,6 +220,8 @@ def format_attention_table(doc: dict) -> str:
                      f"{r['quickmoe_s'] * 1e6:>13.1f}{r['quickmoe_gb_per_s']:>8.0f}"
                      f"{100 * r['quickmoe_gb_per_s'] / hbm:>7.1f}{r['sdpa_s'] * 1e6:>10.1f}{r['sdpa_gb_per_s']:>8.0f}"
                      f"{r['sdpa_s'] / r['quickmoe_s']:>11.2f}")
+    lines += _sdpa_summary("decode", [(f"{r['batch']} x {r['context']}, window {r['window']}",
+                                       r["sdpa_s"] / r["quickmoe_s"]) for r in doc["decode"]])
     lines += ["prefill (whole causal prompts; TFLOP/s of QK^T and PV over the visible pairs)",
               f"{'batch':>6}{'length':>8}{'window':>8}{'quickmoe ms':>13}{'TFLOP/s':>9}{'SDPA ms':>10}{'TFLOP/s':>9}"
               f"{'SDPA/ours':>11}"]
@@ -228,4 +230,17 @@ def format_attention_table(doc: dict) -> str:
                 if r["sdpa_s"] else f"{'-':>10}{'-':>9}{'-':>11}")
         lines.append(f"{r['batch']:>6}{r['length']:>8}{r['window']:>8}{r['quickmoe_s'] * 1e3:>13.3f}"
                      f"{r['quickmoe_tflops']:>9.1f}{sdpa}")
+    lines += _sdpa_summary("prefill", [(f"{r['batch']} x {r['length']}, window {r['window']}",
+                                        r["sdpa_s"] / r["quickmoe_s"]) for r in doc["prefill"] if r["sdpa_s"]])
     return "\n".join(lines)
+
+
+def _sdpa_summary(kind: str, ratios: list[tuple[str, float]]) -> list[str]:
+    """One line: at how many points SDPA is faster (SDPA / ours < 1, as printed, two decimals) and where most."""
+    if not ratios:
+        return []
+    slower = [(point, ratio) for point, ratio in ratios if round(ratio, 2) < 1.0]
+    if not slower:
+        return [f"{kind}: not slower than SDPA at any of the {len(ratios)} points"]
+    point, ratio = min(slower, key=lambda pr: pr[1])
+    return [f"{kind}: SDPA faster at {len(slower)} of {len(ratios)} points; most at {point} (SDPA / ours {ratio:.2f})"]
