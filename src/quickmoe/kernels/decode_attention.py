@@ -24,7 +24,7 @@ The number of splits and the launch config depend on B and the layer's window on
 capture; `decode_num_splits`, `decode_launch_config` in kernels/decode_launch.py, tuned on the H100 and the H200);
 each program finds its span from context_lens on the device, so nothing is read on the host. A sliding-window
 layer's spans cover only the window: released blocks are never read. (Each 64-position block's K and V loaded by
-TMA into a ring of num_stages buffers instead of gathered pointer loads tied at best and lost 3-14% elsewhere on the
+TMA into a ring of num_stages buffers instead of gathered pointer loads tied at best and lost 1-16% elsewhere on the
 H200, and cache blocks of 64 positions took 0.6-1% off the largest points: 2026-12-01, decode_tma_probe.py.)
 
 With RoPE (`rotary_paged_decode_attention`, the decode step's path: one launch where RoPE + KV write and the
