@@ -50,6 +50,7 @@ INVALID = [
     ("completions", {"logit_bias": {"x": -100}}, "logit_bias", "invalid_value"),
     ("completions", {"logit_bias": {"5": 101}}, "logit_bias", "invalid_value"),
     ("completions", {"logit_bias": {str(10**9): 1}}, "logit_bias", "invalid_value"),
+    ("completions", {"stop_token_ids": [3, 10**9]}, "stop_token_ids", "invalid_value"),
     ("completions", {"prompt_logprobs": 2, "stream": True}, "prompt_logprobs", "unsupported_value"),
     ("completions", {"guided_json": {"type": "object"}}, "guided_json", "unsupported_value"),
     ("completions", {"not_an_openai_field": 1}, "not_an_openai_field", "unsupported_value"),

@@ -75,3 +75,21 @@ def test_token_id_prompts_get_the_references_ids_or_refusal():
                 checker.prompt_ids(prompt)
             assert want in str(info.value), (prompt, str(info.value))
     assert kinds == {"accepted", "not ids", "empty", "vocabulary", "length"}  # every branch was taken
+
+
+def test_stop_token_ids_and_logit_bias_outside_the_vocabulary_are_refused():
+    """A stop id (or a biased id) the model cannot produce would silently do nothing: `params` refuses it, naming the
+    parameter and the first such id; ids inside the vocabulary pass unchanged."""
+    from quickmoe.engine.sampling_params import SamplingParams
+
+    checker = RequestChecker(tokenizer=None, vocab_size=VOCAB, max_model_len=MAX_LEN)
+    rng = random.Random()
+    for _ in range(50):
+        inside = [rng.randrange(0, VOCAB) for _ in range(rng.randrange(1, 5))]
+        outside = rng.randrange(VOCAB, 4 * VOCAB)
+        params = SamplingParams(stop_token_ids=tuple(inside), logit_bias={t: 1.0 for t in inside})
+        assert checker.params("r", params) is params
+        for field, kwargs in (("stop_token_ids", {"stop_token_ids": (*inside, outside)}),
+                              ("logit_bias", {"logit_bias": {**{t: 1.0 for t in inside}, outside: -1.0}})):
+            with pytest.raises(RequestError, match=f"'{field}': token id {outside} is outside the model's vocabulary"):
+                checker.params("r", SamplingParams(**kwargs))

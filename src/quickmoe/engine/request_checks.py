@@ -76,10 +76,12 @@ class RequestChecker:
         if not isinstance(params, SamplingParams):
             raise RequestError(f"sampling params of {request_id!r}: expected SamplingParams, got "
                                f"{type(params).__name__}")
-        bad_bias = [t for t, _ in params.logit_bias if t >= self.vocab_size]
-        if bad_bias:
-            raise RequestError(f"sampling parameter 'logit_bias': token id {bad_bias[0]} is outside the model's "
-                               f"vocabulary [0, {self.vocab_size})")
+        checked = (("logit_bias", [t for t, _ in params.logit_bias]), ("stop_token_ids", params.stop_token_ids))
+        for field, ids in checked:
+            bad = [t for t in ids if t >= self.vocab_size]
+            if bad:  # ids the model cannot produce: a bias or a stop there would silently do nothing
+                raise RequestError(f"sampling parameter '{field}': token id {bad[0]} is outside the model's "
+                                   f"vocabulary [0, {self.vocab_size})")
         return params
 
     def structured(self, spec: StructuredOutput) -> str:

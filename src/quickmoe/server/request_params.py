@@ -39,10 +39,11 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, *, prompt_le
     """The engine's parameters for `req`. Chat requests match their stop strings in the server (on the final
     channel's text), so none are passed to the engine for them."""
     chat = isinstance(req, ChatCompletionRequest)
-    outside = [t for t in (req.logit_bias or {}) if int(t) >= vocab_size]
-    if outside:
-        raise APIError(400, f"logit_bias: token id {outside[0]} is outside the model's vocabulary [0, {vocab_size})",
-                       param="logit_bias", code="invalid_value")
+    for field, ids in (("logit_bias", [int(t) for t in req.logit_bias or {}]), ("stop_token_ids", req.stop_token_ids)):
+        outside = [t for t in ids or () if t >= vocab_size]  # (both are >= 0 by the schema)
+        if outside:  # a stop id the model cannot produce would never stop anything: refused, not ignored
+            raise APIError(400, f"{field}: token id {outside[0]} is outside the model's vocabulary [0, {vocab_size})",
+                           param=field, code="invalid_value")
     limit_field = ("max_completion_tokens" if chat and req.max_completion_tokens is not None else "max_tokens")
     d = defaults if defaults is not None else SamplingDefaults()
     default_max = d.max_tokens if d.max_tokens else None if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
