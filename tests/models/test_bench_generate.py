@@ -34,7 +34,7 @@ def test_bench_generate_runs_with_transformers_side_by_side(model_dir, tmp_path,
     assert startup["info"]["load_bytes"] > 0 and startup["info"]["device"] == "cpu"
     assert doc["transformers"]["output_tokens"] == 2 * 6 and doc["transformers"]["num_prompts"] == 2
     assert doc["decode_batch1"]["steps"] == 4 and doc["decode_batch1"]["roofline_s"] is None  # no HBM on CPU
-    assert doc["op_families"] == {"batch1": None, "batch5": None}  # the profile is of CUDA kernels
+    assert doc["op_families"] == {"batch1": None, "batch5": None, "mixed": None}  # CUDA kernels only
 
 
 def test_decode_bytes_count_weights_experts_and_kv(model_dir):
@@ -110,3 +110,41 @@ def test_the_op_family_profile_starts_with_every_prompt_decoding(model_dir):
         engine.abort(rid)
     while engine.has_unfinished():
         engine.step()
+
+
+def test_the_mixed_profile_starts_where_every_next_step_is_mixed(model_dir):
+    """`start_mixing` (the mixed profile's start): after it, the steps the profile times each carry a chunk of
+    prompt tokens beside decode rows (the step timer's kinds, host-timed on the CPU), as the throughput run's first
+    steps do; a start that ran the prefills to their end (as `start_decoding` does) times decode steps."""
+    from quickmoe.bench.step_profile import start_mixing
+
+    llm = LLM(model_dir, device="cpu", max_num_batched_tokens=32, max_num_seqs=16, max_model_len=256)
+    engine, timer = llm.engine, llm.runner.step_timer
+    rng = random.Random()
+    length = rng.randrange(40, 56)
+    prompts = [[rng.randrange(llm.config.vocab_size - 2) for _ in range(length)] for _ in range(16)]
+    ids = start_mixing(engine, prompts)
+    timer.enabled = True
+    timer.reset()
+    for _ in range(4):
+        engine.step()
+    kinds = timer.summary()["by_kind"]
+    timer.enabled = False
+    assert set(kinds) == {"mixed"} and kinds["mixed"]["steps"] == 4
+    assert kinds["mixed"]["tokens"] == 4 * 32  # each step full: decode rows, and prompt tokens in the rest
+    for rid in ids:
+        engine.abort(rid)
+    while engine.has_unfinished():
+        engine.step()
+
+
+def test_the_table_names_what_the_mixed_profile_timed():
+    """The mixed profile's line gives the tokens a step from the profiled steps' kinds, and each kind's count."""
+    from quickmoe.bench.generate import _profiled_steps
+
+    tokens = random.randrange(4000, 9000)
+    prof = {"kind": "mixed", "batch_size": 256, "steps": 4,
+            "step_kinds": {"mixed": {"steps": 3, "tokens": 3 * tokens}, "decode": {"steps": 1, "tokens": 256}}}
+    line = _profiled_steps(prof)
+    assert f"{(3 * tokens + 256) / 4:.0f} tokens a step" in line and "3 mixed, 1 decode" in line
+    assert _profiled_steps({"kind": "decode", "batch_size": 64}) == "decode step at batch 64"

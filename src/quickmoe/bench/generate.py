@@ -13,7 +13,8 @@
    over the HBM bandwidth measured in the same run (`bench.moe.measure_ceilings`: a 1 GiB device copy; CUDA
    only), with its GPU time and exposed host time per step.
 3. Where the GPU time of a decode step goes, by op family (attention, moe, dense, other), at batch 1 and at the
-   throughput run's batch size (bench/step_profile.py, a torch.profiler trace; CUDA only).
+   throughput run's batch size, and that of the steps that carry prompt chunks beside decode rows, as the
+   throughput run's first steps do (bench/step_profile.py, a torch.profiler trace; CUDA only).
 4. `--baseline transformers`: transformers' `generate` on the same checkpoint and prompts in a fresh process
    (quickmoe's model freed first), batched `baseline_batch_size` at a time (the prompts have equal lengths,
    so no padding), over the first `baseline_prompts` prompts; output tokens/s side by side.
@@ -34,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from quickmoe.bench.step_profile import profile_decode
+from quickmoe.bench.step_profile import profile_decode, profile_mixed
 from quickmoe.errors import ConfigError
 from quickmoe.tokenizer.base import Tokenizer
 
@@ -156,7 +157,8 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     timer.enabled = False
     batch = min(opts.num_prompts, llm.engine_config.max_num_seqs)
     doc["op_families"] = {"batch1": profile_decode(llm, prompts[:1], 16),
-                          f"batch{batch}": profile_decode(llm, prompts[:batch], 8)}
+                          f"batch{batch}": profile_decode(llm, prompts[:batch], 8),
+                          "mixed": profile_mixed(llm, prompts[:batch], 4)}
     device = llm.runner.device
     del llm, outs
     gc.collect()
@@ -255,12 +257,23 @@ def format_generate_table(doc: dict) -> str:
         if prof:
             shares = ", ".join(f"{f} {prof['ms_per_step'][f]:.3f} ms ({100 * prof['shares'][f]:.0f}%)"
                                for f in prof["shares"])
-            lines.append(f"decode step at batch {prof['batch_size']} by op family (profiler): "
-                         f"{prof['gpu_ms_per_step']:.3f} ms of kernels, {prof['kernels_per_step']:.0f} kernels: "
-                         f"{shares}")
+            lines.append(f"{_profiled_steps(prof)} by op family (profiler): {prof['gpu_ms_per_step']:.3f} ms of "
+                         f"kernels, {prof['kernels_per_step']:.0f} kernels: {shares}")
     lines.append(f"preemptions during the throughput run: {q['preemptions']}")
     idle = doc.get("idle_work_before_run")
     if idle and idle["pieces"]:
         lines.append(f"before the run, as serve does once idle: {idle['pieces']} pieces of idle work (deferred decode "
                      f"graphs, MoE kernels of prefill sizes) in {idle['seconds']:.2f} s")
     return "\n".join(lines)
+
+
+def _profiled_steps(prof: dict) -> str:
+    """What an op-family profile timed, for its line of the table."""
+    if prof.get("kind") != "mixed":
+        return f"decode step at batch {prof['batch_size']}"
+    kinds = prof.get("step_kinds") or {}
+    steps = sum(k["steps"] for k in kinds.values()) or prof["steps"]
+    tokens = sum(k["tokens"] for k in kinds.values())
+    which = ", ".join(f"{k['steps']} {kind}" for kind, k in kinds.items())
+    return (f"mixed step ({prof['batch_size']} prompts started together; {tokens / steps:.0f} tokens a step, "
+            f"prompt chunks beside decode rows; steps {which or '?'})")

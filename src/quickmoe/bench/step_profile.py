@@ -1,7 +1,11 @@
-"""Where a decode step's GPU time goes, by op family, from a torch.profiler trace (CUDA graphs included).
+"""Where a step's GPU time goes, by op family, from a torch.profiler trace (CUDA graphs included).
 
 `profile_decode(llm, prompts, steps)` starts the prompts, runs until every one has its first token (the
-prefills are done), then profiles `steps` engine steps of pure decode and aborts the requests. Each GPU kernel
+prefills are done), then profiles `steps` engine steps of pure decode and aborts the requests.
+`profile_mixed(llm, prompts, steps)` profiles the steps that carry a chunk of prompt tokens beside decode rows, as
+the start of a throughput run does (`bench generate` 256 x 1000 -> 1000 spends about a quarter of its GPU time in
+such steps): the prompts start together, the first step (prompt tokens only) runs unprofiled, the next `steps` are
+profiled while the later prompts are still in their prefill. Each GPU kernel
 is put in one family by its name (`op_family`): attention (decode and prefill attention, the RoPE + KV-cache
 write), moe (routing, alignment, the grouped GEMMs, the combine), dense (cuBLAS GEMMs: projections, router, LM
 head), communication (NCCL collectives of a model spread over GPUs: the all-reduces, the logits' all-gather,
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["OP_FAMILIES", "op_family", "profile_decode", "start_decoding"]
+__all__ = ["OP_FAMILIES", "op_family", "profile_decode", "profile_mixed", "start_decoding", "start_mixing"]
 
 OP_FAMILIES = ("attention", "moe", "dense", "communication", "other")
 
@@ -58,24 +62,70 @@ def start_decoding(engine, prompts: list[list[int]]) -> list[str]:
     return ids
 
 
-def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict:
+def start_mixing(engine, prompts: list[list[int]]) -> list[str]:
+    """Start `prompts` as requests and step until the first of them has its first token (its prefill is done, so
+    it decodes from then on); returns their ids (abort them when done). While prompt tokens are left after the next
+    steps' chunks, each of those steps is mixed: the rows that have their first token decode beside the next chunk
+    of the prefill."""
+    from quickmoe.engine.sampling_params import SamplingParams
+
+    ids = [f"profile-mixed-{i}" for i in range(len(prompts))]
+    room = engine.max_model_len - max(len(p) for p in prompts)
+    params = SamplingParams(max_tokens=max(room, 1), temperature=0, ignore_eos=True)
+    for rid, prompt in zip(ids, prompts):
+        engine.add_request(rid, prompt, params)
+    while not any(o.token_ids for o in engine.step()):
+        pass
+    return ids
+
+
+def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict | None:
     """Profile `steps` decode steps of `len(prompts)` requests decoding together (see the module docstring).
-    Returns {"batch_size" (the sequences running when the profile started), "steps", "gpu_ms_per_step",
-    "shares": {family: fraction}, "ms_per_step": {family: ms}, "kernels_per_step", "top": [(kernel, ms per step),
-    ...]}; None where the device is not CUDA."""
+    Returns {"kind": "decode", "batch_size" (the sequences running when the profile started), "steps",
+    "gpu_ms_per_step", "shares": {family: fraction}, "ms_per_step": {family: ms}, "kernels_per_step", "top":
+    [(kernel, ms per step), ...]}; None where the device is not CUDA."""
+    if llm.runner.device.type != "cuda":
+        return None
+    ids = start_decoding(llm.engine, prompts)
+    batch = len(llm.engine.scheduler.running)
+    doc = _profile_steps(llm, ids, steps)
+    return {"kind": "decode", "batch_size": batch, **doc}
+
+
+def profile_mixed(llm, prompts: list[list[int]], steps: int) -> dict | None:
+    """Profile `steps` steps that carry prompt tokens beside decode rows (see the module docstring). Returns
+    `profile_decode`'s keys with "kind": "mixed", "batch_size": the requests started, and "step_kinds": {kind:
+    {"steps", "tokens"}} of the profiled steps (by the step timer: "mixed" only, unless the prompts ran out of
+    prompt tokens within the profile); None where the device is not CUDA."""
+    if llm.runner.device.type != "cuda":
+        return None
+    ids = start_mixing(llm.engine, prompts)
+    timer = llm.runner.step_timer
+    was_enabled, timer.enabled = timer.enabled, True
+    timer.reset()
+    try:
+        doc = _profile_steps(llm, ids, steps, timer)
+    finally:
+        timer.enabled = was_enabled
+    return {"kind": "mixed", "batch_size": len(ids), **doc}
+
+
+def _profile_steps(llm, ids: list[str], steps: int, timer=None) -> dict:
+    """Profile the engine's next `steps` steps, then abort `ids` and run the engine empty. With `timer` (enabled
+    and reset by the caller), the profiled steps' kinds and tokens are read from it before the abort."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    if llm.runner.device.type != "cuda":
-        return None
     engine = llm.engine
-    ids = start_decoding(engine, prompts)
-    batch = len(engine.scheduler.running)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             engine.step()
         torch.cuda.synchronize()
+    step_kinds = None
+    if timer is not None:
+        kinds = (timer.summary() or {}).get("by_kind", {})
+        step_kinds = {kind: {"steps": k["steps"], "tokens": k["tokens"]} for kind, k in kinds.items()}
     for rid in ids:
         engine.abort(rid)
     while engine.has_unfinished():
@@ -94,8 +144,10 @@ def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict:
     for name, us in per_kernel.items():
         families[op_family(name)] += us
     top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:32]
-    return {"batch_size": batch, "steps": steps, "gpu_ms_per_step": total_us / 1e3 / steps,
-            "kernels_per_step": calls / steps,
-            "shares": {f: us / total_us if total_us else 0.0 for f, us in families.items()},
-            "ms_per_step": {f: us / 1e3 / steps for f, us in families.items()},
-            "top": [(name[:80], us / 1e3 / steps) for name, us in top]}
+    doc = {"steps": steps, "gpu_ms_per_step": total_us / 1e3 / steps, "kernels_per_step": calls / steps,
+           "shares": {f: us / total_us if total_us else 0.0 for f, us in families.items()},
+           "ms_per_step": {f: us / 1e3 / steps for f, us in families.items()},
+           "top": [(name[:80], us / 1e3 / steps) for name, us in top]}
+    if step_kinds is not None:
+        doc["step_kinds"] = step_kinds
+    return doc
