@@ -148,3 +148,21 @@ def test_the_table_names_what_the_mixed_profile_timed():
     line = _profiled_steps(prof)
     assert f"{(3 * tokens + 256) / 4:.0f} tokens a step" in line and "3 mixed, 1 decode" in line
     assert _profiled_steps({"kind": "decode", "batch_size": 64}) == "decode step at batch 64"
+
+
+def test_the_mixed_profile_gets_prompts_the_run_did_not_cache(model_dir, monkeypatch):
+    """The mixed profile's prompts are not the throughput run's: those are in the prefix cache by then, and their
+    prefills would be skipped (the GPU run of 64 prompts profiled decode steps as "mixed")."""
+    from quickmoe.bench import generate
+
+    seen = {}
+    monkeypatch.setattr(generate, "profile_mixed", lambda llm, prompts, steps: seen.__setitem__("mixed", prompts))
+    real_generate = LLM.generate
+    monkeypatch.setattr(LLM, "generate", lambda self, prompts, params: seen.setdefault("runs", []).append(prompts)
+                        or real_generate(self, prompts, params))
+    generate.run_generate_bench(GenerateBenchOptions(model=str(model_dir), num_prompts=4, input_len=10, output_len=3,
+                                                     decode_steps=2, seed=random.randrange(1000),
+                                                     engine=dict(device="cpu")))
+    run_prompts = {tuple(p) for prompts in seen["runs"] for p in prompts}
+    assert len(seen["mixed"]) == 4 and all(len(p) == 10 for p in seen["mixed"])
+    assert not any(tuple(p[:8]) == tuple(q[:8]) for p in seen["mixed"] for q in run_prompts)

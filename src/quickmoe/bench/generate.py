@@ -158,7 +158,9 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     batch = min(opts.num_prompts, llm.engine_config.max_num_seqs)
     doc["op_families"] = {"batch1": profile_decode(llm, prompts[:1], 16),
                           f"batch{batch}": profile_decode(llm, prompts[:batch], 8),
-                          "mixed": profile_mixed(llm, prompts[:batch], 4)}
+                          # prompts of their own: the run's would find their blocks in the prefix cache
+                          "mixed": profile_mixed(llm, random_prompts(batch, opts.input_len, text_ids(
+                              llm.config.vocab_size, llm.tokenizer), opts.seed + 1), 4)}
     device = llm.runner.device
     del llm, outs
     gc.collect()

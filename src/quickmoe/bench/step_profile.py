@@ -96,7 +96,9 @@ def profile_mixed(llm, prompts: list[list[int]], steps: int) -> dict | None:
     """Profile `steps` steps that carry prompt tokens beside decode rows (see the module docstring). Returns
     `profile_decode`'s keys with "kind": "mixed", "batch_size": the requests started, and "step_kinds": {kind:
     {"steps", "tokens"}} of the profiled steps (by the step timer: "mixed" only, unless the prompts ran out of
-    prompt tokens within the profile); None where the device is not CUDA."""
+    prompt tokens within the profile); None where the device is not CUDA. `prompts` must share no prefix with
+    earlier requests: the prefix cache would skip their prefill (with the throughput run's 64 prompts of 1,000
+    tokens every profiled step was a decode step, 2026-12-01)."""
     if llm.runner.device.type != "cuda":
         return None
     ids = start_mixing(llm.engine, prompts)
