@@ -107,9 +107,10 @@ def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
 
 
 def test_the_h200_takes_two_warps_for_a_full_layer_at_every_batch_size():
-    """gpt-oss's 8 KV heads on the H200's full layers: 2 warps, 4 stages at batch 1 and beyond 64 sequences, 6 at
-    2-64 but 8 at 32-47 (one split of 256-383 programs); the H100's rule (any other GPU's too): 4 warps, 2 stages at batch 1, 3 stages with the KV heads on the
-    fastest axis at 2-64 sequences, 2 warps and 4 stages beyond; a sliding layer on the H200 takes the H100's."""
+    """gpt-oss's 8 KV heads on the H200's full layers: 2 warps, 4 stages at batch 1 and beyond 64 sequences, 6 at 2-64
+    but 8 at 32-47 (one split of 256-383 programs); the H100's rule (any other GPU's too): 4 warps, 2 stages at
+    batch 1, 3 stages with the KV heads on the fastest axis at 2-64 sequences, 2 warps and 4 stages beyond; a
+    sliding layer on the H200 takes the H100's."""
     h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
     for batch, want in ((1, DecodeLaunchConfig(64, 2, 4, True)), (2, DecodeLaunchConfig(64, 2, 6, True)),
                         (24, DecodeLaunchConfig(64, 2, 6, True)), (32, DecodeLaunchConfig(64, 2, 8, True)),
@@ -183,7 +184,8 @@ def test_the_split_count_on_an_h100_sized_device(monkeypatch):
 def test_the_h200_takes_one_split_from_256_programs(monkeypatch):
     """On the H200 (132 multiprocessors, as the H100) a full layer's 256-383 (sequence, KV head) programs take one
     split, not two and a combine (gpt-oss at 32 x 1k: 20.4 against 22.7 us); fewer keep the H100's rule (24
-    sequences: 5% slower with one), and so does a sliding layer. The name given wins over the device's."""
+    sequences: 5% slower with one), and so do a sliding layer and heads wider than 64 (unmeasured). The name given
+    wins over the device's."""
     from quickmoe.kernels import decode_launch
 
     monkeypatch.setattr(decode_launch, "_num_sms", lambda device: 132)
@@ -195,6 +197,7 @@ def test_the_h200_takes_one_split_from_256_programs(monkeypatch):
     assert decode_num_splits(32, 8, device, device_name="NVIDIA H100 80GB HBM3") == 2
     assert decode_num_splits(32, 8, device, window=4096) == 2  # a sliding layer: the H100's rule
     assert decode_num_splits(32, 8, device, window=128) == 1
+    assert decode_num_splits(64, 4, device, head_dim=128) == 2  # Qwen3's heads of 128: not measured, the H100's rule
 
 
 @pytest.mark.parametrize("window", [40, 120])

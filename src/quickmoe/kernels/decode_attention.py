@@ -136,7 +136,8 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
     out = torch.empty(batch, num_heads, head_dim, dtype=q.dtype, device=q.device)
     if batch == 0:
         return out
-    splits = num_splits if num_splits is not None else decode_num_splits(batch, num_kv, q.device, window=window)
+    splits = num_splits if num_splits is not None else decode_num_splits(batch, num_kv, q.device, window=window,
+                                                                             head_dim=head_dim)
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
     d_pow2 = max(16, triton.next_power_of_2(head_dim))
     if config is None:

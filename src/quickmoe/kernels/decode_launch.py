@@ -62,14 +62,14 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
 
     On the H200 (4.8 TB/s against the H100's 3.35, the same 132 multiprocessors) a full layer takes 2 warps at every
     batch size, so a row's bits never depend on the batch through the warps: 4 stages up to 8 programs, 6 at 9-512
-    (8 at 256-383), 4 beyond. In the H200 sweep of 2026-11-30 (seventeenth session; `decode_attention_sweep.py`, two runs, gpt-oss
-    shapes, 1-256 sequences of 1k-16k keys) they took 0.97-0.98 of the 4-warp configs' time at batch 1 and 1k-4k
-    keys (0.92-0.94 at 16k), 0.93-1.06 at 2-8 sequences (slower at 2 x 1k, 8 x 1k and 2 x 4k) and 0.96-0.99 at
-    16-64. Where one split runs 256-383 programs (`decode_num_splits`; gpt-oss at 32 sequences), 8 stages: at 32 x
-    1k, 4k and 16k keys one split took 20.4, 66.6-67.3 and 250.0-250.2 us with 8 stages, 20.6, 68.8-69.0 and 251.4
-    with 6 (eighteenth session, `docs/runs/2026-11-30r-session/call3_h200/`); at 48 and 64 sequences 6 stages
-    stay ahead (28.1 against 29.1 us, 35.5 against 36.5 at 1k), as at 24 with two splits (18.3 against 19.4).
-    In gpt-oss-20b's decode step (`bench generate` 64 x 1000 -> 64, in turns) the batch-1 step took
+    (8 at 256-383), 4 beyond. In the H200 sweep of 2026-11-30 (seventeenth session; `decode_attention_sweep.py`, two
+    runs, gpt-oss shapes, 1-256 sequences of 1k-16k keys) they took 0.97-0.98 of the 4-warp configs' time at batch 1
+    and 1k-4k keys (0.92-0.94 at 16k), 0.93-1.06 at 2-8 sequences (slower at 2 x 1k, 8 x 1k and 2 x 4k) and
+    0.96-0.99 at 16-64. Where one split runs 256-383 programs (`decode_num_splits`; gpt-oss at 32 sequences), 8
+    stages: at 32 x 1k, 4k and 16k keys one split took 20.4, 66.6-67.3 and 250.0-250.2 us with 8 stages, 20.6,
+    68.8-69.0 and 251.4 with 6 (eighteenth session, `docs/runs/2026-11-30r-session/call3_h200/`); at 48 and 64
+    sequences 6 stages stay ahead (28.1 against 29.1 us, 35.5 against 36.5 at 1k), as at 24 with two splits (18.3
+    against 19.4). In gpt-oss-20b's decode step (`bench generate` 64 x 1000 -> 64, in turns) the batch-1 step took
     1.911-1.920 ms against 1.903-1.907 with batch 1's 4 warps (2-6 stages alike), the batch-64 step's attention
     0.555-0.558 ms against 0.569-0.571 (profiler). The rule of 4 warps up to 512 programs (cf6fda8) had passed the
     bf16 test of tokens alone vs in a batch of 64 (tests/models/test_quality_gpu.py, the embedded model's 2 KV
@@ -107,7 +107,7 @@ H200_ONE_SPLIT_PROGRAMS = 256  # on the H200 a full layer takes one split from t
 
 
 def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_splits: int = 64,
-                      window: int = 0, device_name: str | None = None) -> int:
+                      window: int = 0, device_name: str | None = None, head_dim: int = 64) -> int:
     """Splits of each sequence's context: enough programs for about two per multiprocessor, a power of two (a
     function of the batch size and the layer's window only, so a CUDA graph captured for a batch size keeps it).
 
@@ -126,14 +126,15 @@ def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_s
     and at batch 8 4.0-4.1 us where it took 4.7-4.8 (H100, `bench attention`, docs/benchmarks.md). A window's rows
     also group their keys alike at every batch size this way (batch >= 33 took one split already).
 
-    On the H200 (`device_name`, default `gpu_name(device)`) a full layer takes one split from H200_ONE_SPLIT_PROGRAMS
-    (sequence, KV head) programs on, 1.94 a multiprocessor, where the rule above gives two: gpt-oss at 32 sequences
+    On the H200 (`device_name`, default `gpu_name(device)`) a full layer of heads up to 64 wide (the H200's launch
+    rule's too; others were not measured) takes one split from H200_ONE_SPLIT_PROGRAMS (sequence, KV head) programs
+    on, 1.94 a multiprocessor, where the rule above gives two: gpt-oss at 32 sequences
     of 1k, 4k and 16k keys read them in 20.4, 66.6-67.3 and 250.0-250.2 us with one split (and 8 stages), 22.7,
     68.8-69.2 and 251.4-251.8 with two and their combine (SDPA 19.5, 64.4 and 235-243; eighteenth session,
     `docs/runs/2026-11-30r-session/call3_h200/`). At 24 sequences (192 programs, 60 multiprocessors with two) one
     split was 5% slower than two (19.3 against 18.3 us at 1k)."""
     programs = batch * num_kv_heads
-    if window == 0 and programs >= H200_ONE_SPLIT_PROGRAMS:
+    if window == 0 and head_dim <= 64 and programs >= H200_ONE_SPLIT_PROGRAMS:
         if "H200" in (device_name if device_name is not None else gpu_name(device)):
             return 1
     want = -(-2 * _num_sms(device) // max(programs, 1))
