@@ -117,8 +117,11 @@ def add_bench_parser(sub) -> None:
         "generate", help="offline generation throughput and the batch-1 decode step vs its roofline",
         description="Time LLM.generate over N prompts of exactly --input-len random token ids, --output-len tokens "
         "each (greedy, EOS ignored): output tokens/s; then one request alone: the median decode step against the "
-        "roofline (bytes a step reads over the HBM bandwidth measured in the same run). --baseline transformers "
-        "runs transformers' generate on the same checkpoint and prompts in a fresh process, side by side.")
+        "roofline (bytes a step reads over the HBM bandwidth measured in the same run). On CUDA also the steps' GPU "
+        "and exposed host time, and where the GPU time goes by op family (attention, moe, dense, other) in decode "
+        "steps at batch 1 and at the run's batch size and in mixed steps (a prompt chunk beside decode rows). "
+        "--baseline transformers runs transformers' generate on the same checkpoint and prompts in a fresh "
+        "process, side by side.")
     gb.add_argument("model", metavar="DIR", help="checkpoint directory")
     gb.add_argument("--num-prompts", type=int, default=256, help="prompts (default 256)")
     gb.add_argument("--input-len", type=int, default=1000, help="prompt tokens (default 1000)")
