@@ -1,8 +1,8 @@
-"""Kernels compiled ahead in worker processes (executor/compile_workers.py, kernel_precompile.py), on the CPU for an
-sm_90 target: a launch's request, recorded by the precompile's JIT cache hook as Triton's JIT makes it, compiled by
-a worker, lands in the kernel cache under the exact key `triton.compile` computes from the JIT's own objects (the
-key the later launch looks up). Failures are reported, not raised. The launches themselves (recording on a GPU,
-no compile left after the precompile) are tested on the GPU (tests/models/test_kernel_precompile.py).
+"""Kernels compiled ahead in worker processes (executor/compile_workers.py, compile_pool.py, kernel_precompile.py), on
+the CPU for an sm_90 target: a launch's request, recorded by the precompile's JIT cache hook as Triton's JIT makes
+it, compiled by a worker, lands in the kernel cache under the exact key `triton.compile` computes from the JIT's own
+objects (the key the later launch looks up). Failures are reported, not raised. The launches themselves (recording on
+a GPU, no compile left after the precompile) are tested on the GPU (tests/models/test_kernel_precompile.py).
 
 The scenario runs in a process of its own without TRITON_INTERPRET (set for the other tests): compiling needs the
 kernels as JIT functions, as a GPU process has them."""
@@ -29,7 +29,8 @@ SCENARIO = textwrap.dedent('''
     from triton.runtime.jit import JITFunction, compute_cache_key, create_function_from_signature
     from pathlib import Path
 
-    from quickmoe.executor.compile_workers import CompilePool, KernelRequest, is_cached
+    from quickmoe.executor.compile_pool import CompilePool
+    from quickmoe.executor.compile_workers import KernelRequest, is_cached
     from quickmoe.executor.kernel_precompile import LaunchRecorder
     from quickmoe.kernels import rms_norm as rms
 

@@ -36,7 +36,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from quickmoe.executor.compile_workers import CompilePool, CompileStream, KernelRequest, cache_entry
+from quickmoe.executor.compile_pool import CompilePool, CompileStream
+from quickmoe.executor.compile_workers import KernelRequest, cache_entry
 from quickmoe.executor.kernel_keys import quickmoe_jit_functions
 from quickmoe.paths import atomic_write_bytes
 
