@@ -24,7 +24,8 @@
 #              client, bench serve at concurrency 32 and 128 (1000 -> 256) unless nobench, the steps slow to queue
 #              (first-use compiles and captures) from the server's log and the kernels compiled after /health;
 #              one table (serve_warmup.txt)
-#   serve      quickmoe serve with its defaults (plus SERVE_ARGS, e.g. "--warmup auto"), the time to /health 200
+#   serve      quickmoe serve with its defaults (plus SERVE_ARGS, e.g. "--enable-step-profile"; BENCH_SERVE_ARGS go to
+#              bench serve, e.g. "--op-family-steps 8"), the time to /health 200
 #              (serve_ready.txt), then bench serve at concurrency 1, 32 and 128 (1000 -> 1000); the server's warnings
 #              (steps slow to queue: kernels compiled at first use) in serve.log
 #   profile    bench generate's batch-1 step and op families only (fewer prompts): a quick check of a change
@@ -164,7 +165,8 @@ for stage in "$@"; do
       echo "serve ${SERVE_ARGS:-}: /health 200 after $(python3 -c "import time; print(f'{time.time() - $t_serve:.1f}')") s" \
         | tee "$OUT/serve_ready.txt"
       python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency 1,32,128 \
-        --input-len 1000 --output-len 1000 --result-json "$OUT/bench_serve.json" 2>&1 | tee "$OUT/bench_serve.log"
+        --input-len 1000 --output-len 1000 --result-json "$OUT/bench_serve.json" ${BENCH_SERVE_ARGS:-} 2>&1 \
+        | tee "$OUT/bench_serve.log"
       kill -TERM "$server"; wait "$server" ;;
     serve-warmup)
       make_20b

@@ -1,9 +1,11 @@
 """Servers for the HTTP tests: uvicorn in a background thread over the embedded tiny model (real o200k vocabulary,
 random weights) on CPU, on a free port of 127.0.0.1. An Engine serves one server at a time, so each LLM below
-backs one server at a time (module-scoped servers run one after the other)."""
+backs one server at a time (module-scoped servers run one after the other). `backend`: an AsyncEngine over a given
+engine (tests/server/scripted.py's), its step loop on a thread or behind the engine process's pipe."""
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import threading
 import time
@@ -15,7 +17,9 @@ import pytest
 from quickmoe.checkpoint.default_model import ensure_tiny_random_model
 from quickmoe.llm import LLM
 from quickmoe.server.app import create_app
+from quickmoe.server.async_engine import AsyncEngine
 from quickmoe.server.config import ServerConfig
+from quickmoe.server.engine_process import EngineHost, EngineInfo, RemoteCore
 from quickmoe.server.serve import QuickMoEServer, bind_socket, uvicorn_config
 
 API_KEY = "test-key-" + str(time.time_ns())
@@ -100,3 +104,26 @@ def client(server):
 @pytest.fixture()
 def aclient(server):
     return openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+
+
+@pytest.fixture(params=["thread", "pipe"])
+def backend(request):
+    """make(engine, **options) -> AsyncEngine over `engine`, its step loop on a thread here or behind a pipe."""
+    hosts = []
+
+    def make(engine, **options):
+        if request.param == "thread":
+            return AsyncEngine(engine, **options)
+        front, back = multiprocessing.Pipe()
+        info = EngineInfo(model_dir="scripted", vocab_size=1000, max_model_len=10**6,
+                          max_num_seqs=engine.scheduler.max_num_seqs, server_config=ServerConfig(stats_interval_s=None))
+        host = threading.Thread(target=EngineHost(engine, back, info).run, daemon=True)
+        host.start()
+        hosts.append(host)
+        assert front.recv() == info
+        return AsyncEngine(RemoteCore(front, info, tokenizer=None), **options)
+
+    yield make
+    for host in hosts:  # the engine's side ended with the frontend's stop (or its death)
+        host.join(timeout=10)
+        assert not host.is_alive()

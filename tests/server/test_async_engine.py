@@ -2,137 +2,21 @@
 while idle, a full queue is refused, a failing step fails only its requests, a dead thread fails everything in
 flight, and shutdown ends what is left. Each test runs twice: the step loop on a thread of the event loop's
 process ("thread"), and behind a real pipe (`engine_process`: EngineHost on one end, RemoteCore on the other,
-every request and output pickled across), as `quickmoe serve` runs it."""
+every request and output pickled across), as `quickmoe serve` runs it (the `backend` fixture,
+conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import threading
-import time
-from collections import deque
-from types import SimpleNamespace
 
 import pytest
 
-from quickmoe.engine.engine import EngineStats, StepOutput
+from quickmoe.engine.engine import StepOutput
 from quickmoe.engine.sampling_params import SamplingParams
-from quickmoe.server.async_engine import (AsyncEngine, EngineDrained, EngineOverloaded, EngineStepFailed,
-                                          EngineUnavailable)
-from quickmoe.server.config import ServerConfig
-from quickmoe.server.engine_process import EngineHost, EngineInfo, RemoteCore
+from quickmoe.server.async_engine import EngineDrained, EngineOverloaded, EngineStepFailed, EngineUnavailable
 from quickmoe.server.metrics import ServerMetrics
 
-
-class ScriptedEngine:
-    """One token per step for each request (its id is the token count so far), `max_tokens` of them; at most
-    `max_running` run at once. `fail` (an exception) is raised by the next step."""
-
-    def __init__(self, max_running: int = 8) -> None:
-        self.lock = threading.Lock()
-        self.inbox: list[tuple[str, int]] = []
-        self.aborts: list[str] = []
-        self.live: dict[str, int] = {}
-        self.scheduler = SimpleNamespace(running=[], waiting=deque(), max_num_seqs=max_running)
-        self.blocks = SimpleNamespace(num_sequences=0)
-        self.max_running = max_running
-        self.steps = 0
-        self.fail: BaseException | None = None
-        self.produced: dict[str, int] = {}
-
-    def add_request(self, request_id, prompt_ids, params):
-        with self.lock:
-            self.live[request_id] = params.max_tokens
-            self.inbox.append((request_id, len(prompt_ids)))
-        return len(prompt_ids)
-
-    def abort(self, request_id):
-        with self.lock:
-            self.aborts.append(request_id)
-
-    def has_unfinished(self):
-        with self.lock:
-            return bool(self.live)
-
-    def live_request_ids(self):
-        with self.lock:
-            return list(self.live)
-
-    def time_steps(self):
-        pass
-
-    def note_idle(self):
-        pass
-
-    def idle_work(self):
-        return False
-
-    def stats(self):
-        return EngineStats(len(self.scheduler.running), len(self.scheduler.waiting), {"full": 0.0}, 0)
-
-    def _out(self, rid: str, tokens: list[int], finished: bool, reason: str | None) -> StepOutput:
-        return StepOutput(rid, tokens, "".join(f"<{t}>" for t in tokens), None, finished, reason, None, 3,
-                          self.produced.get(rid, 0))
-
-    def step(self):
-        self.steps += 1
-        outputs = []
-        with self.lock:
-            inbox, self.inbox = self.inbox, []
-            aborts, self.aborts = self.aborts, []
-        for rid, _ in inbox:
-            self.scheduler.waiting.append(SimpleNamespace(request_id=rid))
-        for rid in aborts:
-            for queue in (self.scheduler.running, self.scheduler.waiting):
-                for seq in list(queue):
-                    if seq.request_id == rid:
-                        queue.remove(seq)
-                        with self.lock:
-                            self.live.pop(rid, None)
-                        outputs.append(self._out(rid, [], True, "abort"))
-        while self.scheduler.waiting and len(self.scheduler.running) < self.max_running:
-            self.scheduler.running.append(self.scheduler.waiting.popleft())
-        if self.fail is not None:
-            exc, self.fail = self.fail, None
-            raise exc
-        for seq in list(self.scheduler.running):
-            rid = seq.request_id
-            self.produced[rid] = self.produced.get(rid, 0) + 1
-            done = self.produced[rid] >= self.live[rid]
-            if done:
-                self.scheduler.running.remove(seq)
-                with self.lock:
-                    self.live.pop(rid)
-            outputs.append(self._out(rid, [self.produced[rid]], done, "length" if done else None))
-        time.sleep(0.002)
-        return outputs
-
-
-async def _collect(stream):
-    return [timed async for timed in stream]
-
-
-@pytest.fixture(params=["thread", "pipe"])
-def backend(request):
-    """make(engine, **options) -> AsyncEngine over `engine`, its step loop on a thread here or behind a pipe."""
-    hosts = []
-
-    def make(engine, **options):
-        if request.param == "thread":
-            return AsyncEngine(engine, **options)
-        front, back = multiprocessing.Pipe()
-        info = EngineInfo(model_dir="scripted", vocab_size=1000, max_model_len=10**6,
-                          max_num_seqs=engine.scheduler.max_num_seqs, server_config=ServerConfig(stats_interval_s=None))
-        host = threading.Thread(target=EngineHost(engine, back, info).run, daemon=True)
-        host.start()
-        hosts.append(host)
-        assert front.recv() == info
-        return AsyncEngine(RemoteCore(front, info, tokenizer=None), **options)
-
-    yield make
-    for host in hosts:  # the engine's side ended with the frontend's stop (or its death)
-        host.join(timeout=10)
-        assert not host.is_alive()
+from .scripted import ScriptedEngine, collect
 
 
 def test_outputs_arrive_in_order_and_the_idle_thread_sleeps(backend):
@@ -143,7 +27,7 @@ def test_outputs_arrive_in_order_and_the_idle_thread_sleeps(backend):
         async_engine = backend(engine, max_waiting=8, metrics=metrics)
         async_engine.start()
         streams = [async_engine.add_request(f"r{i}", [1, 2, 3], SamplingParams(max_tokens=4 + i)) for i in range(3)]
-        results = await asyncio.gather(*(_collect(s) for s in streams))
+        results = await asyncio.gather(*(collect(s) for s in streams))
         steps = engine.steps
         await asyncio.sleep(0.2)
         idle_steps = engine.steps - steps
@@ -174,11 +58,11 @@ def test_a_full_queue_is_refused_and_a_failing_step_fails_only_its_requests(back
             async_engine.add_request("c", [1], SamplingParams(max_tokens=2))
         engine.fail = RuntimeError("boom")  # the next step fails while "a" runs
         with pytest.raises(EngineStepFailed, match="boom"):
-            await _collect(first)
-        rest = await _collect(second)  # "b" was waiting: it is not failed, and runs next
+            await collect(first)
+        rest = await collect(second)  # "b" was waiting: it is not failed, and runs next
         assert [t for o in rest for t in o.output.token_ids] == [1, 2]
         assert async_engine.running
-        later = await _collect(async_engine.add_request("d", [1], SamplingParams(max_tokens=3)))
+        later = await collect(async_engine.add_request("d", [1], SamplingParams(max_tokens=3)))
         assert later[-1].output.finished
         await async_engine.shutdown()
 
@@ -195,7 +79,7 @@ def test_a_dead_engine_thread_fails_every_request_in_flight(backend):
         await stream.__anext__()
         engine.fail = SystemExit("the loop itself breaks")  # not an Exception: the thread ends
         with pytest.raises(EngineStepFailed):
-            await _collect(stream)
+            await collect(stream)
         assert not async_engine.running
         with pytest.raises(EngineUnavailable):
             async_engine.add_request("b", [1], SamplingParams(max_tokens=2))
@@ -217,7 +101,7 @@ def test_shutdown_ends_the_requests_left(backend):
             async_engine.add_request("b", [1], SamplingParams(max_tokens=2))
         await async_engine.shutdown()
         with pytest.raises(EngineDrained, match="shutting down"):  # a 503 for its handler
-            await _collect(stream)
+            await collect(stream)
         assert not engine.live  # the engine freed it
 
     asyncio.run(main())

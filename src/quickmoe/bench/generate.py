@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from quickmoe.bench.step_profile import profile_decode, profile_mixed
+from quickmoe.bench.step_profile import family_shares_line, profile_decode, profile_mixed
 from quickmoe.errors import ConfigError
 from quickmoe.tokenizer.base import Tokenizer
 
@@ -257,10 +257,7 @@ def format_generate_table(doc: dict) -> str:
             f"{k['gpu_ms_last_tenth_median']:.3f})" for kind, k in kinds.items()))
     for label, prof in (doc.get("op_families") or {}).items():
         if prof:
-            shares = ", ".join(f"{f} {prof['ms_per_step'][f]:.3f} ms ({100 * prof['shares'][f]:.0f}%)"
-                               for f in prof["shares"])
-            lines.append(f"{_profiled_steps(prof)} by op family (profiler): {prof['gpu_ms_per_step']:.3f} ms of "
-                         f"kernels, {prof['kernels_per_step']:.0f} kernels: {shares}")
+            lines.append(f"{_profiled_steps(prof)} by op family (profiler): {family_shares_line(prof)}")
     lines.append(f"preemptions during the throughput run: {q['preemptions']}")
     idle = doc.get("idle_work_before_run")
     if idle and idle["pieces"]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from quickmoe.bench.serve_report import RequestResult, format_level, overview, summarize
+from quickmoe.bench.serve_profile import profile_level, profile_line
 from quickmoe.bench.serve_steps import level_steps, scrape_step_counters, steps_line
 from quickmoe.errors import ConfigError
 
@@ -55,6 +56,7 @@ class ServeBenchOptions:
     disconnect_fraction: float = 0.0
     duration_s: float | None = None
     shared_prefix_len: int = 0  # every prompt starts with the same this many random ids (a shared system prompt)
+    op_family_steps: int = 0  # > 0: the server's step profile of this many steps per level (bench/serve_profile.py)
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -85,6 +87,8 @@ class ServeBenchOptions:
             raise fail("disconnect_fraction", "a fraction in [0, 1)")
         if self.duration_s is not None and not 0 < self.duration_s < float("inf"):
             raise fail("duration_s", "None or a number of seconds > 0")
+        if not isinstance(self.op_family_steps, int) or not 0 <= self.op_family_steps <= 64:
+            raise fail("op_family_steps", "an integer in [0, 64] (0: no step profile)")
 
     @property
     def root(self) -> str:
@@ -205,8 +209,12 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
             if not warm.ok:
                 raise ConfigError(f"the warm-up request to {url} failed: {warm.error}")
         summaries = []
+        profile_steps = options.op_family_steps
         for concurrency in options.concurrency:
             counters_before = await scrape_step_counters(client, options.root, headers)
+            first_done = asyncio.Event()  # the level's first request finished: its load is on
+            profile = asyncio.create_task(profile_level(client, options.root, headers, profile_steps, first_done)) \
+                if profile_steps else None
             cpu_before = time.process_time()
             start = time.perf_counter()
             if options.duration_s is None:
@@ -215,7 +223,9 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
 
                 async def limited(request: tuple[dict[str, Any], int, int | None]) -> RequestResult:
                     async with gate:
-                        return await _one_request(client, url, request[0], headers, request[1], request[2])
+                        result = await _one_request(client, url, request[0], headers, request[1], request[2])
+                    first_done.set()
+                    return result
 
                 results = list(await asyncio.gather(*(limited(r) for r in requests)))
             else:
@@ -226,13 +236,22 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
                     while time.perf_counter() < deadline:
                         body, n_in, leave = draw()
                         results.append(await _one_request(client, url, body, headers, n_in, leave))
+                        first_done.set()
 
                 await asyncio.gather(*(worker() for _ in range(concurrency)))
-            summary = summarize(results, time.perf_counter() - start, concurrency)
+            elapsed = time.perf_counter() - start
+            first_done.set()  # (a level whose every request failed at once)
+            summary = summarize(results, elapsed, concurrency)
             summary["client_cpu_fraction"] = (time.process_time() - cpu_before) / summary["duration_s"]
             summary["server_steps"] = level_steps(counters_before,
                                                   await scrape_step_counters(client, options.root, headers))
+            if profile is not None:
+                summary["server_op_families"] = await profile
+                if summary["server_op_families"].get("error", "").startswith("HTTP 404"):
+                    profile_steps = 0  # not this server's: no more asking
             print(format_level(summary), flush=True)
+            if profile is not None:
+                print(profile_line(summary["server_op_families"]), flush=True)
             line = steps_line(summary["server_steps"])
             print(f"{line + chr(10) if line else ''}this client used {100 * summary['client_cpu_fraction']:.0f}% "
                   "of one CPU core", flush=True)

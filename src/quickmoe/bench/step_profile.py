@@ -1,46 +1,20 @@
-"""Where a step's GPU time goes, by op family, from a torch.profiler trace (CUDA graphs included).
+"""`bench generate`'s op-family profiles of steps it drives itself (a torch.profiler trace, CUDA graphs included;
+the families and the trace's summary: executor/op_profile.py).
 
 `profile_decode(llm, prompts, steps)` starts the prompts, runs until every one has its first token (the
 prefills are done), then profiles `steps` engine steps of pure decode and aborts the requests.
 `profile_mixed(llm, prompts, steps)` profiles the steps that carry a chunk of prompt tokens beside decode rows, as
 the start of a throughput run does (`bench generate` 256 x 1000 -> 1000 spends about a quarter of its GPU time in
-such steps): the prompts start together, the first step (prompt tokens only) runs unprofiled, the next `steps` are
-profiled while the later prompts are still in their prefill. Each GPU kernel
-is put in one family by its name (`op_family`): attention (decode and prefill attention, the RoPE + KV-cache
-write), moe (routing, alignment, the grouped GEMMs, the combine), dense (cuBLAS GEMMs: projections, router, LM
-head), communication (NCCL collectives of a model spread over GPUs: the all-reduces, the logits' all-gather,
-the sampled tokens' broadcast) and other (norms, sampling, copies, the rest). The report gives each family's share
-of the kernels' time and the GPU time per step, so the next bottleneck shows without opening a trace.
+such steps): the prompts start together, and once the first has its first token the next `steps` are profiled
+while the later prompts are still in their prefill. The report gives each family's share of the kernels' time and
+the GPU time per step, so the next bottleneck shows without opening a trace.
 """
 
 from __future__ import annotations
 
-import re
+from quickmoe.executor.op_profile import StepProfile
 
-__all__ = ["OP_FAMILIES", "op_family", "profile_decode", "profile_mixed", "start_decoding", "start_mixing"]
-
-OP_FAMILIES = ("attention", "moe", "dense", "communication", "other")
-
-_ATTENTION = re.compile(r"_decode_split_kernel|_decode_combine_kernel|_prefill_kernel|_rotary_write_kv_kernel")
-_MOE = re.compile(r"_gemm1_swiglu_kernel|_gemm[12]_register_kernel|_moe_gather_permuted_kernel|_gemm2_kernel|"
-                  r"_moe_combine_kernel|_align_(count_|plan_|scatter_)?kernel|_route|"
-                  r"_quantize_kernel")
-_COMMUNICATION = re.compile(r"nccl", re.IGNORECASE)
-_DENSE = re.compile(r"gemm|gemv|nvjet|xmma|cutlass|cublas|splitKreduce", re.IGNORECASE)
-
-
-def op_family(kernel_name: str) -> str:
-    """The family of a GPU kernel, from its name (Triton kernels are named after their functions)."""
-    if _ATTENTION.search(kernel_name):
-        return "attention"
-    if _MOE.search(kernel_name):
-        return "moe"
-    if _COMMUNICATION.search(kernel_name):
-        return "communication"
-    if _DENSE.search(kernel_name):
-        return "dense"
-    return "other"
-
+__all__ = ["family_shares_line", "profile_decode", "profile_mixed", "start_decoding", "start_mixing"]
 
 def start_decoding(engine, prompts: list[list[int]]) -> list[str]:
     """Start `prompts` as requests and step until every one has its first token (the prefills, chunked or not, are
@@ -115,41 +89,24 @@ def profile_mixed(llm, prompts: list[list[int]], steps: int) -> dict | None:
 def _profile_steps(llm, ids: list[str], steps: int, timer=None) -> dict:
     """Profile the engine's next `steps` steps, then abort `ids` and run the engine empty. With `timer` (enabled
     and reset by the caller), the profiled steps' kinds and tokens are read from it before the abort."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
     engine = llm.engine
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            engine.step()
-        torch.cuda.synchronize()
-    step_kinds = None
+    profile = StepProfile()
+    profile.start()
+    for _ in range(steps):
+        engine.step()
+    doc = profile.stop(steps)
     if timer is not None:
         kinds = (timer.summary() or {}).get("by_kind", {})
-        step_kinds = {kind: {"steps": k["steps"], "tokens": k["tokens"]} for kind, k in kinds.items()}
+        doc["step_kinds"] = {kind: {"steps": k["steps"], "tokens": k["tokens"]} for kind, k in kinds.items()}
     for rid in ids:
         engine.abort(rid)
     while engine.has_unfinished():
         engine.step()
     engine.step()  # collect the last step in flight
-    per_kernel: dict[str, float] = {}
-    calls = 0
-    for event in prof.key_averages():
-        device_us = getattr(event, "self_device_time_total", 0.0) or getattr(event, "self_cuda_time_total", 0.0)
-        if device_us <= 0:
-            continue
-        per_kernel[event.key] = per_kernel.get(event.key, 0.0) + device_us
-        calls += event.count
-    total_us = sum(per_kernel.values())
-    families = {f: 0.0 for f in OP_FAMILIES}
-    for name, us in per_kernel.items():
-        families[op_family(name)] += us
-    top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:32]
-    doc = {"steps": steps, "gpu_ms_per_step": total_us / 1e3 / steps, "kernels_per_step": calls / steps,
-           "shares": {f: us / total_us if total_us else 0.0 for f, us in families.items()},
-           "ms_per_step": {f: us / 1e3 / steps for f, us in families.items()},
-           "top": [(name[:80], us / 1e3 / steps) for name, us in top]}
-    if step_kinds is not None:
-        doc["step_kinds"] = step_kinds
     return doc
+
+
+def family_shares_line(prof: dict) -> str:
+    """A profile's kernels per step and each family's ms and share, for one line of a report."""
+    shares = ", ".join(f"{f} {prof['ms_per_step'][f]:.3f} ms ({100 * prof['shares'][f]:.0f}%)" for f in prof["shares"])
+    return f"{prof['gpu_ms_per_step']:.3f} ms of kernels, {prof['kernels_per_step']:.0f} kernels: {shares}"

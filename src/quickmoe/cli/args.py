@@ -124,7 +124,8 @@ def checked_inputs(args: argparse.Namespace) -> dict[str, object]:
             host=args.host, port=args.port, api_key=api_key, max_waiting=args.max_waiting,
             served_model_name=args.served_model_name or ("quickmoe-tiny" if args.model is None else args.model),
             drain_timeout_s=args.drain_timeout, access_log=args.access_log, log_requests=args.enable_log_requests,
-            stats_interval_s=None if args.disable_log_stats else 10.0, frontend_process=args.frontend_process == "on")
+            stats_interval_s=None if args.disable_log_stats else 10.0, frontend_process=args.frontend_process == "on",
+            enable_step_profile=args.enable_step_profile)
     return checked
 
 

@@ -180,6 +180,11 @@ def _add_bench_serve_parser(bench_sub) -> None:
     bs.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                     help="run each level for this long (each of the C clients sends request after request) instead "
                     "of --num-prompts requests")
+    bs.add_argument("--op-family-steps", type=int, default=0, metavar="N",
+                    help="per level, once its first request has finished, ask the server (quickmoe serve "
+                    "--enable-step-profile) to profile its next N engine steps and print their GPU time by op family "
+                    "(attention, moe, dense, other) and kinds; the profiled steps run slower, so the level's "
+                    "latencies include them (default 0: off)")
     _add_common(bs)
     bs.set_defaults(func=cmd_bench_serve)
 

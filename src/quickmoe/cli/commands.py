@@ -134,7 +134,7 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         input_len_range=span(args.input_len_range, "--input-len-range"),
         output_len_range=span(args.output_len_range, "--output-len-range"),
         disconnect_fraction=args.disconnect_fraction, duration_s=args.duration,
-        shared_prefix_len=args.shared_prefix_len))
+        shared_prefix_len=args.shared_prefix_len, op_family_steps=args.op_family_steps))
     return 0
 
 

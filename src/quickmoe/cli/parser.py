@@ -150,6 +150,10 @@ def _add_serve_parser(sub) -> None:
                    "for gpt-oss-20b on an H100, none with a warm one), else while no request runs; "
                    "eager: always before ready; lazy: while no request runs, or at first use, where a kernel "
                    "compiled on an empty kernel cache stalls the running requests for seconds")
+    g.add_argument("--enable-step-profile", action="store_true",
+                   help="answer POST /profile_steps: a torch.profiler trace of the next engine steps' CUDA kernels, "
+                   "their GPU time by op family (attention, moe, dense, communication, other); `bench serve "
+                   "--op-family-steps N` asks for one per level. Off by default: the traced steps run slower")
     g.add_argument("--disable-log-stats", action="store_true",
                    help="no periodic stats line (throughput, running/waiting, KV cache and prefix cache hit rate; "
                    "default: every 10 s while requests run)")

@@ -1,6 +1,6 @@
 """The FastAPI app: OpenAI's /v1/completions, /v1/chat/completions, /v1/responses and /v1/models, plus /health,
-/metrics, /version,
-and vLLM's /tokenize and /detokenize (behind the API key like /v1/*).
+/metrics, /version, vLLM's /tokenize and /detokenize, and /profile_steps (the next steps' GPU time by op family,
+with --enable-step-profile), the last three behind the API key like /v1/*.
 
     app = create_app(llm, ServerConfig(api_key="..."))      # an LLM, or a bare Engine
     uvicorn.run(app)                                        # (quickmoe serve: server/serve.py)
@@ -34,6 +34,7 @@ from quickmoe.server.config import ServerConfig
 from quickmoe.server.context import ServingContext
 from quickmoe.server.engine_core import CoreClient
 from quickmoe.server.metrics import CONTENT_TYPE, ServerMetrics
+from quickmoe.server.profile_steps import profile_steps
 from quickmoe.server.responses import JSONBytesResponse
 from quickmoe.server.responses_api import ResponseStore, create_response
 from quickmoe.server.tokenize import detokenize, tokenize
@@ -103,6 +104,10 @@ def create_app(model, config: ServerConfig | None = None, *, startup_report: Sta
     @app.post("/detokenize", dependencies=authorized)
     async def detokenize_route(request: Request) -> Response:
         return await detokenize(ctx, request)
+
+    @app.post("/profile_steps", dependencies=authorized)
+    async def profile_steps_route(request: Request) -> Response:
+        return await profile_steps(ctx, request)
 
     v1 = APIRouter(prefix="/v1", dependencies=authorized)
 

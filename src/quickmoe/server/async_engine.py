@@ -5,6 +5,7 @@
     stream = engine.add_request(rid, prompt_ids, params)   # RequestError / EngineOverloaded / EngineUnavailable
     async for timed in stream: ...                  # TimedOutput(StepOutput, monotonic time it was produced)
     engine.abort(rid)                               # the client went away: its KV blocks go at the next step
+    doc = await engine.profile_steps(8, timeout_s=60)   # the op families of the next 8 steps (ProfileBusy, timeout)
     await engine.shutdown()                         # after the HTTP server drained
 
 The step loop runs on a thread of this process (an `Engine`: LocalCore) or in the engine's own process
@@ -30,7 +31,7 @@ from quickmoe.server.engine_core import IDLE_WORK_DELAY_S, CoreBatch, CoreClient
 from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
 
 __all__ = ["AsyncEngine", "EngineDrained", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable",
-           "IDLE_WORK_DELAY_S", "RequestStream", "TimedOutput"]
+           "IDLE_WORK_DELAY_S", "ProfileBusy", "RequestStream", "TimedOutput"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,10 @@ class EngineOverloaded(QuickMoEError):
 
 class EngineUnavailable(QuickMoEError):
     """The engine is not running: starting, shutting down, or its thread died (answered 503)."""
+
+
+class ProfileBusy(QuickMoEError):
+    """A step profile is already waiting for its steps (answered 409)."""
 
 
 class EngineStepFailed(QuickMoEError):
@@ -131,6 +136,8 @@ class AsyncEngine:
         self._draining = False
         self._dead = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._profile_waiter: tuple[int, asyncio.Future] | None = None  # the step profile awaited now
+        self._profile_ids = 0
 
     # -- life cycle (event loop) --------------------------------------------------------------------
     def start(self) -> None:
@@ -253,8 +260,30 @@ class AsyncEngine:
                     self.core.abort(request_id)
                 stream._put(EngineStepFailed(f"the engine failed while running this request ({error})"))
 
+    async def profile_steps(self, steps: int, *, timeout_s: float) -> dict:
+        """The op-family summary of the next `steps` steps the loop runs (fewer if its work runs out first; see
+        server/engine_core.py), or {"error": ...} (not a CUDA device, the loop stopped). ProfileBusy while another
+        profile is awaited; asyncio.TimeoutError when no summary came within `timeout_s` (an idle engine: the
+        profile waits for steps; its late result is dropped)."""
+        if not self.running:
+            raise EngineUnavailable("the engine is not running")
+        if self._profile_waiter is not None:
+            raise ProfileBusy("a step profile is already running; ask again when it has answered")
+        self._profile_ids += 1
+        future = self._loop.create_future()
+        self._profile_waiter = (self._profile_ids, future)
+        self.core.profile(self._profile_ids, steps)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        finally:
+            self._profile_waiter = None
+
     def _on_batch(self, batch: CoreBatch) -> None:
         """A batch from the step loop (on the event loop)."""
+        if batch.profile is not None:
+            waiter = self._profile_waiter
+            if waiter is not None and waiter[0] == batch.profile[0] and not waiter[1].done():
+                waiter[1].set_result(batch.profile[1])
         if batch.snapshot is not None:
             self.snapshot = batch.snapshot
         if batch.outputs:

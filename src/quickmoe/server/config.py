@@ -70,7 +70,9 @@ class ServerConfig:
     generation request (its id, prompt length and parameters) and its end. stats_interval_s: how often the engine
     thread logs its one-line stats while it runs (None: never). sampling_defaults: values for the sampling fields
     a request leaves out. frontend_process: `quickmoe serve` runs the HTTP server in a process of its own beside
-    the engine's (server/engine_process.py); false: both in one process.
+    the engine's (server/engine_process.py); false: both in one process. enable_step_profile: POST /profile_steps
+    traces the next engine steps' CUDA kernels by op family on request (server/profile_steps.py; off by default:
+    the traced steps run slower).
     """
 
     host: str = "127.0.0.1"
@@ -85,6 +87,7 @@ class ServerConfig:
     stats_interval_s: float | None = 10.0
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
     frontend_process: bool = True
+    enable_step_profile: bool = False
 
     def __post_init__(self) -> None:
         def fail(name: str, expected: str) -> ConfigError:
@@ -117,6 +120,8 @@ class ServerConfig:
             raise fail("log_requests", "true or false")
         if not isinstance(self.frontend_process, bool):
             raise fail("frontend_process", "true or false")
+        if not isinstance(self.enable_step_profile, bool):
+            raise fail("enable_step_profile", "true or false")
         if self.stats_interval_s is not None and (isinstance(self.stats_interval_s, bool) or not isinstance(
                 self.stats_interval_s, (int, float)) or not 0 < self.stats_interval_s < float("inf")):
             raise fail("stats_interval_s", "None or a number of seconds > 0")

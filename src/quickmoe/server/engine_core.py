@@ -9,6 +9,10 @@ the engine's idle work (decode CUDA graphs left for later, MoE kernels of prefil
 checking for requests in between. A step that raises is logged, the requests it ran (or, when none ran, every
 queued one) are aborted and published as failed, and the loop goes on; a loop that breaks publishes `dead`.
 
+`request_profile(steps, reply)` (a server started with --enable-step-profile: POST /profile_steps) traces the next
+`steps` steps the loop runs (engine/step_profile.py; fewer if the engine runs out of work first) and calls
+`reply(summary)` on the loop's thread, or `reply({"error": ...})`; requests wait for work, one profile at a time.
+
 `CoreClient` is what `AsyncEngine` talks to: `LocalCore` runs an EngineCore on a thread of this process (its
 batches reach the event loop through `call_soon_threadsafe`); `engine_process.RemoteCore` reaches one in another
 process, so the step loop and the HTTP event loop do not share a GIL.
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from quickmoe.engine.outputs import StepOutput
 from quickmoe.engine.request_checks import RequestChecker
 from quickmoe.engine.sampling_params import SamplingParams
+from quickmoe.engine.step_profile import EngineStepProfile
 from quickmoe.server.metrics import EngineSnapshot
 from quickmoe.server.stats_log import StatsLogger
 
@@ -47,6 +52,7 @@ class CoreBatch:
     failed: tuple[str, ...] | None = None
     error: str = ""
     dead: bool = False
+    profile: tuple[int, dict] | None = None  # (the request's id, its summary or {"error": ...}): request_profile
 
 
 def engine_snapshot(engine) -> EngineSnapshot:
@@ -69,6 +75,8 @@ class EngineCore:
         self.time_steps = time_steps  # the engine times its steps (device, idle and host time: /metrics shows them)
         self._wakeup = threading.Condition()
         self._stop = False
+        self._profile_requests: list[tuple[int, Callable[[dict], None]]] = []  # (steps, reply), under _wakeup
+        self._profile: tuple[EngineStepProfile, int, Callable[[dict], None]] | None = None  # running: the loop's
 
     def add_request(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams) -> None:
         """Queue a request (RequestError when the engine refuses it; nothing is kept then)."""
@@ -92,23 +100,69 @@ class EngineCore:
         with self._wakeup:
             self._wakeup.notify()
 
+    def request_profile(self, steps: int, reply: Callable[[dict], None]) -> None:
+        """Trace the next `steps` steps (see the module docstring); any thread."""
+        with self._wakeup:
+            self._profile_requests.append((steps, reply))
+            self._wakeup.notify()
+
+    def _start_profile(self) -> None:
+        """Before a step (the loop's thread): start the next requested profile if none runs."""
+        if self._profile is not None or not self._profile_requests:
+            return
+        with self._wakeup:
+            steps, reply = self._profile_requests.pop(0)
+        try:
+            self._profile = (EngineStepProfile(self.engine), steps, reply)
+        except ValueError as exc:
+            reply({"error": str(exc)})
+
+    def _end_profile(self, ran_step: bool) -> None:
+        """After a step (`ran_step`: it ran), or when the engine has no work left (False): count the step and reply
+        once the profile has its steps, or has any and the work ran out."""
+        if self._profile is None:
+            return
+        profile, steps, reply = self._profile
+        profile.steps += ran_step
+        if ran_step and profile.steps < steps:
+            return
+        self._profile = None
+        if profile.steps == 0:
+            reply({"error": "no step ran while profiling"})
+            return
+        try:
+            reply(profile.finish())
+        except Exception as exc:  # the profiler's own failure must not end the loop
+            logger.exception("the step profile failed")
+            reply({"error": f"{type(exc).__name__}: {exc}"})
+
     def run(self) -> None:
         if self.time_steps:
             self.engine.time_steps()
         try:
             self._serve_steps()
         except BaseException as exc:  # the loop itself broke: nothing will serve the requests in flight
+            self._refuse_profiles("the engine loop died")
             logger.critical("the engine loop died; failing every request in flight", exc_info=exc)
             self.publish(CoreBatch(time=time.monotonic(), snapshot=engine_snapshot(self.engine), failed=(),
                                    error=f"{type(exc).__name__}: {exc}", dead=True))
             return
+        self._refuse_profiles("the engine stopped")
         self.publish(CoreBatch(time=time.monotonic(), snapshot=engine_snapshot(self.engine)))
         logger.debug("engine loop stopped")
+
+    def _refuse_profiles(self, reason: str) -> None:
+        with self._wakeup:
+            waiting, self._profile_requests = self._profile_requests, []
+        for _, reply in waiting:
+            reply({"error": reason})
 
     def _wait_for_work(self) -> bool:
         """Sleep until the engine has requests (True) or the loop is stopped with none left (False). Idle for
         IDLE_WORK_DELAY_S, run the engine's idle work one piece at a time until it has none (or fails: logged)."""
         engine = self.engine
+        if not engine.has_unfinished():
+            self._end_profile(ran_step=False)  # a profile ends with the work: it covers the steps that ran
         delay: float | None = IDLE_WORK_DELAY_S
         while True:
             with self._wakeup:
@@ -134,9 +188,11 @@ class EngineCore:
         while True:
             if not self._wait_for_work():
                 return
+            self._start_profile()
             try:
                 outputs = engine.step()
             except Exception as exc:  # a bug or a device error: fail the requests of this step, keep serving
+                self._end_profile(ran_step=False)
                 failures += 1
                 scheduler = engine.scheduler
                 failed = [seq.request_id for seq in scheduler.running] or [s.request_id for s in scheduler.waiting]
@@ -149,6 +205,7 @@ class EngineCore:
                 time.sleep(0.001 * 2 ** min(failures, 10))  # a failure that repeats must not spin
                 continue
             failures = 0
+            self._end_profile(ran_step=True)
             snapshot = engine_snapshot(engine)
             if self.stats is not None:
                 self.stats.count_generated(sum(len(out.token_ids) for out in outputs))
@@ -178,6 +235,11 @@ class CoreClient:
     def stop(self) -> None:
         raise NotImplementedError
 
+    def profile(self, profile_id: int, steps: int) -> None:
+        """Trace the loop's next `steps` steps (`EngineCore.request_profile`); the result comes as a published
+        CoreBatch whose `profile` is (profile_id, summary)."""
+        raise NotImplementedError
+
     def join(self, timeout: float) -> bool:
         """Wait for the loop to end; False when it did not within `timeout`."""
         raise NotImplementedError
@@ -198,9 +260,11 @@ class LocalCore(CoreClient):
         self._time_steps = time_steps
         self._core: EngineCore | None = None
         self._thread: threading.Thread | None = None
+        self._publish: Callable[[CoreBatch], None] | None = None
 
     def start(self, publish: Callable[[CoreBatch], None]) -> None:
         assert self._thread is None, "LocalCore.start() twice"
+        self._publish = publish
         self._core = EngineCore(self.engine, publish, stats_interval_s=self._stats_interval_s,
                                 time_steps=self._time_steps)
         self._thread = threading.Thread(target=self._core.run, name="quickmoe-engine", daemon=True)
@@ -215,6 +279,9 @@ class LocalCore(CoreClient):
     def stop(self) -> None:
         if self._core is not None:
             self._core.stop()
+
+    def profile(self, profile_id: int, steps: int) -> None:
+        self._core.request_profile(steps, lambda doc: self._publish(CoreBatch(profile=(profile_id, doc))))
 
     def join(self, timeout: float) -> bool:
         if self._thread is None:

@@ -121,6 +121,9 @@ class RemoteCore(CoreClient):
     def abort(self, request_id: str, index: int | None = None) -> None:
         self._send(("abort", request_id, index))
 
+    def profile(self, profile_id: int, steps: int) -> None:
+        self._send(("profile", profile_id, steps))
+
     def stop(self) -> None:
         """The engine ends its loop once what is in flight was aborted or finished, then closes the pipe."""
         self._stopping = True
@@ -246,6 +249,9 @@ class EngineHost:
                     self._publish(CoreBatch(failed=(request_id,), error=str(exc)))
             elif kind == "abort":
                 core.abort(message[1], message[2])
+            elif kind == "profile":
+                profile_id = message[1]
+                core.request_profile(message[2], lambda doc, i=profile_id: self._publish(CoreBatch(profile=(i, doc))))
             elif kind == "stop":
                 self._stopping.set()
                 core.stop()
