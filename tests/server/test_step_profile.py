@@ -19,7 +19,7 @@ from quickmoe.checkpoint.default_model import ensure_tiny_random_model
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.llm import LLM
 from quickmoe.server import engine_core
-from quickmoe.server.async_engine import ProfileBusy
+from quickmoe.server.async_engine import EngineStepFailed, ProfileBusy
 from quickmoe.server.config import ServerConfig
 
 from .conftest import API_KEY, MODEL, ServerThread
@@ -106,6 +106,36 @@ def test_an_engine_without_cuda_answers_why(backend):
         return doc
 
     assert "CUDA" in asyncio.run(main())["error"]
+
+
+def test_a_loop_that_dies_answers_its_profile_and_a_profiler_failure_does_not_end_the_loop(backend, monkeypatch):
+    """The running profile is answered with the reason when the loop dies (not left to time out); a profiler that
+    fails to start is reported and the requests go on."""
+    engine = ScriptedEngine()
+
+    class BrokenProfile:
+        def __init__(self, engine) -> None:
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    async def main():
+        async_engine = backend(engine, max_waiting=8)
+        async_engine.start()
+        monkeypatch.setattr(engine_core, "EngineStepProfile", BrokenProfile)
+        stream = async_engine.add_request("a", [1], SamplingParams(max_tokens=300))
+        await stream.__anext__()
+        broken = await async_engine.profile_steps(4, timeout_s=30)
+        monkeypatch.setattr(engine_core, "EngineStepProfile", CountingProfile)
+        running = asyncio.ensure_future(async_engine.profile_steps(64, timeout_s=30))
+        await asyncio.sleep(0.02)  # the profile runs (300 steps of 2 ms are left)
+        engine.fail = SystemExit("the loop itself breaks")
+        died = await running
+        with pytest.raises(EngineStepFailed):
+            await collect(stream)
+        await async_engine.shutdown()
+        return broken, died
+
+    broken, died = asyncio.run(main())
+    assert "CUPTI_ERROR_NOT_INITIALIZED" in broken["error"] and died == {"error": "the engine loop died"}
 
 
 @pytest.fixture(scope="module")

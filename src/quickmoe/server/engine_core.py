@@ -114,8 +114,11 @@ class EngineCore:
             steps, reply = self._profile_requests.pop(0)
         try:
             self._profile = (EngineStepProfile(self.engine), steps, reply)
-        except ValueError as exc:
+        except ValueError as exc:  # the engine cannot be profiled (its device): the reason
             reply({"error": str(exc)})
+        except Exception as exc:  # the profiler's own failure must not end the loop
+            logger.exception("the step profile could not start")
+            reply({"error": f"{type(exc).__name__}: {exc}"})
 
     def _end_profile(self, ran_step: bool) -> None:
         """After a step (`ran_step`: it ran), or when the engine has no work left (False): count the step and reply
@@ -152,9 +155,11 @@ class EngineCore:
         logger.debug("engine loop stopped")
 
     def _refuse_profiles(self, reason: str) -> None:
+        """The loop ends: the running profile and those waiting get `reason` (nothing is traced any more)."""
         with self._wakeup:
             waiting, self._profile_requests = self._profile_requests, []
-        for _, reply in waiting:
+        running, self._profile = self._profile, None
+        for reply in ([running[2]] if running is not None else []) + [reply for _, reply in waiting]:
             reply({"error": reason})
 
     def _wait_for_work(self) -> bool:
