@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from types import SimpleNamespace
 
 import httpx
@@ -178,3 +179,14 @@ def test_bench_serve_reports_the_profile_it_could_not_get(server, profiled_serve
         else:
             assert second is None
         assert f"server step profile: none ({reason}" in capsys.readouterr().out
+
+
+def test_a_level_with_no_request_ending_while_others_run_asks_nothing(profiled_server):
+    """One request a level: when it ends the server is idle, where a profile would wait for steps until its
+    timeout; the level asks nothing and says why."""
+    start = time.monotonic()
+    report = run_serve_bench(ServeBenchOptions(base_url=profiled_server.url, concurrency=(1,), num_prompts=1,
+                                               input_len=8, output_len=4, api_key=API_KEY, warmup=False,
+                                               op_family_steps=2))
+    assert "no request of the level finished" in report["results"][0]["server_op_families"]["error"]
+    assert time.monotonic() - start < 20

@@ -220,11 +220,14 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
             if options.duration_s is None:
                 requests = [draw() for _ in range(options.prompts_for(concurrency))]
                 gate = asyncio.Semaphore(concurrency)
+                left = [len(requests)]
 
                 async def limited(request: tuple[dict[str, Any], int, int | None]) -> RequestResult:
                     async with gate:
                         result = await _one_request(client, url, request[0], headers, request[1], request[2])
-                    first_done.set()
+                    left[0] -= 1
+                    if left[0]:  # others still run or wait: the server has work to profile
+                        first_done.set()
                     return result
 
                 results = list(await asyncio.gather(*(limited(r) for r in requests)))
@@ -239,13 +242,14 @@ async def _run(options: ServeBenchOptions) -> dict[str, Any]:
                         first_done.set()
 
                 await asyncio.gather(*(worker() for _ in range(concurrency)))
-            elapsed = time.perf_counter() - start
-            first_done.set()  # (a level whose every request failed at once)
-            summary = summarize(results, elapsed, concurrency)
+            summary = summarize(results, time.perf_counter() - start, concurrency)
             summary["client_cpu_fraction"] = (time.process_time() - cpu_before) / summary["duration_s"]
             summary["server_steps"] = level_steps(counters_before,
                                                   await scrape_step_counters(client, options.root, headers))
-            if profile is not None:
+            if profile is not None and not first_done.is_set():  # no request ended while others ran
+                profile.cancel()
+                summary["server_op_families"] = {"error": "no request of the level finished while others ran"}
+            elif profile is not None:
                 summary["server_op_families"] = await profile
                 if summary["server_op_families"].get("error", "").startswith("HTTP 404"):
                     profile_steps = 0  # not this server's: no more asking

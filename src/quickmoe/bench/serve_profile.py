@@ -1,10 +1,12 @@
 """`bench serve --op-family-steps N`: one step profile of the server per concurrency level, taken under the level's
 load (a quickmoe server started with --enable-step-profile: POST /profile_steps, server/profile_steps.py).
 
-The level's client side sets `started` once its first request has finished (the level's streams are all running
-by then, and at least three quarters of its requests are still to come); `profile_level` then asks the server to
-trace its next N steps and returns the server's summary, or {"error": ...} (another server, the option off there,
-a device without CUDA). The traced steps run slower, so the level's latencies include that: off by default.
+The level's client side sets `started` once its first request has finished while others still run or wait (its
+streams are all running by then; with the default 4 x C requests a level, three quarters are still to come);
+`profile_level` then asks the server to trace its next N steps and returns the server's summary, or {"error": ...}
+(another server, the option off there, a device without CUDA). A level where no request ended while others ran
+asks nothing (an idle server would wait for steps). The traced steps run slower, so the level's latencies include
+that: off by default.
 """
 
 from __future__ import annotations
