@@ -12,7 +12,7 @@ the GPU time per step, so the next bottleneck shows without opening a trace.
 
 from __future__ import annotations
 
-from quickmoe.executor.op_profile import StepProfile
+from quickmoe.engine.step_profile import EngineStepProfile
 
 __all__ = ["family_shares_line", "profile_decode", "profile_mixed", "start_decoding", "start_mixing"]
 
@@ -77,27 +77,23 @@ def profile_mixed(llm, prompts: list[list[int]], steps: int) -> dict | None:
         return None
     ids = start_mixing(llm.engine, prompts)
     timer = llm.runner.step_timer
-    was_enabled, timer.enabled = timer.enabled, True
-    timer.reset()
+    was_enabled, timer.enabled = timer.enabled, True  # the profile reads the steps' kinds from it
     try:
-        doc = _profile_steps(llm, ids, steps, timer)
+        doc = _profile_steps(llm, ids, steps)
     finally:
         timer.enabled = was_enabled
     return {"kind": "mixed", "batch_size": len(ids), **doc}
 
 
-def _profile_steps(llm, ids: list[str], steps: int, timer=None) -> dict:
-    """Profile the engine's next `steps` steps, then abort `ids` and run the engine empty. With `timer` (enabled
-    and reset by the caller), the profiled steps' kinds and tokens are read from it before the abort."""
+def _profile_steps(llm, ids: list[str], steps: int) -> dict:
+    """Profile the engine's next `steps` steps (engine/step_profile.py: with the step timer on, their kinds too),
+    then abort `ids` and run the engine empty."""
     engine = llm.engine
-    profile = StepProfile()
-    profile.start()
+    profile = EngineStepProfile(engine)
     for _ in range(steps):
         engine.step()
-    doc = profile.stop(steps)
-    if timer is not None:
-        kinds = (timer.summary() or {}).get("by_kind", {})
-        doc["step_kinds"] = {kind: {"steps": k["steps"], "tokens": k["tokens"]} for kind, k in kinds.items()}
+        profile.steps += 1
+    doc = profile.finish()
     for rid in ids:
         engine.abort(rid)
     while engine.has_unfinished():
