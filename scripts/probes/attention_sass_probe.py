@@ -41,9 +41,11 @@ SIGNATURE = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16", "
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_qb", "stride_ob", "stride_bt"]
 
 
-def compile_split_kernel(block_n: int, warps: int, stages: int, rotary: bool, splits: int):
+def compile_split_kernel(block_n: int, warps: int, stages: int, rotary: bool, splits: int, head_dim: int = 64,
+                         group: int = 8):
     kernel = decode_attention._decode_split_kernel
-    constexprs = dict(GROUP=8, GROUP_PAD=16, D=64, D_POW2=64, BLOCK_SIZE=16, KV=8, HEAD_MAJOR=True, BLOCK_N=block_n,
+    constexprs = dict(GROUP=group, GROUP_PAD=max(16, group), D=head_dim, D_POW2=head_dim, BLOCK_SIZE=16, KV=8,
+                      HEAD_MAJOR=True, BLOCK_N=block_n,
                       SPLITS=splits, FP32_DOT=False, ROTARY=rotary, KV_FASTEST=True, PDL=True)
     names = list(kernel.arg_names)
     signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
@@ -59,11 +61,13 @@ PREFILL_SIGNATURE = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*
                      "window": "i32", "qk_scale": "fp32"}
 
 
-def compile_prefill_kernel(block_n: int, warps: int, stages: int, block_q: int = 16):
+def compile_prefill_kernel(block_n: int, warps: int, stages: int, block_q: int = 16, maxnreg: int | None = None,
+                           head_dim: int = 64, group: int = 8):
     from quickmoe.kernels import prefill_attention
 
     kernel = prefill_attention._prefill_kernel
-    constexprs = dict(GROUP=8, GROUP_POW2=8, D=64, D_POW2=64, BLOCK_SIZE=16, KV=8, HEAD_MAJOR=True, BLOCK_Q=block_q,
+    constexprs = dict(GROUP=group, GROUP_POW2=group, D=head_dim, D_POW2=head_dim, BLOCK_SIZE=16, KV=8, HEAD_MAJOR=True,
+                      BLOCK_Q=block_q,
                       BLOCK_N=block_n, FP32_DOT=False)
     if "INT64_OFFSETS" in kernel.arg_names:
         constexprs["INT64_OFFSETS"] = False
@@ -74,7 +78,10 @@ def compile_prefill_kernel(block_n: int, warps: int, stages: int, block_q: int =
     aligned = [n for n, kind in PREFILL_SIGNATURE.items() if kind.startswith("*")] + ["stride_qt", "stride_ot"]
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in aligned}
     source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    options = {"num_warps": warps, "num_stages": stages}
+    if maxnreg:
+        options["maxnreg"] = maxnreg
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def key_loop_mix(sass: str) -> collections.Counter:
@@ -100,12 +107,18 @@ def main() -> None:
     parser.add_argument("--splits", type=int, default=1)
     parser.add_argument("--no-rotary", action="store_true", help="the kernel without RoPE and the KV write")
     parser.add_argument("--prefill", action="store_true", help="the prefill kernel instead (see above)")
+    parser.add_argument("--block-q", type=int, default=16, help="--prefill: queries a program")
+    parser.add_argument("--maxnreg", type=int, help="--prefill: the registers a thread may take (ptxas limit)")
+    parser.add_argument("--head-dim", type=int, default=64, help="head dim (gpt-oss 64, Qwen3 128)")
+    parser.add_argument("--group", type=int, default=8, help="query heads a KV head (a power of two)")
     parser.add_argument("--top", type=int, default=24)
     args = parser.parse_args()
     if args.prefill:
-        compiled = compile_prefill_kernel(args.block_n, args.warps, args.stages)
+        compiled = compile_prefill_kernel(args.block_n, args.warps, args.stages, args.block_q, args.maxnreg,
+                                          args.head_dim, args.group)
     else:
-        compiled = compile_split_kernel(args.block_n, args.warps, args.stages, not args.no_rotary, args.splits)
+        compiled = compile_split_kernel(args.block_n, args.warps, args.stages, not args.no_rotary, args.splits,
+                                        args.head_dim, args.group)
     usage, sass = disassemble(compiled)
     print(usage)
     mix = key_loop_mix(sass)

@@ -21,10 +21,15 @@ import math
 import torch
 
 from quickmoe.bench.attention import HEAD_DIM, HEADS, KV_HEADS, _paged_set, _randn, time_in_graph
-from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
+from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref, prefill_launch
 
 POINTS = ((1, 1024, 0), (4, 2048, 0), (1, 8192, 0), (16, 512, 0), (1, 8192, 128), (4, 2048, 128))
-DEFAULT = (16, 64, 4, 4, 1)  # block_q, block_n, warps, stages, longest first (the committed launch)
+
+
+def committed_launch(head_dim: int, group: int) -> tuple:
+    """(block_q, block_n, warps, stages, longest first, maxnreg (0: none)) of the engine's launch."""
+    block_q, warps, stages, maxnreg = prefill_launch(head_dim, group)
+    return (block_q, 64, warps, stages, 1, maxnreg or 0)
 
 
 def main() -> None:
@@ -34,31 +39,39 @@ def main() -> None:
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--stages", default="1,2,3,4")
     parser.add_argument("--orders", default="1,0", help="1: longest query tiles first, 0: in order")
+    parser.add_argument("--maxnreg", default="0", help="registers a thread may take (ptxas limit); 0: no limit")
+    parser.add_argument("--heads", default=f"{HEADS},{KV_HEADS},{HEAD_DIM}",
+                        help="query heads, KV heads, head dim (gpt-oss's; Qwen3-30B-A3B 32,4,128, Mixtral 32,8,128)")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--json")
     args = parser.parse_args()
     ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
-    configs = [DEFAULT] + [c for c in itertools.product(ints(args.block_q), ints(args.block_n), ints(args.warps),
-                                                         ints(args.stages), ints(args.orders)) if c != DEFAULT]
+    heads, kv_heads, head_dim = ints(args.heads)
+    default = committed_launch(head_dim, heads // kv_heads)
+    configs = [default] + [c for c in itertools.product(ints(args.block_q), ints(args.block_n), ints(args.warps),
+                                                         ints(args.stages), ints(args.orders), ints(args.maxnreg))
+                          if c != default]
     device = torch.device("cuda")
-    scale = HEAD_DIM**-0.5
+    scale = head_dim**-0.5
     results = {c: {} for c in configs}
     same_bits = {c: True for c in configs}
     sdpa_us = {}
     with torch.inference_mode():
         for batch, length, window in POINTS:
             g = torch.Generator(device).manual_seed(batch * 7 + length + window)
-            paged = _paged_set(batch, length, 0, g, device, head_major=True)
-            q = _randn(batch * length, HEADS, HEAD_DIM, g=g, device=device)
+            paged = _paged_set(batch, length, 0, g, device, head_major=True, heads=heads, kv_heads=kv_heads,
+                               head_dim=head_dim)
+            q = _randn(batch * length, heads, head_dim, g=g, device=device)
             cu = torch.arange(0, (batch + 1) * length, length, dtype=torch.int32, device=device)
             lens = torch.full((batch,), length, dtype=torch.long, device=device)
 
             def run(c, q=q, paged=paged, cu=cu, lens=lens, window=window, length=length):
                 return paged_prefill_attention(q, paged["k"], paged["v"], paged["tables"], cu, lens, paged["sinks"],
                                                window, scale, max_query_len=length, block_q=c[0], block_n=c[1],
-                                               num_warps=c[2], num_stages=c[3], longest_first=bool(c[4]))
+                                               num_warps=c[2], num_stages=c[3], longest_first=bool(c[4]),
+                                               maxnreg=c[5] or None)
 
-            reference = run(DEFAULT).float()
+            reference = run(default).float()
             if (batch, length, window) == POINTS[0]:
                 exact = paged_prefill_attention_ref(q, paged["k"], paged["v"], paged["tables"], cu, lens,
                                                     paged["sinks"], window, scale).float()
@@ -76,9 +89,9 @@ def main() -> None:
                     raise SystemExit(f"config {c} at {(batch, length, window)}: max abs {diff} from the default")
                 results[c][(batch, length, window)] = time_in_graph(lambda i, c=c: run(c), 1, args.reps) * 1e6
             if window == 0:
-                q4 = _randn(batch, HEADS, length, HEAD_DIM, g=g, device=device)
-                k4 = _randn(batch, KV_HEADS, length, HEAD_DIM, g=g, device=device)
-                v4 = _randn(batch, KV_HEADS, length, HEAD_DIM, g=g, device=device)
+                q4 = _randn(batch, heads, length, head_dim, g=g, device=device)
+                k4 = _randn(batch, kv_heads, length, head_dim, g=g, device=device)
+                v4 = _randn(batch, kv_heads, length, head_dim, g=g, device=device)
                 sdpa_us[(batch, length, window)] = time_in_graph(
                     lambda i: torch.nn.functional.scaled_dot_product_attention(q4, k4, v4, scale=scale, is_causal=True,
                                                                                enable_gqa=True), 1, args.reps) * 1e6
@@ -88,9 +101,10 @@ def main() -> None:
     geo = {c: math.exp(sum(math.log(v) for v in r.values()) / len(r)) for c, r in ok.items()}
     ranked = sorted(ok, key=geo.get)
     header = " ".join(f"{b}x{n}w{w}" for b, n, w in POINTS)
-    print(f"| config (block_q, block_n, warps, stages, longest first) | bits | geomean vs default | {header} (us) |")
-    for c in ranked[:16] + ([DEFAULT] if DEFAULT not in ranked[:16] else []):
-        print(f"| {c} | {'same' if same_bits[c] else 'differ'} | {geo[c] / geo[DEFAULT]:.3f} | "
+    print(f"| config (block_q, block_n, warps, stages, longest first, maxnreg) | bits | geomean vs default "
+          f"| {header} (us) |")
+    for c in ranked[:16] + ([default] if default not in ranked[:16] else []):
+        print(f"| {c} | {'same' if same_bits[c] else 'differ'} | {geo[c] / geo[default]:.3f} | "
               + " ".join(f"{ok[c][p]:.1f}" for p in POINTS) + " |")
     print("| SDPA | | | " + " ".join(f"{sdpa_us.get(p, float('nan')):.1f}" for p in POINTS) + " |")
     if args.json:

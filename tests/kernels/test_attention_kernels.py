@@ -303,9 +303,10 @@ def test_prefill_reference_agrees_with_decode_and_contiguous_references():
 
 
 def test_prefill_warps_stages_and_grid_order_change_no_bit():
-    """The prefill launch's warps, stages (tuned; the former default 8 warps, 2 stages) and grid order (longest
-    query tiles first, or in order) leave every output bit as it was (bf16 on the GPU, where a different reduction
-    grouping would show): whole prompts and a chunk after a cached prefix, full and windowed."""
+    """The prefill launch's warps, stages, register cap (the rule's 8 warps capped at 128 registers; the former
+    4 warps, 4 stages uncapped) and grid order (longest query tiles first, or in order) leave every output bit as it
+    was (bf16 on the GPU, where a different reduction grouping would show): whole prompts and a chunk after a cached
+    prefix, full and windowed."""
     on_gpu = DEVICE == "cuda"  # the interpreter ignores warps and stages: a smaller case keeps CI short
     dtype = torch.bfloat16 if on_gpu else torch.float32
     g = torch.Generator().manual_seed(53)
@@ -313,13 +314,14 @@ def test_prefill_warps_stages_and_grid_order_change_no_bit():
     num_heads, num_kv = (64, 8) if on_gpu else (8, 2)
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, num_heads, num_kv, 64, g,
                                                                  dtype, head_major=True)
-    launches = ((4, 4, True), (4, 3, True), (8, 2, False), (4, 2, True), (8, 4, True), (4, 3, False)) if on_gpu \
-        else ((4, 4, True), (8, 2, False))
+    launches = ((None, None, True, None), (4, 4, True, None), (4, 3, True, None), (8, 2, False, None),
+                (8, 2, True, 128), (8, 3, False, 120), (4, 2, True, None), (8, 4, True, None)) if on_gpu \
+        else ((None, None, True, None), (8, 2, False, None))
     for window in (0, 128) if on_gpu else (0, 40):
         outs = [paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, 0.125,
                                         max_query_len=max(query_lens), num_warps=warps, num_stages=stages,
-                                        longest_first=longest_first)
-                for warps, stages, longest_first in launches]
+                                        longest_first=longest_first, maxnreg=maxnreg)
+                for warps, stages, longest_first, maxnreg in launches]
         assert all(torch.equal(outs[0], out) for out in outs[1:]), window
 
 
@@ -504,3 +506,17 @@ def test_prefill_whole_tiles_at_their_boundaries(window):
                                   max_query_len=max(query_lens), block_n=block_n)
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, 32 ** -0.5)
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+
+
+def test_prefill_launch_rule():
+    """Groups up to 8 take tiles of 128 rows (16 queries x gpt-oss's and Qwen3's groups of 8, 32 x Mixtral's 4) on 8
+    warps capped at 128 registers, two programs an SM (on the H200 0.90, 0.43 and 0.88 of the former launch's time);
+    larger groups keep the former launch (not measured)."""
+    from quickmoe.kernels.prefill_attention import prefill_launch
+
+    assert prefill_launch(64, 8) == (16, 8, 2, 128)
+    assert prefill_launch(128, 8) == (16, 8, 2, 128)
+    assert prefill_launch(128, 4) == (32, 8, 2, 128)
+    assert prefill_launch(64, 3) == (32, 8, 2, 128)  # padded to 4
+    assert prefill_launch(64, 1) == (128, 8, 2, 128)
+    assert prefill_launch(128, 16) == (16, 4, 4, None)

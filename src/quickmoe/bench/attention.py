@@ -98,21 +98,23 @@ def kernel_floor(device: torch.device, reps: int) -> float:
 
 
 def _paged_set(batch: int, context: int, window: int, g: torch.Generator, device: torch.device,
-               head_major: bool = False, block: int = 16) -> dict:
+               head_major: bool = False, block: int = 16, heads: int = HEADS, kv_heads: int = KV_HEADS,
+               head_dim: int = HEAD_DIM) -> dict:
     """One input set: a bf16 paged cache holding each sequence's `context` positions, blocks in random order; with
     a window only the blocks a sliding layer still holds (earlier table entries are -1, as released); head_major:
-    each cache a [blocks, block, KV, D] view of a contiguous [blocks, KV, block, D] tensor."""
+    each cache a [blocks, block, KV, D] view of a contiguous [blocks, KV, block, D] tensor. The heads default to
+    gpt-oss's (the probes pass other families')."""
     per_seq = -(-context // block)
     first_kept = max(context - window, 0) // block if window > 0 else 0
     held = per_seq - first_kept
     order = torch.randperm(batch * held).to(torch.int32)
     tables = torch.full((batch, per_seq), -1, dtype=torch.int32)
     tables[:, first_kept:] = order.view(batch, held)
-    shape = (batch * held, KV_HEADS, block, HEAD_DIM) if head_major else (batch * held, block, KV_HEADS, HEAD_DIM)
+    shape = (batch * held, kv_heads, block, head_dim) if head_major else (batch * held, block, kv_heads, head_dim)
     view = (lambda t: t.permute(0, 2, 1, 3)) if head_major else (lambda t: t)
     return {"k": view(torch.randn(shape, generator=g, device=device, dtype=torch.bfloat16)),
             "v": view(torch.randn(shape, generator=g, device=device, dtype=torch.bfloat16)),
-            "tables": tables.to(device), "sinks": torch.randn(HEADS, generator=g, device=device)}
+            "tables": tables.to(device), "sinks": torch.randn(heads, generator=g, device=device)}
 
 
 def _randn(*shape: int, g: torch.Generator, device: torch.device) -> torch.Tensor:

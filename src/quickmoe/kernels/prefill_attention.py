@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover
 else:
     from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
 
-__all__ = ["paged_prefill_attention", "paged_prefill_attention_ref"]
+__all__ = ["paged_prefill_attention", "paged_prefill_attention_ref", "prefill_launch"]
 
 
 def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -62,31 +62,47 @@ def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache:
     return out
 
 
+def prefill_launch(head_dim: int, group: int) -> tuple[int, int, int, int | None]:
+    """(queries a program, warps, stages, register cap a thread or None) of the prefill launch for heads `head_dim`
+    wide in GQA groups of `group` query heads. Warps, stages and the cap change no result bit; the queries a
+    program place the query tiles (a windowed layer's key tiles follow them), fixed for every batch.
+
+    Groups up to 8 take tiles of 128 rows (queries x the group rounded up to a power of two: 16 x 8 for gpt-oss and
+    Qwen3-30B-A3B, 32 x 4 for Mixtral) on 8 warps, 2 stages, at most 128 registers a thread (ptxas's `maxnreg`), so
+    two programs of 8 warps share a multiprocessor. Uncapped, gpt-oss's kernel took 154 registers on 8 warps (one
+    program an SM) and 254 on 4 (two programs of 4 warps); Qwen3's spilled 664 bytes on 4 warps. On the H200
+    (2026-12-01 third session, `scripts/probes/prefill_attention_sweep.py`, whole prompts of 1 x 1,024 to 1 x 8,192
+    and 16 x 512, full and 128-key windows), by geometric mean of the time of the launch before (16 queries, 4 warps,
+    4 stages, uncapped; Mixtral 2 stages): gpt-oss 0.90 (1 x 8,192 1.51 against 1.62 ms), Qwen3 0.43 (1.51 against
+    3.16 ms), Mixtral 0.88 (1.32 against 1.71 ms; 1 x 1,024 44 against 39 us); 8 warps uncapped 1.33, 0.46 and
+    1.02. Groups of 16 or more (not measured) keep the launch before."""
+    group_pow2 = 1 << max(group - 1, 0).bit_length()
+    if group_pow2 <= 8:
+        return 128 // group_pow2, 8, 2, 128
+    return 16, 4, 4, None
+
+
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             block_tables: torch.Tensor, cu_query_lens: torch.Tensor, context_lens: torch.Tensor,
                             sinks: torch.Tensor, window: int, scale: float, max_query_len: int,
-                            block_q: int = 16, block_n: int = 64, num_warps: int = 4,
-                            num_stages: int = 4, longest_first: bool = True) -> torch.Tensor:
+                            block_q: int | None = None, block_n: int = 64, num_warps: int | None = None,
+                            num_stages: int | None = None, longest_first: bool = True, maxnreg: int | None = None
+                            ) -> torch.Tensor:
     """`paged_prefill_attention_ref` in one Triton launch (see the module docstring). `max_query_len` (a host int:
     the longest sequence's new tokens) sizes the grid. The launch config (block_q queries x the GQA group a program,
-    block_n keys a step, warps, stages, the grid's order) is fixed for every batch, so a sequence's result never
-    depends on what it is batched with. block_n groups the online softmax (a different block_n rounds differently);
-    warps, stages and the grid's order change no bit. 64 keys a step on 4 warps: 15% below the former 8 warps by
-    geometric mean over gpt-oss prompts of 512-8192 tokens, full and windowed, on the H100
-    (scripts/probes/prefill_attention_sweep.py, docs/benchmarks.md 2026-11-27 third session); 32 keys a step
-    measured 19% but regrouped the softmax, and the bf16 batch-invariance test then agreed on 97.4% of greedy tokens
-    (bar 99%). The softmax step scales the logits in the FMA that subtracts the running max (one rounding, no
-    separate multiply; the whole-tile key loop 768 -> 614 SASS instructions a thread a step), with the query tiles
-    on multiples of block_q (module docstring) and the keys before a chunk's first window masked: on the H200 1 x
-    8,192 took 1.63 against 1.80 ms, 4 x 2,048 0.49 against 0.53, 1 x 1,024 0.040 against 0.043 (2026-11-30
-    eighteenth session). The loops are at 254 registers, and code added outside the whole-tile loop moved its time:
-    the FMA alone read 1.51 ms at 1 x 8,192 (but a windowed layer's rows changed bits with the chunking), the
-    aligned tiles without the mask 1.57, windowed key tiles on multiples of 64 instead 1.75. `longest_first` (the
-    grid's order, module docstring): a causal prompt's query tiles read from one to all of its key tiles, and a grid
-    launched in order leaves its longest programs for last; launched first, on the H200, 1 x 1,024 took 0.043
-    against 0.059 ms, 4 x 2,048 0.530 against 0.549 and 1 x 8,192 1.80 against 1.88 (`bench attention`). With them 4
-    stages: 16 x 512 in 208-210 against 220 us with 3, the rest within 1% (two sweeps, 2026-11-30 eighteenth
-    session)."""
+    block_n keys a step, warps, stages, register cap, the grid's order) is fixed for every batch, so a sequence's
+    result never depends on what it is batched with. block_n groups the online softmax (a different block_n rounds
+    differently); warps, stages, the register cap and the grid's order change no bit. What is left None is
+    `prefill_launch`'s, and its register cap with its warps (`maxnreg` None with warps given: no cap).
+
+    64 keys a step: 32 measured 19% faster on the H100 but regrouped the softmax, and the bf16 batch-invariance test
+    then agreed on 97.4% of greedy tokens (bar 99%; 2026-11-27 third session). The softmax step scales the logits in
+    the FMA that subtracts the running max (one rounding, no separate multiply; the whole-tile key loop 768 -> 614
+    SASS instructions a thread a step), with the query tiles on multiples of block_q (module docstring) and the keys
+    before a chunk's first window masked: on the H200 1 x 8,192 took 1.63 against 1.80 ms (2026-11-30 eighteenth
+    session). `longest_first` (the grid's order, module docstring): a causal prompt's query tiles read from one to
+    all of its key tiles, and a grid launched in order leaves its longest programs for last; launched first, on the
+    H200, 1 x 1,024 took 0.043 against 0.059 ms, 1 x 8,192 1.80 against 1.88 (`bench attention`)."""
     if triton is None:
         raise RuntimeError("paged_prefill_attention needs triton; paged_prefill_attention_ref is the torch version")
     num_tokens, num_heads, head_dim = q.shape
@@ -96,6 +112,11 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     batch = context_lens.shape[0]
     if num_tokens == 0 or batch == 0:
         return out
+    rule_block_q, rule_warps, rule_stages, rule_maxnreg = prefill_launch(head_dim, group)
+    block_q = rule_block_q if block_q is None else block_q
+    num_stages = rule_stages if num_stages is None else num_stages
+    if num_warps is None:
+        num_warps, maxnreg = rule_warps, rule_maxnreg if maxnreg is None else maxnreg
     group_pow2 = triton.next_power_of_2(group)
     block_q = max(block_q, 16 // group_pow2 if group_pow2 < 16 else 1)  # the dot needs >= 16 rows
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
@@ -106,7 +127,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         GROUP=group, GROUP_POW2=group_pow2, D=head_dim, D_POW2=max(16, triton.next_power_of_2(head_dim)),
         BLOCK_SIZE=block_size, KV=num_kv, HEAD_MAJOR=kv_cache_head_major(k_cache, v_cache), BLOCK_Q=block_q,
         BLOCK_N=block_n, FP32_DOT=fp32_dot, LONGEST_FIRST=longest_first,
-        num_warps=num_warps, num_stages=num_stages)
+        num_warps=num_warps, num_stages=num_stages, **({"maxnreg": maxnreg} if maxnreg else {}))
     return out
 
 
