@@ -36,7 +36,7 @@ from quickmoe.kernels.decode_attention import paged_decode_attention
 from quickmoe.kernels.decode_launch import DecodeLaunchConfig, decode_launch_config, decode_num_splits
 from quickmoe.kernels.pdl import pdl_kwargs, pdl_wait
 
-HEADS, KV, DIM = 64, 8, 64
+HEADS, KV, DIM = 64, 8, 64  # gpt-oss; --heads sets them (and the compile workers get them with their jobs)
 ROTATE_BYTES = 256 << 20
 POINTS = [(b, c, 0) for c in (1024, 4096, 16384) for b in (1, 8, 64, 256) if b * c <= 64 * 16384] + \
          [(b, 4096, 128) for b in (1, 8, 64, 256)]
@@ -60,11 +60,16 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def _set_shape(shape: tuple[int, int, int]) -> None:
+    global HEADS, KV, DIM
+    HEADS, KV, DIM = shape
+
+
 def _set(batch: int, context: int, window: int, g: torch.Generator) -> dict:
     """`bench attention`'s input set (a bf16 head-major cache of 16-position blocks in random order) with its q and
     lengths."""
     device = torch.device("cuda")
-    return {**_paged_set(batch, context, window, g, device, head_major=True),
+    return {**_paged_set(batch, context, window, g, device, head_major=True, heads=HEADS, kv_heads=KV, head_dim=DIM),
             "q": torch.randn(batch, HEADS, DIM, generator=g, device=device, dtype=torch.bfloat16),
             "lens": torch.full((batch,), context, dtype=torch.long, device=device)}
 
@@ -77,8 +82,10 @@ def _time(sets: list[dict], window: int, splits: int | None, config: DecodeLaunc
     return time_in_graph(call, len(sets), reps)
 
 
-def _compile(jobs: list[tuple[int, int, DecodeLaunchConfig]]) -> int:
+def _compile(work: tuple[tuple[int, int, int], list[tuple[int, int, DecodeLaunchConfig]]]) -> int:
     """Runs each (batch, splits, config) once on a small cache of the same specialization (fills Triton's cache)."""
+    shape, jobs = work
+    _set_shape(shape)
     g = torch.Generator("cuda").manual_seed(0)
     for batch, splits, config in jobs:
         s = _set(batch, 256, 0, g)
@@ -89,7 +96,7 @@ def _compile(jobs: list[tuple[int, int, DecodeLaunchConfig]]) -> int:
 
 
 def _split_counts(batch: int) -> list[int]:
-    auto = decode_num_splits(batch, KV, torch.device("cuda"))
+    auto = decode_num_splits(batch, KV, torch.device("cuda"), head_dim=DIM)
     return sorted({1, max(1, auto // 2), auto, min(64, auto * 2)})
 
 
@@ -116,9 +123,12 @@ def main() -> None:
     ap.add_argument("--windows", type=_ints, default=[0, 128])
     ap.add_argument("--configs", type=lambda t: [_parse_config(x) for x in t.split(",")], default=None)
     ap.add_argument("--no-extras", action="store_true")
+    ap.add_argument("--heads", type=_ints, default=[HEADS, KV, DIM],
+                    help="query heads, KV heads, head dim (gpt-oss 64,8,64; Qwen3-30B-A3B 32,4,128; Mixtral 32,8,128)")
     ap.add_argument("--splits", type=_ints, default=None,
                     help="time every config at each of these split counts (at most 8,192 programs) too")
     args = ap.parse_args()
+    _set_shape(tuple(args.heads))
     configs = args.configs or (CONFIGS[:4] if args.quick else CONFIGS)
     points = POINTS[:2] + POINTS[-1:] if args.quick else POINTS
     if args.batches:
@@ -127,7 +137,7 @@ def main() -> None:
     splits = {s: b for b in sorted({p[0] for p in points}) for s in _split_counts(b)}  # SPLITS is a constexpr
     splits.update({s: 1 for s in args.splits or ()})
     jobs = [(b, s, c) for s, b in splits.items() for c in configs]
-    chunks = [jobs[i::args.workers] for i in range(args.workers)]
+    chunks = [((HEADS, KV, DIM), jobs[i::args.workers]) for i in range(args.workers)]
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
         print(f"compiled {sum(pool.map(_compile, chunks))} variants in {args.workers} processes", flush=True)
 

@@ -100,17 +100,23 @@ def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
                          for batch in batches if batch * num_kv <= 512}
                 assert warps == {decode_launch_config(1, num_kv, 64, window, device_name).num_warps}, \
                     (device_name, num_kv, window, warps)
-        assert decode_launch_config(256, 8, 128, 0, device_name) == DecodeLaunchConfig(64, 4, 2, False)
+        if "H200" not in device_name:
+            assert decode_launch_config(256, 8, 128, 0, device_name) == DecodeLaunchConfig(64, 4, 2, False)
     h200_full = {decode_launch_config(batch, num_kv, 64, 0, "NVIDIA H200").num_warps
                  for num_kv in (1, 2, 8) for batch in (1, 8, 64, 65, 256, 1024)}
     assert h200_full == {2}
+    h200_wide = {decode_launch_config(batch, num_kv, 128, 0, "NVIDIA H200").num_warps
+                 for num_kv in (1, 4, 8) for batch in (1, 8, 64, 65, 256, 1024)}
+    assert h200_wide == {4}
 
 
 def test_the_h200_takes_two_warps_for_a_full_layer_at_every_batch_size():
     """gpt-oss's 8 KV heads on the H200's full layers: 2 warps, 4 stages at batch 1 and beyond 64 sequences, 6 at 2-64
     but 8 at 32-47 (one split of 256-383 programs); the H100's rule (any other GPU's too): 4 warps, 2 stages at
     batch 1, 3 stages with the KV heads on the fastest axis at 2-64 sequences, 2 warps and 4 stages beyond; a
-    sliding layer on the H200 takes the H100's."""
+    sliding layer on the H200 takes the H100's. Heads of 128 (Qwen3, Mixtral) on the H200: the H100's 4 warps with 4
+    stages and the KV heads on the fastest axis above 8 programs (no bit changes); the H100's rule 4 warps, 2
+    stages."""
     h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
     for batch, want in ((1, DecodeLaunchConfig(64, 2, 4, True)), (2, DecodeLaunchConfig(64, 2, 6, True)),
                         (24, DecodeLaunchConfig(64, 2, 6, True)), (32, DecodeLaunchConfig(64, 2, 8, True)),
@@ -123,7 +129,13 @@ def test_the_h200_takes_two_warps_for_a_full_layer_at_every_batch_size():
         assert decode_launch_config(batch, 8, 64, 0, h100) == decode_launch_config(batch, 8, 64, 0) == want, batch
     for batch in (1, 8, 33, 64, 65, 256):
         assert decode_launch_config(batch, 8, 64, 128, h200) == decode_launch_config(batch, 8, 64, 128, h100)
-    assert decode_launch_config(1, 4, 128, 0, h200) == DecodeLaunchConfig(64, 4, 2, False)  # Qwen3's heads of 128
+    for batch in (1, 2, 3, 8, 32, 64, 256, 1024):  # Qwen3's and Mixtral's heads of 128
+        for num_kv in (4, 8):
+            h100_rule = DecodeLaunchConfig(64, 4, 2, False)
+            want = DecodeLaunchConfig(64, 4, 4, True) if batch * num_kv > 8 else h100_rule
+            assert decode_launch_config(batch, num_kv, 128, 0, h200) == want, (batch, num_kv)
+            assert decode_launch_config(batch, num_kv, 128, 0, h100) == h100_rule
+            assert decode_launch_config(batch, num_kv, 128, 4096, h200) == h100_rule
 
 
 def test_stages_and_grid_order_change_no_bit():

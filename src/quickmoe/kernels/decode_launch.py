@@ -75,9 +75,20 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
     bf16 test of tokens alone vs in a batch of 64 (tests/models/test_quality_gpu.py, the embedded model's 2 KV
     heads: 2 against 128 programs) at 99.23%, where 2 warps at 9-512 programs beside batch 1's 4 read 98.61% (its
     bar is 99%). A sliding layer keeps the H100's rule: 4 warps up to 512 programs, where they were 4-7% faster at
-    1-8 sequences; its rows' bits may change beyond 512 (gpt-oss from 65 sequences), as the H100's full layers' do."""
+    1-8 sequences; its rows' bits may change beyond 512 (gpt-oss from 65 sequences), as the H100's full layers' do.
+
+    Heads of 65-128 (Qwen3-30B-A3B: 4 KV heads of 128; Mixtral: 8) in full layers on the H200, above 8 programs: 4
+    stages and the KV heads on the fastest axis (the H100's rule: 2 stages, in order), the warps unchanged, so no bit
+    changes. On the H200 sweep of 2026-12-01 (third session, `decode_attention_sweep.py --heads`, 1-256 sequences of
+    1k-16k keys, the default split counts) it took 0.92-1.00 of the former config's time (256 x 4k: Qwen3 494.2
+    against 519.1 us, Mixtral 968.9 against 1,049.1; 256 x 1k 129.4 against 134.3 and 248.7 against 270.3). 2 warps
+    with 4 stages read as fast (490.7, 980.5), but in Qwen3's model (12 layers, `bench generate`) the batch-1 step's
+    attention, with RoPE and the KV write, took 0.104 against 0.096 ms, and 2 warps at every batch size would
+    change a row's bits against the 4 warps of batch 1. The H100 was not measured; sliding layers keep its rule."""
     block_n = 64 if head_dim <= 128 else 32
     programs = batch * num_kv_heads
+    if 64 < head_dim <= 128 and window == 0 and "H200" in device_name and programs > 8:  # Qwen3's, Mixtral's heads
+        return DecodeLaunchConfig(block_n, 4, 4, True)
     if head_dim <= 64 and window == 0 and "H200" in device_name:  # 2 warps at every batch size
         one_split_few = H200_ONE_SPLIT_PROGRAMS <= programs < 3 * H200_ONE_SPLIT_PROGRAMS // 2  # 1.9-2.9 an SM
         stages = 4 if programs <= 8 or programs > 512 else 8 if one_split_few else 6
