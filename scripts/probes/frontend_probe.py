@@ -31,7 +31,8 @@ from pathlib import Path
 
 from quickmoe.engine.outputs import StepOutput
 from quickmoe.engine.request_checks import RequestChecker
-from quickmoe.server.engine_core import CoreBatch, CoreClient
+from quickmoe.server.core_client import CoreClient
+from quickmoe.server.engine_core import CoreBatch
 from quickmoe.server.metrics import EngineSnapshot
 
 

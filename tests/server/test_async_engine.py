@@ -13,7 +13,7 @@ import pytest
 
 from quickmoe.engine.engine import StepOutput
 from quickmoe.engine.sampling_params import SamplingParams
-from quickmoe.server.async_engine import EngineDrained, EngineOverloaded, EngineStepFailed, EngineUnavailable
+from quickmoe.server.engine_errors import EngineDrained, EngineOverloaded, EngineStepFailed, EngineUnavailable
 from quickmoe.server.metrics import ServerMetrics
 
 from .scripted import ScriptedEngine, collect

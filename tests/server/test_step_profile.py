@@ -20,7 +20,7 @@ from quickmoe.checkpoint.default_model import ensure_tiny_random_model
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.llm import LLM
 from quickmoe.server import engine_core
-from quickmoe.server.async_engine import EngineStepFailed, ProfileBusy
+from quickmoe.server.engine_errors import EngineStepFailed, ProfileBusy
 from quickmoe.server.config import ServerConfig
 
 from .conftest import API_KEY, MODEL, ServerThread

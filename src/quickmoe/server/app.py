@@ -32,7 +32,7 @@ from quickmoe.server.chat import create_chat_completion
 from quickmoe.server.completions import create_completion
 from quickmoe.server.config import ServerConfig
 from quickmoe.server.context import ServingContext
-from quickmoe.server.engine_core import CoreClient
+from quickmoe.server.core_client import CoreClient
 from quickmoe.server.metrics import CONTENT_TYPE, ServerMetrics
 from quickmoe.server.profile_steps import profile_steps
 from quickmoe.server.responses import JSONBytesResponse

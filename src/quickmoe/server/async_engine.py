@@ -26,41 +26,15 @@ from dataclasses import dataclass
 
 from quickmoe.engine.outputs import StepOutput, merge_outputs
 from quickmoe.engine.sampling_params import SamplingParams
-from quickmoe.errors import QuickMoEError
-from quickmoe.server.engine_core import IDLE_WORK_DELAY_S, CoreBatch, CoreClient, LocalCore
+from quickmoe.server.core_client import CoreClient, LocalCore
+from quickmoe.server.engine_core import IDLE_WORK_DELAY_S, CoreBatch
+from quickmoe.server.engine_errors import (EngineDrained, EngineOverloaded, EngineStepFailed, EngineUnavailable,
+                                           ProfileBusy)
 from quickmoe.server.metrics import EngineSnapshot, ServerMetrics
 
-__all__ = ["AsyncEngine", "EngineDrained", "EngineOverloaded", "EngineStepFailed", "EngineUnavailable",
-           "IDLE_WORK_DELAY_S", "ProfileBusy", "RequestStream", "TimedOutput"]
+__all__ = ["AsyncEngine", "IDLE_WORK_DELAY_S", "RequestStream", "TimedOutput"]
 
 logger = logging.getLogger(__name__)
-
-
-class EngineOverloaded(QuickMoEError):
-    """More requests wait than the configured queue holds (answered 503)."""
-
-
-class EngineUnavailable(QuickMoEError):
-    """The engine is not running: starting, shutting down, or its thread died (answered 503)."""
-
-
-class ProfileBusy(QuickMoEError):
-    """A step profile is already waiting for its steps (answered 409)."""
-
-
-class EngineStepFailed(QuickMoEError):
-    """The engine could not finish this request: a step raised while running it (answered 500, or an error event
-    in a stream; the server goes on)."""
-
-    status = 500
-    code = "engine_error"
-
-
-class EngineDrained(EngineStepFailed):
-    """The server is shutting down and this request did not finish within the drain timeout (answered 503)."""
-
-    status = 503
-    code = "server_shutting_down"
 
 
 @dataclass(frozen=True)

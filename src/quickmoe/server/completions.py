@@ -15,7 +15,8 @@ from starlette.responses import Response
 
 from quickmoe.engine.outputs import StepOutput
 from quickmoe.server.api_errors import APIError
-from quickmoe.server.async_engine import EngineStepFailed, RequestStream
+from quickmoe.server.async_engine import RequestStream
+from quickmoe.server.engine_errors import EngineStepFailed
 from quickmoe.server.context import ServingContext
 from quickmoe.server.protocol import CompletionRequest
 from quickmoe.server.request_params import sampling_params

@@ -15,7 +15,8 @@ from starlette.requests import ClientDisconnect, Request
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError, TokenizerError
 from quickmoe.server.api_errors import APIError, from_validation_error
-from quickmoe.server.async_engine import AsyncEngine, EngineOverloaded, EngineUnavailable, RequestStream
+from quickmoe.server.async_engine import AsyncEngine, RequestStream
+from quickmoe.server.engine_errors import EngineOverloaded, EngineUnavailable
 from quickmoe.server.config import ServerConfig
 from quickmoe.server.metrics import ServerMetrics
 from quickmoe.server.protocol import ChatCompletionRequest, CompletionRequest

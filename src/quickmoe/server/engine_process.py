@@ -34,7 +34,8 @@ from quickmoe.engine.request_checks import RequestChecker
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError
 from quickmoe.server.config import ServerConfig
-from quickmoe.server.engine_core import CoreBatch, CoreClient, EngineCore
+from quickmoe.server.core_client import CoreClient
+from quickmoe.server.engine_core import CoreBatch, EngineCore
 
 __all__ = ["EngineHost", "EngineInfo", "FrontendProcess", "RemoteCore", "run_engine_host", "start_frontend"]
 

@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from quickmoe.engine.step_profile import MAX_PROFILE_STEPS
 from quickmoe.server.api_errors import APIError
-from quickmoe.server.async_engine import EngineUnavailable, ProfileBusy
+from quickmoe.server.engine_errors import EngineUnavailable, ProfileBusy
 from quickmoe.server.context import ServingContext
 from quickmoe.server.request_fields import StrictModel
 from quickmoe.server.responses import JSONBytesResponse

@@ -19,7 +19,8 @@ from starlette.responses import Response
 from quickmoe.engine.sampling_params import SamplingParams
 from quickmoe.errors import RequestError
 from quickmoe.server.api_errors import APIError
-from quickmoe.server.async_engine import EngineStepFailed, RequestStream
+from quickmoe.server.async_engine import RequestStream
+from quickmoe.server.engine_errors import EngineStepFailed
 from quickmoe.server.chat_output import PlainTextParser, reply_token_ids
 from quickmoe.server.context import ServingContext
 from quickmoe.server.harmony_stream import HarmonyStreamParser
