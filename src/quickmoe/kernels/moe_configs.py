@@ -56,7 +56,8 @@ class MoEKernelConfig:
     columns' gate and up rows in one dot of 2 x block_n weight rows (wider tensor-core tiles; the epilogue splits
     the accumulator) instead of two dots of block_n (GEMM 2 ignores it); weight_tma: the weight tiles (any format)
     loaded by the Hopper tensor-memory accelerator through a tensor descriptor instead of per-thread pointers
-    (`moe_gemm._weight_descriptor`; with gate_up_one_dot one block of whole gate/up groups, which GEMM 1 checks);
+    (`moe_gemm_operands.weight_descriptor`; with gate_up_one_dot one block of whole gate/up groups, which GEMM 1
+    checks);
     split_k: programs per output tile, each over an equal run of the K steps (the largest count up to split_k that
     divides them), whose float32 parts the tile's last program adds in order before the epilogue
     (`moe_gemm._split_parts`): more programs for decode-sized launches, another float32 sum than one program's;
@@ -77,9 +78,9 @@ class MoEKernelConfig:
     num_warps: int = 4
     num_stages: int = 2
     swap_ab: bool = False  # compute weights x activations^T (see moe_gemm); a tuned choice
-    group_m: int = 1  # M tiles per group of the launch order (see moe_tiles.tile_of)
+    group_m: int = 1  # M tiles per group of the launch order (see moe_program_tile.tile_of)
     gate_up_one_dot: bool = False  # GEMM 1: gate and up rows in one dot (see moe_gemm1_kernel._gemm1_tile)
-    weight_tma: bool = False  # weight tiles by TMA (see moe_gemm._weight_descriptor)
+    weight_tma: bool = False  # weight tiles by TMA (see moe_gemm_operands.weight_descriptor)
     split_k: int = 1  # programs per output tile over parts of K (see moe_gemm._split_parts)
     maxnreg: int = 0  # registers per thread at most (0: no cap)
     register_operand: bool = False  # the GEMM by moe_gemm_register's Gluon kernels (see above)

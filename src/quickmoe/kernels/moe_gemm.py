@@ -1,16 +1,16 @@
 """Triton grouped GEMMs of the MoE experts: dense, MXFP4 or NVFP4 (decoded inside the kernel) or FP8 block-scaled
 weights (FP8 x FP8 dots with per-token-group activation scales).
 
-Tiles follow `moe_align`: the program of tile (m, n) (`moe_tiles.tile_of` maps the 1-D grid) takes rows [m*BLOCK_M,
-(m+1)*BLOCK_M) of `sorted_ids`, one expert's assignments (sentinels masked), and gathers their activation rows
-through the index; nothing is padded or copied. Weights are in the kernel layouts of `quickmoe.layouts.mxfp4_moe` /
-`quantized_moe`: out x in, MXFP4 blocks [E, N, K/2] (K-contiguous packed codes, each 4-byte word in the mma-pair
-order of `formats.mxfp4_mma_pairs`) with transposed E8M0 scales [E, K/32, N]; NVFP4 packed the same way (codes in
-mma-pair order) with E4M3 scales [E, K/16, N] and a per-row global scale [E, N] applied after the K loop
-(weight-only: the activations stay in their dtype); FP8 e4m3 [E, N, K] with scales [E, K/128, N / rows] (one per
-`rows` kernel rows: a block-scaled checkpoint's blocks), multiplied with FP8 activations quantized per token and 128
-columns (`kernels/fp8_quant.py`): each 128-column step's dot is scaled by (activation scale x weight scale) and added
-in float32 (BLOCK_K = 128), one weight scale per tile when its rows share one; or dense [E, N, K].
+Tiles follow `moe_align`: the program of tile (m, n) (`moe_program_tile.tile_of` maps the 1-D grid) takes rows
+[m*BLOCK_M, (m+1)*BLOCK_M) of `sorted_ids`, one expert's assignments (sentinels masked), and gathers their activation
+rows through the index; nothing is padded or copied. Weights are in the kernel layouts of
+`quickmoe.layouts.mxfp4_moe` / `quantized_moe`: out x in, MXFP4 blocks [E, N, K/2] (K-contiguous packed codes, each
+4-byte word in the mma-pair order of `formats.mxfp4_mma_pairs`) with transposed E8M0 scales [E, K/32, N]; NVFP4
+packed the same way (codes in mma-pair order) with E4M3 scales [E, K/16, N] and a per-row global scale [E, N] applied
+after the K loop (weight-only: the activations stay in their dtype); FP8 e4m3 [E, N, K] with scales [E, K/128, N /
+rows] (one per `rows` kernel rows: a block-scaled checkpoint's blocks), multiplied with FP8 activations quantized per
+token and 128 columns (`kernels/fp8_quant.py`): each 128-column step's dot is scaled by (activation scale x weight
+scale) and added in float32 (BLOCK_K = 128), one weight scale per tile when its rows share one; or dense [E, N, K].
 
 - `moe_gemm1_swiglu`: gate_up (+ bias, optional) with gpt-oss's clamped SwiGLU in the epilogue, or plain
   SiLU(gate) * up (Mixtral, Qwen-MoE). With the layout's gate/up groups of GROUP columns, group g's slab is
@@ -39,7 +39,6 @@ compile-time constants: one compilation per model shape, K loops with constant b
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 
@@ -48,13 +47,12 @@ import torch
 from quickmoe.errors import ConfigError
 from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
+from quickmoe.kernels.moe_gemm_operands import fp8_config, launch_args, packed, scales_arg, weight_descriptor
 from quickmoe.kernels.pdl import pdl_kwargs
 from quickmoe.kernels.tickets import MAX_TICKETS, ticket_counters
 
 try:  # CPU installs without triton keep the torch references
     import triton
-    import triton.language as tl
-    from triton.tools.tensor_descriptor import TensorDescriptor
 
     from quickmoe.kernels.moe_gemm1_kernel import _gemm1_swiglu_kernel
     from quickmoe.kernels.moe_gemm2_kernel import _gemm2_kernel, _moe_combine_kernel
@@ -71,56 +69,7 @@ def _require_triton() -> None:
         raise RuntimeError("the MoE kernels need triton (pip install triton); fused_moe_ref is the torch version")
 
 
-def _dot_dtype(dtype: torch.dtype, device: torch.device):  # -> tl.dtype
-    """The dtype of the dot's operands: the output dtype on a GPU; float32 in Triton's CPU interpreter,
-    whose dot mishandles bf16 (bf16 x bf16 products are exact in float32, so the maths is the same)."""
-    if device.type == "cpu":
-        return tl.float32
-    return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[dtype]
-
-
-FP8_GROUP = 128  # columns per activation / weight scale of the FP8 path (BLOCK_K of its GEMMs)
-
-
-def _launch_args(acts: torch.Tensor, act_scales: torch.Tensor | None, w: torch.Tensor,
-                 w_scales: torch.Tensor | None, out_dtype: torch.dtype, config: MoEKernelConfig) -> dict:
-    """The operands' kernel arguments: the weight format (dense, MXFP4, NVFP4 by the scales' dtype; FP8 by the
-    weight's) and the activations: plain rows, MXFP8 rows (e4m3 + per-32 E8M0 scales, decoded in the kernel
-    into the dot's dtype: exact, e4m3 x 2^k fits bf16), or FP8 rows with float32 per-128 scales (FP8 weights:
-    e4m3 x e4m3 dots on the GPU, in float32 in the interpreter)."""
-    # float32 operands multiply exactly (never tf32); 16-bit operands ignore the setting
-    precision = "ieee" if out_dtype == torch.float32 or acts.device.type == "cpu" else "tf32"
-    w_fp8 = w.dtype == torch.float8_e4m3fn
-    if w_fp8 and (act_scales is None or act_scales.dtype != torch.float32):
-        raise ValueError("FP8 weights need FP8 activations with float32 per-128 scales (quantize_fp8_per_token_group)")
-    dot_dtype = _dot_dtype(out_dtype, acts.device)
-    if w_fp8 and acts.device.type != "cpu":
-        dot_dtype, precision = tl.float8e4nv, "tf32"
-    nvfp4 = w_scales is not None and w_scales.dtype == torch.float8_e4m3fn
-    mxfp4 = w_scales is not None and not nvfp4 and not w_fp8
-    ptx = acts.device.type == "cuda"
-    return dict(A_MXFP8=act_scales is not None and not w_fp8, FP8_SCALE_ROWS=_fp8_scale_rows(w, w_scales),
-                NVFP4=nvfp4,
-                MXFP4=mxfp4, PRECISION=precision, DOT_DTYPE=dot_dtype,
-                PTX=ptx, MXFP4_PTX=mxfp4 and ptx and dot_dtype != tl.float16,  # bf16 or float32 dots
-                SWAP_AB=config.swap_ab, W_TMA=config.weight_tma, num_warps=config.num_warps,
-                num_stages=config.num_stages, maxnreg=config.maxnreg or None)
-
-
 SUB_TILE_MIN_BLOCK_M = 64
-
-
-def _fp8_scale_rows(w: torch.Tensor, w_scales: torch.Tensor | None) -> int:
-    """FP8 weights [E, N, K]: the kernel rows that share one scale per 128 columns (scales [E, K/128, N / rows],
-    `layouts.quantized_moe`); 0 for other formats."""
-    if w.dtype != torch.float8_e4m3fn:
-        return 0
-    experts, n, k = w.shape
-    if w_scales is None or w_scales.dim() != 3 or w_scales.shape[:2] != (experts, k // FP8_GROUP) \
-            or n % w_scales.shape[2]:
-        raise ValueError(f"FP8 weights {tuple(w.shape)} need float32 scales [E, K/128, N / rows] with rows "
-                         f"dividing N; got {None if w_scales is None else tuple(w_scales.shape)}")
-    return n // w_scales.shape[2]
 
 
 def _sub_tiles(align: MoEAlignment) -> bool:
@@ -163,16 +112,6 @@ def _split_workspace(parts: int, num_tiles: int, tile_elements: int, device: tor
     return partials, ticket_counters(device, name)
 
 
-def _packed(w_scales: torch.Tensor | None, w: torch.Tensor) -> bool:
-    """Whether w holds two 4-bit values per byte (MXFP4, NVFP4)."""
-    return w_scales is not None and w.dtype == torch.uint8
-
-
-def _fp8_config(w: torch.Tensor, config: MoEKernelConfig) -> MoEKernelConfig:
-    """FP8 weights step K by one scale group (128 columns)."""
-    return dataclasses.replace(config, block_k=FP8_GROUP) if w.dtype == torch.float8_e4m3fn else config
-
-
 def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: torch.Tensor,
                      w1_bias: torch.Tensor | None, w1_scales: torch.Tensor | None, group: int, limit: float,
                      alpha: float, *, act_scales: torch.Tensor | None = None, out_dtype: torch.dtype | None = None,
@@ -182,7 +121,7 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
     [T, H/128] float32 for FP8 weights) -> inter [A, I] in out_dtype (default: the activations' dtype); row a =
     SwiGLU of token a // k through expert topk_ids[a]. w1_row_scale [E, 2I]: NVFP4's per-row global scale."""
     _require_triton()
-    config = _fp8_config(w1, config if config is not None else MoEKernelConfig())
+    config = fp8_config(w1, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     if config.register_operand:
         from quickmoe.kernels.moe_gemm_register import moe_gemm1_swiglu_register, register_operand_problem
@@ -195,7 +134,7 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
                                              maxnreg=config.maxnreg or None)
         _register_operand_declined(problem or "the activations' dtype as the output's and no row scale")
     intermediate = w1.shape[1] // 2
-    hidden_size = w1.shape[2] * (2 if _packed(w1_scales, w1) else 1)  # K of the weights (packed nibbles: x2)
+    hidden_size = w1.shape[2] * (2 if packed(w1_scales, w1) else 1)  # K of the weights (packed nibbles: x2)
     inter = torch.empty(align.num_assignments, intermediate, dtype=out_dtype, device=acts.device)
     block_n = min(config.block_n, group)  # columns per program: the group, or a part of it (more programs)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(intermediate, group) * (group // block_n)
@@ -212,7 +151,7 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
                                           "moe_gemm1")
     _gemm1_swiglu_kernel[(num_m * num_n, parts)](
         acts, act_scales if act_scales is not None else acts,
-        _weight_descriptor(w1, w1_scales, tile_rows, config, "GEMM 1"), _scales_arg(w1_scales, w1),
+        weight_descriptor(w1, w1_scales, tile_rows, config, "GEMM 1"), scales_arg(w1_scales, w1),
         w1_bias if w1_bias is not None else w1, w1_row_scale if w1_row_scale is not None else w1, inter,
         partials if partials is not None else inter, counters if counters is not None else align.num_padded,
         align.sorted_ids, align.block_expert, align.num_padded,
@@ -220,7 +159,7 @@ def moe_gemm1_swiglu(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1: to
         float(limit), float(alpha), H=hidden_size, I=intermediate, GROUP=group,
         BLOCK_M=align.block_m, BLOCK_N=block_n, BLOCK_K=config.block_k, HAS_BIAS=w1_bias is not None, SILU=activation == "silu",
         ROW_SCALE=w1_row_scale is not None, SUB_TILES=_sub_tiles(align), ONE_DOT=config.gate_up_one_dot,
-        SPLIT_K=parts, K_PART=k_part, **_launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
+        SPLIT_K=parts, K_PART=k_part, **launch_args(acts, act_scales, w1, w1_scales, out_dtype, config),
         **pdl_kwargs(acts.device))
     return inter
 
@@ -233,42 +172,13 @@ def _register_operand_declined(needs: str) -> None:
     logger.info("MoE GEMM: the tuned config's register-operand kernel needs %s; running the Triton tile", needs)
 
 
-def _scales_arg(w_scales: torch.Tensor | None, w: torch.Tensor) -> torch.Tensor:
-    """The scales as the kernel reads them (E4M3 scale bytes as uint8: decoded in the kernel; the weight when
-    there are none)."""
-    if w_scales is None:
-        return w
-    return w_scales.view(torch.uint8) if w_scales.dtype == torch.float8_e4m3fn else w_scales
-
-
-def _weight_descriptor(w: torch.Tensor, w_scales: torch.Tensor | None, tile_rows: int, config: MoEKernelConfig,
-                       gemm: str):
-    """The weight as the kernels read it: w itself, or with `config.weight_tma` a tensor descriptor of w viewed as
-    [E * N, K'] (K' = K, or K / 2 bytes for packed FP4) whose blocks are the tiles [tile_rows, block_k'] (block_n
-    rows, or GEMM 1's 2 x block_n gate and up rows with one dot; Hopper's
-    tensor-memory accelerator copies each into shared memory; rows past the last expert read as zeros, rows of the
-    next expert only feed masked columns). Packed FP4 tiles are decoded from the copy as from a pointer load."""
-    if not config.weight_tma:
-        return w
-    if w.dim() != 3 or not w.is_contiguous():
-        raise ValueError(f"{gemm}: weight_tma needs contiguous weights [E, N, K]; got {w.dtype} {tuple(w.shape)} "
-                         f"with strides {w.stride()}")
-    experts, n, row_elements = w.shape
-    block_k = config.block_k // 2 if _packed(w_scales, w) else config.block_k  # bytes of packed rows
-    if (row_elements * w.element_size()) % 16 or w.data_ptr() % 16:
-        raise ValueError(f"{gemm}: weight_tma needs 16-byte aligned weight rows; a row is {row_elements} x "
-                         f"{w.element_size()} bytes")
-    return TensorDescriptor(w.view(experts * n, row_elements), shape=[experts * n, row_elements],
-                            strides=[row_elements, 1], block_shape=[tile_rows, block_k])
-
-
 def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tensor, w2: torch.Tensor,
               w2_bias: torch.Tensor | None, w2_scales: torch.Tensor | None, *, act_scales: torch.Tensor | None = None,
               out_dtype: torch.dtype | None = None, config: MoEKernelConfig | None = None,
               w2_row_scale: torch.Tensor | None = None) -> torch.Tensor:
     """inter [A, I] (or MXFP8 / FP8 with act_scales) -> [A, H]: (inter[a] @ W2[e].T + b2[e]) * topk_weights[a]."""
     _require_triton()
-    config = _fp8_config(w2, config if config is not None else MoEKernelConfig())
+    config = fp8_config(w2, config if config is not None else MoEKernelConfig())
     out_dtype = out_dtype if out_dtype is not None else acts.dtype
     if config.register_operand:
         from quickmoe.kernels.moe_gemm_register import moe_gemm2_register, register_operand_problem
@@ -279,7 +189,7 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
                                       steps_per_stage=config.steps_per_stage, maxnreg=config.maxnreg or None)
         _register_operand_declined(problem or "the activations' dtype as the output's and no row scale")
     hidden_size = w2.shape[1]
-    intermediate = w2.shape[2] * (2 if _packed(w2_scales, w2) else 1)
+    intermediate = w2.shape[2] * (2 if packed(w2_scales, w2) else 1)
     out = torch.empty(align.num_assignments, hidden_size, dtype=out_dtype, device=acts.device)
     num_m, num_n = align.block_expert.numel(), triton.cdiv(hidden_size, config.block_n)
     parts, k_part = _split_parts(config, intermediate, num_m * num_n, align)
@@ -287,7 +197,7 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
                                           "moe_gemm2")
     _gemm2_kernel[(num_m * num_n, parts)](
         acts, act_scales if act_scales is not None else acts,
-        _weight_descriptor(w2, w2_scales, config.block_n, config, "GEMM 2"), _scales_arg(w2_scales, w2),
+        weight_descriptor(w2, w2_scales, config.block_n, config, "GEMM 2"), scales_arg(w2_scales, w2),
         w2_bias if w2_bias is not None else w2, w2_row_scale if w2_row_scale is not None else w2,
         topk_weights.reshape(-1), out, partials if partials is not None else out,
         counters if counters is not None else align.num_padded, align.sorted_ids, align.block_expert,
@@ -296,7 +206,7 @@ def moe_gemm2(acts: torch.Tensor, align: MoEAlignment, topk_weights: torch.Tenso
         H=hidden_size, I=intermediate, BLOCK_M=align.block_m, BLOCK_N=config.block_n,
         BLOCK_K=config.block_k, HAS_BIAS=w2_bias is not None, ROW_SCALE=w2_row_scale is not None,
         SUB_TILES=_sub_tiles(align), SPLIT_K=parts, K_PART=k_part,
-        **_launch_args(acts, act_scales, w2, w2_scales, out_dtype, config),
+        **launch_args(acts, act_scales, w2, w2_scales, out_dtype, config),
         **pdl_kwargs(acts.device))
     return out
 

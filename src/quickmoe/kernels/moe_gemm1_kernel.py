@@ -1,6 +1,6 @@
 """GEMM 1 of the MoE experts as a Triton kernel: gate_up (+ bias) and the activation (gpt-oss's clamped SwiGLU, or
 SiLU(gate) * up), launched by `kernels/moe_gemm.py`'s `moe_gemm1_swiglu`, whose docstring gives the layouts, the
-formats and the configs. A program maps to an (M tile, N tile) (`moe_tiles.tile_of`), gathers its expert's rows
+formats and the configs. A program maps to an (M tile, N tile) (`moe_program_tile.tile_of`), gathers its expert's rows
 through `sorted_ids`, runs the K loop over the gate and up rows of its columns (two dots a step, or one dot of both:
 `gate_up_one_dot`), over all of K or its part of it (`split_k`: the tile's last program by ticket adds the float32
 parts in order), and stores the epilogue's rows of inter. The operand tiles come from `kernels/moe_tiles.py`.
@@ -22,11 +22,10 @@ try:  # CPU installs without triton keep the torch references
         mxfp4_scales,
         rows_last,
         step_scales,
-        tile_of,
-        valid_rows,
         weight_tile,
         zeros,
     )
+    from quickmoe.kernels.moe_program_tile import tile_of, valid_rows
     from quickmoe.kernels.pdl import pdl_wait
     from quickmoe.kernels.tickets import last_ticket, reset_ticket, store_part, sum_parts
 except ImportError:  # pragma: no cover

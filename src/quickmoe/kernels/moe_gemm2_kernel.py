@@ -21,11 +21,10 @@ try:  # CPU installs without triton keep the torch references
         mxfp4_scales,
         rows_last,
         step_scales,
-        tile_of,
-        valid_rows,
         weight_tile,
         zeros,
     )
+    from quickmoe.kernels.moe_program_tile import tile_of, valid_rows
     from quickmoe.kernels.pdl import pdl_wait
     from quickmoe.kernels.tickets import last_ticket, reset_ticket, store_part, sum_parts
 except ImportError:  # pragma: no cover

@@ -1,7 +1,7 @@
 """The MoE GEMMs' operand tiles, for the K loops of `kernels/moe_gemm1_kernel.py` and `moe_gemm2_kernel.py`: weight
 tiles in each format (MXFP4 and NVFP4 decoded, FP8 and dense loaded as they are, by pointer or from a TMA
 descriptor), the block scales, activation tiles gathered row by row (MXFP8 decoded), an FP8 step's scale factors,
-and the tensor-core product in either orientation; and each program's tile (`tile_of`, `valid_rows`).
+and the tensor-core product in either orientation (each program's tile: `kernels/moe_program_tile.py`).
 
 FP4 is decoded by inline PTX on the GPU (`MXFP4_PAIRS_TO_BF16_PTX_TEXT`; NVFP4: `NVFP4_PAIRS_TO_BF16_PTX_TEXT`, the
 same shifts and masks, another scale), whose outputs are the weights times a power of two that the GEMMs' epilogues
@@ -303,20 +303,3 @@ if triton is not None:
     # session; one step ahead took Mixtral-8x7B's layer at T = 4,096 and 8,192 from 6.93 to 5.56 and from 13.34 to
     # 10.64 ms on the H200, with the same bits.
     SCALES_AHEAD_BLOCK_M = tl.constexpr(64)
-
-    @triton.jit
-    def tile_of(pid, num_m, num_n, group_m):
-        """Program -> (M tile, N tile), in groups of group_m M tiles that sweep every N tile before the next
-        group starts: while a group runs, its activation rows and the N tiles' weights stay in the L2 cache
-        (one M tile at a time would re-read every activation row once per N tile)."""
-        per_group = group_m * num_n
-        first_m = (pid // per_group) * group_m
-        rows_in_group = tl.minimum(num_m - first_m, group_m)
-        return first_m + (pid % per_group) % rows_in_group, (pid % per_group) // rows_in_group
-
-    @triton.jit
-    def valid_rows(sorted_ids_ptr, pid_m, num_assignments, BLOCK_M: tl.constexpr):
-        """How many rows of M tile pid_m hold assignments: an expert's run fills its tiles from their first row,
-        so the sentinels (A) of its last tile are its last rows."""
-        assign = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]
-        return tl.sum((assign < num_assignments).to(tl.int32), axis=0)
