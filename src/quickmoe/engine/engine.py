@@ -33,7 +33,6 @@ import logging
 import random
 import time
 from collections.abc import Sequence as Seq
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -47,7 +46,7 @@ from quickmoe.engine.sampling_params import SamplingParams, StructuredOutput
 from quickmoe.engine.scheduler import Scheduler
 from quickmoe.engine.sequence import PENDING, Sequence, SequenceStatus
 from quickmoe.engine.step_inputs import prompt_request, row_context
-from quickmoe.engine.structured_output import GrammarBackend, PendingToken, compute_masks_after
+from quickmoe.engine.structured_output import GrammarBackend, MaskWorker
 from quickmoe.engine.warmup_steps import StepShapeWarmup
 from quickmoe.layers.sampler import DeviceSample, SampledTokens
 from quickmoe.tokenizer.base import Tokenizer
@@ -93,7 +92,7 @@ class Engine:
         self._inbox = RequestInbox()
         self._seq_ids = itertools.count()
         self._seeds = random.Random(seed)  # the seeds of sampled requests that bring none
-        self._masks: ThreadPoolExecutor | None = None  # computes structured outputs' token masks
+        self._masks = MaskWorker()  # structured outputs' token masks
         self.step_warmup = StepShapeWarmup(self.blocks, runner, vocab_size=self.config.vocab_size,
                                            max_num_batched_tokens=max_num_batched_tokens,
                                            max_model_len=self.max_model_len, max_num_seqs=max_num_seqs,
@@ -213,18 +212,8 @@ class Engine:
             assert c.seq.num_pending <= 1 and (c.seq.num_pending == 0 or c.num_tokens == 1), "one step in flight"
         contexts = [row_context(s) for s in seqs]
         prompt = [prompt_request(c) for c in chunks]
-        bitmask = None
-        if any(s.grammar is not None for s in seqs):  # computed while the device runs the forward
-            if self._masks is None:
-                self._masks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-grammar")
-            # a constrained row whose previous token is still in flight (in self._in_flight, the previous step):
-            # the job waits for it and advances the grammar first
-            pending = [PendingToken(s.num_resolved, s.pending_row) if s.grammar is not None and s.num_pending
-                       else None for s in seqs]
-            previous = self._in_flight.sample if self._in_flight is not None else None
-            assert previous is not None or not any(pending), "a pending token belongs to the step in flight"
-            bitmask = self._masks.submit(compute_masks_after, previous, pending, [s.grammar for s in seqs],
-                                         [s.stop_ids for s in seqs], self.grammars.words)
+        previous = self._in_flight.sample if self._in_flight is not None else None  # the step launched before
+        bitmask = self._masks.submit(seqs, previous)  # computed while the device runs the forward
         started = time.perf_counter()
         sample = self.runner.execute(
             [c.seq.token_ids(c.start, c.start + c.num_tokens) for c in chunks], [c.start for c in chunks],

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,8 @@ from quickmoe.errors import RequestError
 from quickmoe.tokenizer.base import Tokenizer
 from quickmoe.tokenizer.vocab import CHANNEL, MESSAGE, START
 
-__all__ = ["GrammarBackend", "GrammarState", "PendingToken", "compute_masks", "compute_masks_after"]
+__all__ = ["GrammarBackend", "GrammarState", "MaskWorker", "PendingToken", "compute_masks",
+           "compute_masks_after"]
 
 
 class _Pieces:
@@ -231,3 +233,27 @@ def compute_masks_after(previous: Any, pending: Sequence[PendingToken | None], s
             if state is not None and wait is not None:
                 state.advance_at(wait.index, token_ids[wait.row], stops)
     return compute_masks(states, stop_ids, words)
+
+
+class MaskWorker:
+    """A step's token masks computed on a worker thread (started at first use) while the device runs the step's
+    forward: only the sampler waits for them (`compute_masks_after`)."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, seqs: Sequence[Any], previous: Any) -> Future | None:
+        """The bitmask job of a step's sampled sequences (engine `Sequence`s), or None when none is constrained.
+        A constrained row whose previous token is still in flight (`previous`: the DeviceSample of the step
+        launched before, or None) waits for it and advances its grammar first."""
+        states = [s.grammar for s in seqs]
+        constrained = next((state for state in states if state is not None), None)
+        if constrained is None:
+            return None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickmoe-grammar")
+        pending = [PendingToken(s.num_resolved, s.pending_row) if s.grammar is not None and s.num_pending else None
+                   for s in seqs]
+        assert previous is not None or not any(pending), "a pending token belongs to the step in flight"
+        return self._pool.submit(compute_masks_after, previous, pending, states, [s.stop_ids for s in seqs],
+                                 constrained.backend.words)
