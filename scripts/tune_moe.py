@@ -46,7 +46,8 @@ from quickmoe.kernels import moe_configs
 from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
 from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name
-from quickmoe.kernels.moe_gemm import FP8_GROUP, moe_gemm1_swiglu, moe_gemm2
+from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+from quickmoe.kernels.moe_gemm_operands import FP8_GROUP
 from quickmoe.kernels.routing import route_ref
 
 SETS = 8  # input sets per graph: their experts' bytes outgrow the L2 cache

@@ -37,7 +37,8 @@ import triton.language as tl
 
 from quickmoe.kernels.moe_align import MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
-from quickmoe.kernels.moe_gemm import _launch_args, moe_gemm1_swiglu, moe_gemm2
+from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
+from quickmoe.kernels.moe_gemm_operands import launch_args
 from quickmoe.kernels.moe_gemm1_kernel import _gemm1_tile
 from quickmoe.kernels.moe_gemm2_kernel import _gemm2_tile
 from quickmoe.kernels.pdl import pdl_kwargs, pdl_wait
@@ -101,7 +102,7 @@ def fused_decode_moe(acts: torch.Tensor, align: MoEAlignment, top_k: int, w1, b1
     num_n1 = triton.cdiv(intermediate, group) * (group // config1.block_n)
     num_n2 = triton.cdiv(hidden, config2.block_n)
     counters = ticket_counters(acts.device, "moe_fused_decode")
-    args = _launch_args(acts, None, w1, s1, acts.dtype, config1)
+    args = launch_args(acts, None, w1, s1, acts.dtype, config1)
     _fused_kernel[(num_m * (num_n1 + num_n2),)](
         acts, w1, s1, b1, inter, w2, s2, b2, topk_weights.reshape(-1), out, counters, align.sorted_ids,
         align.block_expert, align.num_padded, top_k, align.num_assignments, num_m, acts.stride(0), float(limit),
