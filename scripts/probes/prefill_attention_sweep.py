@@ -26,9 +26,9 @@ from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_pr
 POINTS = ((1, 1024, 0), (4, 2048, 0), (1, 8192, 0), (16, 512, 0), (1, 8192, 128), (4, 2048, 128))
 
 
-def committed_launch(head_dim: int, group: int) -> tuple:
+def committed_launch(group: int) -> tuple:
     """(block_q, block_n, warps, stages, longest first, maxnreg (0: none)) of the engine's launch."""
-    block_q, warps, stages, maxnreg = prefill_launch(head_dim, group)
+    block_q, warps, stages, maxnreg = prefill_launch(group)
     return (block_q, 64, warps, stages, 1, maxnreg or 0)
 
 
@@ -47,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
     heads, kv_heads, head_dim = ints(args.heads)
-    default = committed_launch(head_dim, heads // kv_heads)
+    default = committed_launch(heads // kv_heads)
     configs = [default] + [c for c in itertools.product(ints(args.block_q), ints(args.block_n), ints(args.warps),
                                                          ints(args.stages), ints(args.orders), ints(args.maxnreg))
                           if c != default]

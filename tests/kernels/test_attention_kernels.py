@@ -526,9 +526,8 @@ def test_prefill_launch_rule():
     larger groups keep the former launch (not measured)."""
     from quickmoe.kernels.prefill_attention import prefill_launch
 
-    assert prefill_launch(64, 8) == (16, 8, 2, 128)
-    assert prefill_launch(128, 8) == (16, 8, 2, 128)
-    assert prefill_launch(128, 4) == (32, 8, 2, 128)
-    assert prefill_launch(64, 3) == (32, 8, 2, 128)  # padded to 4
-    assert prefill_launch(64, 1) == (128, 8, 2, 128)
-    assert prefill_launch(128, 16) == (16, 4, 4, None)
+    assert prefill_launch(8) == (16, 8, 2, 128)
+    assert prefill_launch(4) == (32, 8, 2, 128)
+    assert prefill_launch(3) == (32, 8, 2, 128)  # padded to 4
+    assert prefill_launch(1) == (128, 8, 2, 128)
+    assert prefill_launch(16) == (16, 4, 4, None)

@@ -62,9 +62,9 @@ def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache:
     return out
 
 
-def prefill_launch(head_dim: int, group: int) -> tuple[int, int, int, int | None]:
-    """(queries a program, warps, stages, register cap a thread or None) of the prefill launch for heads `head_dim`
-    wide in GQA groups of `group` query heads. Warps, stages and the cap change no result bit; the queries a
+def prefill_launch(group: int) -> tuple[int, int, int, int | None]:
+    """(queries a program, warps, stages, register cap a thread or None) of the prefill launch for GQA groups of
+    `group` query heads (measured with heads 64 and 128 wide: the rule is the same for both). Warps, stages and the cap change no result bit; the queries a
     program place the query tiles (a windowed layer's key tiles follow them), fixed for every batch.
 
     Groups up to 8 take tiles of 128 rows (queries x the group rounded up to a power of two: 16 x 8 for gpt-oss and
@@ -75,7 +75,8 @@ def prefill_launch(head_dim: int, group: int) -> tuple[int, int, int, int | None
     and 16 x 512, full and 128-key windows), by geometric mean of the time of the launch before (16 queries, 4 warps,
     4 stages, uncapped; Mixtral 2 stages): gpt-oss 0.90 (1 x 8,192 1.51 against 1.62 ms), Qwen3 0.43 (1.51 against
     3.16 ms), Mixtral 0.88 (1.32 against 1.71 ms; 1 x 1,024 44 against 39 us); 8 warps uncapped 1.33, 0.46 and
-    1.02. Groups of 16 or more (not measured) keep the launch before."""
+    1.02. Groups of 1-2 (no model served has them) take the same 128 rows, not measured; groups of 16 or more
+    (not measured) keep the launch before."""
     group_pow2 = 1 << max(group - 1, 0).bit_length()
     if group_pow2 <= 8:
         return 128 // group_pow2, 8, 2, 128
@@ -112,7 +113,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     batch = context_lens.shape[0]
     if num_tokens == 0 or batch == 0:
         return out
-    rule_block_q, rule_warps, rule_stages, rule_maxnreg = prefill_launch(head_dim, group)
+    rule_block_q, rule_warps, rule_stages, rule_maxnreg = prefill_launch(group)
     block_q = rule_block_q if block_q is None else block_q
     num_stages = rule_stages if num_stages is None else num_stages
     if num_warps is None:
