@@ -63,9 +63,10 @@ def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache:
 
 
 def prefill_launch(group: int) -> tuple[int, int, int, int | None]:
-    """(queries a program, warps, stages, register cap a thread or None) of the prefill launch for GQA groups of
-    `group` query heads (measured with heads 64 and 128 wide: the rule is the same for both). Warps, stages and the cap change no result bit; the queries a
-    program place the query tiles (a windowed layer's key tiles follow them), fixed for every batch.
+    """(queries a program, warps, stages, register cap a thread or None) of the prefill launch for GQA groups of `group`
+    query heads (measured with heads 64 and 128 wide: the rule is the same for both). Warps, stages and the cap
+    change no result bit; the queries a program place the query tiles (a windowed layer's key tiles follow them),
+    fixed for every batch.
 
     Groups up to 8 take tiles of 128 rows (queries x the group rounded up to a power of two: 16 x 8 for gpt-oss and
     Qwen3-30B-A3B, 32 x 4 for Mixtral) on 8 warps, 2 stages, at most 128 registers a thread (ptxas's `maxnreg`), so
