@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/probes: sass
 from sass_probe import OPCODE, disassemble  # noqa: E402
 
 SIGNATURE = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16", "block_tables_ptr": "*i32",
-             "context_lens_ptr": "*i32", "sinks_ptr": "*bf16", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
+             "context_lens_ptr": "*i64", "sinks_ptr": "*bf16", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
              "part_ml_ptr": "*fp32", "pos_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_ptr": "*i64",
              "stride_qb": "i32", "stride_qh": "i32", "stride_ob": "i32", "stride_oh": "i32", "stride_bt": "i32",
              "stride_cs": "i32", "window": "i32", "qk_scale": "fp32"}
@@ -56,7 +56,7 @@ def compile_split_kernel(block_n: int, warps: int, stages: int, rotary: bool, sp
 
 
 PREFILL_SIGNATURE = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16", "block_tables_ptr": "*i32",
-                     "cu_q_ptr": "*i32", "context_lens_ptr": "*i32", "sinks_ptr": "*bf16", "out_ptr": "*bf16",
+                     "cu_q_ptr": "*i32", "context_lens_ptr": "*i64", "sinks_ptr": "*bf16", "out_ptr": "*bf16",
                      "stride_qt": "i32", "stride_qh": "i32", "stride_ot": "i32", "stride_oh": "i32", "stride_bt": "i32",
                      "window": "i32", "qk_scale": "fp32"}
 
@@ -66,7 +66,7 @@ def compile_prefill_kernel(block_n: int, warps: int, stages: int, block_q: int =
     from quickmoe.kernels import prefill_attention
 
     kernel = prefill_attention._prefill_kernel
-    constexprs = dict(GROUP=group, GROUP_POW2=group, D=head_dim, D_POW2=head_dim, BLOCK_SIZE=16, KV=8, HEAD_MAJOR=True,
+    constexprs = dict(GROUP=group, GROUP_POW2=group, D=head_dim, D_POW2=head_dim, BLOCK_SIZE=int(os.environ.get("PROBE_BLOCK_SIZE", 16)), KV=8, HEAD_MAJOR=True,
                       BLOCK_Q=block_q,
                       BLOCK_N=block_n, FP32_DOT=False)
     if "INT64_OFFSETS" in kernel.arg_names:

@@ -59,7 +59,7 @@ def test_decode_kernel_matches_the_reference(splits, window, num_heads, num_kv, 
                                             head_major=head_major)
     q = torch.randn(len(contexts), num_heads, head_dim, generator=g).to(DEVICE)
     sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
-    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int64, device=DEVICE)  # the engine's dtype
     got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, head_dim**-0.5, num_splits=splits)
     want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, head_dim**-0.5)
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
@@ -77,7 +77,7 @@ def test_decode_launch_configs_match_the_reference(config, splits, window):
     k_cache, v_cache, tables = _paged_cache([max(c, 1) for c in contexts], 2, 32, torch.float32, g)
     q = torch.randn(len(contexts), 8, 32, generator=g).to(DEVICE)
     sinks = (torch.randn(8, generator=g) * 2).to(DEVICE)
-    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int64, device=DEVICE)  # the engine's dtype
     got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, 32**-0.5, num_splits=splits,
                                  config=config)
     want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, 32**-0.5)
@@ -153,7 +153,7 @@ def test_stages_and_grid_order_change_no_bit():
     k_cache, v_cache, tables = _paged_cache(contexts, num_kv, 64, dtype, g)
     q = torch.randn(len(contexts), num_heads, 64, generator=g).to(dtype).to(DEVICE)
     sinks = torch.randn(num_heads, generator=g).to(DEVICE)
-    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int64, device=DEVICE)  # the engine's dtype
     groups = [[DecodeLaunchConfig(), DecodeLaunchConfig(64, 4, 3, True), DecodeLaunchConfig(64, 4, 5, True)],
               [DecodeLaunchConfig(64, 2, 4, True), DecodeLaunchConfig(64, 2, 6, True), DecodeLaunchConfig(64, 2, 4)]]
     if DEVICE == "cpu":  # Triton's interpreter ignores warps and stages: only the grid's order can differ there
@@ -228,7 +228,7 @@ def test_a_sliding_layers_rows_decode_to_the_same_bits_alone_and_in_a_batch(wind
     k_cache, v_cache, tables = _paged_cache(contexts, num_kv, 32, dtype, g)
     q = torch.randn(batch, 4 * num_kv, 32, generator=g).to(dtype).to(DEVICE)
     sinks = torch.randn(4 * num_kv, generator=g).to(DEVICE)
-    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int64, device=DEVICE)  # the engine's dtype
     together = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, window, 32**-0.5)
     assert decode_num_splits(1, num_kv, torch.device(DEVICE)) > 1  # a full layer would split the lone row
     for b in (0, 1, batch - 1):
@@ -247,7 +247,7 @@ def test_decode_reference_matches_the_contiguous_reference():
     k_cache, v_cache, tables = _paged_cache(contexts, num_kv, head_dim, torch.float64, g)
     q = torch.randn(len(contexts), num_heads, head_dim, generator=g, dtype=torch.float64).to(DEVICE)
     sinks = torch.randn(num_heads, generator=g, dtype=torch.float64).to(DEVICE)
-    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int64, device=DEVICE)  # the engine's dtype
     for window in (0, 20):
         paged = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, window, 0.25)
         for b, ctx in enumerate(contexts):
@@ -264,7 +264,7 @@ def test_decode_skips_released_blocks_of_a_sliding_window():
     k_cache, v_cache, tables = _paged_cache([80], 2, 16, torch.float32, g)
     q = torch.randn(1, 4, 16, generator=g).to(DEVICE)
     sinks = torch.randn(4, generator=g).to(DEVICE)
-    lens = torch.tensor([80], dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor([80], dtype=torch.int64, device=DEVICE)  # the engine's dtype
     want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, 20, 0.25)
     released = tables.clone()
     released[0, :3] = -1  # positions < 48 are out of a 20-token window at position 79
@@ -278,7 +278,7 @@ def _prefill_case(query_lens, contexts, num_heads, num_kv, head_dim, g, dtype=to
     q = torch.randn(sum(query_lens), num_heads, head_dim, generator=g).to(dtype).to(DEVICE)
     sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
     cu = torch.tensor([0, *torch.tensor(query_lens).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE)
-    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int64, device=DEVICE)  # the engine's dtype
     return q, k_cache, v_cache, tables, cu, lens, sinks
 
 
@@ -425,7 +425,7 @@ def test_decode_kernel_in_bf16():
     k_cache, v_cache, tables = _paged_cache([100, 37], 2, 32, torch.bfloat16, g)
     q = torch.randn(2, 8, 32, generator=g).to(torch.bfloat16).to(DEVICE)
     sinks = torch.randn(8, generator=g).to(DEVICE)
-    lens = torch.tensor([100, 37], dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor([100, 37], dtype=torch.int64, device=DEVICE)  # the engine's dtype
     got = paged_decode_attention(q, k_cache, v_cache, tables, lens, sinks, 0, 32**-0.5, num_splits=4)
     want = paged_decode_attention_ref(q, k_cache, v_cache, tables, lens, sinks, 0, 32**-0.5)
     assert (got.float() - want.float()).norm() / want.float().norm() < 2e-2
@@ -441,7 +441,7 @@ def _rotary_decode_case(contexts, num_heads, num_kv, head_dim, dtype, g, head_ma
     positions = torch.tensor([max(c - 1, 0) for c in contexts], device=DEVICE)
     slots = torch.tensor([tables[b, (c - 1) // BLOCK].item() * BLOCK + (c - 1) % BLOCK if c else -1
                           for b, c in enumerate(contexts)], device=DEVICE)
-    lens = torch.tensor(contexts, dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(contexts, dtype=torch.int64, device=DEVICE)  # the engine's dtype
     sinks = (torch.randn(num_heads, generator=g) * 2).to(DEVICE)
     return qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks
 

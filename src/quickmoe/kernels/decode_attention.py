@@ -227,7 +227,7 @@ if triton is not None:
         heads = kv_head * GROUP + rows
         dims = tl.arange(0, D_POW2)
         dim_ok = dims < D
-        ctx = tl.load(context_lens_ptr + seq)
+        ctx = tl.load(context_lens_ptr + seq).to(tl.int32)  # positions in 32 bits (int64 lens: 64-bit loop math)
         first = tl.where(window > 0, tl.maximum(ctx - window, 0), 0)  # the first visible key
         per_split = tl.cdiv(tl.cdiv(ctx - first, SPLITS), BLOCK_N) * BLOCK_N
         lo = first + split * per_split
