@@ -27,7 +27,8 @@ POINTS = ((1, 1024, 0), (4, 2048, 0), (1, 8192, 0), (16, 512, 0), (1, 8192, 128)
 
 
 def committed_launch(group: int) -> tuple:
-    """(block_q, block_n, warps, stages, longest first, maxnreg (0: none)) of the engine's launch."""
+    """(block_q, block_n, warps, stages, longest first, maxnreg (0: none)) of the engine's launch for full layers
+    (sliding ones take one stage: `prefill_launch`)."""
     block_q, warps, stages, maxnreg = prefill_launch(group)
     return (block_q, 64, warps, stages, 1, maxnreg or 0)
 

@@ -523,7 +523,7 @@ def test_prefill_whole_tiles_at_their_boundaries(window):
 def test_prefill_launch_rule():
     """Groups up to 8 take tiles of 128 rows (16 queries x gpt-oss's and Qwen3's groups of 8, 32 x Mixtral's 4) on 8
     warps capped at 128 registers, two programs an SM (on the H200 0.90, 0.43 and 0.88 of the former launch's time);
-    larger groups keep the former launch (not measured)."""
+    larger groups keep the former launch (not measured); a sliding layer's launch takes one stage."""
     from quickmoe.kernels.prefill_attention import prefill_launch
 
     assert prefill_launch(8) == (16, 8, 2, 128)
@@ -531,3 +531,4 @@ def test_prefill_launch_rule():
     assert prefill_launch(3) == (32, 8, 2, 128)  # padded to 4
     assert prefill_launch(1) == (128, 8, 2, 128)
     assert prefill_launch(16) == (16, 4, 4, None)
+    assert prefill_launch(8, window=128) == (16, 8, 1, 128)  # a window's few key tiles: one stage

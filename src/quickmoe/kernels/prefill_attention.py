@@ -62,11 +62,11 @@ def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache:
     return out
 
 
-def prefill_launch(group: int) -> tuple[int, int, int, int | None]:
+def prefill_launch(group: int, window: int = 0) -> tuple[int, int, int, int | None]:
     """(queries a program, warps, stages, register cap a thread or None) of the prefill launch for GQA groups of `group`
-    query heads (measured with heads 64 and 128 wide: the rule is the same for both). Warps, stages and the cap
-    change no result bit; the queries a program place the query tiles (a windowed layer's key tiles follow them),
-    fixed for every batch.
+    query heads (measured with heads 64 and 128 wide: the rule is the same for both) in a layer with a sliding
+    `window` (0: full). Warps, stages and the cap change no result bit; the queries a program place the query tiles
+    (a windowed layer's key tiles follow them), fixed for every batch.
 
     Groups up to 8 take tiles of 128 rows (queries x the group rounded up to a power of two: 16 x 8 for gpt-oss and
     Qwen3-30B-A3B, 32 x 4 for Mixtral) on 8 warps, 2 stages, at most 128 registers a thread (ptxas's `maxnreg`), so
@@ -77,10 +77,16 @@ def prefill_launch(group: int) -> tuple[int, int, int, int | None]:
     4 stages, uncapped; Mixtral 2 stages): gpt-oss 0.90 (1 x 8,192 1.51 against 1.62 ms), Qwen3 0.43 (1.51 against
     3.16 ms), Mixtral 0.88 (1.32 against 1.71 ms; 1 x 1,024 44 against 39 us); 8 warps uncapped 1.33, 0.46 and
     1.02. Groups of 1-2 (no model served has them) take the same 128 rows, not measured; groups of 16 or more
-    (not measured) keep the launch before."""
+    (not measured) keep the launch before.
+
+    A sliding layer's query tile reads its window's two or three key tiles, too few to fill a pipeline: one stage.
+    On the H200 (2026-12-01 fourth session, the sweep's 128-key windows at 1 x 8,192 and 4 x 2,048) one stage took
+    130.8 and 128.1 us against 139.5 and 136.6 with two (gpt-oss), 118.5 and 115.0 against 128.1 and 124.7 (Qwen3's
+    heads), 120.6 and 117.8 against 129.6 and 127.2 (Mixtral's); full layers keep two (1 x 8,192: 1,453 against
+    1,610 us, gpt-oss)."""
     group_pow2 = 1 << max(group - 1, 0).bit_length()
     if group_pow2 <= 8:
-        return 128 // group_pow2, 8, 2, 128
+        return 128 // group_pow2, 8, 1 if window > 0 else 2, 128
     return 16, 4, 4, None
 
 
@@ -114,7 +120,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     batch = context_lens.shape[0]
     if num_tokens == 0 or batch == 0:
         return out
-    rule_block_q, rule_warps, rule_stages, rule_maxnreg = prefill_launch(group)
+    rule_block_q, rule_warps, rule_stages, rule_maxnreg = prefill_launch(group, window)
     block_q = rule_block_q if block_q is None else block_q
     num_stages = rule_stages if num_stages is None else num_stages
     if num_warps is None:
