@@ -66,13 +66,15 @@ def compile_prefill_kernel(block_n: int, warps: int, stages: int, block_q: int =
     from quickmoe.kernels import prefill_attention
 
     kernel = prefill_attention._prefill_kernel
-    constexprs = dict(GROUP=group, GROUP_POW2=group, D=head_dim, D_POW2=head_dim, BLOCK_SIZE=int(os.environ.get("PROBE_BLOCK_SIZE", 16)), KV=8, HEAD_MAJOR=True,
-                      BLOCK_Q=block_q,
-                      BLOCK_N=block_n, FP32_DOT=False)
+    block_size = int(os.environ.get("PROBE_BLOCK_SIZE", 16))  # positions a cache block (the engine's 16)
+    constexprs = dict(GROUP=group, GROUP_POW2=group, D=head_dim, D_POW2=head_dim, BLOCK_SIZE=block_size, KV=8,
+                      HEAD_MAJOR=True, BLOCK_Q=block_q, BLOCK_N=block_n, FP32_DOT=False)
     if "INT64_OFFSETS" in kernel.arg_names:
         constexprs["INT64_OFFSETS"] = False
     if "LONGEST_FIRST" in kernel.arg_names:
         constexprs["LONGEST_FIRST"] = True
+    if "DIAGONAL_IN_LOOP" in kernel.arg_names:
+        constexprs["DIAGONAL_IN_LOOP"] = head_dim <= 64
     names = list(kernel.arg_names)
     signature = dict(PREFILL_SIGNATURE, **{name: "constexpr" for name in constexprs})
     aligned = [n for n, kind in PREFILL_SIGNATURE.items() if kind.startswith("*")] + ["stride_qt", "stride_ot"]

@@ -284,9 +284,10 @@ def _prefill_case(query_lens, contexts, num_heads, num_kv, head_dim, g, dtype=to
 
 @pytest.mark.parametrize("window", [0, 8, 40])
 @pytest.mark.parametrize("num_heads,num_kv,head_dim,head_major", [(8, 2, 32, False), (4, 4, 24, False),
-                                                                  (4, 2, 32, True)])
+                                                                  (4, 2, 32, True), (4, 2, 96, True)])
 def test_prefill_kernel_matches_the_reference(window, num_heads, num_kv, head_dim, head_major):
-    """Whole prompts, chunks after a cached prefix (chunked prefill) and single decode tokens in one batch."""
+    """Whole prompts, chunks after a cached prefix (chunked prefill) and single decode tokens in one batch. Heads up
+    to 64 wide take their diagonal key tiles in the whole tiles' loop, wider ones in a loop of their own."""
     g = torch.Generator().manual_seed(window + 2 * num_heads)
     # prompt, chunk after 33 cached, decode, a chunk over several key tiles after 60 cached
     query_lens, contexts = [20, 7, 1, 70], [20, 40, 17, 130]

@@ -134,7 +134,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         out.stride(0), out.stride(1), block_tables.stride(0), window, float(scale) * 1.4426950408889634,
         GROUP=group, GROUP_POW2=group_pow2, D=head_dim, D_POW2=max(16, triton.next_power_of_2(head_dim)),
         BLOCK_SIZE=block_size, KV=num_kv, HEAD_MAJOR=kv_cache_head_major(k_cache, v_cache), BLOCK_Q=block_q,
-        BLOCK_N=block_n, FP32_DOT=fp32_dot, LONGEST_FIRST=longest_first,
+        BLOCK_N=block_n, FP32_DOT=fp32_dot, LONGEST_FIRST=longest_first, DIAGONAL_IN_LOOP=head_dim <= 64,
         num_warps=num_warps, num_stages=num_stages, **({"maxnreg": maxnreg} if maxnreg else {}))
     return out
 
@@ -142,16 +142,27 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 if triton is not None:
 
     @triton.jit
+    def _mask_logits(s, q_pos, k_pos, window):
+        """s [R, N] with -inf where a row does not see a key: a row sees key k iff 0 <= q_pos - k < window (no upper
+        bound without a window), one unsigned compare a logit. For a valid row it implies the tile's key_ok
+        (k <= q_pos <= last_pos; k > q_pos - window >= key_lo - 1); the other rows' results are never stored."""
+        behind = q_pos[:, None] - k_pos[None, :]  # [R, N]
+        behind = behind.to(tl.uint32, bitcast=True)
+        span = tl.where(window > 0, window, 0x7FFFFFFF).to(tl.uint32)
+        return tl.where(behind < span, s, float("-inf"))
+
+    @triton.jit
     def _prefill_tile(q, m, l_sum, acc, start, q_pos, key_lo, last_pos, window, qk_scale, k_cache_ptr, v_cache_ptr,
-                      block_tables_ptr, row_offset, kv_head, dims, dim_ok, BLOCK_SIZE: tl.constexpr, KV: tl.constexpr,
-                      D: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr,
-                      MASKED: tl.constexpr):
+                      block_tables_ptr, row_offset, kv_head, dims, dim_ok, diagonal, BLOCK_SIZE: tl.constexpr,
+                      KV: tl.constexpr, D: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_N: tl.constexpr,
+                      FP32_DOT: tl.constexpr, MASKED: tl.constexpr):
         """One step of the online softmax over keys [start, start + BLOCK_N): returns (m, l_sum, acc). MASKED: the
-        causal and window masks applied per (row, key); else the caller knows every row sees every key. Keys before
-        key_lo (the first one a valid row of the tile sees) are neither read nor visible: their blocks may be
-        released. The mask is one unsigned compare a logit in 32 bits: with the engine's int64 context lengths the
-        masked step had been 977 SASS instructions a thread (64-bit compares, three masks ANDed, 72 bytes of stack)
-        against the whole step's 331; now 509 against 330, no stack (2026-12-01 fourth session)."""
+        causal and window masks applied per (row, key) (`diagonal`, a runtime flag: applied where it is true); else
+        the caller knows every row sees every key. Keys before key_lo (the first one a valid row of the tile sees)
+        are neither read nor visible: their blocks may be released. The mask is one unsigned compare a logit in 32
+        bits: with the engine's int64 context lengths the masked step had been 977 SASS instructions a thread (64-bit
+        compares, three masks ANDed, 72 bytes of stack) against the whole step's 331; now 509 against 330, no stack
+        (2026-12-01 fourth session)."""
         k_pos = start + tl.arange(0, BLOCK_N)  # [N]
         key_ok = k_pos <= last_pos
         if MASKED:
@@ -160,13 +171,10 @@ if triton is not None:
                             dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR)  # [N, D] each
         s = qk_dot(q, k, FP32_DOT)  # [R, N] float32, unscaled
         if MASKED:
-            # a row sees key k iff 0 <= q_pos - k < window (no upper bound without a window): one unsigned compare a
-            # logit. For a valid row it implies key_ok (k <= q_pos <= last_pos; k > q_pos - window >= key_lo - 1);
-            # the other rows' results are never stored.
-            behind = q_pos[:, None] - k_pos[None, :]  # [R, N]
-            behind = behind.to(tl.uint32, bitcast=True)
-            span = tl.where(window > 0, window, 0x7FFFFFFF).to(tl.uint32)
-            s = tl.where(behind < span, s, float("-inf"))
+            s = _mask_logits(s, q_pos, k_pos, window)
+        else:
+            if diagonal:  # a runtime branch: the whole tiles' loop takes its diagonal tiles too
+                s = _mask_logits(s, q_pos, k_pos, window)
         # the scale once per row for the max (rounding is monotonic: the max of the scaled logits, bit for bit), and
         # in one explicit FMA with the max's subtraction per logit, the same instructions in masked and whole tiles
         # (a row's bits never depend on which kind its keys fall in: chunked or whole prompts)
@@ -184,7 +192,8 @@ if triton is not None:
                         out_ptr, stride_qt, stride_qh, stride_ot, stride_oh, stride_bt, window, qk_scale,
                         GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                         BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_Q: tl.constexpr,
-                        BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+                        BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr, LONGEST_FIRST: tl.constexpr,
+                        DIAGONAL_IN_LOOP: tl.constexpr):
         if LONGEST_FIRST:  # the last query tiles first: each reads the most keys of its sequence
             kv_head = tl.program_id(0)
             seq = tl.program_id(1)
@@ -227,7 +236,13 @@ if triton is not None:
             # every key: at or before the tile's first position and, with a window, after its last position's
             # window start), masked tiles at the diagonal. The runs' bounds depend on the tile's positions only (the
             # whole tile's, where a chunk ends inside it); key tiles after a row's position are all masked for it
-            # and leave its m, l_sum and acc as they were.
+            # and leave its m, l_sum and acc as they were. Heads up to 64 wide (DIAGONAL_IN_LOOP) take the diagonal's
+            # tiles in the whole tiles' loop, masked behind a runtime branch: their K and V come through that loop's
+            # pipeline instead of a loop of one or two steps with its own prologue (829 SASS instructions a thread for
+            # one 64-key step against 443 in the loop). On the H200 (2026-12-01 fourth session, gpt-oss heads)
+            # 16 x 512 took 158 against 170 us, 4 x 2,048 411 against 424; with Qwen3's and Mixtral's heads of 128
+            # (their loop spills under the register cap) long prompts read 2-3% slower, short ones 3-5% faster, so
+            # they keep the separate loop.
             tiles = tl.cdiv(last_pos + 1 - first_pos, BLOCK_N)
             whole_from = tl.where(window > 0, tl.cdiv(tl.maximum(q_first + BLOCK_Q - window - first_pos, 0), BLOCK_N),
                                   0)
@@ -238,18 +253,25 @@ if triton is not None:
             for t in range(0, whole_from):
                 m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
                                               window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
-                                              seq * stride_bt, kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR,
-                                              BLOCK_N, FP32_DOT, True)
-            for t in range(whole_from, whole_to):
-                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
-                                              window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
-                                              seq * stride_bt, kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR,
-                                              BLOCK_N, FP32_DOT, False)
-            for t in range(whole_to, tiles):
-                m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
-                                              window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
-                                              seq * stride_bt, kv_head, dims, dim_ok, BLOCK_SIZE, KV, D, HEAD_MAJOR,
-                                              BLOCK_N, FP32_DOT, True)
+                                              seq * stride_bt, kv_head, dims, dim_ok, True, BLOCK_SIZE, KV, D,
+                                              HEAD_MAJOR, BLOCK_N, FP32_DOT, True)
+            if DIAGONAL_IN_LOOP:  # the diagonal's tiles (from whole_to) masked behind a runtime branch
+                for t in range(whole_from, tiles):
+                    m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
+                                                  window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
+                                                  seq * stride_bt, kv_head, dims, dim_ok, t >= whole_to, BLOCK_SIZE,
+                                                  KV, D, HEAD_MAJOR, BLOCK_N, FP32_DOT, False)
+            else:
+                for t in range(whole_from, whole_to):
+                    m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
+                                                  window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
+                                                  seq * stride_bt, kv_head, dims, dim_ok, False, BLOCK_SIZE, KV, D,
+                                                  HEAD_MAJOR, BLOCK_N, FP32_DOT, False)
+                for t in range(whole_to, tiles):
+                    m, l_sum, acc = _prefill_tile(q, m, l_sum, acc, first_pos + t * BLOCK_N, q_pos, key_lo, last_pos,
+                                                  window, qk_scale, k_cache_ptr, v_cache_ptr, block_tables_ptr,
+                                                  seq * stride_bt, kv_head, dims, dim_ok, True, BLOCK_SIZE, KV, D,
+                                                  HEAD_MAJOR, BLOCK_N, FP32_DOT, True)
             result = acc / l_sum[:, None]
             out_offsets = (q_start + i)[:, None].to(tl.int64) * stride_ot + head[:, None] * stride_oh + dims[None, :]
             tl.store(out_ptr + out_offsets, result.to(out_ptr.dtype.element_ty),
