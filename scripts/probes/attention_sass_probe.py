@@ -86,19 +86,24 @@ def compile_prefill_kernel(block_n: int, warps: int, stages: int, block_q: int =
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def key_loop_mix(sass: str) -> collections.Counter:
-    """Opcode counts of the largest loop (a label and a later branch back to it) that holds tensor-core work."""
+def tensor_core_loops(sass: str) -> list[tuple[str, collections.Counter]]:
+    """(label, opcode counts) of every loop (a label and a later branch back to it) that holds tensor-core work."""
     lines = sass.splitlines()
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\.L_x_\d+):", line))}
-    best: collections.Counter = collections.Counter()
+    loops = []
     for name, start in labels.items():
         ends = [i for i in range(start + 1, len(lines)) if f"`({name})" in lines[i] and "BRA" in lines[i]]
-        if not ends:
-            continue
-        mix = collections.Counter(m.group(2) for line in lines[start:ends[-1] + 1] if (m := OPCODE.match(line)))
-        if any("MMA" in op for op in mix) and sum(mix.values()) > sum(best.values()):
-            best = mix
-    return best
+        if ends:
+            mix = collections.Counter(m.group(2) for line in lines[start:ends[-1] + 1] if (m := OPCODE.match(line)))
+            if any("MMA" in op for op in mix):
+                loops.append((name, mix))
+    return loops
+
+
+def key_loop_mix(sass: str) -> collections.Counter:
+    """Opcode counts of the largest loop that holds tensor-core work."""
+    return max((mix for _, mix in tensor_core_loops(sass)), key=lambda mix: sum(mix.values()),
+               default=collections.Counter())
 
 
 def main() -> None:
@@ -131,6 +136,10 @@ def main() -> None:
           "per key")
     for opcode, count in mix.most_common(args.top):
         print(f"  {count:5d}  {count * args.warps / args.block_n:6.3f} warp-instr/key  {opcode}")
+    print("every loop with tensor-core work (prefill: masked steps at a window's start, whole steps and the diagonal):")
+    for label, loop in tensor_core_loops(sass):
+        print(f"  {label}: {sum(loop.values())} instructions a thread a pass, {loop.get('STL', 0)} STL, "
+              f"{loop.get('LDL', 0)} LDL, {loop.get('DEPBAR.LE', 0)} DEPBAR.LE")
 
 
 if __name__ == "__main__":

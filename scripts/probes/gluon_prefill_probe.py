@@ -178,15 +178,13 @@ def gluon_prefill(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens
 
 def compile_only(stages_list: list[int], maxnreg: int | None) -> None:
     """Compile for sm_90 without a GPU: registers, stack, and the SASS of the key loop."""
-    import collections
-    import re
     import sys
 
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from sass_probe import OPCODE  # noqa: E402
+    from attention_sass_probe import key_loop_mix  # noqa: E402
 
     signature = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "bt_ptr": "*i32", "cu_ptr": "*i32",
                  "lens_ptr": "*i64", "sinks_ptr": "*bf16", "out_ptr": "*bf16", "stride_qt": "i32", "stride_qh": "i32",
@@ -210,16 +208,7 @@ def compile_only(stages_list: list[int], maxnreg: int | None) -> None:
             sass = subprocess.run([str(tools / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True).stdout
         if os.environ.get("GLUON_PREFILL_SASS"):  # a path prefix: write each stage count's whole SASS there
             Path(f"{os.environ['GLUON_PREFILL_SASS']}{stages}.sass").write_text(sass)
-        lines = sass.splitlines()
-        labels = {mt.group(1): k for k, line in enumerate(lines) if (mt := re.match(r"^(\.L_x_\d+):", line))}
-        loop = collections.Counter()
-        for name, start in labels.items():
-            ends = [k for k in range(start + 1, len(lines)) if f"`({name})" in lines[k] and "BRA" in lines[k]]
-            if ends:
-                mix = collections.Counter(mt.group(2) for line in lines[start:ends[-1] + 1]
-                                          if (mt := OPCODE.match(line)))
-                if any("MMA" in op for op in mix) and sum(mix.values()) > sum(loop.values()):
-                    loop = mix
+        loop = key_loop_mix(sass)
         resources = next((line.strip() for line in usage.splitlines() if "REG:" in line), "no resource usage")
         print(f"stages {stages}, maxnreg {maxnreg}: {resources}; key loop {sum(loop.values())} instructions a thread "
               f"(HGMMA {sum(v for k, v in loop.items() if 'HGMMA' in k)}, LDGSTS "

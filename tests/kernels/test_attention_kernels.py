@@ -338,6 +338,21 @@ def test_prefill_warps_stages_and_grid_order_change_no_bit():
         assert all(torch.equal(outs[0], out) for out in outs[1:]), window
 
 
+@pytest.mark.parametrize("head_dim", [32, 96])
+def test_prefill_diagonal_in_the_whole_tiles_loop_changes_no_bit(head_dim):
+    """The diagonal's key tiles in the whole tiles' loop (behind a runtime branch) or in a loop of their own: the
+    same arithmetic a step, so the same bits, full and windowed, whole prompts and chunks."""
+    g = torch.Generator().manual_seed(59 + head_dim)
+    query_lens, contexts = [70, 9, 1, 33], [70, 90, 17, 200]
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 8, 2, head_dim, g,
+                                                                 head_major=True)
+    for window in (0, 40):
+        merged, separate = (paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window,
+                                                    head_dim**-0.5, max_query_len=max(query_lens),
+                                                    diagonal_in_loop=flag) for flag in (True, False))
+        assert torch.equal(merged, separate), window
+
+
 @pytest.mark.parametrize("window", [0, 128])
 def test_prefill_rows_keep_their_bits_whole_or_chunked(window):
     """A prompt's rows get the same bits whether it runs whole or in chunks after a cached prefix: chunks move the

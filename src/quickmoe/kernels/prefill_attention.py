@@ -94,14 +94,16 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             block_tables: torch.Tensor, cu_query_lens: torch.Tensor, context_lens: torch.Tensor,
                             sinks: torch.Tensor, window: int, scale: float, max_query_len: int,
                             block_q: int | None = None, block_n: int = 64, num_warps: int | None = None,
-                            num_stages: int | None = None, longest_first: bool = True, maxnreg: int | None = None
-                            ) -> torch.Tensor:
+                            num_stages: int | None = None, longest_first: bool = True, maxnreg: int | None = None,
+                            diagonal_in_loop: bool | None = None) -> torch.Tensor:
     """`paged_prefill_attention_ref` in one Triton launch (see the module docstring). `max_query_len` (a host int:
     the longest sequence's new tokens) sizes the grid. The launch config (block_q queries x the GQA group a program,
     block_n keys a step, warps, stages, register cap, the grid's order) is fixed for every batch, so a sequence's
     result never depends on what it is batched with. block_n groups the online softmax (a different block_n rounds
     differently); warps, stages, the register cap and the grid's order change no bit. What is left None is
     `prefill_launch`'s, and its register cap with its warps (`maxnreg` None with warps given: no cap).
+    `diagonal_in_loop` (None: heads up to 64 wide) takes the diagonal's key tiles in the whole tiles' loop (the
+    kernel's comment); it changes no bit either.
 
     64 keys a step: 32 measured 19% faster on the H100 but regrouped the softmax, and the bf16 batch-invariance test
     then agreed on 97.4% of greedy tokens (bar 99%; 2026-11-27 third session). The softmax step scales the logits in
@@ -134,7 +136,8 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         out.stride(0), out.stride(1), block_tables.stride(0), window, float(scale) * 1.4426950408889634,
         GROUP=group, GROUP_POW2=group_pow2, D=head_dim, D_POW2=max(16, triton.next_power_of_2(head_dim)),
         BLOCK_SIZE=block_size, KV=num_kv, HEAD_MAJOR=kv_cache_head_major(k_cache, v_cache), BLOCK_Q=block_q,
-        BLOCK_N=block_n, FP32_DOT=fp32_dot, LONGEST_FIRST=longest_first, DIAGONAL_IN_LOOP=head_dim <= 64,
+        BLOCK_N=block_n, FP32_DOT=fp32_dot, LONGEST_FIRST=longest_first,
+        DIAGONAL_IN_LOOP=head_dim <= 64 if diagonal_in_loop is None else diagonal_in_loop,
         num_warps=num_warps, num_stages=num_stages, **({"maxnreg": maxnreg} if maxnreg else {}))
     return out
 
