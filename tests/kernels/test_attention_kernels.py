@@ -89,7 +89,8 @@ def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
     online softmax), and up to 512 (sequence, KV head) programs batch 1's warps (warps may change a row's last bits:
     2 warps at 9-512 programs beside batch 1's 4 took the H200's bf16 alone-vs-batch test under its bar,
     2026-11-30), so only stages and the grid's order vary there; the H200's full layers keep their warps at every
-    batch size; larger heads keep the config they were tested with."""
+    batch size, and so do its sliding layers of heads up to 64 wide; larger heads keep the config they were tested
+    with."""
     for device_name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", ""):
         for num_kv in (1, 2, 8):
             for window in (0, 128):
@@ -105,6 +106,9 @@ def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
     h200_full = {decode_launch_config(batch, num_kv, 64, 0, "NVIDIA H200").num_warps
                  for num_kv in (1, 2, 8) for batch in (1, 8, 64, 65, 256, 1024)}
     assert h200_full == {2}
+    h200_window = {decode_launch_config(batch, num_kv, 64, 128, "NVIDIA H200").num_warps
+                   for num_kv in (1, 2, 8) for batch in (1, 8, 64, 65, 256, 1024)}
+    assert h200_window == {2}
     h200_wide = {decode_launch_config(batch, num_kv, 128, 0, "NVIDIA H200").num_warps
                  for num_kv in (1, 4, 8) for batch in (1, 8, 64, 65, 256, 1024)}
     assert h200_wide == {4}
@@ -114,7 +118,8 @@ def test_the_h200_takes_two_warps_for_a_full_layer_at_every_batch_size():
     """gpt-oss's 8 KV heads on the H200's full layers: 2 warps, 4 stages at batch 1 and beyond 64 sequences, 6 at 2-64
     but 8 at 32-47 (one split of 256-383 programs); the H100's rule (any other GPU's too): 4 warps, 2 stages at
     batch 1, 3 stages with the KV heads on the fastest axis at 2-64 sequences, 2 warps and 4 stages beyond; a
-    sliding layer on the H200 takes the H100's. Heads of 128 (Qwen3, Mixtral) on the H200: the H100's 4 warps with 4
+    sliding layer on the H200 2 warps with the KV heads on the fastest axis, 6 stages up to 32 sequences (256
+    programs), 4 beyond. Heads of 128 (Qwen3, Mixtral) on the H200: the H100's 4 warps with 4
     stages and the KV heads on the fastest axis above 8 programs (no bit changes); the H100's rule 4 warps, 2
     stages."""
     h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
@@ -127,8 +132,10 @@ def test_the_h200_takes_two_warps_for_a_full_layer_at_every_batch_size():
     for batch, want in ((1, DecodeLaunchConfig()), (2, DecodeLaunchConfig(64, 4, 3, True)),
                         (64, DecodeLaunchConfig(64, 4, 3, True)), (65, DecodeLaunchConfig(64, 2, 4, True))):
         assert decode_launch_config(batch, 8, 64, 0, h100) == decode_launch_config(batch, 8, 64, 0) == want, batch
-    for batch in (1, 8, 33, 64, 65, 256):
-        assert decode_launch_config(batch, 8, 64, 128, h200) == decode_launch_config(batch, 8, 64, 128, h100)
+    for batch in (1, 8, 32, 33, 64, 65, 256):  # sliding layers: 6 stages up to 256 programs, 4 beyond
+        want = DecodeLaunchConfig(64, 2, 6 if batch <= 32 else 4, True)
+        assert decode_launch_config(batch, 8, 64, 128, h200) == want, batch
+        assert (decode_launch_config(batch, 8, 64, 128, h100) == want) == (batch > 64), batch  # beyond 512: alike
     for batch in (1, 2, 3, 8, 32, 64, 256, 1024):  # Qwen3's and Mixtral's heads of 128
         for num_kv in (4, 8):
             h100_rule = DecodeLaunchConfig(64, 4, 2, False)

@@ -74,8 +74,20 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
     0.555-0.558 ms against 0.569-0.571 (profiler). The rule of 4 warps up to 512 programs (cf6fda8) had passed the
     bf16 test of tokens alone vs in a batch of 64 (tests/models/test_quality_gpu.py, the embedded model's 2 KV
     heads: 2 against 128 programs) at 99.23%, where 2 warps at 9-512 programs beside batch 1's 4 read 98.61% (its
-    bar is 99%). A sliding layer keeps the H100's rule: 4 warps up to 512 programs, where they were 4-7% faster at
-    1-8 sequences; its rows' bits may change beyond 512 (gpt-oss from 65 sequences), as the H100's full layers' do.
+    bar is 99%).
+
+    Stages set how far ahead a step's K and V are copied: Triton 3.6's pipeliner splits the stages over the chain
+    of two loads (the block ids, then K and V gathered through them), (stages - 1) // 2 steps each, so 2-4 stages
+    copy K and V one step ahead into one buffer, after the step before's dots (each step waits for its copy), 5-6
+    two steps ahead and 8 three (the TTGIR's buffers). A sliding layer of heads up to 64 wide on the H200 takes 2
+    warps at every batch size as well (its rows' bits then no longer depend on the batch through the warps), 6
+    stages up to 256 programs (the window's two 64-key steps both in flight from the start) and 4 beyond, the KV
+    heads on the fastest axis: in the H200 sweep of 2026-12-01 (fifth session, `decode_attention_sweep.py
+    --windows 128`, two runs) gpt-oss's 128-key window at 8, 16 and 32 sequences took 3.85, 4.81 and 5.63-5.73 us
+    against 4.11-4.25, 5.16-5.27 and 6.22-6.36 with the H100's rule (4 warps, 2 stages; SDPA 3.74-3.81, 4.78-4.83,
+    5.90-6.05), the same at 1-4 sequences (3.64-3.75 us), 7.79 against 7.90-8.00 at 64 and the same from 128 on.
+    Elsewhere a sliding layer keeps the H100's rule: 4 warps up to 512 programs, where they were 4-7% faster at 1-8
+    sequences; its rows' bits may change beyond 512 (gpt-oss from 65 sequences), as the H100's full layers' do.
 
     Heads of 65-128 (Qwen3-30B-A3B: 4 KV heads of 128; Mixtral: 8) in full layers on the H200, above 8 programs: 4
     stages and the KV heads on the fastest axis (the H100's rule: 2 stages, in order), the warps unchanged, so no bit
@@ -89,6 +101,8 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
     programs = batch * num_kv_heads
     if 64 < head_dim <= 128 and window == 0 and "H200" in device_name and programs > 8:  # Qwen3's, Mixtral's heads
         return DecodeLaunchConfig(block_n, 4, 4, True)
+    if head_dim <= 64 and window > 0 and "H200" in device_name:  # 2 warps at every batch size, K/V 2 steps ahead
+        return DecodeLaunchConfig(block_n, 2, 6 if programs <= 256 else 4, True)
     if head_dim <= 64 and window == 0 and "H200" in device_name:  # 2 warps at every batch size
         one_split_few = H200_ONE_SPLIT_PROGRAMS <= programs < 3 * H200_ONE_SPLIT_PROGRAMS // 2  # 1.9-2.9 an SM
         stages = 4 if programs <= 8 or programs > 512 else 8 if one_split_few else 6
