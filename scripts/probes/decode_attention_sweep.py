@@ -6,7 +6,7 @@ kernel in the graph). The cache is head-major, as the engine allocates it by def
 64-key tiles 2.7-4.1% faster than slot-major at batch 256; the first run of 2026-11-24 had compared the layouts at
 its best 32-key tile, where they read alike; docs/benchmarks.md).
 
-    python scripts/probes/decode_attention_sweep.py [--json PATH] [--workers 12] [--quick]
+    python scripts/probes/decode_attention_sweep.py [--json PATH] [--workers 12] [--quick] [--rotary]
         [--batches 1,2,4 --contexts 1024,4096 --windows 0,128] [--configs n64w4s3k,n128w4s2k] [--splits 1,8,32]
         [--no-extras]
 
@@ -32,7 +32,7 @@ import triton.language as tl
 
 from quickmoe.bench.attention import _paged_set, time_in_graph
 from quickmoe.bench.moe import measure_ceilings
-from quickmoe.kernels.decode_attention import paged_decode_attention
+from quickmoe.kernels.decode_attention import paged_decode_attention, rotary_paged_decode_attention
 from quickmoe.kernels.decode_launch import DecodeLaunchConfig, decode_launch_config, decode_num_splits
 from quickmoe.kernels.pdl import pdl_kwargs, pdl_wait
 
@@ -65,32 +65,49 @@ def _set_shape(shape: tuple[int, int, int]) -> None:
     HEADS, KV, DIM = shape
 
 
+ROTARY = False  # --rotary: time the decode step's kernel (RoPE and the new token's KV write fused in)
+
+
 def _set(batch: int, context: int, window: int, g: torch.Generator) -> dict:
     """`bench attention`'s input set (a bf16 head-major cache of 16-position blocks in random order) with its q and
-    lengths."""
+    lengths; for --rotary also the fused projection's output qkv, the positions, a cos/sin table and each new
+    token's slot (the block table's entry of position context - 1)."""
     device = torch.device("cuda")
-    return {**_paged_set(batch, context, window, g, device, head_major=True, heads=HEADS, kv_heads=KV, head_dim=DIM),
-            "q": torch.randn(batch, HEADS, DIM, generator=g, device=device, dtype=torch.bfloat16),
-            "lens": torch.full((batch,), context, dtype=torch.long, device=device)}
+    paged = _paged_set(batch, context, window, g, device, head_major=True, heads=HEADS, kv_heads=KV, head_dim=DIM)
+    lens = torch.full((batch,), context, dtype=torch.long, device=device)
+    extra = {}
+    if ROTARY:
+        block = paged["k"].shape[1]
+        last = context - 1
+        extra = {"qkv": torch.randn(batch, (HEADS + 2 * KV) * DIM, generator=g, device=device, dtype=torch.bfloat16),
+                 "positions": lens - 1,
+                 "cos_sin": torch.rand(context, DIM, generator=g, device=device) * 2 - 1,  # [P, D] float32
+                 "slots": paged["tables"][:, last // block].long() * block + last % block}
+    return {**paged, **extra, "q": torch.randn(batch, HEADS, DIM, generator=g, device=device, dtype=torch.bfloat16),
+            "lens": lens}
 
 
 def _time(sets: list[dict], window: int, splits: int | None, config: DecodeLaunchConfig | None, reps: int) -> float:
     def call(i: int) -> torch.Tensor:
         s = sets[i]
+        if ROTARY:
+            return rotary_paged_decode_attention(s["qkv"], s["positions"], s["cos_sin"], s["k"], s["v"], s["slots"],
+                                                 s["tables"], s["lens"], s["sinks"], window, DIM**-0.5,
+                                                 num_splits=splits, config=config)
         return paged_decode_attention(s["q"], s["k"], s["v"], s["tables"], s["lens"], s["sinks"], window, DIM**-0.5,
                                       num_splits=splits, config=config)
     return time_in_graph(call, len(sets), reps)
 
 
-def _compile(work: tuple[tuple[int, int, int], list[tuple[int, int, DecodeLaunchConfig]]]) -> int:
+def _compile(work: tuple[tuple[int, int, int], bool, list[tuple[int, int, DecodeLaunchConfig]]]) -> int:
     """Runs each (batch, splits, config) once on a small cache of the same specialization (fills Triton's cache)."""
-    shape, jobs = work
+    global ROTARY
+    shape, ROTARY, jobs = work
     _set_shape(shape)
     g = torch.Generator("cuda").manual_seed(0)
     for batch, splits, config in jobs:
-        s = _set(batch, 256, 0, g)
-        paged_decode_attention(s["q"], s["k"], s["v"], s["tables"], s["lens"], s["sinks"], 0, 0.125,
-                               num_splits=splits, config=config)
+        sets = [_set(batch, 256, 0, g)]
+        _time(sets, 0, splits, config, 1)
     torch.cuda.synchronize()
     return len(jobs)
 
@@ -125,10 +142,14 @@ def main() -> None:
     ap.add_argument("--no-extras", action="store_true")
     ap.add_argument("--heads", type=_ints, default=[HEADS, KV, DIM],
                     help="query heads, KV heads, head dim (gpt-oss 64,8,64; Qwen3-30B-A3B 32,4,128; Mixtral 32,8,128)")
+    ap.add_argument("--rotary", action="store_true",
+                    help="time rotary_paged_decode_attention (the decode step's kernel: RoPE and the KV write fused)")
     ap.add_argument("--splits", type=_ints, default=None,
                     help="time every config at each of these split counts (at most 8,192 programs) too")
     args = ap.parse_args()
     _set_shape(tuple(args.heads))
+    global ROTARY
+    ROTARY = args.rotary
     configs = args.configs or (CONFIGS[:4] if args.quick else CONFIGS)
     points = POINTS[:2] + POINTS[-1:] if args.quick else POINTS
     if args.batches:
@@ -137,7 +158,7 @@ def main() -> None:
     splits = {s: b for b in sorted({p[0] for p in points}) for s in _split_counts(b)}  # SPLITS is a constexpr
     splits.update({s: 1 for s in args.splits or ()})
     jobs = [(b, s, c) for s, b in splits.items() for c in configs]
-    chunks = [((HEADS, KV, DIM), jobs[i::args.workers]) for i in range(args.workers)]
+    chunks = [((HEADS, KV, DIM), args.rotary, jobs[i::args.workers]) for i in range(args.workers)]
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
         print(f"compiled {sum(pool.map(_compile, chunks))} variants in {args.workers} processes", flush=True)
 
