@@ -174,36 +174,39 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
 if triton is not None:
 
     @triton.jit
-    def _rotate_and_write_kv(qkv_ptr, pos_ptr, cos_sin_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, seq, kv_head, heads,
+    def _rotate_and_write_kv(qkv_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, seq, slot, kv_head, heads,
                              row_ok, write, stride_qb, stride_cs, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
                              BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, HEAD_MAJOR: tl.constexpr):
         """The fused path's start: q's rows `heads` rotated [GROUP_PAD, D] in qkv's dtype; when `write`, this KV
-        head's new k (rotated) and v stored at the sequence's slot."""
+        head's new k (rotated) and v stored at the sequence's slot. The new k and v are loaded beside q whether
+        written or not (a few hundred bytes from L2), so the writing program, the one the step waits for, does not
+        wait for them after q's rotation."""
         HALF: tl.constexpr = D // 2
         dtype = qkv_ptr.dtype.element_ty
         cols = tl.arange(0, HALF)
+        dims = tl.arange(0, D)
         pos = tl.load(pos_ptr + seq).to(tl.int64)
-        # cos and sin rounded to the activations' dtype, as `rotary_write_kv` uses them
-        cos = tl.load(cos_sin_ptr + pos * stride_cs + cols).to(dtype).to(tl.float32)
-        sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + cols).to(dtype).to(tl.float32)
         row = qkv_ptr + seq.to(tl.int64) * stride_qb
         offsets = heads[:, None] * D + cols[None, :]  # [G, HALF]
         q1 = tl.load(row + offsets, mask=row_ok[:, None], other=0.0).to(tl.float32)
         q2 = tl.load(row + HALF + offsets, mask=row_ok[:, None], other=0.0).to(tl.float32)
+        k = row + (GROUP * KV + kv_head) * D  # this KV head's k in qkv, then its v KV heads later
+        k1 = tl.load(k + cols).to(tl.float32)
+        k2 = tl.load(k + HALF + cols).to(tl.float32)
+        v = tl.load(k + KV * D + dims)
+        # cos and sin rounded to the activations' dtype, as `rotary_write_kv` uses them
+        cos = tl.load(cos_sin_ptr + pos * stride_cs + cols).to(dtype).to(tl.float32)
+        sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + cols).to(dtype).to(tl.float32)
         q1, q2 = q1 * cos[None, :] - q2 * sin[None, :], q2 * cos[None, :] + q1 * sin[None, :]
         q = tl.reshape(tl.permute(tl.join(q1.to(dtype), q2.to(dtype)), (0, 2, 1)), (GROUP_PAD, D))  # [G, D] halves
-        if write:
-            slot = tl.load(slot_ptr + seq).to(tl.int64)
-            cache = kv_cache_offsets(slot // BLOCK_SIZE, slot % BLOCK_SIZE, kv_head, BLOCK_SIZE, KV, D, HEAD_MAJOR)
-            k = row + (GROUP * KV + kv_head) * D  # this KV head's k in qkv, then its v KV heads later
-            k1 = tl.load(k + cols).to(tl.float32)
-            k2 = tl.load(k + HALF + cols).to(tl.float32)
-            tl.store(k_cache_ptr + cache + cols, (k1 * cos - k2 * sin).to(k_cache_ptr.dtype.element_ty))
-            tl.store(k_cache_ptr + cache + HALF + cols, (k2 * cos + k1 * sin).to(k_cache_ptr.dtype.element_ty))
-            dims = tl.arange(0, D)
-            v = tl.load(k + KV * D + dims)
-            tl.store(v_cache_ptr + cache + dims, v.to(v_cache_ptr.dtype.element_ty))
-            tl.debug_barrier()  # every thread's cache stores land before any thread reads the span
+        # predicated stores, not a branch: the compiler would sink k's and v's loads into it
+        cache = kv_cache_offsets(tl.maximum(slot, 0) // BLOCK_SIZE, tl.maximum(slot, 0) % BLOCK_SIZE, kv_head,
+                                 BLOCK_SIZE, KV, D, HEAD_MAJOR)
+        tl.store(k_cache_ptr + cache + cols, (k1 * cos - k2 * sin).to(k_cache_ptr.dtype.element_ty), mask=write)
+        tl.store(k_cache_ptr + cache + HALF + cols, (k2 * cos + k1 * sin).to(k_cache_ptr.dtype.element_ty),
+                 mask=write)
+        tl.store(v_cache_ptr + cache + dims, v.to(v_cache_ptr.dtype.element_ty), mask=write)
+        tl.debug_barrier()  # every thread's cache stores land before any thread reads the span
         return q
 
     @triton.jit(do_not_specialize=["stride_bt"])  # the tables' width varies in eager steps (prefill_attention.py)
@@ -233,8 +236,9 @@ if triton is not None:
         lo = first + split * per_split
         hi = tl.minimum(lo + per_split, ctx)
         if ROTARY:  # the new key (position ctx - 1) is in this program's span: write it first
-            write = (ctx > 0) & (lo < ctx) & (hi == ctx) & (tl.load(slot_ptr + seq) >= 0)
-            q = _rotate_and_write_kv(q_ptr, pos_ptr, cos_sin_ptr, slot_ptr, k_cache_ptr, v_cache_ptr, seq, kv_head,
+            slot = tl.load(slot_ptr + seq).to(tl.int64)
+            write = (ctx > 0) & (lo < ctx) & (hi == ctx) & (slot >= 0)
+            q = _rotate_and_write_kv(q_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, seq, slot, kv_head,
                                      heads, row_ok, write, stride_qb, stride_cs, GROUP=GROUP, GROUP_PAD=GROUP_PAD,
                                      BLOCK_SIZE=BLOCK_SIZE, KV=KV, D=D, HEAD_MAJOR=HEAD_MAJOR)
         else:
