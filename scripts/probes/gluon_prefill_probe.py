@@ -24,8 +24,12 @@ kernel's at every point (max abs difference), then both timed in CUDA graphs (`b
 
 Compiled for sm_90 on the development machine (2026-12-01 fourth session): 112 registers under the cap of 128, no
 stack; the key loop 395 SASS instructions a thread with the diagonal's masked branch (Triton's: 443), the copies of
-the step ahead issued right after the loop's first barrier. Not yet run on a GPU. Prediction: most of the 11.9% of
-samples waiting for K and V go, so 5-12% off the Triton kernel at the full-layer points.
+the step ahead issued right after the loop's first barrier. Prediction: most of the 11.9% of samples waiting for K
+and V go, so 5-12% off the Triton kernel at the full-layer points. Measured on the H200 (2026-12-01 fifth session,
+two rounds, every output equal to the Triton kernel's bits): 2 stages 3.3-4.5% faster at 4 x 2,048 and 1 x 8,192
+(393.9-396.8 against 412.4-414.5 us; 1,371-1,381 against 1,428-1,430), level at 16 x 512, 4% slower at 1 x 1,024;
+3 stages 1-12% slower everywhere; cuDNN's SDPA still 12-13% ahead of both at the long points. Not built into the
+engine (a kernel without the interpreter's CPU tests, for 3-4% of prefill attention's 7-8% of a mixed step).
 """
 
 from __future__ import annotations
