@@ -86,6 +86,10 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
     --windows 128`, two runs) gpt-oss's 128-key window at 8, 16 and 32 sequences took 3.85, 4.81 and 5.63-5.73 us
     against 4.11-4.25, 5.16-5.27 and 6.22-6.36 with the H100's rule (4 warps, 2 stages; SDPA 3.74-3.81, 4.78-4.83,
     5.90-6.05), the same at 1-4 sequences (3.64-3.75 us), 7.79 against 7.90-8.00 at 64 and the same from 128 on.
+    In the decode step's kernel (RoPE and the KV write fused in, `--rotary`) the rule gained only 1-3% at 8-32
+    sequences and read 3% slower at 1 (4.33-4.53 against 4.22-4.40 us), the new token's write then standing before
+    the span's copies; `bench generate`'s batch-1 and batch-16 steps did not move (their attention 0.157-0.158 and
+    0.254-0.255 ms against 0.159-0.161 and 0.255).
     Elsewhere a sliding layer keeps the H100's rule: 4 warps up to 512 programs, where they were 4-7% faster at 1-8
     sequences; its rows' bits may change beyond 512 (gpt-oss from 65 sequences), as the H100's full layers' do.
 
