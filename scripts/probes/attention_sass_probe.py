@@ -3,7 +3,7 @@ SASS instruction mix of its key loop per 64-key step (issue 15: under Nsight Com
 instructions of cuDNN's at the same bytes, docs/benchmarks.md, 2026-11-27 third session; where do they go?).
 
 PYTHONPATH=src python3 scripts/probes/attention_sass_probe.py [--block-n 64] [--warps 2] [--stages 4] [--no-rotary]
-    [--splits 1] [--prefill]
+    [--splits 1] [--prefill] [--dump PREFIX]
 
 Triton compiles `_decode_split_kernel` with gpt-oss's shapes (64 query heads, 8 KV heads of 64, the query group
 padded to 16 rows, blocks of 16 positions, head-major cache, KV heads on the fastest grid axis) and the launch
@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=64, help="head dim (gpt-oss 64, Qwen3 128)")
     parser.add_argument("--group", type=int, default=8, help="query heads a KV head (a power of two)")
     parser.add_argument("--top", type=int, default=24)
+    parser.add_argument("--dump", metavar="PREFIX", help="write PREFIX.ttgir and PREFIX.sass (the whole kernel)")
     args = parser.parse_args()
     if args.prefill:
         compiled = compile_prefill_kernel(args.block_n, args.warps, args.stages, args.block_q, args.maxnreg,
@@ -128,6 +129,12 @@ def main() -> None:
                                         args.head_dim, args.group)
     usage, sass = disassemble(compiled)
     print(usage)
+    buffers = collections.Counter(re.findall(r"local_alloc : \(\) -> !ttg\.memdesc<([0-9x]+)", compiled.asm["ttgir"]))
+    print("pipeline buffers (shape: allocations; the leading number is how many steps a load runs ahead):",
+          ", ".join(f"{shape.rstrip('x')}: {n}" for shape, n in sorted(buffers.items())) or "none")
+    if args.dump:
+        Path(f"{args.dump}.ttgir").write_text(compiled.asm["ttgir"])
+        Path(f"{args.dump}.sass").write_text(sass)
     mix = key_loop_mix(sass)
     total = sum(mix.values())
     threads = 32 * args.warps
