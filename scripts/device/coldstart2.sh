@@ -143,7 +143,7 @@ for kind, runs in d["reports"].items():
     def med(xs):
         xs = [x for x in xs if x is not None]
         return round(statistics.median(xs), 3) if xs else None
-    keys = ("imports_s", "compiler_start_s", "dynamo_s", "backend_s", "key_s", "warmup_s")
+    keys = ("imports_s", "torch_key_s", "dynamo_s", "backend_s", "key_s", "warmup_s")
     print(sys.argv[2], kind, {p: med([ph.get(p) for ph in phases]) for p in ("build", "load", "process", "compile")},
           "first token", med([r.get("total") for r in runs]), {k: med([c.get(k) for c in comp]) for k in keys})
 PY

@@ -12,7 +12,7 @@ import torch
 
 from quickmoe.config import EngineConfig
 from quickmoe.executor.compile import (WARM_MARKER, CompileStats, _mark_warm, compile_decoder_layers, compile_stats,
-                                      compile_workers_allowed)
+                                      compile_workers_allowed, mark_static_inputs)
 from quickmoe.executor.model_runner import ModelRunner
 
 from .conftest import PagedSteps
@@ -59,6 +59,37 @@ def test_compiled_graphs_do_not_grow_with_depth(ckpt_factory, layers):
     windows = {layer.self_attn.window for layer in runner.model.model.layers}
     assert len(windows) == 2  # the tiny preset alternates sliding and full attention, like gpt-oss
     assert graphs == 1, f"{layers} layers compiled {graphs} graphs"
+
+
+def test_the_kv_caches_are_traced_with_the_number_of_blocks_as_their_only_symbolic_size(ckpt_factory):
+    """`mark_static_inputs` (what `compile_runner` calls before compiling): Dynamo traces each KV cache (and the
+    storage it views) with a symbolic number of blocks and every other size as a number, and the rotary table as
+    numbers, so its trace reasons about fewer symbols. The number of blocks stays symbolic: the sliding and full
+    layers' groups hold different numbers of blocks here, and still share one graph."""
+    torch._dynamo.reset()
+    runner = _runner(ckpt_factory(layers=4, seed=34, sliding_window=4))
+    blocks = {group.num_blocks for group in runner.kv_cache.plan.groups}
+    assert len(blocks) == 2, blocks  # the groups differ in their number of blocks
+    traced = []
+
+    def record(gm, example_inputs):  # a backend that keeps the fake tensors Dynamo traced the inputs as
+        values = [node.meta.get("example_value") for node in gm.graph.find_nodes(op="placeholder")]
+        traced.append([v for v in values if isinstance(v, torch.Tensor)])
+        return gm.forward
+
+    before = compile_stats().graphs
+    mark_static_inputs(runner)
+    compile_decoder_layers(runner.model.model.layers, backend=record)
+    _run(runner, _steps(runner, seed=5, num_steps=3), [None] * 3)
+    assert compile_stats().graphs - before == 1 and len(traced) == 1
+    cache = runner.kv_cache.keys[0]
+    caches = [t for t in traced[0] if t.dim() == cache.dim() and t.shape[1:] == cache.shape[1:]]
+    tables = [t for t in traced[0] if t.shape == runner.model.model.rotary.cos_sin_cache.shape]
+    assert len(caches) >= 2 and len(tables) == 1  # a layer's k and v caches (and their storage), the rotary table
+    for t in caches:
+        assert isinstance(t.shape[0], torch.SymInt), t.shape
+        assert all(type(size) is int for size in t.shape[1:]), t.shape
+    assert all(type(size) is int for size in tables[0].shape), tables[0].shape
 
 
 def test_compiled_matches_eager_when_moe_layers_are_skipped(ckpt_factory):

@@ -42,11 +42,13 @@ from pathlib import Path
 import torch
 
 from quickmoe.executor.kernel_cache import cache_key, device_name, versions
+from quickmoe.executor.torch_key import use_cached_torch_key
 from quickmoe.paths import cache_dir
 from quickmoe.startup.gc_pause import paused_then_frozen_gc, startup_gc_paused
 
 __all__ = ["WARM_MARKER", "CompileStats", "compile_cache_dir", "compile_decoder_layers", "compile_runner",
-           "compile_stats", "compile_workers_allowed", "use_compile_caches", "use_compile_settings"]
+           "compile_stats", "compile_workers_allowed", "mark_static_inputs", "use_compile_caches",
+           "use_compile_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +131,23 @@ def compile_decoder_layers(layers: torch.nn.ModuleList, *, backend: str = "induc
         layer.compile(backend=backend, dynamic=True, fullgraph=True)
 
 
+def mark_static_inputs(runner) -> None:
+    """Tell Dynamo which sizes of the layers' inputs never change, so it traces them as numbers, not symbols: every
+    size of the KV cache tensors (and of the storage they view) but the number of blocks, which differs between
+    layer groups (gpt-oss's sliding and full layers share one graph) and with the memory left for the cache, and
+    the rotary table. 30 symbols become 16 for gpt-oss, and Dynamo's trace of a warm start took 0.31-0.35 s instead of
+    0.45-0.48 on the development machine (docs/benchmarks.md, 2026-12-01 sixth session). A static size is
+    guarded by its value: a different one recompiles, never reuses a wrong graph."""
+    import torch._dynamo
+
+    cache = runner.kv_cache
+    for tensor in cache.keys + cache.values:
+        for t in (tensor, tensor._base):
+            if t is not None and t.dim() > 1:
+                torch._dynamo.mark_static(t, list(range(1, t.dim())))
+    torch._dynamo.mark_static(runner.model.model.rotary.cos_sin_cache)
+
+
 def use_compile_settings() -> None:
     """The process-wide settings of `compile_decoder_layers` (and of the AOT compile, executor/aot_layers.py)."""
     import torch._dynamo.config as dynamo_config
@@ -192,6 +211,9 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
         if not aot:  # loading AOT artifacts needs none of Inductor's compiler
             import torch._inductor.compile_fx  # noqa: F401
     imports_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    torch_key = "unused" if aot else use_cached_torch_key()  # Inductor's cache key of torch's sources
+    torch_key_s = time.perf_counter() - t1
     raw_config = json.loads((runner.model_dir / "config.json").read_text())
     cache_path = compile_cache_dir(raw_config, runner.dtype, runner.device)
     use_compile_caches(cache_path)
@@ -207,6 +229,7 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
             directory = directory / f"rank{runner.parallel.rank}"
         aot_info = install_aot_layers(runner, directory, WARMUP_STEPS[-1])
     else:
+        mark_static_inputs(runner)
         compile_decoder_layers(runner.model.model.layers)
     with compile_workers_allowed(not expect_warm):
         for tokens, starts in WARMUP_STEPS:
@@ -219,8 +242,9 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
     if not aot:
         _mark_warm(cache_path, stats)
     info = {**dataclasses.asdict(stats), "warm": stats.warm, "cache_dir": str(cache_path),
-            "imports_s": round(imports_s, 4), "workers": not expect_warm, "aot": aot_info,
-            "warmup_s": round(max(seconds - imports_s - stats.dynamo_s - stats.backend_s, 0.0), 4)}
+            "imports_s": round(imports_s, 4), "workers": not expect_warm, "aot": aot_info, "torch_key": torch_key,
+            "torch_key_s": round(torch_key_s, 4),
+            "warmup_s": round(max(seconds - imports_s - torch_key_s - stats.dynamo_s - stats.backend_s, 0.0), 4)}
     if aot_info is not None:
         logger.info("AOT-compiled layers ready in %.2f s: %d artifacts loaded in %.2f s, %d compiled in %.2f s, "
                     "for %d layers (imports %.2f s; %s)", seconds, aot_info["artifacts_loaded"], aot_info["load_s"],
@@ -228,10 +252,12 @@ def compile_runner(runner, *, aot: bool = False) -> dict:
                     aot_info["directory"])
         return info
     logger.info("compiled %d graphs for %d layers in %.2f s (imports %.2f s, Dynamo %.2f s, backend %.2f s: "
-                "%d Inductor codegen runs %.2f s, cache loads %.2f s, source hashing %.2f s; %d restarts; warm-up "
-                "steps %.2f s; %s cache: %d hits, %d misses, %s%s)", stats.graphs, len(runner.model.model.layers),
-                seconds, imports_s, stats.dynamo_s, stats.backend_s, stats.codegen_runs, stats.codegen_s,
-                stats.cache_load_s, stats.key_s, stats.restarts, info["warmup_s"], "warm" if stats.warm else "cold",
+                "%d Inductor codegen runs %.2f s, cache loads %.2f s, source hashing %.2f s (torch's key %s, %.2f s); "
+                "%d restarts; warm-up steps %.2f s; %s cache: %d hits, %d misses, %s%s)", stats.graphs,
+                len(runner.model.model.layers), seconds, imports_s, stats.dynamo_s, stats.backend_s,
+                stats.codegen_runs, stats.codegen_s, stats.cache_load_s, stats.key_s, torch_key, torch_key_s,
+                stats.restarts,
+                info["warmup_s"], "warm" if stats.warm else "cold",
                 stats.cache_hits, stats.cache_misses, cache_path,
                 "" if info["workers"] else "; Inductor's compile workers not started: the cache was warm")
     return info
