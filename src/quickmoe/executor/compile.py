@@ -135,7 +135,7 @@ def mark_static_inputs(runner) -> None:
     """Tell Dynamo which sizes of the layers' inputs never change, so it traces them as numbers, not symbols: every
     size of the KV cache tensors (and of the storage they view) but the number of blocks, which differs between
     layer groups (gpt-oss's sliding and full layers share one graph) and with the memory left for the cache, and
-    the rotary table. 30 symbols become 16 for gpt-oss, and Dynamo's trace of a warm start took 0.31-0.35 s instead of
+    the rotary table. 30 symbols become 16 for the embedded gpt-oss model, and Dynamo's trace of a warm start took 0.31-0.35 s instead of
     0.45-0.48 on the development machine (docs/benchmarks.md, 2026-12-01 sixth session). A static size is
     guarded by its value: a different one recompiles, never reuses a wrong graph."""
     import torch._dynamo

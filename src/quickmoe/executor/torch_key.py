@@ -21,7 +21,6 @@ import base64
 import binascii
 import logging
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,28 +70,13 @@ def _store(path: Path, key: bytes) -> None:
 
 
 def _install(original: Callable[[], bytes], key: bytes) -> bool:
-    """Make torch_key return `key`. torch 2.13 wraps it in `prefetchable_cache`, whose `set` fills the one value;
-    a torch whose torch_key is a plain `functools.cache` gets a stand-in under that name in every loaded module that
-    imported it. False when the value was computed in this process already (nothing to save)."""
-    setter = getattr(original, "set", None)
-    if setter is not None:
-        try:
-            setter(key)
-        except (RuntimeError, AssertionError):  # "already set" (torch 2.13 raises, 2.11 asserts): computed here
-            return False
-        original.quickmoe_cached = True  # type: ignore[attr-defined]  (a second call in the process: "cached")
-        return True
-    info = getattr(original, "cache_info", None)
-    if info is None or info().currsize:
+    """Fill torch_key's one value through its `set` (torch 2.11 and 2.13). False when this process computed it
+    already (nothing to save)."""
+    try:
+        original.set(key)  # type: ignore[attr-defined]
+    except (RuntimeError, AssertionError):  # "already set" (torch 2.13 raises, 2.11 asserts)
         return False
-
-    def torch_key() -> bytes:
-        return key
-
-    torch_key.quickmoe_cached = True  # type: ignore[attr-defined]
-    for module in list(sys.modules.values()):
-        if getattr(module, "torch_key", None) is original:
-            module.torch_key = torch_key
+    original.quickmoe_cached = True  # type: ignore[attr-defined]  (a second call in the process: "cached")
     return True
 
 
@@ -110,14 +94,14 @@ def use_cached_torch_key() -> str:
     from torch._inductor import codecache
 
     original = getattr(codecache, "torch_key", None)
-    if original is None or getattr(original, "quickmoe_cached", False):
-        return "unavailable" if original is None else "cached"
+    if not hasattr(original, "set"):  # not the settable cache this was written for
+        return "unavailable"
+    if getattr(original, "quickmoe_cached", False):
+        return "cached"
     stamp = torch_key_stamp(torch.__version__, Path(torch.__file__).resolve().parent)
     path = cache_dir() / "torch-key" / f"{stamp}.txt"
     key = _read(path)
     if key is not None:
         return "cached" if _install(original, key) else "computed already"
-    if not (hasattr(original, "set") or hasattr(original, "cache_info")):
-        return "unavailable"
     _store(path, original())  # computed as torch computes it (and kept by torch for this process)
     return "miss"
