@@ -47,6 +47,21 @@ def test_route_bf16_logits(scoring):
     torch.testing.assert_close(weights.cpu(), want_weights.cpu(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("scoring", ["topk_softmax", "softmax_topk"])
+@pytest.mark.parametrize("num_experts,top_k", [(128, 8), (40, 4), (32, 1)])
+def test_route_ties_go_to_the_lower_expert(scoring, num_experts, top_k):
+    """Logits from a few values (negative ones, -0.0 beside +0.0) tie everywhere: the experts must be a naive
+    ranking's, by score, then by index (-0.0 and +0.0 equal), in that order."""
+    g = torch.Generator().manual_seed(num_experts + top_k)
+    values = torch.tensor([-2.5, -1.0, -0.0, 0.0, 0.75, 3.0])
+    logits = values[torch.randint(0, len(values), (23, num_experts), generator=g)]
+    weights, ids = route(logits.to(DEVICE), top_k, scoring=scoring, renormalize=True)
+    want = [sorted(range(num_experts), key=lambda e, row=row: (-row[e], e))[:top_k] for row in logits.tolist()]
+    assert ids.cpu().tolist() == want
+    _, want_ids = route_ref(logits, top_k, scoring=scoring, renormalize=True)
+    assert torch.equal(logits.gather(1, ids.cpu().long()), logits.gather(1, want_ids.long()))
+
+
 def test_route_strided_logits_and_no_tokens():
     logits = _logits(20, 64, torch.float32, seed=3)[:, :32]  # a view with row stride 64
     weights, ids = route(logits, 2)

@@ -148,7 +148,9 @@ _COUNT_COMPILES = textwrap.dedent("""
         return sum(len(c[0]) for f in _jit_functions() for c in f.device_caches.values())
 
     model, steps = sys.argv[1], sys.argv[2] == "1"
-    llm = LLM(model, device="cuda", max_model_len=4096, max_num_batched_tokens=2048, cuda_graphs_startup_max=1)
+    # a fixed KV cache: the GPU tests' parts run side by side, so the free memory is not this process's to take
+    llm = LLM(model, device="cuda", max_model_len=4096, max_num_batched_tokens=2048, cuda_graphs_startup_max=1,
+              kv_cache_memory=1 << 30)
     if not steps:
         llm.engine.step_warmup.pending = []
     llm.engine.finish_idle_work()
