@@ -55,7 +55,7 @@ def test_route_ties_go_to_the_lower_expert(scoring, num_experts, top_k):
     g = torch.Generator().manual_seed(num_experts + top_k)
     values = torch.tensor([-2.5, -1.0, -0.0, 0.0, 0.75, 3.0])
     logits = values[torch.randint(0, len(values), (23, num_experts), generator=g)]
-    weights, ids = route(logits.to(DEVICE), top_k, scoring=scoring, renormalize=True)
+    _, ids = route(logits.to(DEVICE), top_k, scoring=scoring, renormalize=True)
     want = [sorted(range(num_experts), key=lambda e, row=row: (-row[e], e))[:top_k] for row in logits.tolist()]
     assert ids.cpu().tolist() == want
     _, want_ids = route_ref(logits, top_k, scoring=scoring, renormalize=True)
