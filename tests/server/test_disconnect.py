@@ -41,6 +41,8 @@ def test_closing_a_stream_frees_the_request(http, server, endpoint):
     # the client closed the connection after 3 chunks
     assert wait_until(lambda: blocks.num_sequences == 0, timeout=3.0)
     assert all(pool.num_free == pool.num_blocks for pool in blocks.pools.values())
+    # /metrics reads the snapshot the engine thread publishes after its step: it may trail the blocks a moment
+    assert wait_until(lambda: _kv_metrics(http)[1:] == (0, aborted_before + 1), timeout=3.0)
     usage, sequences, aborted = _kv_metrics(http)
     assert sequences == 0 and set(usage.values()) == {0.0}
     assert aborted == aborted_before + 1
@@ -54,6 +56,7 @@ def test_a_client_that_times_out_on_a_whole_response_frees_it(server, http):
         with pytest.raises(httpx.ReadTimeout):
             impatient.post("/v1/completions", json=body)
     assert wait_until(lambda: blocks.num_sequences == 0, timeout=2.0)
+    assert wait_until(lambda: _kv_metrics(http)[1:] == (0, aborted_before + 1), timeout=3.0)  # published after
     _, sequences, aborted = _kv_metrics(http)
     assert sequences == 0 and aborted == aborted_before + 1  # stopped, not run to its end
     ok = http.post("/v1/completions", json={**body, "max_tokens": 2})
