@@ -19,6 +19,7 @@ OP_FAMILIES = ("attention", "moe", "dense", "communication", "other")
 
 _ATTENTION = re.compile(r"_decode_split_kernel|_decode_combine_kernel|_prefill_kernel|_rotary_write_kv_kernel")
 _MOE = re.compile(r"_gemm1_swiglu_kernel|_gemm[12]_register_kernel|_moe_gather_permuted_kernel|_gemm2_kernel|"
+                  r"_moe_gemv[12]_kernel|"
                   r"_moe_combine_kernel|_align_(count_|plan_|scatter_)?kernel|_route|"
                   r"_quantize_kernel")
 _COMMUNICATION = re.compile(r"nccl", re.IGNORECASE)

@@ -19,6 +19,7 @@ reference (the model's torch path keeps the activations in their dtype).
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 
@@ -61,6 +62,27 @@ def _through_mxfp8(x: torch.Tensor) -> torch.Tensor:
 @functools.lru_cache(maxsize=16)
 def _device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+FP8_GEMV_MAX_TOKENS = 8  # see fp8_gemv_max_tokens
+FP8_GEMV_MAX_K = 2048  # see fp8_gemv_max_tokens
+
+
+@functools.lru_cache(maxsize=16)
+def fp8_gemv_max_tokens(device: torch.device) -> int:
+    """Up to how many tokens `fused_moe` runs FP8 experts whose hidden and intermediate sizes are <= FP8_GEMV_MAX_K
+    on `moe_fp8_gemv` (CUDA cores, no alignment) instead of the tensor-core GEMMs: FP8_GEMV_MAX_TOKENS, or
+    QUICKMOE_FP8_GEMV_MAX_TOKENS from the environment (0: never; for A/B runs). Measured on the H200
+    (docs/benchmarks.md, 2026-12-02): Qwen3-30B-A3B's layer (hidden 2048, intermediate 768) 8% faster at T = 1, 19%
+    at 2, 6-8% at 4-8, 6% slower at 16; Mixtral-8x7B's (4096, 14336) 1.5-2.8x slower at T = 1-8 (its tensor-core
+    GEMMs already stream its few large experts at ~3.4 TB/s, and the GEMV's unrolled loops of 32 and 112 steps hold
+    a program's loads in a long chain), hence the bound on K; larger K is not measured."""
+    value = os.environ.get("QUICKMOE_FP8_GEMV_MAX_TOKENS")
+    if value is None:
+        return FP8_GEMV_MAX_TOKENS
+    if not value.isdigit():
+        raise ValueError(f"QUICKMOE_FP8_GEMV_MAX_TOKENS = {value!r}: expected a number of tokens >= 0")
+    return int(value)
 
 
 @functools.lru_cache(maxsize=16)
@@ -182,6 +204,8 @@ def fused_moe(
     `mxfp8_activations` applies to the others. `combine` False: the result before the combine, [T, k, H], each
     token's k rows weighted (their sum in float32, in order, rounded to hidden's dtype, is the result: the next
     residual add + RMSNorm does it, `kernels/rms_norm.py`).
+    FP8 experts of few tokens (`fp8_gemv_max_tokens`, hidden and intermediate sizes <= FP8_GEMV_MAX_K) run on
+    `moe_fp8_gemv` instead: the quantizer, a CUDA-core GEMV per GEMM, no alignment.
     `absent_experts`: topk_ids may hold E for another rank's assignment (expert parallel). The alignment then
     sorts E + 1 ids and leaves id E's tiles past its used length (`moe_align(absent_last=True)`): no GEMM
     computes them (mapped to a real expert with weight 0, they were about half of a rank's rows at 2 ranks, all on
@@ -211,6 +235,16 @@ def fused_moe(
     if fp8 and (k1 % 128 or k2 % 128):
         raise ValueError(f"fused_moe: FP8 experts need K (hidden {k1}, intermediate {k2}) in whole 128-column "
                          "scale groups")
+    if fp8 and 0 < num_tokens <= fp8_gemv_max_tokens(hidden.device) and max(k1, k2) <= FP8_GEMV_MAX_K \
+            and not absent_experts:
+        from quickmoe.kernels.moe_fp8_gemv import moe_fp8_gemv
+
+        per_assignment = moe_fp8_gemv(hidden, topk_weights, topk_ids, w1, w1_bias, w1_scales, w2, w2_bias, w2_scales,
+                                      gate_up_group=gate_up_group, activation=activation, swiglu_limit=swiglu_limit,
+                                      swiglu_alpha=swiglu_alpha)
+        if not combine:
+            return per_assignment.view(num_tokens, top_k, -1)  # [T, k, H]
+        return moe_combine(per_assignment, top_k)
     config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens, arch=arch,
                                 proj="gate_up")
     config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens, arch=arch,

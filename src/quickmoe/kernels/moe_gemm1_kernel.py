@@ -235,12 +235,18 @@ if triton is not None:
         if HAS_BIAS:
             gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
             up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+        y = gate_up_activation(gate, up, limit, alpha, SILU)
+        out_cols = group * GROUP + cols  # [BN]
+        tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
+                 mask=m_ok[:, None] & n_ok[None, :])
+
+    @triton.jit
+    def gate_up_activation(gate, up, limit, alpha, SILU: tl.constexpr):
+        """GEMM 1's activation on float32 gate and up sums (bias included)."""
         if SILU:  # Mixtral, Qwen-MoE: SiLU(gate) * up
             y = gate * tl.sigmoid(gate) * up
         else:  # gpt-oss: gate clamped above, up on both sides, (up + 1) * gate * sigmoid(alpha * gate)
             gate = tl.minimum(gate, limit)
             up = tl.minimum(tl.maximum(up, -limit), limit)
             y = (up + 1.0) * (gate * tl.sigmoid(alpha * gate))
-        out_cols = group * GROUP + cols  # [BN]
-        tl.store(out_ptr + assign[:, None] * I + out_cols[None, :], y.to(out_ptr.dtype.element_ty),
-                 mask=m_ok[:, None] & n_ok[None, :])
+        return y

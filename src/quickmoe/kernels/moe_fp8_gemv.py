@@ -1,0 +1,208 @@
+"""The FP8 MoE of a few tokens on CUDA cores: `moe_fp8_gemv` (Triton) beside `moe_fp8_gemv_ref` (torch), same
+signature.
+
+At decode sizes `fused_moe`'s tensor-core GEMMs stream the chosen experts' e4m3 weights through tiles of 8-16
+assignments, of which a batch-1 step fills one: Qwen3-30B-A3B's GEMM 1 read its 25 MB at ~43% of the HBM copy rate
+on the H200, where a kernel that only reads takes the same bytes at ~75% (docs/benchmarks.md, 2026-11-30 fifteenth
+and 2026-12-01 eighth sessions). FP8 needs no decode (unlike MXFP4, whose CUDA-core GEMV was bound by its decode),
+so a GEMV does less per weight byte: one program per (assignment, ROWS weight rows), each 128-column step's e4m3
+rows converted to float32, multiplied by the assignment's quantized activations, summed and scaled by (activation
+scale x weight scale), as the tensor-core kernels scale each step's dot. The activations are quantized as for the
+GEMMs (`fp8_quant`); no alignment is needed (a program reads its assignment's expert id):
+- `_moe_gemv1_kernel`: inter[a] = act(gate, up) of token a // k through expert topk_ids[a], rows [A, I] in the
+  activations' dtype;
+- `_moe_gemv2_kernel`: out[a] = (quantized inter[a] @ W2[e].T + b2[e]) x topk_weights[a], [A, H]: `fused_moe`'s
+  per-assignment rows before the combine.
+The K loops are unrolled (Qwen3: 16 and 6 steps of 128 columns) so that the compiler can issue a program's weight
+loads ahead of its sums (Triton pipelines only loads that feed a dot), and each tile of activations repeats the
+token's row on every weight row, so both tiles share one layout and no sum crosses a warp. A first version that
+quantized the activations inside the programs (the quantizer's IEEE divisions and a layout change every step) was
+slower than the tensor-core path at every size (docs/benchmarks.md, 2026-12-02).
+The sums run in another order than the tensor cores' (float32 products of the e4m3 values, 128 at a time): within
+float32 rounding of `fused_moe_ref(..., fp8_activations=True)`, which quantizes the activations the same way.
+Weights and scales are `fused_moe`'s FP8 kernel layout (gate/up groups of GROUP columns, scales [E, K/128, N/R]).
+`fused_moe` takes this path where it measured faster (`fused_moe.fp8_gemv_max_tokens`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from quickmoe.kernels.fused_moe import fused_moe_ref
+from quickmoe.kernels.pdl import pdl_kwargs
+
+try:  # CPU installs without triton keep the torch reference
+    import triton
+    import triton.language as tl
+
+    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
+    from quickmoe.kernels.moe_gemm1_kernel import gate_up_activation
+    from quickmoe.kernels.pdl import pdl_wait
+except ImportError:  # pragma: no cover
+    triton = None
+
+__all__ = ["Fp8GemvConfig", "moe_fp8_gemv", "moe_fp8_gemv_ref"]
+
+FP8_GROUP = 128  # columns per activation scale and per weight scale block
+
+
+@dataclass(frozen=True)
+class Fp8GemvConfig:
+    """Launch of the two GEMVs: weight rows a program (GEMM 1: gate rows, and as many up rows) and warps. The
+    defaults are the fastest of `scripts/probes/fp8_gemv_probe.py`'s sweep at Qwen3-30B-A3B's T = 1-8 on the H200
+    (rows 8-64, warps 1-8; docs/benchmarks.md, 2026-12-02). The unrolled loops have no pipeline stages to tune."""
+
+    rows1: int = 8
+    warps1: int = 2
+    rows2: int = 16
+    warps2: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("rows1", "rows2", "warps1", "warps2"):
+            value = getattr(self, name)
+            if value < 1 or value & (value - 1):
+                raise ValueError(f"Fp8GemvConfig.{name} = {value}: expected a power of two >= 1")
+
+
+def _check(hidden: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor, w1_scales: torch.Tensor,
+           w2: torch.Tensor, w2_scales: torch.Tensor, gate_up_group: int) -> None:
+    experts, two_i, h = w1.shape
+    if w1.dtype != torch.float8_e4m3fn or w2.dtype != torch.float8_e4m3fn:
+        raise ValueError(f"moe_fp8_gemv: expected float8_e4m3fn experts, got {w1.dtype} and {w2.dtype}")
+    if h % FP8_GROUP or (two_i // 2) % FP8_GROUP or tuple(w2.shape) != (experts, h, two_i // 2):
+        raise ValueError(f"moe_fp8_gemv: w1 {tuple(w1.shape)} and w2 {tuple(w2.shape)} must be [E, 2I, H] and "
+                         f"[E, H, I] with H and I multiples of {FP8_GROUP}")
+    for name, w, s in (("w1_scales", w1, w1_scales), ("w2_scales", w2, w2_scales)):
+        if s.dim() != 3 or s.shape[:2] != (experts, w.shape[2] // FP8_GROUP) or w.shape[1] % s.shape[2]:
+            raise ValueError(f"moe_fp8_gemv: {name} {tuple(s.shape)}: expected [E, K/128, N / rows] for the "
+                             f"weights {tuple(w.shape)}")
+    if hidden.dim() != 2 or hidden.shape[1] != h or topk_ids.shape[0] != hidden.shape[0]:
+        raise ValueError(f"moe_fp8_gemv: hidden {tuple(hidden.shape)} and topk_ids {tuple(topk_ids.shape)} do not "
+                         f"match the experts' hidden size {h}")
+    if gate_up_group < 1 or gate_up_group & (gate_up_group - 1):
+        raise ValueError(f"moe_fp8_gemv: gate_up_group = {gate_up_group}: expected a power of two")
+
+
+def moe_fp8_gemv_ref(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor,
+                     w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, w2: torch.Tensor,
+                     w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, *, gate_up_group: int,
+                     activation: str = "silu", swiglu_limit: float = 7.0, swiglu_alpha: float = 1.702,
+                     config: Fp8GemvConfig | None = None) -> torch.Tensor:
+    """[T, H] -> [T * k, H]: assignment a's row, weighted by its routing weight (the reference MoE of each
+    assignment alone, activations through FP8 per token and 128 columns). `config` is the kernel's, unused."""
+    _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group)
+    num_tokens, top_k = topk_ids.shape
+    rows = []
+    for a in range(num_tokens * top_k):
+        t, j = divmod(a, top_k)
+        rows.append(fused_moe_ref(hidden[t:t + 1], topk_weights[t:t + 1, j:j + 1], topk_ids[t:t + 1, j:j + 1], w1,
+                                  w1_bias, w2, w2_bias, w1_scales=w1_scales, w2_scales=w2_scales,
+                                  gate_up_group=gate_up_group, swiglu_limit=swiglu_limit, swiglu_alpha=swiglu_alpha,
+                                  activation=activation, fp8_activations=True))  # [1, H]
+    return torch.cat(rows) if rows else hidden.new_empty(0, w2.shape[1])
+
+
+def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor,
+                 w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, w2: torch.Tensor,
+                 w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, *, gate_up_group: int,
+                 activation: str = "silu", swiglu_limit: float = 7.0, swiglu_alpha: float = 1.702,
+                 config: Fp8GemvConfig | None = None) -> torch.Tensor:
+    """The Triton kernels of `moe_fp8_gemv_ref`: the quantizer, GEMV 1, the quantizer, GEMV 2; no alignment."""
+    if triton is None:
+        raise RuntimeError("moe_fp8_gemv needs triton; moe_fp8_gemv_ref is the torch version")
+    _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group)
+    config = config or Fp8GemvConfig()
+    num_tokens, top_k = topk_ids.shape
+    experts, two_i, h = w1.shape
+    intermediate = two_i // 2
+    group = gate_up_group
+    rows1 = min(config.rows1, group)  # powers of two: rows1 divides the group
+    num_assignments = num_tokens * top_k
+    ids = topk_ids.reshape(-1)
+    inter = torch.empty(num_assignments, intermediate, dtype=hidden.dtype, device=hidden.device)
+    out = torch.empty(num_assignments, h, dtype=hidden.dtype, device=hidden.device)
+    if num_assignments == 0:
+        return out
+    pdl = pdl_kwargs(hidden.device)
+    xq, xs = quantize_fp8_per_token_group(hidden)  # [T, H] e4m3, [T, H/128]
+    _moe_gemv1_kernel[(num_assignments, triton.cdiv(intermediate, group) * (group // rows1))](
+        xq, xs, ids, w1, w1_scales, w1_bias if w1_bias is not None else w1_scales, inter, top_k,
+        float(swiglu_limit), float(swiglu_alpha), H=h, I=intermediate, GROUP=group,
+        SCALE_ROWS=two_i // w1_scales.shape[2], ROWS=rows1, HAS_BIAS=w1_bias is not None,
+        SILU=activation == "silu", num_warps=config.warps1, **pdl)
+    iq, is_ = quantize_fp8_per_token_group(inter)  # [A, I] e4m3, [A, I/128]
+    _moe_gemv2_kernel[(num_assignments, triton.cdiv(h, config.rows2))](
+        iq, is_, ids, w2, w2_scales, w2_bias if w2_bias is not None else w2_scales, topk_weights.reshape(-1), out,
+        H=h, I=intermediate, SCALE_ROWS=h // w2_scales.shape[2], ROWS=config.rows2, HAS_BIAS=w2_bias is not None,
+        num_warps=config.warps2, **pdl)
+    return out
+
+
+if triton is not None:
+
+    @triton.jit
+    def _step(x_ptrs, x_scale, w_ptrs, w_ok, s_ptrs):
+        """One 128-column step of a GEMV: the weight rows [R, 128] (e4m3) times the activations' quantized group,
+        summed, times (activation scale x the rows' weight scales) -> [R] float32. x_ptrs [R, 128] repeats the one
+        activation row on every weight row, so both tiles take one layout and the sums stay within warps."""
+        x = tl.load(x_ptrs).to(tl.float32)  # [R, 128] e4m3 values (rows equal)
+        w = tl.load(w_ptrs, mask=w_ok[:, None], other=0.0).to(tl.float32)  # [R, 128]
+        w_scale = tl.load(s_ptrs, mask=w_ok, other=0.0)  # [R]
+        return tl.sum(w * x, axis=1) * (x_scale * w_scale)
+
+    @triton.jit
+    def _moe_gemv1_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, top_k, limit, alpha,
+                      H: tl.constexpr, I: tl.constexpr, GROUP: tl.constexpr, SCALE_ROWS: tl.constexpr,
+                      ROWS: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, PDL: tl.constexpr):
+        pdl_wait(PDL)
+        a = tl.program_id(0)  # the assignment: token a // k, expert topk_ids[a]
+        pid_n = tl.program_id(1)
+        token = (a // top_k).to(tl.int64)
+        expert = tl.load(ids_ptr + a).to(tl.int64)
+        group = pid_n // (GROUP // ROWS)  # the gate/up group, and this program's part of its columns
+        cols = (pid_n % (GROUP // ROWS)) * ROWS + tl.arange(0, ROWS)  # [R] within the group
+        size = tl.minimum(I - group * GROUP, GROUP)  # GROUP except in a ragged last group
+        ok = cols < size
+        gate_rows = 2 * group * GROUP + cols  # [R]: the group's slab is `size` gate rows, then `size` up rows
+        up_rows = gate_rows + size
+        kk = tl.arange(0, 128)
+        x_ptrs = x_ptr + token * H + kk[None, :] + 0 * cols[:, None]  # [R, 128]: the token's row on every row
+        w_base = w_ptr + expert * (2 * I * H) + kk[None, :]
+        s_base = s_ptr + expert * (H // 128) * (2 * I // SCALE_ROWS)
+        gate = tl.zeros([ROWS], dtype=tl.float32)
+        up = tl.zeros([ROWS], dtype=tl.float32)
+        for k0 in tl.static_range(0, H, 128):  # unrolled: every step's loads can be issued ahead of its sums
+            x_scale = tl.load(xs_ptr + token * (H // 128) + k0 // 128)
+            s_step = s_base + (k0 // 128) * (2 * I // SCALE_ROWS)
+            gate += _step(x_ptrs + k0, x_scale, w_base + gate_rows[:, None] * H + k0, ok,
+                          s_step + gate_rows // SCALE_ROWS)
+            up += _step(x_ptrs + k0, x_scale, w_base + up_rows[:, None] * H + k0, ok, s_step + up_rows // SCALE_ROWS)
+        if HAS_BIAS:
+            gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=ok, other=0.0).to(tl.float32)
+            up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=ok, other=0.0).to(tl.float32)
+        y = gate_up_activation(gate, up, limit, alpha, SILU)
+        tl.store(out_ptr + a.to(tl.int64) * I + group * GROUP + cols, y.to(out_ptr.dtype.element_ty), mask=ok)
+
+    @triton.jit
+    def _moe_gemv2_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, H: tl.constexpr,
+                      I: tl.constexpr, SCALE_ROWS: tl.constexpr, ROWS: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      PDL: tl.constexpr):
+        pdl_wait(PDL)
+        a = tl.program_id(0)
+        expert = tl.load(ids_ptr + a).to(tl.int64)
+        rows = tl.program_id(1) * ROWS + tl.arange(0, ROWS)  # [R] output columns = weight rows
+        ok = rows < H
+        kk = tl.arange(0, 128)
+        x_ptrs = x_ptr + a.to(tl.int64) * I + kk[None, :] + 0 * rows[:, None]  # [R, 128]: inter row a
+        w_ptrs = w_ptr + expert * (H * I) + rows[:, None] * I + kk[None, :]
+        s_base = s_ptr + expert * (I // 128) * (H // SCALE_ROWS) + rows // SCALE_ROWS
+        acc = tl.zeros([ROWS], dtype=tl.float32)
+        for k0 in tl.static_range(0, I, 128):
+            x_scale = tl.load(xs_ptr + a.to(tl.int64) * (I // 128) + k0 // 128)
+            acc += _step(x_ptrs + k0, x_scale, w_ptrs + k0, ok, s_base + (k0 // 128) * (H // SCALE_ROWS))
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + expert * H + rows, mask=ok, other=0.0).to(tl.float32)
+        acc *= tl.load(route_w_ptr + a).to(tl.float32)
+        tl.store(out_ptr + a.to(tl.int64) * H + rows, acc.to(out_ptr.dtype.element_ty), mask=ok)
