@@ -112,6 +112,8 @@ def test_gemv_refuses_what_it_cannot_run():
         moe_fp8_gemv(x, weights, ids, w1.float(), None, s1, w2, None, s2, gate_up_group=64)
     with pytest.raises(ValueError, match="w2_scales \\(4, 2, 128\\): expected \\[E, K/128, N / rows\\]"):
         moe_fp8_gemv(x, weights, ids, w1, None, s1, w2, None, s2.repeat(1, 2, 1), gate_up_group=64)
+    with pytest.raises(ValueError, match="activation = 'gelu': expected one of \\['swiglu_gpt_oss', 'silu'\\]"):
+        moe_fp8_gemv(x, weights, ids, w1, None, s1, w2, None, s2, gate_up_group=64, activation="gelu")
     with pytest.raises(ValueError, match="Fp8GemvConfig.warps2 = 3: expected a power of two"):
         Fp8GemvConfig(warps2=3)
 

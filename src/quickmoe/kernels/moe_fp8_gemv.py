@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
-from quickmoe.kernels.fused_moe import fused_moe_ref
+from quickmoe.kernels.fused_moe import ACTIVATIONS, fused_moe_ref
+from quickmoe.kernels.moe_gemm_operands import FP8_GROUP  # columns per activation scale and weight scale block
 from quickmoe.kernels.pdl import pdl_kwargs
 
 try:  # CPU installs without triton keep the torch reference
@@ -44,8 +45,6 @@ except ImportError:  # pragma: no cover
     triton = None
 
 __all__ = ["Fp8GemvConfig", "moe_fp8_gemv", "moe_fp8_gemv_ref"]
-
-FP8_GROUP = 128  # columns per activation scale and per weight scale block
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,9 @@ class Fp8GemvConfig:
 
 
 def _check(hidden: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor, w1_scales: torch.Tensor,
-           w2: torch.Tensor, w2_scales: torch.Tensor, gate_up_group: int) -> None:
+           w2: torch.Tensor, w2_scales: torch.Tensor, gate_up_group: int, activation: str) -> None:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"moe_fp8_gemv: activation = {activation!r}: expected one of {list(ACTIVATIONS)}")
     experts, two_i, h = w1.shape
     if w1.dtype != torch.float8_e4m3fn or w2.dtype != torch.float8_e4m3fn:
         raise ValueError(f"moe_fp8_gemv: expected float8_e4m3fn experts, got {w1.dtype} and {w2.dtype}")
@@ -92,7 +93,7 @@ def moe_fp8_gemv_ref(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids:
                      config: Fp8GemvConfig | None = None) -> torch.Tensor:
     """[T, H] -> [T * k, H]: assignment a's row, weighted by its routing weight (the reference MoE of each
     assignment alone, activations through FP8 per token and 128 columns). `config` is the kernel's, unused."""
-    _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group)
+    _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group, activation)
     num_tokens, top_k = topk_ids.shape
     rows = []
     for a in range(num_tokens * top_k):
@@ -112,7 +113,7 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
     """The Triton kernels of `moe_fp8_gemv_ref`: the quantizer, GEMV 1, the quantizer, GEMV 2; no alignment."""
     if triton is None:
         raise RuntimeError("moe_fp8_gemv needs triton; moe_fp8_gemv_ref is the torch version")
-    _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group)
+    _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group, activation)
     config = config or Fp8GemvConfig()
     num_tokens, top_k = topk_ids.shape
     experts, two_i, h = w1.shape

@@ -1,0 +1,71 @@
+"""The FP8 MoE GEMVs (`kernels/moe_fp8_gemv.py`) compiled for Hopper (sm_90) on a machine without a GPU: registers,
+barriers, the global loads and where they sit in the SASS, the instruction count.
+
+PYTHONPATH=src python3 scripts/probes/fp8_gemv_sass_probe.py [--gemv 1|2] [--rows 8] [--warps 2]
+
+Qwen3-30B-A3B's shapes (hidden 2048, intermediate 768, gate/up groups of 64, one weight scale per 64 rows in GEMM 1
+and per 128 in GEMM 2), the pointers 16-byte aligned as the launch's are. Nothing runs: it reads what the compiler
+made (ptxas and nvdisasm from Triton's wheel, `sass_probe.disassemble`). The GEMV's loads are plain (Triton pipelines
+only loads that feed a dot), so what matters is whether barriers or branches sit between a step's loads and the
+next step's: the line numbers of the LDG instructions show how far ahead they are issued.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # compile for real, not for the interpreter
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+from quickmoe.kernels import moe_fp8_gemv  # noqa: E402
+from sass_probe import OPCODE, disassemble  # noqa: E402
+
+SIGNATURES = {
+    1: {"x_ptr": "*fp8e4nv", "xs_ptr": "*fp32", "ids_ptr": "*i32", "w_ptr": "*fp8e4nv", "s_ptr": "*fp32",
+        "bias_ptr": "*fp32", "out_ptr": "*bf16", "top_k": "i32", "limit": "fp32", "alpha": "fp32"},
+    2: {"x_ptr": "*fp8e4nv", "xs_ptr": "*fp32", "ids_ptr": "*i32", "w_ptr": "*fp8e4nv", "s_ptr": "*fp32",
+        "bias_ptr": "*fp32", "route_w_ptr": "*bf16", "out_ptr": "*bf16"},
+}
+
+
+def compile_gemv(which: int, rows: int, warps: int):
+    if which == 1:
+        kernel = moe_fp8_gemv._moe_gemv1_kernel
+        constexprs = dict(H=2048, I=768, GROUP=64, SCALE_ROWS=64, ROWS=rows, HAS_BIAS=False, SILU=True, PDL=True)
+    else:
+        kernel = moe_fp8_gemv._moe_gemv2_kernel
+        constexprs = dict(H=2048, I=768, SCALE_ROWS=128, ROWS=rows, HAS_BIAS=False, PDL=True)
+    signature = dict(SIGNATURES[which], **{name: "constexpr" for name in constexprs})
+    names = list(kernel.arg_names)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, kind in signature.items() if kind.startswith("*")}
+    source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gemv", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--warps", type=int, default=2)
+    args = parser.parse_args()
+    compiled = compile_gemv(args.gemv, args.rows, args.warps)
+    usage, sass = disassemble(compiled)
+    lines = sass.splitlines()
+    opcodes = [(i, m.group(2)) for i, m in enumerate(map(OPCODE.match, lines)) if m]
+    mix = collections.Counter(op for _, op in opcodes)
+    print(f"GEMV {args.gemv}, {args.rows} rows, {args.warps} warps: {usage}")
+    print(f"{len(opcodes)} instructions; barriers (BAR): {sum(n for op, n in mix.items() if op.startswith('BAR'))}; "
+          f"calls: {sum(n for op, n in mix.items() if op.startswith('CALL'))}")
+    print("most used:", ", ".join(f"{op} {n}" for op, n in mix.most_common(12)))
+    print("global loads at instruction:", " ".join(str(k) for k, (_, op) in enumerate(opcodes) if op.startswith("LDG")))
+
+
+if __name__ == "__main__":
+    main()
