@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from quickmoe.kernels.moe_gemm import moe_combine
-from quickmoe.kernels.rms_norm import (combine_ref, fused_add_rms_norm, fused_add_rms_norm_ref, qk_rms_norm,
-                                      qk_rms_norm_ref, rms_norm, rms_norm_ref)
+from quickmoe.kernels.rms_norm import (combine_ref, fused_add_rms_norm, fused_add_rms_norm_fp8,
+                                      fused_add_rms_norm_fp8_ref, fused_add_rms_norm_ref, qk_rms_norm, qk_rms_norm_ref,
+                                      rms_norm, rms_norm_ref)
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv, rotary_write_kv_ref, split_qkv
 
 pytest.importorskip("triton")
@@ -98,6 +99,34 @@ def test_fused_add_rms_norm_takes_an_moe_output_before_its_combine(top_k, dtype)
     exact = parts.double().sum(1)  # [T, H]
     ulp = 2.0 ** -11 if dtype == torch.float16 else 2.0 ** -22
     assert ((combine_ref(parts).double() - exact).abs() <= parts.double().abs().sum(1) * ulp + 1e-3).all()
+
+
+@pytest.mark.parametrize("hidden,top_k,dtype", [(256, 0, torch.bfloat16), (384, 0, torch.float32),
+                                                 (384, 4, torch.bfloat16)])
+def test_fused_add_rms_norm_fp8_gives_the_quantizers_bits_of_its_rows(hidden, top_k, dtype):
+    """The norm's FP8 output (an FP8 layer's activations without the quantizer's launch) is exactly what the
+    quantizer makes of the norm's own rows: e4m3 bits and scales per token and 128 columns; rows and sum are the
+    plain fused norm's. 384 columns: a block of 512 with one masked group; top_k 4: an MoE output before its
+    combine. Values spread over 2^-12 .. 2^12 so that groups take different scales, subnormals and ties."""
+    from quickmoe.formats.fp8 import quantize_fp8_per_token_group
+
+    g = torch.Generator().manual_seed(hidden + top_k)
+    shape = (5, top_k, hidden) if top_k else (5, hidden)
+    x = (torch.randn(shape, generator=g) * 2.0 ** torch.randint(-12, 12, shape, generator=g)).to(dtype).to(DEVICE)
+    residual = torch.randn(5, hidden, generator=g).to(dtype).to(DEVICE)
+    w = (torch.rand(hidden, generator=g) + 0.5).to(DEVICE)
+    out, summed, q, scales = fused_add_rms_norm_fp8(x, residual, w, 1e-6)
+    plain_out, plain_summed = fused_add_rms_norm(x, residual, w, 1e-6)
+    assert torch.equal(out, plain_out) and torch.equal(summed, plain_summed)
+    want_q, want_scales = quantize_fp8_per_token_group(out)
+    assert q.dtype == torch.float8_e4m3fn and scales.shape == (5, hidden // 128)
+    assert torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)) and torch.equal(scales, want_scales)
+    assert len(torch.unique(scales)) > 5  # the groups really differ
+    ref = fused_add_rms_norm_fp8_ref(x, residual, w, 1e-6)  # the reference quantizes its own rows
+    assert ((ref[3] - scales).abs() <= 2e-2 * scales.abs()).all()  # its rows: within a bf16 step or two
+    assert torch.equal(ref[2].view(torch.uint8), quantize_fp8_per_token_group(ref[0])[0].view(torch.uint8))
+    with pytest.raises(ValueError, match="FP8 output needs whole groups of 128 columns; hidden size 96"):
+        fused_add_rms_norm_fp8(x[..., :96].contiguous(), residual[:, :96].contiguous(), w[:96], 1e-6)
 
 
 def _rope_case(g, num_tokens=6, num_heads=4, num_kv=2, head_dim=16, num_blocks=5, block=4, dtype=torch.float32):

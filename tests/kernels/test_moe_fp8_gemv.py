@@ -86,6 +86,25 @@ def test_fused_moe_runs_fp8_experts_of_few_tokens_on_the_gemv(monkeypatch, num_t
     assert rows.shape == (num_tokens, 2, 128) and torch.equal(rows.float().sum(1).to(got.dtype), got)
 
 
+@pytest.mark.parametrize("num_tokens", [2, 12])  # the GEMV, the tensor-core GEMMs
+def test_fp8_experts_take_activations_quantized_beside_the_norm(monkeypatch, num_tokens):
+    """`fused_moe(..., hidden_q=, hidden_scales=)`: FP8 experts use the given quantized activations instead of
+    quantizing hidden (the norm before them made them: `rms_norm.fused_add_rms_norm_fp8`), so given another row's
+    quantization the result is that row's, bit for bit."""
+    from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
+
+    monkeypatch.setattr(fused_moe_module, "fp8_gemv_max_tokens", lambda device: 8)
+    g = torch.Generator().manual_seed(num_tokens + 40)
+    w1, s1, w2, s2 = _fp8_experts(8, 128, 128, g, (1, 1))
+    x, other = (torch.randn(num_tokens, 128, generator=g).to(DEVICE) for _ in range(2))
+    weights, ids = _routing(num_tokens, 8, 2, g)
+    kw = dict(w1_scales=s1, w2_scales=s2, gate_up_group=64, activation="silu", combine=False)
+    q, scales = quantize_fp8_per_token_group(other)
+    got = fused_moe(x, weights, ids, w1, None, w2, None, hidden_q=q, hidden_scales=scales, **kw)
+    assert torch.equal(got, fused_moe(other, weights, ids, w1, None, w2, None, **kw))
+    assert not torch.equal(got, fused_moe(x, weights, ids, w1, None, w2, None, **kw))
+
+
 def test_the_token_bound_comes_from_the_environment(monkeypatch):
     fused_moe_module.fp8_gemv_max_tokens.cache_clear()
     try:

@@ -56,9 +56,11 @@ SCENARIO = textwrap.dedent('''
         x, res = torch.randn(rows, hidden, dtype=torch.bfloat16), torch.randn(rows, hidden, dtype=torch.bfloat16)
         w = torch.randn(hidden, dtype=torch.bfloat16)
         out, summed = torch.empty_like(x), torch.empty_like(x)
-        args = (x, res if residual else x, w, out, summed, x.stride(0), res.stride(0) if residual else 0, hidden, 1e-5)
+        args = (x, res if residual else x, w, out, summed, out, out, x.stride(0), res.stride(0) if residual else 0,
+                hidden, 1e-5)
         block = triton.next_power_of_2(hidden)
-        return args, dict(HAS_RESIDUAL=residual, PARTS=0, BLOCK=block, PDL=pdl, num_warps=rms._num_warps(block))
+        return args, dict(HAS_RESIDUAL=residual, PARTS=0, BLOCK=block, FP8_OUT=False, HW_ROUND=False, PDL=pdl,
+                          num_warps=rms._num_warps(block))
 
     recorder = LaunchRecorder(TARGET)
     entries = []

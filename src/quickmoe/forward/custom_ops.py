@@ -5,6 +5,8 @@ decoder layer serves every layer of its kind, in any order and with any layer sk
 `use_kernels` picks the Triton kernel (kernels/) or its torch reference, which have the same signatures.
 - `quickmoe::rms_norm` / `quickmoe::fused_add_rms_norm`: RMSNorm, alone or after the residual add (x [T, H], or
   an MoE output before its combine, [T, k, H], summed first).
+- `quickmoe::fused_add_rms_norm_fp8`: the same after the residual add, and its rows quantized to FP8 per token and
+  128 columns for an FP8 layer that takes them (the FP8 experts), so that layer's quantizer does not run.
 - `quickmoe::qk_rms_norm`: RMSNorm over each q and k head of a QKV projection's output (Qwen3), v as it is.
 - `quickmoe::attention`: RoPE on q and k, K and V written into one layer's paged cache (mutated in place), then
   gpt-oss attention (sinks, window, GQA) of every sequence of the step over that cache: for one token per
@@ -35,7 +37,8 @@ from quickmoe.kernels.dense_gemm import dense_gemm, dense_gemm_supported
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.kernels.rms_norm import fused_add_rms_norm as fused_add_rms_norm_kernel
-from quickmoe.kernels.rms_norm import fused_add_rms_norm_ref, qk_rms_norm_ref, rms_norm_ref
+from quickmoe.kernels.rms_norm import fused_add_rms_norm_fp8 as fused_add_rms_norm_fp8_kernel
+from quickmoe.kernels.rms_norm import fused_add_rms_norm_fp8_ref, fused_add_rms_norm_ref, qk_rms_norm_ref, rms_norm_ref
 from quickmoe.kernels.rms_norm import qk_rms_norm as qk_rms_norm_kernel
 from quickmoe.kernels.rms_norm import rms_norm as rms_norm_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv as rotary_write_kv_kernel
@@ -43,7 +46,7 @@ from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 from quickmoe.kernels.router import router_route, router_route_preferred
 from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
-__all__ = ["attention", "decode_linear", "fused_add_rms_norm", "moe_experts", "qk_rms_norm", "rms_norm",
+__all__ = ["attention", "decode_linear", "fused_add_rms_norm", "fused_add_rms_norm_fp8", "moe_experts", "qk_rms_norm", "rms_norm",
            "route_experts"]
 
 
@@ -71,6 +74,24 @@ fused_add_rms_norm_op = torch.library.custom_op("quickmoe::fused_add_rms_norm", 
 @fused_add_rms_norm_op.register_fake
 def _fused_add_rms_norm_fake(x, residual, weight, eps, use_kernels):
     return torch.empty_like(residual), torch.empty_like(residual)
+
+
+def _fused_add_rms_norm_fp8(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                            use_kernels: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`fused_add_rms_norm`, and its rows quantized to FP8 per token and 128 columns (q, scales) for an FP8 layer."""
+    return (fused_add_rms_norm_fp8_kernel if use_kernels else fused_add_rms_norm_fp8_ref)(x, residual, weight, eps)
+
+
+fused_add_rms_norm_fp8_op = torch.library.custom_op("quickmoe::fused_add_rms_norm_fp8", _fused_add_rms_norm_fp8,
+                                                    mutates_args=())
+
+
+@fused_add_rms_norm_fp8_op.register_fake
+def _fused_add_rms_norm_fp8_fake(x, residual, weight, eps, use_kernels):
+    rows, hidden = residual.shape
+    return (torch.empty_like(residual), torch.empty_like(residual),
+            residual.new_empty((rows, hidden), dtype=torch.float8_e4m3fn),
+            residual.new_empty((rows, hidden // 128), dtype=torch.float32))
 
 
 def _qk_rms_norm(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, num_heads: int,
@@ -189,10 +210,13 @@ def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
                  w1_scales: torch.Tensor | None, w2_scales: torch.Tensor | None, gate_up_group: int,
                  swiglu_limit: float, swiglu_alpha: float, use_kernels: bool, activation: str = "swiglu_gpt_oss",
                  w1_row_scale: torch.Tensor | None = None, w2_row_scale: torch.Tensor | None = None,
-                 combine: bool = True, absent_experts: bool = False) -> torch.Tensor:
+                 combine: bool = True, absent_experts: bool = False, hidden_q: torch.Tensor | None = None,
+                 hidden_scales: torch.Tensor | None = None) -> torch.Tensor:
     """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton). With the kernels
     and combine False: [T, k, H] before the combine, which the next `fused_add_rms_norm` sums (one launch less).
-    absent_experts: topk_ids may hold E for another rank's assignment (expert parallel), computed by no one."""
+    absent_experts: topk_ids may hold E for another rank's assignment (expert parallel), computed by no one.
+    hidden_q / hidden_scales: hidden quantized to FP8 beside its norm, for FP8 experts' kernels (the reference
+    keeps hidden in its dtype and ignores them)."""
     if not use_kernels:
         return fused_moe_ref(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
                              w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
@@ -201,7 +225,8 @@ def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
     return fused_moe(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales=w1_scales,
                      w2_scales=w2_scales, gate_up_group=gate_up_group, swiglu_limit=swiglu_limit,
                      swiglu_alpha=swiglu_alpha, activation=activation, w1_row_scale=w1_row_scale,
-                     w2_row_scale=w2_row_scale, combine=combine, absent_experts=absent_experts)
+                     w2_row_scale=w2_row_scale, combine=combine, absent_experts=absent_experts, hidden_q=hidden_q,
+                     hidden_scales=hidden_scales)
 
 
 moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, mutates_args=())
@@ -210,7 +235,7 @@ moe_experts_op = torch.library.custom_op("quickmoe::moe_experts", _moe_experts, 
 @moe_experts_op.register_fake
 def _moe_experts_fake(hidden, topk_weights, topk_ids, w1, w1_bias, w2, w2_bias, w1_scales, w2_scales, gate_up_group,
                       swiglu_limit, swiglu_alpha, use_kernels, activation="swiglu_gpt_oss", w1_row_scale=None,
-                      w2_row_scale=None, combine=True, absent_experts=False):
+                      w2_row_scale=None, combine=True, absent_experts=False, hidden_q=None, hidden_scales=None):
     if use_kernels and not combine:
         return hidden.new_empty((hidden.shape[0], topk_ids.shape[1], hidden.shape[1]))
     return torch.empty_like(hidden)
@@ -231,6 +256,7 @@ def _dispatch(op, impl):
 
 rms_norm = _dispatch(rms_norm_op, _rms_norm)
 fused_add_rms_norm = _dispatch(fused_add_rms_norm_op, _fused_add_rms_norm)
+fused_add_rms_norm_fp8 = _dispatch(fused_add_rms_norm_fp8_op, _fused_add_rms_norm_fp8)
 qk_rms_norm = _dispatch(qk_rms_norm_op, _qk_rms_norm)
 attention = _dispatch(attention_op, _attention)
 decode_linear = _dispatch(decode_linear_op, _decode_linear)

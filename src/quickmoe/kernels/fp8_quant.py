@@ -93,6 +93,23 @@ if triton is not None:
         scale = tl.math.div_rn(amax, tl.zeros_like(amax) + 448.0)  # IEEE division (Triton's `/` is approximate)
         v = tl.math.div_rn(x, tl.zeros_like(x) + scale[:, :, None])  # IEEE division, as the reference
         v = tl.minimum(tl.maximum(v, -448.0), 448.0)
+        bits = e4m3_rne_bits(v, HW_ROUND)
+        tl.store(q_ptr + rows.to(tl.int64)[:, None, None] * K + cols[None, :, :], bits, mask=ok)
+        tl.store(s_ptr + rows[:, None] * G + groups[None, :], scale, mask=row_ok[:, None] & (groups < G)[None, :])
+
+    @triton.jit
+    def quantize_groups(x, HW_ROUND: tl.constexpr):
+        """float32 x [G, 128] (groups of a row) -> (e4m3 bits uint8 [G, 128], scales [G]): the quantizer's
+        arithmetic, for kernels that quantize rows they hold (`rms_norm`'s FP8 output)."""
+        amax = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-10)
+        scale = tl.math.div_rn(amax, tl.zeros_like(amax) + 448.0)  # IEEE division (Triton's `/` is approximate)
+        v = tl.math.div_rn(x, tl.zeros_like(x) + scale[:, None])  # IEEE division
+        v = tl.minimum(tl.maximum(v, -448.0), 448.0)
+        return e4m3_rne_bits(v, HW_ROUND), scale
+
+    @triton.jit
+    def e4m3_rne_bits(v, HW_ROUND: tl.constexpr):
+        """float32 v within +-448 -> the bits (uint8) of the nearest e4m3 value, ties to even."""
         if HW_ROUND:  # the GPU's conversion: to nearest, ties to even, saturating (v is within +-448)
             bits = v.to(tl.float8e4nv, fp_downcast_rounding="rtne").to(tl.uint8, bitcast=True)
         else:
@@ -109,5 +126,4 @@ if triton is not None:
             # the interpreter's float8 conversion drops
             sign = ((v.to(tl.uint32, bitcast=True) >> 31) << 7).to(tl.uint8)
             bits = q.to(tl.float8e4nv).to(tl.uint8, bitcast=True) | sign
-        tl.store(q_ptr + rows.to(tl.int64)[:, None, None] * K + cols[None, :, :], bits, mask=ok)
-        tl.store(s_ptr + rows[:, None] * G + groups[None, :], scale, mask=row_ok[:, None] & (groups < G)[None, :])
+        return bits

@@ -194,6 +194,8 @@ def fused_moe(
     fp8_activations: bool = False,
     combine: bool = True,
     absent_experts: bool = False,
+    hidden_q: torch.Tensor | None = None,  # [T, H] float8_e4m3fn
+    hidden_scales: torch.Tensor | None = None,  # [T, H/128] float32
 ) -> torch.Tensor:
     """The Triton version of `fused_moe_ref` (same arguments and result): align the assignments by expert,
     grouped GEMM 1 with the SwiGLU epilogue, grouped GEMM 2 with bias and routing weight, combine. With
@@ -204,6 +206,9 @@ def fused_moe(
     `mxfp8_activations` applies to the others. `combine` False: the result before the combine, [T, k, H], each
     token's k rows weighted (their sum in float32, in order, rounded to hidden's dtype, is the result: the next
     residual add + RMSNorm does it, `kernels/rms_norm.py`).
+    `hidden_q` / `hidden_scales`: with FP8 experts, hidden already quantized per token and 128 columns, with the
+    quantizer's bits (`rms_norm.fused_add_rms_norm_fp8` makes them beside the norm): GEMM 1 takes them, and the
+    quantizer does not run on hidden. Other formats ignore them.
     FP8 experts of few tokens (`fp8_gemv_max_tokens`, hidden and intermediate sizes <= FP8_GEMV_MAX_K) run on
     `moe_fp8_gemv` instead: the quantizer, a CUDA-core GEMV per GEMM, no alignment.
     `absent_experts`: topk_ids may hold E for another rank's assignment (expert parallel). The alignment then
@@ -241,7 +246,7 @@ def fused_moe(
 
         per_assignment = moe_fp8_gemv(hidden, topk_weights, topk_ids, w1, w1_bias, w1_scales, w2, w2_bias, w2_scales,
                                       gate_up_group=gate_up_group, activation=activation, swiglu_limit=swiglu_limit,
-                                      swiglu_alpha=swiglu_alpha)
+                                      swiglu_alpha=swiglu_alpha, hidden_q=hidden_q, hidden_scales=hidden_scales)
         if not combine:
             return per_assignment.view(num_tokens, top_k, -1)  # [T, k, H]
         return moe_combine(per_assignment, top_k)
@@ -275,7 +280,10 @@ def fused_moe(
                                             stages=config2.num_stages, steps_per_stage=config2.steps_per_stage,
                                             maxnreg=config2.maxnreg or None, gathered=True)
     else:
-        acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
+        if fp8 and hidden_q is not None and hidden_scales is not None:
+            acts, act_scales = hidden_q, hidden_scales  # quantized beside the norm
+        else:
+            acts, act_scales = quantize(hidden) if quantize else (hidden, None)  # once per token
         inter = moe_gemm1_swiglu(acts, align, top_k, w1, w1_bias, w1_scales, gate_up_group, swiglu_limit,
                                  swiglu_alpha, act_scales=act_scales, out_dtype=hidden.dtype, config=config1,
                                  activation=activation, w1_row_scale=w1_row_scale)

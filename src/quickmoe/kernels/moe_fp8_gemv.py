@@ -90,9 +90,11 @@ def moe_fp8_gemv_ref(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids:
                      w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, w2: torch.Tensor,
                      w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, *, gate_up_group: int,
                      activation: str = "silu", swiglu_limit: float = 7.0, swiglu_alpha: float = 1.702,
-                     config: Fp8GemvConfig | None = None) -> torch.Tensor:
+                     config: Fp8GemvConfig | None = None, hidden_q: torch.Tensor | None = None,
+                     hidden_scales: torch.Tensor | None = None) -> torch.Tensor:
     """[T, H] -> [T * k, H]: assignment a's row, weighted by its routing weight (the reference MoE of each
-    assignment alone, activations through FP8 per token and 128 columns). `config` is the kernel's, unused."""
+    assignment alone, activations through FP8 per token and 128 columns). `config` is the kernel's, unused;
+    hidden_q / hidden_scales too (the reference quantizes hidden itself)."""
     _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group, activation)
     num_tokens, top_k = topk_ids.shape
     rows = []
@@ -109,8 +111,11 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
                  w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, w2: torch.Tensor,
                  w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, *, gate_up_group: int,
                  activation: str = "silu", swiglu_limit: float = 7.0, swiglu_alpha: float = 1.702,
-                 config: Fp8GemvConfig | None = None) -> torch.Tensor:
-    """The Triton kernels of `moe_fp8_gemv_ref`: the quantizer, GEMV 1, the quantizer, GEMV 2; no alignment."""
+                 config: Fp8GemvConfig | None = None, hidden_q: torch.Tensor | None = None,
+                 hidden_scales: torch.Tensor | None = None) -> torch.Tensor:
+    """The Triton kernels of `moe_fp8_gemv_ref`: the quantizer, GEMV 1, the quantizer, GEMV 2; no alignment.
+    hidden_q / hidden_scales: hidden already quantized per token and 128 columns with the quantizer's bits (e.g.
+    by `rms_norm.fused_add_rms_norm_fp8`): GEMV 1 takes them and the first quantizer does not run."""
     if triton is None:
         raise RuntimeError("moe_fp8_gemv needs triton; moe_fp8_gemv_ref is the torch version")
     _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group, activation)
@@ -127,7 +132,10 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
     if num_assignments == 0:
         return out
     pdl = pdl_kwargs(hidden.device)
-    xq, xs = quantize_fp8_per_token_group(hidden)  # [T, H] e4m3, [T, H/128]
+    if hidden_q is not None and hidden_scales is not None:
+        xq, xs = hidden_q, hidden_scales
+    else:
+        xq, xs = quantize_fp8_per_token_group(hidden)  # [T, H] e4m3, [T, H/128]
     _moe_gemv1_kernel[(num_assignments, triton.cdiv(intermediate, group) * (group // rows1))](
         xq, xs, ids, w1, w1_scales, w1_bias if w1_bias is not None else w1_scales, inter, top_k,
         float(swiglu_limit), float(swiglu_alpha), H=h, I=intermediate, GROUP=group,

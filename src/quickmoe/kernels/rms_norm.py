@@ -29,14 +29,16 @@ try:  # CPU installs without triton keep the torch references
     import triton
     import triton.language as tl
 
+    from quickmoe.kernels.fp8_quant import quantize_groups
     from quickmoe.kernels.pdl import pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["combine_ref", "fused_add_rms_norm", "fused_add_rms_norm_ref", "qk_rms_norm", "qk_rms_norm_ref", "rms_norm",
-           "rms_norm_ref"]
+__all__ = ["combine_ref", "fused_add_rms_norm", "fused_add_rms_norm_fp8", "fused_add_rms_norm_fp8_ref",
+           "fused_add_rms_norm_ref", "qk_rms_norm", "qk_rms_norm_ref", "rms_norm", "rms_norm_ref"]
 
 MAX_HIDDEN = 16384
+FP8_GROUP = 128  # columns per scale of the FP8 output
 
 
 def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -98,7 +100,8 @@ def qk_rms_norm(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tenso
 
 
 def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
-            num_warps: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+            num_warps: int | None = None, fp8_out: bool = False
+            ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """The kernel; `num_warps` None: the default for the hidden size (probes may pass another; it must not depend
     on the number of rows, or a row's bits would depend on its batch)."""
     if triton is None:
@@ -110,16 +113,21 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
         raise ValueError(f"rms_norm: hidden size {hidden} > {MAX_HIDDEN} (one row per program)")
     assert x.stride(-1) == 1 and (residual is None or residual.stride(1) == 1)
     assert not parts or (residual is not None and x.stride(1) == hidden), "a combine goes with the residual add"
+    if fp8_out and hidden % FP8_GROUP:
+        raise ValueError(f"rms_norm: FP8 output needs whole groups of {FP8_GROUP} columns; hidden size {hidden}")
     out = x.new_empty(num_rows, hidden)
     summed = x.new_empty(num_rows, hidden) if residual is not None else None
+    q = torch.empty(num_rows, hidden, dtype=torch.float8_e4m3fn, device=x.device) if fp8_out else None
+    scales = torch.empty(num_rows, hidden // FP8_GROUP, dtype=torch.float32, device=x.device) if fp8_out else None
     if num_rows:
-        block = triton.next_power_of_2(hidden)
+        block = max(triton.next_power_of_2(hidden), FP8_GROUP if fp8_out else 1)
         _rms_norm_kernel[(num_rows,)](
             x, residual if residual is not None else x, weight, out, summed if summed is not None else out,
+            q.view(torch.uint8) if q is not None else out, scales if scales is not None else out,
             x.stride(0), residual.stride(0) if residual is not None else 0, hidden, eps,
-            HAS_RESIDUAL=residual is not None, PARTS=parts, BLOCK=block, num_warps=num_warps or _num_warps(block),
-            **pdl_kwargs(x.device))
-    return out, summed
+            HAS_RESIDUAL=residual is not None, PARTS=parts, BLOCK=block, FP8_OUT=fp8_out,
+            HW_ROUND=x.device.type == "cuda", num_warps=num_warps or _num_warps(block), **pdl_kwargs(x.device))
+    return out, summed, q, scales
 
 
 def _num_warps(block: int) -> int:
@@ -135,15 +143,33 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                        eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """`fused_add_rms_norm_ref` in one launch."""
-    out, summed = _launch(x, residual, weight, eps)
+    out, summed, _, _ = _launch(x, residual, weight, eps)
     return out, summed
+
+
+def fused_add_rms_norm_fp8_ref(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                               eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`fused_add_rms_norm_ref`, and its normalised rows quantized to FP8 per token and 128 columns as an FP8 layer
+    takes them (`formats.fp8.quantize_fp8_per_token_group`): (out, sum, q float8_e4m3fn [T, H], scales [T, H/128])."""
+    from quickmoe.formats.fp8 import quantize_fp8_per_token_group
+
+    out, summed = fused_add_rms_norm_ref(x, residual, weight, eps)
+    return out, summed, *quantize_fp8_per_token_group(out, FP8_GROUP)
+
+
+def fused_add_rms_norm_fp8(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                           eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`fused_add_rms_norm_fp8_ref` in one launch: the quantizer's bits, without its launch."""
+    out, summed, q, scales = _launch(x, residual, weight, eps, fp8_out=True)
+    return out, summed, q, scales
 
 
 if triton is not None:
 
     @triton.jit
-    def _rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, sum_ptr, stride_x, stride_r, hidden, eps,
-                         HAS_RESIDUAL: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    def _rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, sum_ptr, q_ptr, s_ptr, stride_x, stride_r, hidden, eps,
+                         HAS_RESIDUAL: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr, FP8_OUT: tl.constexpr,
+                         HW_ROUND: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
@@ -163,7 +189,13 @@ if triton is not None:
         x32 = x.to(tl.float32)
         inv = 1.0 / tl.sqrt(tl.sum(x32 * x32, axis=0) / hidden + eps)
         w = tl.load(w_ptr + cols, mask=ok, other=0.0)
-        tl.store(out_ptr + row * hidden + cols, (w * (x32 * inv)).to(out_ptr.dtype.element_ty), mask=ok)
+        y = (w * (x32 * inv)).to(out_ptr.dtype.element_ty)
+        tl.store(out_ptr + row * hidden + cols, y, mask=ok)
+        if FP8_OUT:  # the quantizer's bits of y (hidden: whole groups of 128; columns past it are zeros)
+            bits, scales = quantize_groups(tl.reshape(y.to(tl.float32), (BLOCK // 128, 128)), HW_ROUND)
+            tl.store(q_ptr + row * hidden + cols, tl.reshape(bits, (BLOCK,)), mask=ok)
+            groups = tl.arange(0, BLOCK // 128)
+            tl.store(s_ptr + row * (hidden // 128) + groups, scales, mask=groups < hidden // 128)
 
     @triton.jit
     def _qk_rms_norm_kernel(qkv_ptr, q_w_ptr, k_w_ptr, out_ptr, stride_t, eps, D: tl.constexpr,

@@ -36,7 +36,9 @@ class MoEQuantMethod(Protocol):
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
               topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
-        """[T, H] -> [T, H]; with the kernels and combine False [T, k, H] (custom_ops.moe_experts)."""
+        """[T, H] -> [T, H]; with the kernels and combine False [T, k, H] (custom_ops.moe_experts). A method whose
+        kernels take hidden already quantized to FP8 sets `takes_fp8_hidden = True` and has
+        `apply_fp8(layer, hidden, hidden_fp8, topk_weights, topk_ids, combine)`."""
 
 
 class UnquantizedMoEMethod:
@@ -207,15 +209,27 @@ class FusedMoE(nn.Module):
         mine = (local >= 0) & (local < self.num_experts)
         return torch.where(mine, topk_weights, 0.0), torch.where(mine, local, self.num_experts)
 
+    def takes_fp8_hidden(self, hidden: torch.Tensor) -> bool:
+        """Whether the experts' kernels would quantize `hidden` to FP8 per token and 128 columns (FP8 experts on
+        the Triton kernels), so that forward can take it quantized already (`hidden_fp8`, made by the norm
+        before the block: `RMSNorm.forward_fp8`)."""
+        return getattr(self.quant_method, "takes_fp8_hidden", False) and _use_kernels(self, hidden)
+
     def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
-                combine: bool = True) -> torch.Tensor:
+                combine: bool = True, hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """[T, H] -> [T, H]. combine False (one rank only): the Triton path may return its output before the
-        combine, [T, k, H], for the next residual add + RMSNorm to sum (the reference returns [T, H] anyway)."""
+        combine, [T, k, H], for the next residual add + RMSNorm to sum (the reference returns [T, H] anyway).
+        hidden_fp8: (q, scales), hidden quantized with the quantizer's bits, where `takes_fp8_hidden`."""
         if self.parallel.sharded:  # the all-reduce takes the combined output
             combine = True
             if self.parallel.expert_parallel:
                 topk_weights, topk_ids = self.local_assignments(topk_weights, topk_ids)
-        return self.parallel.all_reduce(self.quant_method.apply(self, hidden, topk_weights, topk_ids, combine))
+        if hidden_fp8 is not None:
+            assert self.takes_fp8_hidden(hidden), "hidden_fp8 given to experts that do not take it"
+            out = self.quant_method.apply_fp8(self, hidden, hidden_fp8, topk_weights, topk_ids, combine)
+        else:
+            out = self.quant_method.apply(self, hidden, topk_weights, topk_ids, combine)
+        return self.parallel.all_reduce(out)
 
 
 def expert_shards(layer: nn.Module) -> tuple[Shard, Shard]:

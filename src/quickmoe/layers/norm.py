@@ -15,7 +15,8 @@ class RMSNorm(nn.Module):
 
     `forward(x)` normalises x; `forward(x, residual)` first adds the residual (in x's dtype) and returns
     (normalised sum, sum): the decoder layers carry the residual stream this way, one launch per norm.
-    `kernels` ("torch" or "triton", set once by the model runner) picks the Triton kernel or the reference."""
+    `kernels` ("torch" or "triton", set once by the model runner) picks the Triton kernel or the reference.
+    `forward_fp8` also gives the rows quantized to FP8 for FP8 experts."""
 
     def __init__(self, hidden_size: int, eps: float, *, device: torch.device | str) -> None:
         super().__init__()
@@ -29,3 +30,11 @@ class RMSNorm(nn.Module):
         if residual is None:
             return custom_ops.rms_norm(x, self.weight, self.eps, use_kernels)
         return custom_ops.fused_add_rms_norm(x, residual, self.weight, self.eps, use_kernels)
+
+    def forward_fp8(self, x: torch.Tensor, residual: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """`forward(x, residual)`, and the normalised rows quantized to FP8 per token and 128 columns (q, scales)
+        for a layer that takes them (`FusedMoE.takes_fp8_hidden`): the quantizer's bits, in the norm's launch."""
+        out, summed, q, scales = custom_ops.fused_add_rms_norm_fp8(x, residual, self.weight, self.eps,
+                                                                   self.kernels == "triton")
+        return out, summed, (q, scales)

@@ -33,8 +33,14 @@ class SparseMoeBlock(nn.Module):
                                     q.weight_block_size if q is not None else None)
         self.experts = FusedMoE(config, method, activation="silu", dtype=dtype, device=device, parallel=parallel)
 
-    def forward(self, hidden: torch.Tensor, combine: bool = True) -> torch.Tensor:
-        """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`)."""
+    def takes_fp8_hidden(self, hidden: torch.Tensor) -> bool:
+        """Whether forward takes `hidden_fp8` (`FusedMoE.takes_fp8_hidden`)."""
+        return self.experts.takes_fp8_hidden(hidden)
+
+    def forward(self, hidden: torch.Tensor, combine: bool = True,
+                hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`); hidden_fp8:
+        hidden quantized to FP8 beside its norm, for the experts."""
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.gate.weight, None, self.top_k, True,
                                                           self.renormalize, _use_kernels(self, hidden))  # [T, k]
-        return self.experts(hidden, topk_weights, topk_ids, combine)
+        return self.experts(hidden, topk_weights, topk_ids, combine, hidden_fp8)

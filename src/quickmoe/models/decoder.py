@@ -47,12 +47,17 @@ class DecoderLayer(nn.Module):
         attn_out = self.self_attn(x, cos_sin_cache, k_cache, v_cache, kv, attn)
         if not run_mlp:
             return attn_out, residual
-        x, residual = self.post_attention_layernorm(attn_out, residual)
         mlp = self._modules[self.mlp_name]
+        extra = {}
+        if getattr(mlp, "takes_fp8_hidden", None) is not None and mlp.takes_fp8_hidden(attn_out):
+            # FP8 experts: the norm quantizes its rows for them (one quantizer launch less)
+            x, residual, extra["hidden_fp8"] = self.post_attention_layernorm.forward_fp8(attn_out, residual)
+        else:
+            x, residual = self.post_attention_layernorm(attn_out, residual)
         if getattr(mlp, "defers_combine", False) and not torch.compiler.is_compiling():
             # an MoE block's output may come before its combine ([T, k, H]): the next norm sums it
-            return mlp(x, combine=False), residual
-        return mlp(x), residual
+            return mlp(x, combine=False, **extra), residual
+        return mlp(x, **extra), residual
 
 
 class DecoderModel(nn.Module):
