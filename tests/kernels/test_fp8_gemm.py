@@ -213,6 +213,33 @@ def test_layer_fp8_gemm_path(monkeypatch, bias):
     assert (got.double() - plain.double()).norm() / plain.double().norm() < 0.05  # 0.02 measured
 
 
+def test_stacked_fp8_layer_takes_activations_quantized_beside_the_norm(monkeypatch):
+    """`FusedLinear(x, x_fp8)`: an FP8 stacked layer on its GEMM multiplies the given quantized rows (made by the norm
+    before it: `RMSNorm.forward_fp8`) instead of quantizing x, so given another row's quantization the result is
+    that row's, bit for bit; where the GEMM does not run, x_fp8 is refused."""
+    from quickmoe.layers.linear import FusedLinear
+
+    method = Fp8BlockLinearMethod((128, 128))
+    layer = FusedLinear(256, [128, 128], bias=False, dtype=torch.bfloat16, device=DEVICE, quant_method=method)
+    _, _, w, w_s, _ = _operands(1, 256, 256, 128, seed=9, device=DEVICE, bias=False)
+    with torch.no_grad():
+        layer.part(0).weight.copy_(w[:128])
+        layer.part(1).weight.copy_(w[128:])
+        layer.part(0).weight_scale_inv.copy_(w_s[:1])
+        layer.part(1).weight_scale_inv.copy_(w_s[1:])
+    g = torch.Generator().manual_seed(10)
+    x, other = (torch.randn(3, 256, generator=g).to(torch.bfloat16).to(DEVICE) for _ in range(2))
+    x_fp8 = quantize_fp8_per_token_group_ref(other, GROUP)
+    if DEVICE == "cpu":
+        assert not layer.takes_fp8_input(x)
+        with pytest.raises(AssertionError, match="does not take it"):
+            layer(x, x_fp8)
+    monkeypatch.setattr(Fp8BlockLinearMethod, "uses_fp8_gemm", lambda self, x: True)
+    assert layer.takes_fp8_input(x)
+    got = layer(x, x_fp8)
+    assert torch.equal(got, layer(other)) and not torch.equal(got, layer(x))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [1, 64, 4096])
 @pytest.mark.parametrize("swap_ab", [None, False, True])

@@ -105,10 +105,14 @@ class Attention(nn.Module):
         else:
             self.register_buffer("sinks", torch.full((self.num_heads,), NO_SINK, device=device), persistent=False)
 
-    def _qkv(self, hidden: torch.Tensor) -> torch.Tensor:
+    def takes_fp8_hidden(self, hidden: torch.Tensor) -> bool:
+        """Whether forward takes `hidden_fp8`: q, k and v are one FP8 GEMM that would quantize hidden itself."""
+        return self.qkv_proj is not None and self.qkv_proj.takes_fp8_input(hidden)
+
+    def _qkv(self, hidden: torch.Tensor, hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """[T, hidden] -> [T, (H + 2 KV) D]: the projections side by side, q and k normalised per head (qk_norm)."""
         if self.qkv_proj is not None:
-            qkv = self.qkv_proj(hidden)
+            qkv = self.qkv_proj(hidden, hidden_fp8)
         else:
             qkv = torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
         if self.q_norm is None:
@@ -118,14 +122,15 @@ class Attention(nn.Module):
                                       self.q_norm.eps, self.q_norm.kernels == "triton")
 
     def forward(self, hidden: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
-                v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata) -> torch.Tensor:
+                v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata,
+                hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """hidden [T, hidden] -> [T, hidden]. This layer's paged caches [blocks, block_size, KV, D], its group's
         slots, block tables and window (`kv.window`, equal to `self.window` or 0 for full attention) and the shared
         RoPE table are arguments (not looked up by layer index), so one compiled graph serves sliding and full
-        layers alike."""
+        layers alike. hidden_fp8: hidden quantized to FP8 beside its norm, where `takes_fp8_hidden`."""
         num_tokens = hidden.shape[0]
         use_kernels = self.kernels == "triton"
-        out = custom_ops.attention(self._qkv(hidden), attn.positions, cos_sin_cache, k_cache, v_cache,
+        out = custom_ops.attention(self._qkv(hidden, hidden_fp8), attn.positions, cos_sin_cache, k_cache, v_cache,
                                    kv.slot_mapping, kv.block_tables, attn.cu_query_lens, attn.context_lens,
                                    attn.max_query_len, self.sinks, kv.window,
                                    self.scale, self.num_heads, self.head_dim, use_kernels)  # [T, H, D]; K, V cached

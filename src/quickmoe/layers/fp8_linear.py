@@ -93,13 +93,18 @@ class Fp8BlockLinearMethod:
     def apply(self, layer: Linear, x: torch.Tensor) -> torch.Tensor:
         return self.product(x, {"weight": layer.weight, "weight_scale_inv": layer.weight_scale_inv}, layer.bias)
 
-    def product(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
-        """x W^T + b of the weight `tensors` ("weight", "weight_scale_inv"): a layer's or a stacked layer's."""
+    def product(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], bias: torch.Tensor | None,
+                x_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """x W^T + b of the weight `tensors` ("weight", "weight_scale_inv"): a layer's or a stacked layer's. x_fp8:
+        x [M, in] already quantized per token and 128 columns (q, scales) with the quantizer's bits, for the GEMM."""
         weight, scale_inv = tensors["weight"], tensors["weight_scale_inv"]
         if self.uses_fp8_gemm(x):
+            if x_fp8 is not None:  # quantized beside the norm that made x
+                return fp8_gemm.fp8_block_linear(*x_fp8, weight, scale_inv, self.block, bias, out_dtype=x.dtype)
             rows = x.reshape(-1, x.shape[-1])  # [M, in]
             out = fp8_gemm.fp8_quant_block_linear(rows, weight, scale_inv, self.block, bias, out_dtype=x.dtype)
             return out.reshape(*x.shape[:-1], out.shape[-1])
+        assert x_fp8 is None, "x_fp8 given where the FP8 GEMM does not run"
         return F.linear(x, dequantize_fp8_block(weight, scale_inv, self.block, x.dtype), bias)  # [out, in] weight
 
 

@@ -39,7 +39,8 @@ class FusableLinearMethod(LinearMethod, Protocol):
 
     def part_storage(self, storage: dict[str, torch.Tensor], start: int, size: int) -> dict[str, torch.Tensor]: ...
 
-    def product(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], bias: torch.Tensor | None) -> torch.Tensor:
+    def product(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], bias: torch.Tensor | None,
+                x_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         ...
 
 
@@ -114,7 +115,18 @@ class FusedLinear(nn.Module):
                       quant_method=self.quant_method, bias_storage=bias,
                       quant_storage=self.quant_method.part_storage(self._tensors(), start, size))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def takes_fp8_input(self, x: torch.Tensor) -> bool:
+        """Whether the product would quantize x to FP8 per token and 128 columns (an FP8 method on its GEMM), so that
+        forward can take x quantized already (`x_fp8`, made by the norm before it: `RMSNorm.forward_fp8`)."""
+        uses = getattr(self.quant_method, "uses_fp8_gemm", None)
+        return uses is not None and uses(x)
+
+    def forward(self, x: torch.Tensor, x_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """x [T, in] -> [T, sum(sizes)]; x_fp8: x quantized (q, scales) with the quantizer's bits, where
+        `takes_fp8_input`."""
+        if x_fp8 is not None:
+            assert self.takes_fp8_input(x), "x_fp8 given to a projection that does not take it"
+            return self.quant_method.product(x, self._tensors(), self.fused_bias, x_fp8)
         if self.quant_method is not None:
             return self.quant_method.product(x, self._tensors(), self.fused_bias)
         return F.linear(x, self.fused_weight, self.fused_bias)

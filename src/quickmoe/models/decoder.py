@@ -43,8 +43,12 @@ class DecoderLayer(nn.Module):
         combine, [T, k, H], which the next norm takes). Tensors and plain values only (the unit
         torch.compile compiles once per layer kind). run_mlp=False skips the MLP block (a model that runs some
         MoE layers conditionally)."""
-        x, residual = self.input_layernorm(delta, residual)
-        attn_out = self.self_attn(x, cos_sin_cache, k_cache, v_cache, kv, attn)
+        if self.self_attn.takes_fp8_hidden(residual):  # an FP8 QKV GEMM: the norm quantizes its rows for it
+            x, residual, x_fp8 = self.input_layernorm.forward_fp8(delta, residual)
+            attn_out = self.self_attn(x, cos_sin_cache, k_cache, v_cache, kv, attn, x_fp8)
+        else:
+            x, residual = self.input_layernorm(delta, residual)
+            attn_out = self.self_attn(x, cos_sin_cache, k_cache, v_cache, kv, attn)
         if not run_mlp:
             return attn_out, residual
         mlp = self._modules[self.mlp_name]
