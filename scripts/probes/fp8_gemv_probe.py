@@ -2,11 +2,12 @@
 (quantizer, alignment, GEMM 1, quantizer, GEMM 2), each in a CUDA graph, on the GPU.
 
 PYTHONPATH=src python3 scripts/probes/fp8_gemv_probe.py [--shapes qwen3-30b-a3b,mixtral-8x7b] [--tokens 1,2,4,8]
-    [--layers 8] [--rows 8,16,32,64] [--warps 1,2,4,8] [--no-sweep] [--json PATH]
+    [--layers 8] [--rows 8,16,32,64] [--warps 1,2,4,8] [--groups 1,2,4] [--no-sweep] [--json PATH]
 
 Both paths return the per-assignment rows ([T, k, H], `combine=False`, as the model calls the MoE before its
 fused norm). Input set i (of 8, random routing) reads layer copy i % --layers of the experts, as a decode step's
-layers each read their own. The sweep varies one GEMV's (rows, warps) with the other at its default, then
+layers each read their own. The sweep varies one GEMV's (rows, warps, 128-column groups a step) with the other at
+its default, then
 times the best of each together. Every variant's output on set 0 is checked against the tensor-core path's (relative
 error < 2e-2: bf16 rounding in a different order). Prints us a call and the experts' bytes read per us (GB/s).
 A probe, not a benchmark: `quickmoe bench moe` gives the figures that count.
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--rows", type=ints, default=[8, 16, 32, 64])
     parser.add_argument("--warps", type=ints, default=[1, 2, 4, 8])
+    parser.add_argument("--groups", type=ints, default=[1, 2, 4])
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -103,17 +105,19 @@ def main() -> None:
             best = default
             if not args.no_sweep:
                 sweep = {}
-                for r, wp in itertools.product(args.rows, args.warps):
+                for r, wp, gr in itertools.product(args.rows, args.warps, args.groups):
                     for which in (1, 2):
-                        config = dataclasses.replace(default, **{f"rows{which}": r, f"warps{which}": wp})
-                        sweep[(which, r, wp)] = timed(config)
+                        config = dataclasses.replace(default, **{f"rows{which}": r, f"warps{which}": wp,
+                                                                 f"groups{which}": gr})
+                        sweep[(which, r, wp, gr)] = timed(config)
                 for which in (1, 2):
                     ok = {k: v for k, v in sweep.items() if k[0] == which and v is not None}
                     if ok:
-                        _, r, wp = min(ok, key=ok.get)
-                        best = dataclasses.replace(best, **{f"rows{which}": r, f"warps{which}": wp})
-                        print(f"  GEMV {which}: best rows {r} warps {wp}: {ok[(which, r, wp)] * 1e6:.2f} us"
-                              " (the other GEMV at its default)", flush=True)
+                        _, r, wp, gr = min(ok, key=ok.get)
+                        best = dataclasses.replace(best, **{f"rows{which}": r, f"warps{which}": wp,
+                                                            f"groups{which}": gr})
+                        print(f"  GEMV {which}: best rows {r} warps {wp} groups {gr}: "
+                              f"{ok[(which, r, wp, gr)] * 1e6:.2f} us (the other GEMV at its default)", flush=True)
                 rows["gemv_best"] = timed(best)
                 results.append(dict(shape=name, tokens=tokens, sweep={str(k): v for k, v in sweep.items()}))
             gbytes = hit * per_expert / 1e9

@@ -57,9 +57,11 @@ class Fp8GemvConfig:
     warps1: int = 2
     rows2: int = 16
     warps2: int = 1
+    groups1: int = 1  # 128-column groups a step (loads issued together), at most K / 128
+    groups2: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("rows1", "rows2", "warps1", "warps2"):
+        for name in ("rows1", "rows2", "warps1", "warps2", "groups1", "groups2"):
             value = getattr(self, name)
             if value < 1 or value & (value - 1):
                 raise ValueError(f"Fp8GemvConfig.{name} = {value}: expected a power of two >= 1")
@@ -107,6 +109,15 @@ def moe_fp8_gemv_ref(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids:
     return torch.cat(rows) if rows else hidden.new_empty(0, w2.shape[1])
 
 
+def _step_groups(wanted: int, k: int) -> int:
+    """The groups a step: the largest power of two <= wanted dividing K's groups (the steps cover K exactly)."""
+    groups = k // FP8_GROUP
+    c = 1
+    while c * 2 <= wanted and groups % (c * 2) == 0:
+        c *= 2
+    return c
+
+
 def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w1: torch.Tensor,
                  w1_bias: torch.Tensor | None, w1_scales: torch.Tensor, w2: torch.Tensor,
                  w2_bias: torch.Tensor | None, w2_scales: torch.Tensor, *, gate_up_group: int,
@@ -139,12 +150,14 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
     _moe_gemv1_kernel[(num_assignments, triton.cdiv(intermediate, group) * (group // rows1))](
         xq, xs, ids, w1, w1_scales, w1_bias if w1_bias is not None else w1_scales, inter, top_k,
         float(swiglu_limit), float(swiglu_alpha), H=h, I=intermediate, GROUP=group,
-        SCALE_ROWS=two_i // w1_scales.shape[2], ROWS=rows1, HAS_BIAS=w1_bias is not None,
+        SCALE_ROWS=two_i // w1_scales.shape[2], ROWS=rows1, C=_step_groups(config.groups1, h),
+        HAS_BIAS=w1_bias is not None,
         SILU=activation == "silu", num_warps=config.warps1, **pdl)
     iq, is_ = quantize_fp8_per_token_group(inter)  # [A, I] e4m3, [A, I/128]
     _moe_gemv2_kernel[(num_assignments, triton.cdiv(h, config.rows2))](
         iq, is_, ids, w2, w2_scales, w2_bias if w2_bias is not None else w2_scales, topk_weights.reshape(-1), out,
-        H=h, I=intermediate, SCALE_ROWS=h // w2_scales.shape[2], ROWS=config.rows2, HAS_BIAS=w2_bias is not None,
+        H=h, I=intermediate, SCALE_ROWS=h // w2_scales.shape[2], ROWS=config.rows2,
+        C=_step_groups(config.groups2, intermediate), HAS_BIAS=w2_bias is not None,
         num_warps=config.warps2, **pdl)
     return out
 
@@ -152,19 +165,22 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
 if triton is not None:
 
     @triton.jit
-    def _step(x_ptrs, x_scale, w_ptrs, w_ok, s_ptrs):
-        """One 128-column step of a GEMV: the weight rows [R, 128] (e4m3) times the activations' quantized group,
-        summed, times (activation scale x the rows' weight scales) -> [R] float32. x_ptrs [R, 128] repeats the one
-        activation row on every weight row, so both tiles take one layout and the sums stay within warps."""
-        x = tl.load(x_ptrs).to(tl.float32)  # [R, 128] e4m3 values (rows equal)
-        w = tl.load(w_ptrs, mask=w_ok[:, None], other=0.0).to(tl.float32)  # [R, 128]
-        w_scale = tl.load(s_ptrs, mask=w_ok, other=0.0)  # [R]
-        return tl.sum(w * x, axis=1) * (x_scale * w_scale)
+    def _step(x_ptrs, xs_ptrs, w_ptrs, w_ok, s_ptrs, ROWS: tl.constexpr, C: tl.constexpr):
+        """C 128-column groups of a GEMV at once: the weight rows [R, C x 128] (e4m3) times the activations'
+        quantized groups, summed per group, times (activation scale x the rows' weight scales), summed -> [R]
+        float32. x_ptrs [R, C x 128] repeats the one activation row on every weight row, so both tiles take one
+        layout and the sums stay within warps; xs_ptrs [C], s_ptrs [R, C]."""
+        x = tl.load(x_ptrs).to(tl.float32)  # [R, C x 128] e4m3 values (rows equal)
+        w = tl.load(w_ptrs, mask=w_ok[:, None], other=0.0).to(tl.float32)  # [R, C x 128]
+        part = tl.sum(tl.reshape(w * x, (ROWS, C, 128)), axis=2)  # [R, C]
+        factor = tl.load(xs_ptrs)[None, :] * tl.load(s_ptrs, mask=w_ok[:, None], other=0.0)  # [R, C]
+        return tl.sum(part * factor, axis=1)
 
     @triton.jit
     def _moe_gemv1_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, top_k, limit, alpha,
                       H: tl.constexpr, I: tl.constexpr, GROUP: tl.constexpr, SCALE_ROWS: tl.constexpr,
-                      ROWS: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, PDL: tl.constexpr):
+                      ROWS: tl.constexpr, C: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
+                      PDL: tl.constexpr):
         pdl_wait(PDL)
         a = tl.program_id(0)  # the assignment: token a // k, expert topk_ids[a]
         pid_n = tl.program_id(1)
@@ -176,18 +192,20 @@ if triton is not None:
         ok = cols < size
         gate_rows = 2 * group * GROUP + cols  # [R]: the group's slab is `size` gate rows, then `size` up rows
         up_rows = gate_rows + size
-        kk = tl.arange(0, 128)
-        x_ptrs = x_ptr + token * H + kk[None, :] + 0 * cols[:, None]  # [R, 128]: the token's row on every row
+        kk = tl.arange(0, C * 128)
+        x_ptrs = x_ptr + token * H + kk[None, :] + 0 * cols[:, None]  # [R, C x 128]: the token's row on every row
         w_base = w_ptr + expert * (2 * I * H) + kk[None, :]
-        s_base = s_ptr + expert * (H // 128) * (2 * I // SCALE_ROWS)
+        groups = tl.arange(0, C)
+        s_base = s_ptr + expert * (H // 128) * (2 * I // SCALE_ROWS) + groups[None, :] * (2 * I // SCALE_ROWS)
         gate = tl.zeros([ROWS], dtype=tl.float32)
         up = tl.zeros([ROWS], dtype=tl.float32)
-        for k0 in tl.static_range(0, H, 128):  # unrolled: every step's loads can be issued ahead of its sums
-            x_scale = tl.load(xs_ptr + token * (H // 128) + k0 // 128)
+        for k0 in tl.static_range(0, H, C * 128):  # unrolled: every step's loads can be issued ahead of its sums
+            xs_ptrs = xs_ptr + token * (H // 128) + k0 // 128 + groups
             s_step = s_base + (k0 // 128) * (2 * I // SCALE_ROWS)
-            gate += _step(x_ptrs + k0, x_scale, w_base + gate_rows[:, None] * H + k0, ok,
-                          s_step + gate_rows // SCALE_ROWS)
-            up += _step(x_ptrs + k0, x_scale, w_base + up_rows[:, None] * H + k0, ok, s_step + up_rows // SCALE_ROWS)
+            gate += _step(x_ptrs + k0, xs_ptrs, w_base + gate_rows[:, None] * H + k0, ok,
+                          s_step + (gate_rows // SCALE_ROWS)[:, None], ROWS, C)
+            up += _step(x_ptrs + k0, xs_ptrs, w_base + up_rows[:, None] * H + k0, ok,
+                        s_step + (up_rows // SCALE_ROWS)[:, None], ROWS, C)
         if HAS_BIAS:
             gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=ok, other=0.0).to(tl.float32)
             up += tl.load(bias_ptr + expert * 2 * I + up_rows, mask=ok, other=0.0).to(tl.float32)
@@ -196,21 +214,23 @@ if triton is not None:
 
     @triton.jit
     def _moe_gemv2_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, H: tl.constexpr,
-                      I: tl.constexpr, SCALE_ROWS: tl.constexpr, ROWS: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      PDL: tl.constexpr):
+                      I: tl.constexpr, SCALE_ROWS: tl.constexpr, ROWS: tl.constexpr, C: tl.constexpr,
+                      HAS_BIAS: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         a = tl.program_id(0)
         expert = tl.load(ids_ptr + a).to(tl.int64)
         rows = tl.program_id(1) * ROWS + tl.arange(0, ROWS)  # [R] output columns = weight rows
         ok = rows < H
-        kk = tl.arange(0, 128)
-        x_ptrs = x_ptr + a.to(tl.int64) * I + kk[None, :] + 0 * rows[:, None]  # [R, 128]: inter row a
+        kk = tl.arange(0, C * 128)
+        x_ptrs = x_ptr + a.to(tl.int64) * I + kk[None, :] + 0 * rows[:, None]  # [R, C x 128]: inter row a
         w_ptrs = w_ptr + expert * (H * I) + rows[:, None] * I + kk[None, :]
-        s_base = s_ptr + expert * (I // 128) * (H // SCALE_ROWS) + rows // SCALE_ROWS
+        groups = tl.arange(0, C)
+        s_base = (s_ptr + expert * (I // 128) * (H // SCALE_ROWS) + groups[None, :] * (H // SCALE_ROWS)
+                  + (rows // SCALE_ROWS)[:, None])
         acc = tl.zeros([ROWS], dtype=tl.float32)
-        for k0 in tl.static_range(0, I, 128):
-            x_scale = tl.load(xs_ptr + a.to(tl.int64) * (I // 128) + k0 // 128)
-            acc += _step(x_ptrs + k0, x_scale, w_ptrs + k0, ok, s_base + (k0 // 128) * (H // SCALE_ROWS))
+        for k0 in tl.static_range(0, I, C * 128):
+            xs_ptrs = xs_ptr + a.to(tl.int64) * (I // 128) + k0 // 128 + groups
+            acc += _step(x_ptrs + k0, xs_ptrs, w_ptrs + k0, ok, s_base + (k0 // 128) * (H // SCALE_ROWS), ROWS, C)
         if HAS_BIAS:
             acc += tl.load(bias_ptr + expert * H + rows, mask=ok, other=0.0).to(tl.float32)
         acc *= tl.load(route_w_ptr + a).to(tl.float32)
