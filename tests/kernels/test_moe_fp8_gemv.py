@@ -35,14 +35,18 @@ def _routing(num_tokens: int, num_experts: int, top_k: int, g: torch.Generator):
     return route_ref(logits, top_k, scoring="softmax_topk", renormalize=True)
 
 
-@pytest.mark.parametrize("num_tokens,top_k,inter,group,scale_rows,bias,activation,rows", [
-    (1, 4, 256, 64, (16, 32), False, "silu", (16, 16)),  # T = 1; a scale per 16 / 32 rows
-    (3, 2, 384, 256, (1, 128), True, "swiglu_gpt_oss", (32, 8)),  # a ragged last gate/up group (256 + 128); biases
-    (2, 2, 128, 128, (128, 1), False, "silu", (8, 32)),  # one group; a scale per row in GEMM 2
+@pytest.mark.parametrize("num_tokens,top_k,hidden,inter,group,scale_rows,bias,activation,rows,groups", [
+    (1, 4, 512, 256, 64, (16, 32), False, "silu", (16, 16), (4, 2)),  # T = 1; a scale per 16 / 32 rows
+    (3, 2, 256, 384, 256, (1, 128), True, "swiglu_gpt_oss", (32, 8), (1, 4)),  # ragged gate/up group; biases;
+    # GEMV 2's 3 groups of K taken one a step although 4 were asked for
+    (2, 2, 512, 768, 128, (128, 1), False, "silu", (8, 32), (2, 4)),  # a scale per row in GEMM 2; 6 groups of K,
+    # 2 a step
+    (2, 2, 256, 128, 128, (8, 8), False, "silu", (8, 16), (1, 1)),  # one group; one 128-column group a step
 ])
-def test_gemv_matches_the_reference(num_tokens, top_k, inter, group, scale_rows, bias, activation, rows):
-    g = torch.Generator().manual_seed(num_tokens * 7 + inter + group)
-    e, hidden = 8, 256
+def test_gemv_matches_the_reference(num_tokens, top_k, hidden, inter, group, scale_rows, bias, activation, rows,
+                                    groups):
+    g = torch.Generator().manual_seed(num_tokens * 7 + inter + group + hidden)
+    e = 8
     w1, s1, w2, s2 = _fp8_experts(e, hidden, inter, g, scale_rows)
     b1 = (torch.randn(e, 2 * inter, generator=g) * 0.1).to(DEVICE) if bias else None
     b2 = (torch.randn(e, hidden, generator=g) * 0.1).to(DEVICE) if bias else None
@@ -50,7 +54,8 @@ def test_gemv_matches_the_reference(num_tokens, top_k, inter, group, scale_rows,
     weights, ids = _routing(num_tokens, e, top_k, g)
     kw = dict(gate_up_group=group, activation=activation)
     got = moe_fp8_gemv(x, weights, ids, w1, b1, s1, w2, b2, s2,
-                       config=Fp8GemvConfig(rows1=rows[0], rows2=rows[1], warps1=2, warps2=1), **kw)
+                       config=Fp8GemvConfig(rows1=rows[0], rows2=rows[1], warps1=2, warps2=1, groups1=groups[0],
+                                            groups2=groups[1]), **kw)
     want = moe_fp8_gemv_ref(x, weights, ids.long(), w1, b1, s1, w2, b2, s2, **kw)
     assert got.shape == (num_tokens * top_k, hidden) and torch.isfinite(want).all() and want.std() > 0
     assert (got - want).norm() / want.norm() < 1e-5

@@ -49,16 +49,19 @@ __all__ = ["Fp8GemvConfig", "moe_fp8_gemv", "moe_fp8_gemv_ref"]
 
 @dataclass(frozen=True)
 class Fp8GemvConfig:
-    """Launch of the two GEMVs: weight rows a program (GEMM 1: gate rows, and as many up rows) and warps. The
-    defaults are the fastest of `scripts/probes/fp8_gemv_probe.py`'s sweep at Qwen3-30B-A3B's T = 1-8 on the H200
-    (rows 8-64, warps 1-8; docs/benchmarks.md, 2026-12-02). The unrolled loops have no pipeline stages to tune."""
+    """Launch of the two GEMVs: weight rows a program (GEMM 1: gate rows, and as many up rows), warps, and the
+    128-column groups a K step loads together. Rows and warps are the fastest of `scripts/probes/fp8_gemv_probe.py`'s
+    sweep at Qwen3-30B-A3B's T = 1-8 on the H200 (rows 8-64, warps 1-8; docs/benchmarks.md, 2026-12-02); 4 groups a
+    step were the fastest for GEMV 1 at T = 1-4 and for GEMV 2 at T = 4-8 (second session of 2026-12-02). One
+    config serves every token count, so an assignment's row has the same bits at T = 1-8. The unrolled loops have
+    no pipeline stages to tune."""
 
     rows1: int = 8
     warps1: int = 2
     rows2: int = 16
     warps2: int = 1
-    groups1: int = 1  # 128-column groups a step (loads issued together), at most K / 128
-    groups2: int = 1
+    groups1: int = 4  # 128-column groups a step (loads issued together), at most K / 128
+    groups2: int = 4
 
     def __post_init__(self) -> None:
         for name in ("rows1", "rows2", "warps1", "warps2", "groups1", "groups2"):
