@@ -32,6 +32,8 @@ from K alone: every token count up to 64 (the transposed tiles) gives a row the 
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 
 import torch
@@ -55,6 +57,23 @@ __all__ = ["FP8_GROUP", "Fp8GemmConfig", "fp8_block_linear", "fp8_block_linear_r
 
 FP8_GROUP = 128  # columns per activation scale and per weight scale block (bk): the kernel's K step
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+FP8_GEMV_MAX_TOKENS = 1  # see fp8_gemv_max_tokens
+
+
+@functools.lru_cache(maxsize=16)
+def fp8_gemv_max_tokens(device: torch.device) -> int:
+    """Up to how many tokens `fp8_block_linear` (without an explicit config) runs on `fp8_gemv.fp8_block_gemv`
+    (CUDA cores) instead of the tensor-core kernel, where K is whole 128-column groups: FP8_GEMV_MAX_TOKENS, or
+    QUICKMOE_FP8_DENSE_GEMV_MAX_TOKENS from the environment (0: never; for A/B runs). One token: on the H200 the
+    GEMV took Qwen3-30B-A3B's qkv_proj in 5.4 against 6.6 us and Mixtral-8x7B's in 8.6 against 10.8 us, but each
+    program reads its token's rows of the weights, so at 4 tokens it read them four times and lost (9.7 against
+    7.2 us at its first launch config; docs/benchmarks.md, 2026-12-02 second session)."""
+    value = os.environ.get("QUICKMOE_FP8_DENSE_GEMV_MAX_TOKENS")
+    if value is None:
+        return FP8_GEMV_MAX_TOKENS
+    if not value.isdigit():
+        raise ValueError(f"QUICKMOE_FP8_DENSE_GEMV_MAX_TOKENS = {value!r}: expected a number of tokens >= 0")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -163,11 +182,17 @@ def fp8_block_linear(x_q: torch.Tensor, x_scales: torch.Tensor, w: torch.Tensor,
                      block: tuple[int, int], bias: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16,
                      *, config: Fp8GemmConfig | None = None) -> torch.Tensor:
     """The Triton kernel of `fp8_block_linear_ref` -> [M, N] out_dtype. `config`: a launch config other than
-    `_config`'s (the probe's sweep)."""
+    `_config`'s (the probe's sweep). Without one, up to `fp8_gemv_max_tokens` tokens run on the CUDA-core GEMV
+    (kernels/fp8_gemv.py) where K is whole groups."""
     _check(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype)
     if triton is None:
         raise RuntimeError("fp8_block_linear needs triton; fp8_block_linear_ref is the torch version")
     (m, k), n = x_q.shape, w.shape[0]
+    if config is None and 0 < m <= fp8_gemv_max_tokens(x_q.device):
+        from quickmoe.kernels import fp8_gemv
+
+        if fp8_gemv.gemv_supports(k, block):
+            return fp8_gemv.fp8_block_gemv(x_q, x_scales, w, w_scale_inv, block, bias, out_dtype)
     out = torch.empty(m, n, dtype=out_dtype, device=x_q.device)
     if m == 0 or n == 0:
         return out

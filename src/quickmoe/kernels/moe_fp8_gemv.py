@@ -38,6 +38,7 @@ try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
 
+    from quickmoe.kernels.fp8_gemv import gemv_step
     from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
     from quickmoe.kernels.moe_gemm1_kernel import gate_up_activation
     from quickmoe.kernels.pdl import pdl_wait
@@ -168,18 +169,6 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
 if triton is not None:
 
     @triton.jit
-    def _step(x_ptrs, xs_ptrs, w_ptrs, w_ok, s_ptrs, ROWS: tl.constexpr, C: tl.constexpr):
-        """C 128-column groups of a GEMV at once: the weight rows [R, C x 128] (e4m3) times the activations'
-        quantized groups, summed per group, times (activation scale x the rows' weight scales), summed -> [R]
-        float32. x_ptrs [R, C x 128] repeats the one activation row on every weight row, so both tiles take one
-        layout and the sums stay within warps; xs_ptrs [C], s_ptrs [R, C]."""
-        x = tl.load(x_ptrs).to(tl.float32)  # [R, C x 128] e4m3 values (rows equal)
-        w = tl.load(w_ptrs, mask=w_ok[:, None], other=0.0).to(tl.float32)  # [R, C x 128]
-        part = tl.sum(tl.reshape(w * x, (ROWS, C, 128)), axis=2)  # [R, C]
-        factor = tl.load(xs_ptrs)[None, :] * tl.load(s_ptrs, mask=w_ok[:, None], other=0.0)  # [R, C]
-        return tl.sum(part * factor, axis=1)
-
-    @triton.jit
     def _moe_gemv1_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, top_k, limit, alpha,
                       H: tl.constexpr, I: tl.constexpr, GROUP: tl.constexpr, SCALE_ROWS: tl.constexpr,
                       ROWS: tl.constexpr, C: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
@@ -205,9 +194,9 @@ if triton is not None:
         for k0 in tl.static_range(0, H, C * 128):  # unrolled: every step's loads can be issued ahead of its sums
             xs_ptrs = xs_ptr + token * (H // 128) + k0 // 128 + groups
             s_step = s_base + (k0 // 128) * (2 * I // SCALE_ROWS)
-            gate += _step(x_ptrs + k0, xs_ptrs, w_base + gate_rows[:, None] * H + k0, ok,
+            gate += gemv_step(x_ptrs + k0, xs_ptrs, w_base + gate_rows[:, None] * H + k0, ok,
                           s_step + (gate_rows // SCALE_ROWS)[:, None], ROWS, C)
-            up += _step(x_ptrs + k0, xs_ptrs, w_base + up_rows[:, None] * H + k0, ok,
+            up += gemv_step(x_ptrs + k0, xs_ptrs, w_base + up_rows[:, None] * H + k0, ok,
                         s_step + (up_rows // SCALE_ROWS)[:, None], ROWS, C)
         if HAS_BIAS:
             gate += tl.load(bias_ptr + expert * 2 * I + gate_rows, mask=ok, other=0.0).to(tl.float32)
@@ -233,7 +222,7 @@ if triton is not None:
         acc = tl.zeros([ROWS], dtype=tl.float32)
         for k0 in tl.static_range(0, I, C * 128):
             xs_ptrs = xs_ptr + a.to(tl.int64) * (I // 128) + k0 // 128 + groups
-            acc += _step(x_ptrs + k0, xs_ptrs, w_ptrs + k0, ok, s_base + (k0 // 128) * (H // SCALE_ROWS), ROWS, C)
+            acc += gemv_step(x_ptrs + k0, xs_ptrs, w_ptrs + k0, ok, s_base + (k0 // 128) * (H // SCALE_ROWS), ROWS, C)
         if HAS_BIAS:
             acc += tl.load(bias_ptr + expert * H + rows, mask=ok, other=0.0).to(tl.float32)
         acc *= tl.load(route_w_ptr + a).to(tl.float32)
