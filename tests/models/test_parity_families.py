@@ -13,7 +13,7 @@ from quickmoe.config import EngineConfig
 from quickmoe.errors import CheckpointError
 from quickmoe.executor.model_runner import ModelRunner
 
-from .conftest import assert_greedy_matches, assert_logits_match
+from .conftest import PagedSteps, assert_greedy_matches, assert_logits_match
 from .conftest import cpu_runner as _runner
 from .conftest import packed_logits as _packed_logits
 from .conftest import random_prompts as _prompts
@@ -132,3 +132,74 @@ def test_prefill_logits_match_transformers_cuda_bf16(name, ckpt_factory):
         hf_rel = ((hf_bf16 - want).norm() / want.norm()).item()
         print(f"\n{name} cuda L={len(prompt)}: quickmoe bf16 rel={ours_rel:.4f}; transformers bf16 rel={hf_rel:.4f}")
         assert ours_rel < max(2 * hf_rel, 1e-2), f"prompt of {len(prompt)} tokens: relative diff {ours_rel:.3g}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gemvs", [True, False], ids=["gemvs", "tensor-cores"])
+@pytest.mark.parametrize("name", ["qwen3-fp8-stacked-qkv", "qwen3-fp8"])
+def test_fp8_decode_steps_on_cuda_match_the_prefill_and_transformers(name, gemvs, ckpt_factory, monkeypatch):
+    """An FP8 checkpoint's decode steps on the GPU in bf16, teacher-forced after an 8-token prefill: one sequence
+    alone (the norms quantizing for the FP8 layers; with `gemvs`, the default, the MoE's and the dense layers'
+    CUDA-core GEMVs of one token), then two together (the MoE's GEMV of two tokens), against transformers float32
+    on the dequantized twin and against the same model's packed prefill of the whole prompts (tensor-core kernels,
+    the same FP8 activation quantizer).
+    - The FP8 activations (3 mantissa bits) put the prefill 4-11% from the twin on these models (H200, 2026-12-02);
+      the decode steps must be no farther (1.5x, plus transformers' own bf16 distance), where a wrong scale, block
+      or row gives a relative error of order 1.
+    - On the tensor cores alone (both GEMVs' bounds 0) a decode step gives the prefill's logits up to bf16 noise:
+      the FP8 kernels' sums do not depend on the token count. The GEMVs sum in another order, and a float32
+      difference can move an activation across an FP8 rounding boundary (a 2^-4 step), so with them the decode
+      steps differ from the prefill by up to the FP8 error itself (measured: 2-7%): the batch-size dependence that
+      docs/architecture.md describes."""
+    from quickmoe.kernels import fp8_gemm, fp8_gemv, moe_fp8_gemv
+    from quickmoe.kernels import fused_moe as fused_moe_module
+
+    calls = {"dense": 0, "moe": 0}
+    for module, attr, key in ((fp8_gemv, "fp8_block_gemv", "dense"), (moe_fp8_gemv, "moe_fp8_gemv", "moe")):
+        real = getattr(module, attr)
+        monkeypatch.setattr(module, attr, lambda *a, _real=real, _key=key, **kw: calls.update(
+            {_key: calls[_key] + 1}) or _real(*a, **kw))
+    if not gemvs:
+        monkeypatch.setattr(fp8_gemm, "fp8_gemv_max_tokens", lambda device: 0)
+        monkeypatch.setattr(fused_moe_module, "fp8_gemv_max_tokens", lambda device: 0)
+    quantized, twin = _make(ckpt_factory, QUANTIZED[name]), _make(ckpt_factory, QUANTIZED[name], dequantized_twin=True)
+    runner = ModelRunner(quantized, EngineConfig(model=str(quantized), device="cuda", dtype="bfloat16",
+                                                 kv_cache_memory=1 << 30))
+    prompts = _prompts(runner.config.vocab_size, [20, 14, 17], seed=13)
+    prefill = _packed_logits(runner, prompts)  # [L, V] each, a fresh cache
+    first = 8
+    steps = PagedSteps(runner)
+    decoded: list[list[torch.Tensor]] = [[] for _ in prompts]
+    for group in ([0], [1, 2]):  # sequence 0 alone, then 1 and 2 together until each ends
+        logits = runner.forward(steps.batch([prompts[s][:first] for s in group], group))  # [B, V]
+        for s, row in zip(group, logits):
+            decoded[s].append(row)
+        for pos in range(first, max(len(prompts[s]) for s in group) - 1):
+            live = [s for s in group if pos < len(prompts[s]) - 1]
+            logits = runner.forward(steps.batch([[prompts[s][pos]] for s in live], live))
+            for s, row in zip(live, logits):
+                decoded[s].append(row)
+    assert (calls["dense"] > 0 and calls["moe"] > 0) == gemvs, calls
+    ref32 = load_family_reference(twin).cuda()
+    from transformers import AutoModelForCausalLM
+
+    hf16 = AutoModelForCausalLM.from_pretrained(twin, dtype=torch.bfloat16, attn_implementation="eager",
+                                                experts_implementation="eager").cuda().eval()
+    rel = lambda a, b: ((a - b).norm() / b.norm()).item()  # noqa: E731
+    results = []
+    for s, prompt in enumerate(prompts):
+        got = torch.stack(decoded[s]).float()  # [L - first, V]: positions first - 1 .. L - 2
+        ids = torch.tensor([prompt], device="cuda")
+        with torch.no_grad():
+            want, hf_bf16 = (m(ids).logits[0, first - 1:-1].float() for m in (ref32, hf16))
+        same_model = prefill[s][first - 1:-1].float()
+        assert got.shape == same_model.shape and torch.isfinite(got).all()
+        results.append(dict(hf_bf16=rel(hf_bf16, want), decode_vs_prefill=rel(got, same_model),
+                            decode_vs_twin=rel(got, want), prefill_vs_twin=rel(same_model, want)))
+        print(f"\n{name} sequence {s}: " + ", ".join(f"{k} {v:.4f}" for k, v in results[-1].items()))
+    for s, r in enumerate(results):
+        assert r["prefill_vs_twin"] < 0.2, f"sequence {s}: {r}"  # the FP8 model itself (4-11% measured)
+        assert r["decode_vs_twin"] < 1.5 * r["prefill_vs_twin"] + 2 * r["hf_bf16"], f"sequence {s}: {r}"
+        noise = max(2 * r["hf_bf16"], 1e-2)  # bf16
+        bound = max(2 * r["prefill_vs_twin"], noise) if gemvs else noise
+        assert r["decode_vs_prefill"] < bound, f"sequence {s}: {r}"
