@@ -25,7 +25,7 @@ def _kernels(module: str) -> list[str]:
 @pytest.mark.parametrize("module,family", [
     ("moe_gemm", "moe"), ("moe_gemm_register", "moe"), ("moe_gather_permuted", "moe"), ("moe_align", "moe"),
     ("router", "moe"), ("routing", "moe"), ("moe_fp8_gemv", "moe"),
-    ("dense_gemm", "dense"), ("fp8_gemm", "dense"), ("decode_attention", "attention"),
+    ("dense_gemm", "dense"), ("fp8_gemm", "dense"), ("fp8_gemv", "dense"), ("decode_attention", "attention"),
     ("prefill_attention", "attention"), ("rotary_kv_write", "attention")])
 def test_each_kernel_of_a_module_lands_in_its_family(module, family):
     assert {name: op_family(name) for name in _kernels(module)} == dict.fromkeys(_kernels(module), family)
