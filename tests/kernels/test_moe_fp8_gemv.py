@@ -39,7 +39,7 @@ def _routing(num_tokens: int, num_experts: int, top_k: int, g: torch.Generator):
     (1, 4, 512, 256, 64, (16, 32), False, "silu", (16, 16), (4, 2)),  # T = 1; a scale per 16 / 32 rows
     (3, 2, 256, 384, 256, (1, 128), True, "swiglu_gpt_oss", (32, 8), (1, 4)),  # ragged gate/up group; biases;
     # GEMV 2's 3 groups of K taken one a step although 4 were asked for
-    (2, 2, 512, 768, 128, (128, 1), False, "silu", (8, 32), (2, 4)),  # a scale per row in GEMM 2; 6 groups of K,
+    (2, 2, 256, 768, 128, (128, 1), False, "silu", (8, 32), (2, 4)),  # a scale per row in GEMM 2; 6 groups of K,
     # 2 a step
     (2, 2, 256, 128, 128, (8, 8), False, "silu", (8, 16), (1, 1)),  # one group; one 128-column group a step
 ])
