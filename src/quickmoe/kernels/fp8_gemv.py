@@ -1,5 +1,6 @@
-"""The FP8 block-scaled dense product of a few tokens on CUDA cores: `fp8_block_gemv` (Triton) beside
-`fp8_block_gemv_ref` (torch), the same signature as `fp8_gemm.fp8_block_linear`, which hands it its few-token calls.
+"""The FP8 block-scaled dense product of a token or a few on CUDA cores: `fp8_block_gemv` (Triton) beside
+`fp8_block_gemv_ref` (torch), the same signature as `fp8_gemm.fp8_block_linear`, which hands it its calls of up to
+`fp8_gemm.fp8_gemv_max_tokens` tokens (one by default: each program reads its own token's rows of the weights).
 
 At decode sizes the tensor-core GEMM (kernels/fp8_gemm.py) streams the weights through 16-token tiles of which one
 token fills one row: Qwen3-30B-A3B's FP8 qkv_proj (10.5 MB) and o_proj (8.4 MB) took 7.1 and 6.3 us a call on the
@@ -46,8 +47,8 @@ __all__ = ["Fp8DenseGemvConfig", "fp8_block_gemv", "fp8_block_gemv_ref", "gemv_s
 class Fp8DenseGemvConfig:
     """One launch of the dense FP8 GEMV: weight rows a program, warps, 128-column groups a K step (loads issued
     together; at most what divides a part's groups), and parts of K (programs per piece of rows, each over an equal
-    run of whole groups; at most what divides K's groups). The default, 2 rows on 1 warp in one part, was within
-    0.1-0.4 us of the best of `scripts/probes/fp8_dense_gemv_probe.py`'s sweep (rows 2-16, warps 1-4, 1-4 parts)
+    run of whole groups; at most what divides K's groups). The default, 2 rows on 1 warp in one part, was the best
+    or within 0.16 us of it in `scripts/probes/fp8_dense_gemv_probe.py`'s sweep (rows 2-16, warps 1-4, 1-4 parts)
     at one token on the H200 for all four shapes it times, Qwen3-30B-A3B's and Mixtral-8x7B's qkv and o_proj
     (docs/benchmarks.md, 2026-12-02 second session): many short programs read the weights fastest."""
 
