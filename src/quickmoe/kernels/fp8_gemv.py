@@ -162,7 +162,7 @@ if triton is not None:
         acc = tl.zeros([ROWS], dtype=tl.float32)
         for k0 in tl.static_range(0, K_PER_SPLIT, C * 128):  # unrolled: loads issued ahead of the sums
             acc += gemv_step(x_ptrs + k0, xs_ptrs + (k0 // 128) * stride_xsg, w_ptrs + k0, ok,
-                         s_ptrs + (k0 // 128) * stride_wsg, ROWS, C)
+                             s_ptrs + (k0 // 128) * stride_wsg, ROWS, C)
         out = out_ptr + token * stride_om + rows
         if SPLIT_K == 1:
             if HAS_BIAS:
