@@ -238,6 +238,9 @@ def test_stacked_fp8_layer_takes_activations_quantized_beside_the_norm(monkeypat
     assert layer.takes_fp8_input(x)
     got = layer(x, x_fp8)
     assert torch.equal(got, layer(other)) and not torch.equal(got, layer(x))
+    # a K of partial groups (192 columns): the norm's FP8 rows cover whole groups only, so the GEMM quantizes
+    ragged = FusedLinear(192, [128, 128], bias=False, dtype=torch.bfloat16, device=DEVICE, quant_method=method)
+    assert not ragged.takes_fp8_input(torch.randn(3, 192, generator=g).to(torch.bfloat16).to(DEVICE))
 
 
 @pytest.mark.gpu

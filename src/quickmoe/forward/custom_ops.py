@@ -46,8 +46,8 @@ from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 from quickmoe.kernels.router import router_route, router_route_preferred
 from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
-__all__ = ["attention", "decode_linear", "fused_add_rms_norm", "fused_add_rms_norm_fp8", "moe_experts", "qk_rms_norm", "rms_norm",
-           "route_experts"]
+__all__ = ["attention", "decode_linear", "fused_add_rms_norm", "fused_add_rms_norm_fp8", "moe_experts", "qk_rms_norm",
+           "rms_norm", "route_experts"]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_kernels: bool) -> torch.Tensor:

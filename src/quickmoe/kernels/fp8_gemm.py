@@ -60,6 +60,17 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 FP8_GEMV_MAX_TOKENS = 1  # see fp8_gemv_max_tokens
 
 
+def token_bound_from_env(name: str, default: int) -> int:
+    """A kernel choice's bound on tokens: the environment's `name` (a number of tokens >= 0; 0: never; for A/B
+    runs), else `default`."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    if not value.isdigit():
+        raise ValueError(f"{name} = {value!r}: expected a number of tokens >= 0")
+    return int(value)
+
+
 @functools.lru_cache(maxsize=16)
 def fp8_gemv_max_tokens(device: torch.device) -> int:
     """Up to how many tokens `fp8_block_linear` (without an explicit config) runs on `fp8_gemv.fp8_block_gemv`
@@ -68,12 +79,7 @@ def fp8_gemv_max_tokens(device: torch.device) -> int:
     GEMV took Qwen3-30B-A3B's qkv_proj in 5.4 against 6.6 us and Mixtral-8x7B's in 8.6 against 10.8 us, but each
     program reads its token's rows of the weights, so at 4 tokens it read them four times and lost (9.7 against
     7.2 us at its first launch config; docs/benchmarks.md, 2026-12-02 second session)."""
-    value = os.environ.get("QUICKMOE_FP8_DENSE_GEMV_MAX_TOKENS")
-    if value is None:
-        return FP8_GEMV_MAX_TOKENS
-    if not value.isdigit():
-        raise ValueError(f"QUICKMOE_FP8_DENSE_GEMV_MAX_TOKENS = {value!r}: expected a number of tokens >= 0")
-    return int(value)
+    return token_bound_from_env("QUICKMOE_FP8_DENSE_GEMV_MAX_TOKENS", FP8_GEMV_MAX_TOKENS)
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ reference (the model's torch path keeps the activations in their dtype).
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 
+from quickmoe.kernels.fp8_gemm import token_bound_from_env
 from quickmoe.layouts.mxfp4_moe import dequantize_expert, split_gate_up
 from quickmoe.layouts.quantized_moe import dequantize_fp8_expert, dequantize_nvfp4_expert
 
@@ -77,12 +77,7 @@ def fp8_gemv_max_tokens(device: torch.device) -> int:
     at 2, 6-8% at 4-8, 6% slower at 16; Mixtral-8x7B's (4096, 14336) 1.5-2.8x slower at T = 1-8 (its tensor-core
     GEMMs already stream its few large experts at ~3.4 TB/s, and the GEMV's unrolled loops of 32 and 112 steps hold
     a program's loads in a long chain), hence the bound on K; larger K is not measured."""
-    value = os.environ.get("QUICKMOE_FP8_GEMV_MAX_TOKENS")
-    if value is None:
-        return FP8_GEMV_MAX_TOKENS
-    if not value.isdigit():
-        raise ValueError(f"QUICKMOE_FP8_GEMV_MAX_TOKENS = {value!r}: expected a number of tokens >= 0")
-    return int(value)
+    return token_bound_from_env("QUICKMOE_FP8_GEMV_MAX_TOKENS", FP8_GEMV_MAX_TOKENS)
 
 
 @functools.lru_cache(maxsize=16)

@@ -90,6 +90,12 @@ class Fp8BlockLinearMethod:
         """Whether `apply` runs the FP8 tensor-core GEMM on x (else the dequantizing torch path)."""
         return x.is_cuda and fp8_gemm.triton is not None and self.block[1] == fp8_gemm.FP8_GROUP
 
+    def takes_fp8_input(self, x: torch.Tensor) -> bool:
+        """Whether `product` can take x already quantized (`x_fp8`, made by the norm before it, which quantizes whole
+        128-column groups only): the FP8 GEMM runs and x's columns are whole groups (a ragged K keeps the GEMM's
+        own quantizer)."""
+        return self.uses_fp8_gemm(x) and x.shape[-1] % fp8_gemm.FP8_GROUP == 0
+
     def apply(self, layer: Linear, x: torch.Tensor) -> torch.Tensor:
         return self.product(x, {"weight": layer.weight, "weight_scale_inv": layer.weight_scale_inv}, layer.bias)
 

@@ -116,10 +116,11 @@ class FusedLinear(nn.Module):
                       quant_storage=self.quant_method.part_storage(self._tensors(), start, size))
 
     def takes_fp8_input(self, x: torch.Tensor) -> bool:
-        """Whether the product would quantize x to FP8 per token and 128 columns (an FP8 method on its GEMM), so that
-        forward can take x quantized already (`x_fp8`, made by the norm before it: `RMSNorm.forward_fp8`)."""
-        uses = getattr(self.quant_method, "uses_fp8_gemm", None)
-        return uses is not None and uses(x)
+        """Whether the product would quantize x to FP8 per token and 128 columns (an FP8 method on its GEMM, over
+        whole groups), so that forward can take x quantized already (`x_fp8`, made by the norm before it:
+        `RMSNorm.forward_fp8`)."""
+        takes = getattr(self.quant_method, "takes_fp8_input", None)
+        return takes is not None and takes(x)
 
     def forward(self, x: torch.Tensor, x_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """x [T, in] -> [T, sum(sizes)]; x_fp8: x quantized (q, scales) with the quantizer's bits, where
