@@ -219,14 +219,14 @@ if triton is not None:
                 w_ptrs += BLOCK_K
             slab = pid.to(tl.int64) * PARTS  # this tile's first slab of partials
             if SWAP:
-                store_part(partial_ptr, slab + part, acc, BLOCK_N, BLOCK_M)
+                store_part(partial_ptr, slab + part, acc, row_ok[None, :], BLOCK_N, BLOCK_M)
             else:
-                store_part(partial_ptr, slab + part, acc, BLOCK_M, BLOCK_N)
+                store_part(partial_ptr, slab + part, acc, row_ok[:, None], BLOCK_M, BLOCK_N)
             if last_ticket(counter_ptr, pid, PARTS):  # the other parts are visible to the last program
                 if SWAP:
-                    total = sum_parts(partial_ptr, slab, PARTS, BLOCK_N, BLOCK_M)
+                    total = sum_parts(partial_ptr, slab, row_ok[None, :], PARTS, BLOCK_N, BLOCK_M)
                 else:
-                    total = sum_parts(partial_ptr, slab, PARTS, BLOCK_M, BLOCK_N)
+                    total = sum_parts(partial_ptr, slab, row_ok[:, None], PARTS, BLOCK_M, BLOCK_N)
                 reset_ticket(counter_ptr, pid)
                 _store(total, bias_ptr, out_ptr, rows, cols, row_ok, col_ok, N, HAS_BIAS, SWAP)
         else:  # every part here, in one pipelined loop over K: a part's sum joins the total where the part ends

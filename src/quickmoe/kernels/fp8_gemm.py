@@ -317,9 +317,9 @@ if triton is not None:
             tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
         else:
             tile_id = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
-            store_part(partial_ptr, tile_id * SPLIT_K + tl.program_id(2), acc, BLOCK_M, BLOCK_N)
+            store_part(partial_ptr, tile_id * SPLIT_K + tl.program_id(2), acc, m_ok[:, None], BLOCK_M, BLOCK_N)
             if last_ticket(counter_ptr, tile_id, SPLIT_K):  # the tile's last program: the other parts are visible
-                total = sum_parts(partial_ptr, tile_id * SPLIT_K, SPLIT_K, BLOCK_M, BLOCK_N)  # in order
+                total = sum_parts(partial_ptr, tile_id * SPLIT_K, m_ok[:, None], SPLIT_K, BLOCK_M, BLOCK_N)  # in order
                 reset_ticket(counter_ptr, tile_id)
                 if HAS_BIAS:
                     total += tl.load(bias_ptr + cols, mask=n_ok, other=0.0).to(tl.float32)[None, :]

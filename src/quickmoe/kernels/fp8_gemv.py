@@ -170,9 +170,10 @@ if triton is not None:
             tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=ok)
         else:
             piece = tl.program_id(0) * tl.num_programs(1) + pid_n  # (token, rows)
-            store_part(partial_ptr, piece * SPLIT_K + part, tl.reshape(acc, (1, ROWS)), 1, ROWS)
+            store_part(partial_ptr, piece * SPLIT_K + part, tl.reshape(acc, (1, ROWS)), ok[None, :], 1, ROWS)
             if last_ticket(counter_ptr, piece, SPLIT_K):  # the piece's last program: the other parts are visible
-                total = tl.reshape(sum_parts(partial_ptr, piece * SPLIT_K, SPLIT_K, 1, ROWS), (ROWS,))  # in order
+                total = tl.reshape(sum_parts(partial_ptr, piece * SPLIT_K, ok[None, :], SPLIT_K, 1, ROWS),
+                                   (ROWS,))  # in order
                 reset_ticket(counter_ptr, piece)
                 if HAS_BIAS:
                     total += tl.load(bias_ptr + rows, mask=ok, other=0.0).to(tl.float32)

@@ -203,11 +203,12 @@ if triton is not None:
                                        MXFP4_PTX, SWAP_AB, W_TMA, k_lo, K_PART)
         if SPLIT_K > 1:  # slabs 2 (tile x SPLIT_K + part) and the next: this part's gate and up sums
             tile_id = (pid_m * num_n + pid_n).to(tl.int64)
-            store_part(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)), gate, BM, BLOCK_N)
-            store_part(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)) + 1, up, BM, BLOCK_N)
+            real = m_ok[:, None]  # the tile's assignments (the rest pad the expert's run): their partials only
+            store_part(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)), gate, real, BM, BLOCK_N)
+            store_part(partial_ptr, 2 * (tile_id * SPLIT_K + tl.program_id(1)) + 1, up, real, BM, BLOCK_N)
             if last_ticket(counter_ptr, tile_id, SPLIT_K):  # the tile's last program: the other parts are visible
-                gate_sum = sum_parts(partial_ptr, 2 * tile_id * SPLIT_K, SPLIT_K, BM, BLOCK_N, 2)  # in order
-                up_sum = sum_parts(partial_ptr, 2 * tile_id * SPLIT_K + 1, SPLIT_K, BM, BLOCK_N, 2)
+                gate_sum = sum_parts(partial_ptr, 2 * tile_id * SPLIT_K, real, SPLIT_K, BM, BLOCK_N, 2)  # in order
+                up_sum = sum_parts(partial_ptr, 2 * tile_id * SPLIT_K + 1, real, SPLIT_K, BM, BLOCK_N, 2)
                 reset_ticket(counter_ptr, tile_id)
                 _gemm1_finish(gate_sum, up_sum, bias_ptr, row_scale_ptr, out_ptr, expert, assign, m_ok, group, cols,
                               n_ok, gate_rows, up_rows, limit, alpha, I, NVFP4, GROUP, PTX, MXFP4_PTX, HAS_BIAS,

@@ -112,9 +112,9 @@ if triton is not None:
         acc = rows_last(acc, SWAP_AB)  # [BM, BN]
         if SPLIT_K > 1:  # slab tile x SPLIT_K + part: this part's sums
             tile_id = (pid_m * num_n + pid_n).to(tl.int64)
-            store_part(partial_ptr, tile_id * SPLIT_K + tl.program_id(1), acc, BM, BLOCK_N)
+            store_part(partial_ptr, tile_id * SPLIT_K + tl.program_id(1), acc, m_ok[:, None], BM, BLOCK_N)
             if last_ticket(counter_ptr, tile_id, SPLIT_K):  # the tile's last program: the other parts are visible
-                total = sum_parts(partial_ptr, tile_id * SPLIT_K, SPLIT_K, BM, BLOCK_N)  # in order
+                total = sum_parts(partial_ptr, tile_id * SPLIT_K, m_ok[:, None], SPLIT_K, BM, BLOCK_N)  # in order
                 reset_ticket(counter_ptr, tile_id)
                 _gemm2_finish(total, bias_ptr, row_scale_ptr, route_w_ptr, out_ptr, expert, assign, m_ok, rows, n_ok,
                               H, NVFP4, PTX, MXFP4_PTX, HAS_BIAS, ROW_SCALE)

@@ -175,9 +175,10 @@ if triton is not None:
             w = tl.load(weight_ptr + cols[:, None] * stride_e + hs[None, :], mask=col_ok[:, None] & h_ok[None, :],
                         other=0.0)  # [BE, BH]
             acc = tl.dot(x.to(DOT_DTYPE), tl.trans(w.to(DOT_DTYPE)), acc, input_precision=PRECISION)  # [BT, BE]
-        store_part(partial_ptr, block * SPLIT + part, acc, BLOCK_T, BLOCK_E)  # slab: block x SPLIT + part
+        # slab block x SPLIT + part; the block's tokens only (at one token, 1 of the 16 rows)
+        store_part(partial_ptr, block * SPLIT + part, acc, row_ok[:, None], BLOCK_T, BLOCK_E)
         if last_ticket(counter_ptr, block, SPLIT):  # the last of the block's programs: the others' partials are visible
-            logits = sum_parts(partial_ptr, block * SPLIT, SPLIT, BLOCK_T, BLOCK_E)  # in order
+            logits = sum_parts(partial_ptr, block * SPLIT, row_ok[:, None], SPLIT, BLOCK_T, BLOCK_E)  # in order
             reset_ticket(counter_ptr, block)
             if HAS_BIAS:
                 logits += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]

@@ -44,11 +44,13 @@ def ticket_counters(device: torch.device, name: str) -> torch.Tensor:
 if triton is not None:
 
     @triton.jit
-    def store_part(partial_ptr, slab, part, ROWS: tl.constexpr, COLS: tl.constexpr):
+    def store_part(partial_ptr, slab, part, valid, ROWS: tl.constexpr, COLS: tl.constexpr):
         """Store a float32 partial result `part` [ROWS, COLS] as slab `slab` of the workspace (slabs of ROWS x COLS
-        values, row-major)."""
+        values, row-major), where `valid` (a mask broadcast to [ROWS, COLS]: the rows or columns of the tile that
+        hold results; at one token a 16-row tile has one) is set: the others are never results, so neither written
+        nor, by `sum_parts` with the same mask, read."""
         tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]  # [ROWS, COLS] offsets
-        tl.store(partial_ptr + slab * (ROWS * COLS) + tile, part)
+        tl.store(partial_ptr + slab * (ROWS * COLS) + tile, part, mask=valid)
 
     @triton.jit
     def last_ticket(counter_ptr, piece, PARTS: tl.constexpr):
@@ -59,14 +61,16 @@ if triton is not None:
         return ticket == PARTS - 1
 
     @triton.jit
-    def sum_parts(partial_ptr, first_slab, PARTS: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr,
+    def sum_parts(partial_ptr, first_slab, valid, PARTS: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr,
                   SLAB_STEP: tl.constexpr = 1):
         """The sum of slabs first_slab, first_slab + SLAB_STEP, ... (PARTS of them), from zero in that order (the
-        same float32 sum whichever program finished last), read through L2 (other SMs wrote them) -> [ROWS, COLS]."""
+        same float32 sum whichever program finished last), read through L2 (other SMs wrote them) -> [ROWS, COLS];
+        only where `valid` (as `store_part` stored them; 0 elsewhere)."""
         tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
         total = tl.zeros([ROWS, COLS], dtype=tl.float32)
         for i in tl.static_range(PARTS):
-            total += tl.load(partial_ptr + (first_slab + i * SLAB_STEP) * (ROWS * COLS) + tile, cache_modifier=".cg")
+            total += tl.load(partial_ptr + (first_slab + i * SLAB_STEP) * (ROWS * COLS) + tile, mask=valid, other=0.0,
+                             cache_modifier=".cg")
         return total
 
     @triton.jit
