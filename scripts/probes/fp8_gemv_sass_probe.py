@@ -45,8 +45,9 @@ SIGNATURES = {
 DIVISIBLE_INTS = ("N", "stride_xm", "stride_xsm", "stride_wn", "stride_wsn", "stride_om")
 
 
-def compile_gemv(which, rows: int, warps: int, groups: int, k: int):
-    """`groups`: the 128-column groups a step (the launch's C)."""
+def compile_gemv(which, rows: int, warps: int, groups: int, k: int, preload: int = 1):
+    """`groups`: the 128-column groups a step (the launch's C); `preload`: the dense GEMV's K steps of weights
+    loaded before its PDL wait."""
     if which == "1":
         kernel = moe_fp8_gemv._moe_gemv1_kernel
         constexprs = dict(H=2048, I=768, GROUP=64, SCALE_ROWS=64, ROWS=rows, C=groups, HAS_BIAS=False, SILU=True,
@@ -56,7 +57,8 @@ def compile_gemv(which, rows: int, warps: int, groups: int, k: int):
         constexprs = dict(H=2048, I=768, SCALE_ROWS=128, ROWS=rows, C=groups, HAS_BIAS=False, PDL=True)
     else:
         kernel = fp8_gemv._fp8_gemv_kernel
-        constexprs = dict(K_PER_SPLIT=k, BN_SCALE=128, HAS_BIAS=False, ROWS=rows, C=groups, SPLIT_K=1, PDL=True)
+        constexprs = dict(K_PER_SPLIT=k, BN_SCALE=128, HAS_BIAS=False, ROWS=rows, C=groups, SPLIT_K=1,
+                          PRELOAD=min(preload, k // (groups * 128)), PDL=True)
     signature = dict(SIGNATURES[which], **{name: "constexpr" for name in constexprs})
     names = list(kernel.arg_names)
     # as the launch specializes them: pointers 16-byte aligned, and the dense GEMV's sizes and row strides
@@ -74,8 +76,10 @@ def main() -> None:
     parser.add_argument("--warps", type=int, default=2)
     parser.add_argument("--groups", type=int, default=4, help="128-column groups a step (the launch's C)")
     parser.add_argument("--k", type=int, default=2048, help="the dense GEMV's K (one part)")
+    parser.add_argument("--preload", type=int, default=4, help="the dense GEMV's K steps loaded before the wait")
+    parser.add_argument("--dump", help="write the SASS to this file")
     args = parser.parse_args()
-    compiled = compile_gemv(args.gemv, args.rows, args.warps, args.groups, args.k)
+    compiled = compile_gemv(args.gemv, args.rows, args.warps, args.groups, args.k, args.preload)
     usage, sass = disassemble(compiled)
     lines = sass.splitlines()
     opcodes = [(i, m.group(2)) for i, m in enumerate(map(OPCODE.match, lines)) if m]
@@ -85,6 +89,10 @@ def main() -> None:
           f"calls: {sum(n for op, n in mix.items() if op.startswith('CALL'))}")
     print("most used:", ", ".join(f"{op} {n}" for op, n in mix.most_common(12)))
     print("global loads at instruction:", " ".join(str(k) for k, (_, op) in enumerate(opcodes) if op.startswith("LDG")))
+    print("PDL wait (ACQBULK) at instruction:",
+          " ".join(str(k) for k, (_, op) in enumerate(opcodes) if op.startswith("ACQBULK")) or "none")
+    if args.dump:
+        Path(args.dump).write_text(sass)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def _direct(x: torch.Tensor, rows: int, per_program: int, warps: int) -> tuple[t
     grid = (-(-num_rows // rows), -(-groups // per_program))
     fp8_quant._quantize_kernel[grid](x, q.view(torch.uint8), s, num_rows, k, groups, x.stride(0), x.stride(1),
                                      GROUP=128, GROUPS=per_program, ROWS=rows, HW_ROUND=x.device.type == "cuda",
-                                     num_warps=warps)
+                                     EARLY=False, num_warps=warps)
     return q, s
 
 

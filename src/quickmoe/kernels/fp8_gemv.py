@@ -56,6 +56,7 @@ class Fp8DenseGemvConfig:
     warps: int = 1
     groups: int = 4
     split_k: int = 1
+    preload: int = 4  # K steps whose weights a program loads before its PDL wait (1-4; kernels/pdl.py)
 
     def __post_init__(self) -> None:
         for name in ("rows", "warps", "groups"):
@@ -64,6 +65,8 @@ class Fp8DenseGemvConfig:
                 raise ValueError(f"Fp8DenseGemvConfig.{name} = {value}: expected a power of two >= 1")
         if self.split_k < 1:
             raise ValueError(f"Fp8DenseGemvConfig.split_k = {self.split_k}: expected >= 1")
+        if not 1 <= self.preload <= 4:
+            raise ValueError(f"Fp8DenseGemvConfig.preload = {self.preload}: expected 1-4 K steps")
 
 
 def gemv_supports(k: int, block: tuple[int, int]) -> bool:
@@ -120,12 +123,27 @@ def fp8_block_gemv(x_q: torch.Tensor, x_scales: torch.Tensor, w: torch.Tensor, w
         x_q, x_scales, w, w_scale_inv, bias if bias is not None else out, out, partials, counters, n,
         x_q.stride(0), x_scales.stride(0), x_scales.stride(1), w.stride(0), w_scale_inv.stride(0),
         w_scale_inv.stride(1), out.stride(0), K_PER_SPLIT=groups // split * FP8_GROUP, BN_SCALE=block[0],
-        HAS_BIAS=bias is not None, ROWS=cfg.rows, C=step_groups, SPLIT_K=split, num_warps=cfg.warps,
-        **pdl_kwargs(x_q.device))
+        HAS_BIAS=bias is not None, ROWS=cfg.rows, C=step_groups, SPLIT_K=split,
+        PRELOAD=min(cfg.preload, groups // split // step_groups), num_warps=cfg.warps, **pdl_kwargs(x_q.device))
     return out
 
 
 if triton is not None:
+
+    @triton.jit
+    def gemv_weights(w_ptrs, w_ok, s_ptrs):
+        """One GEMV step's weights: the rows' tile [R, C x 128] as stored (e4m3) and their block scales [R, C]."""
+        w = tl.load(w_ptrs, mask=w_ok[:, None], other=0.0)
+        s = tl.load(s_ptrs, mask=w_ok[:, None], other=0.0)
+        return w, s
+
+    @triton.jit
+    def gemv_sums(x_ptrs, xs_ptrs, w, s, ROWS: tl.constexpr, C: tl.constexpr):
+        """`gemv_step` on weights already loaded (`gemv_weights`)."""
+        x = tl.load(x_ptrs).to(tl.float32)  # [R, C x 128] e4m3 values (rows equal)
+        part = tl.sum(tl.reshape(w.to(tl.float32) * x, (ROWS, C, 128)), axis=2)  # [R, C]
+        factor = tl.load(xs_ptrs)[None, :] * s  # [R, C]
+        return tl.sum(part * factor, axis=1)
 
     @triton.jit
     def gemv_step(x_ptrs, xs_ptrs, w_ptrs, w_ok, s_ptrs, ROWS: tl.constexpr, C: tl.constexpr):
@@ -133,18 +151,15 @@ if triton is not None:
         quantized groups, summed per group, times (activation scale x the rows' weight scales), summed -> [R]
         float32. x_ptrs [R, C x 128] repeats the one activation row on every weight row, so both tiles take one
         layout and the sums stay within warps; xs_ptrs [C], s_ptrs [R, C]."""
-        x = tl.load(x_ptrs).to(tl.float32)  # [R, C x 128] e4m3 values (rows equal)
-        w = tl.load(w_ptrs, mask=w_ok[:, None], other=0.0).to(tl.float32)  # [R, C x 128]
-        part = tl.sum(tl.reshape(w * x, (ROWS, C, 128)), axis=2)  # [R, C]
-        factor = tl.load(xs_ptrs)[None, :] * tl.load(s_ptrs, mask=w_ok[:, None], other=0.0)  # [R, C]
-        return tl.sum(part * factor, axis=1)
+        w, s = gemv_weights(w_ptrs, w_ok, s_ptrs)
+        return gemv_sums(x_ptrs, xs_ptrs, w, s, ROWS, C)
 
     @triton.jit
     def _fp8_gemv_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, out_ptr, partial_ptr, counter_ptr, N, stride_xm,
                          stride_xsm, stride_xsg, stride_wn, stride_wsn, stride_wsg, stride_om,
                          K_PER_SPLIT: tl.constexpr, BN_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr,
-                         ROWS: tl.constexpr, C: tl.constexpr, SPLIT_K: tl.constexpr, PDL: tl.constexpr):
-        pdl_wait(PDL)
+                         ROWS: tl.constexpr, C: tl.constexpr, SPLIT_K: tl.constexpr, PRELOAD: tl.constexpr,
+                         PDL: tl.constexpr):
         token = tl.program_id(0).to(tl.int64)
         pid_n = tl.program_id(1)
         part = tl.program_id(2)
@@ -159,10 +174,31 @@ if triton is not None:
         w_ptrs = w_ptr + rows.to(tl.int64)[:, None] * stride_wn + k_lo + kk[None, :]  # [R, C x 128]
         xs_ptrs = xs_ptr + token * stride_xsm + (g_lo + groups) * stride_xsg  # [C]
         s_ptrs = ws_ptr + (rows // BN_SCALE)[:, None] * stride_wsn + (g_lo + groups)[None, :] * stride_wsg  # [R, C]
+        # the first PRELOAD steps' weights before the wait (no kernel writes them; kernels/pdl.py): with the
+        # kernel ahead (the norm, the quantizer) letting this one start early, they are read while it runs
+        w0, s0 = gemv_weights(w_ptrs, ok, s_ptrs)
+        if PRELOAD > 1:
+            w1, s1 = gemv_weights(w_ptrs + C * 128, ok, s_ptrs + C * stride_wsg)
+        if PRELOAD > 2:
+            w2, s2 = gemv_weights(w_ptrs + 2 * C * 128, ok, s_ptrs + 2 * C * stride_wsg)
+        if PRELOAD > 3:
+            w3, s3 = gemv_weights(w_ptrs + 3 * C * 128, ok, s_ptrs + 3 * C * stride_wsg)
+        pdl_wait(PDL)
         acc = tl.zeros([ROWS], dtype=tl.float32)
         for k0 in tl.static_range(0, K_PER_SPLIT, C * 128):  # unrolled: loads issued ahead of the sums
-            acc += gemv_step(x_ptrs + k0, xs_ptrs + (k0 // 128) * stride_xsg, w_ptrs + k0, ok,
-                             s_ptrs + (k0 // 128) * stride_wsg, ROWS, C)
+            x_k = x_ptrs + k0
+            xs_k = xs_ptrs + (k0 // 128) * stride_xsg
+            step = k0 // (C * 128)
+            if step == 0:
+                acc += gemv_sums(x_k, xs_k, w0, s0, ROWS, C)
+            elif step == 1 and PRELOAD > 1:
+                acc += gemv_sums(x_k, xs_k, w1, s1, ROWS, C)
+            elif step == 2 and PRELOAD > 2:
+                acc += gemv_sums(x_k, xs_k, w2, s2, ROWS, C)
+            elif step == 3 and PRELOAD > 3:
+                acc += gemv_sums(x_k, xs_k, w3, s3, ROWS, C)
+            else:
+                acc += gemv_step(x_k, xs_k, w_ptrs + k0, ok, s_ptrs + (k0 // 128) * stride_wsg, ROWS, C)
         out = out_ptr + token * stride_om + rows
         if SPLIT_K == 1:
             if HAS_BIAS:

@@ -19,10 +19,13 @@ from __future__ import annotations
 import torch
 
 from quickmoe.formats.fp8 import quantize_fp8_per_token_group as quantize_fp8_per_token_group_ref
+from quickmoe.kernels.pdl import pdl_early_trigger
 
 try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
+
+    from quickmoe.kernels.pdl import pdl_trigger
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -44,9 +47,12 @@ def quantize_fp8_per_token_group(x: torch.Tensor, group: int = 128) -> tuple[tor
     scales = torch.empty(num_rows, groups, dtype=torch.float32, device=x.device)
     if num_rows and k:
         rows, per_program, num_warps = launch_tile(num_rows, groups, group)
-        _quantize_kernel[(triton.cdiv(num_rows, rows), triton.cdiv(groups, per_program))](
+        grid = (triton.cdiv(num_rows, rows), triton.cdiv(groups, per_program))
+        # the next kernel (an FP8 GEMV) may start at once and read its weights beside this one
+        _quantize_kernel[grid](
             x, q.view(torch.uint8), scales, num_rows, k, groups, x.stride(0), x.stride(1), GROUP=group,
-            GROUPS=per_program, ROWS=rows, HW_ROUND=x.device.type == "cuda", num_warps=num_warps)
+            GROUPS=per_program, ROWS=rows, HW_ROUND=x.device.type == "cuda",
+            EARLY=pdl_early_trigger(x.device, grid[0] * grid[1], num_warps), num_warps=num_warps)
     return q, scales
 
 
@@ -81,7 +87,8 @@ if triton is not None:
 
     @triton.jit
     def _quantize_kernel(x_ptr, q_ptr, s_ptr, T, K, G, stride_t, stride_k, GROUP: tl.constexpr,
-                         GROUPS: tl.constexpr, ROWS: tl.constexpr, HW_ROUND: tl.constexpr):
+                         GROUPS: tl.constexpr, ROWS: tl.constexpr, HW_ROUND: tl.constexpr, EARLY: tl.constexpr):
+        pdl_trigger(EARLY)  # launched without PDL (nothing it reads is written early); only lets the next start
         rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)  # [R] tokens
         groups = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)  # [Gp] groups of 128 (GROUP) columns
         cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]  # [Gp, GROUP]

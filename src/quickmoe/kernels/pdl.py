@@ -7,11 +7,20 @@ or writes memory before it, so the results are those of a plain launch, and what
 between dependent kernels (a gpt-oss-20b decode step at batch 1 is ~330 kernels of a few microseconds, ~0.4 us
 apart on the H100). Measured there (`hotpath.sh ab-profile`, 2026-11-24): the batch-1 step 2.650 -> 2.635 ms.
 Letting the next kernel launch early as well (`griddepcontrol.launch_dependents` after the wait) made it slower
-(2.64 -> 2.72 ms: its programs took the SMs' room while they waited), so the kernels do not. CUDA graphs capture
+(2.64 -> 2.72 ms: its programs took the SMs' room while they waited), so most kernels do not. CUDA graphs capture
 PDL launches as programmatic edges.
 
+Weights before the wait. A program may read, before its `pdl_wait`, what no kernel of the step writes: the model's
+weights. So a kernel whose weights are known before its input (the router, the dense FP8 GEMV) loads its first
+weight tiles, then waits. That pays only if it starts before the kernel ahead of it ends: the kernels ahead of
+them (RMSNorm, the FP8 activation quantizer) call `pdl_trigger(EARLY)` first, letting the next kernel launch at
+once, where `pdl_early_trigger` allows it: a grid small enough to be resident at once (a decode step's few rows),
+so the early programs take no room the trigger's own programs still need. At batch 1 the norm's one program
+then runs beside the router's or the GEMV's weight reads.
+
 `pdl_kwargs(device)` gives a kernel's launch its `PDL` constexpr and the launch option; `QUICKMOE_PDL=0` in the
-environment turns PDL off (a kill switch for drivers that mishandle it, not a tuning knob).
+environment turns PDL off (a kill switch for drivers that mishandle it, not a tuning knob); `QUICKMOE_PDL_EARLY=0`
+turns off only the early triggers.
 """
 
 from __future__ import annotations
@@ -24,11 +33,11 @@ import torch
 try:  # CPU installs without triton keep the torch references
     import triton
     import triton.language as tl
-    from triton.language.extra.cuda import gdc_wait
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["pdl_enabled", "pdl_kwargs"]
+__all__ = ["pdl_early_trigger", "pdl_enabled", "pdl_kwargs"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -45,6 +54,25 @@ def pdl_kwargs(device: torch.device) -> dict:
     return {"PDL": True, "launch_pdl": True} if pdl_enabled(device) else {"PDL": False}
 
 
+@functools.lru_cache(maxsize=8)
+def _resident_programs(device: torch.device, warps: int) -> int:
+    """Programs of `warps` warps the device holds at once by its warp slots alone (64 a Hopper SM; a lower bound
+    is what matters: registers and shared memory may hold fewer)."""
+    props = torch.cuda.get_device_properties(device)
+    warp_slots = props.max_threads_per_multi_processor // 32
+    return props.multi_processor_count * max(1, warp_slots // warps)
+
+
+def pdl_early_trigger(device: torch.device, programs: int, warps: int) -> bool:
+    """Whether a kernel of `programs` programs of `warps` warps lets the kernel after it launch at once
+    (`pdl_trigger`): PDL on (`pdl_enabled`), QUICKMOE_PDL_EARLY not 0, and at most a quarter of the programs the
+    device can hold (`_resident_programs`), so that its programs all start at once and the next kernel's find room
+    beside them."""
+    if not pdl_enabled(device) or os.environ.get("QUICKMOE_PDL_EARLY", "1") == "0":
+        return False
+    return programs * 4 <= _resident_programs(device, warps)
+
+
 if triton is not None:
 
     @triton.jit
@@ -52,3 +80,11 @@ if triton is not None:
         """The first statement of a PDL-aware kernel (see the module docstring); nothing without PDL."""
         if PDL:
             gdc_wait()
+
+    @triton.jit
+    def pdl_trigger(EARLY: tl.constexpr):
+        """Lets the next kernel (if launched with PDL) start now rather than when this one's programs end
+        (`griddepcontrol.launch_dependents`); nothing unless EARLY (`pdl_early_trigger`). It makes nothing of this
+        kernel visible early: the next kernel's `pdl_wait` still waits for all of it."""
+        if EARLY:
+            gdc_launch_dependents()

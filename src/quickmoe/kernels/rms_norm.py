@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import torch
 
-from quickmoe.kernels.pdl import pdl_kwargs
+from quickmoe.kernels.pdl import pdl_early_trigger, pdl_kwargs
 
 try:  # CPU installs without triton keep the torch references
     import triton
     import triton.language as tl
 
     from quickmoe.kernels.fp8_quant import quantize_groups
-    from quickmoe.kernels.pdl import pdl_wait
+    from quickmoe.kernels.pdl import pdl_trigger, pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -121,12 +121,15 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
     scales = torch.empty(num_rows, hidden // FP8_GROUP, dtype=torch.float32, device=x.device) if fp8_out else None
     if num_rows:
         block = max(triton.next_power_of_2(hidden), FP8_GROUP if fp8_out else 1)
+        num_warps = num_warps or _num_warps(block)
+        # the next kernel (the router, an FP8 GEMV) may start at once and read its weights beside this one
         _rms_norm_kernel[(num_rows,)](
             x, residual if residual is not None else x, weight, out, summed if summed is not None else out,
             q.view(torch.uint8) if q is not None else out, scales if scales is not None else out,
             x.stride(0), residual.stride(0) if residual is not None else 0, hidden, eps,
             HAS_RESIDUAL=residual is not None, PARTS=parts, BLOCK=block, FP8_OUT=fp8_out,
-            HW_ROUND=x.device.type == "cuda", num_warps=num_warps or _num_warps(block), **pdl_kwargs(x.device))
+            HW_ROUND=x.device.type == "cuda", EARLY=pdl_early_trigger(x.device, num_rows, num_warps),
+            num_warps=num_warps, **pdl_kwargs(x.device))
     return out, summed, q, scales
 
 
@@ -169,8 +172,9 @@ if triton is not None:
     @triton.jit
     def _rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, sum_ptr, q_ptr, s_ptr, stride_x, stride_r, hidden, eps,
                          HAS_RESIDUAL: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr, FP8_OUT: tl.constexpr,
-                         HW_ROUND: tl.constexpr, PDL: tl.constexpr):
+                         HW_ROUND: tl.constexpr, EARLY: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
+        pdl_trigger(EARLY)
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
         ok = cols < hidden

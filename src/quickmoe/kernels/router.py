@@ -158,7 +158,6 @@ if triton is not None:
                              H_PER_SPLIT: tl.constexpr, SPLIT: tl.constexpr, BLOCK_K: tl.constexpr,
                              SOFTMAX_FIRST: tl.constexpr, RENORMALIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
                              OUT_DTYPE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
-        pdl_wait(PDL)
         block = tl.program_id(0)
         part = tl.program_id(1)
         lanes = tl.arange(0, BLOCK_T)
@@ -166,8 +165,18 @@ if triton is not None:
         cols = tl.arange(0, BLOCK_E)  # [BE] experts
         row_ok = rows < num_tokens
         col_ok = cols < E
-        acc = tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.float32)
-        for step in range(0, H_PER_SPLIT, BLOCK_H):  # this program's columns, in order
+        # the first step's weights before the wait (no kernel writes them; kernels/pdl.py): with the norm ahead
+        # letting this kernel start early, they are read while it runs
+        hs = part * H_PER_SPLIT + tl.arange(0, BLOCK_H)
+        h_ok = hs < H
+        w = tl.load(weight_ptr + cols[:, None] * stride_e + hs[None, :], mask=col_ok[:, None] & h_ok[None, :],
+                    other=0.0)  # [BE, BH]
+        pdl_wait(PDL)
+        x = tl.load(hidden_ptr + rows[:, None] * stride_t + hs[None, :], mask=row_ok[:, None] & h_ok[None, :],
+                    other=0.0)  # [BT, BH]
+        acc = tl.dot(x.to(DOT_DTYPE), tl.trans(w.to(DOT_DTYPE)), tl.zeros([BLOCK_T, BLOCK_E], dtype=tl.float32),
+                     input_precision=PRECISION)  # [BT, BE]
+        for step in range(BLOCK_H, H_PER_SPLIT, BLOCK_H):  # this program's other columns, in order
             hs = part * H_PER_SPLIT + step + tl.arange(0, BLOCK_H)
             h_ok = hs < H
             x = tl.load(hidden_ptr + rows[:, None] * stride_t + hs[None, :], mask=row_ok[:, None] & h_ok[None, :],
