@@ -151,8 +151,14 @@ if triton is not None:
         quantized groups, summed per group, times (activation scale x the rows' weight scales), summed -> [R]
         float32. x_ptrs [R, C x 128] repeats the one activation row on every weight row, so both tiles take one
         layout and the sums stay within warps; xs_ptrs [C], s_ptrs [R, C]."""
-        w, s = gemv_weights(w_ptrs, w_ok, s_ptrs)
-        return gemv_sums(x_ptrs, xs_ptrs, w, s, ROWS, C)
+        # written out rather than through gemv_weights + gemv_sums: the MoE GEMVs call it too, and the loads in
+        # this order (activations first) gave them other SASS than in that one (GEMV 2: 70 -> 128 registers, the
+        # Qwen3-30B-A3B FP8 step's MoE +0.13 ms on the H200; docs/benchmarks.md, 2026-12-02 third session)
+        x = tl.load(x_ptrs).to(tl.float32)  # [R, C x 128] e4m3 values (rows equal)
+        w = tl.load(w_ptrs, mask=w_ok[:, None], other=0.0).to(tl.float32)  # [R, C x 128]
+        part = tl.sum(tl.reshape(w * x, (ROWS, C, 128)), axis=2)  # [R, C]
+        factor = tl.load(xs_ptrs)[None, :] * tl.load(s_ptrs, mask=w_ok[:, None], other=0.0)  # [R, C]
+        return tl.sum(part * factor, axis=1)
 
     @triton.jit
     def _fp8_gemv_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, out_ptr, partial_ptr, counter_ptr, N, stride_xm,
