@@ -101,6 +101,11 @@ def kernel_llm(ckpt_factory):
 
 
 def _count_layer_launches(llm) -> collections.Counter[str]:
+    return _run_layer_counting(llm)[0]
+
+
+def _run_layer_counting(llm) -> tuple[collections.Counter[str], tuple]:
+    """(the launches of decoder layer 0's decode step, its outputs)."""
     layer, args = _decode_layer_call(llm)
     counts: collections.Counter[str] = collections.Counter()
     with torch.inference_mode():
@@ -110,7 +115,7 @@ def _count_layer_launches(llm) -> collections.Counter[str]:
             layer(*args)
             torch.cuda.synchronize()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                layer(*args)
+                outputs = layer(*args)
                 torch.cuda.synchronize()
             for event in prof.events():
                 if event.device_type == torch.autograd.DeviceType.CUDA:
@@ -118,9 +123,9 @@ def _count_layer_launches(llm) -> collections.Counter[str]:
         else:
             mode = _TorchOps()
             with _triton_launches(counts, mode), mode:
-                layer(*args)
+                outputs = layer(*args)
             counts.update(mode.ops)
-    return counts
+    return counts, outputs
 
 
 def test_a_decode_step_of_one_layer_launches_few_kernels(kernel_llm):
@@ -130,25 +135,28 @@ def test_a_decode_step_of_one_layer_launches_few_kernels(kernel_llm):
     assert total >= 8, dict(counts)  # the count sees the layer's work at all
 
 
-def _qwen3_fp8_llm(ckpt_factory, monkeypatch):
+@pytest.fixture(scope="module")
+def qwen3_fp8_llm(ckpt_factory):
     """Qwen3-MoE with FP8 attention projections and experts (head_dim 128: q, k and v start on whole scale blocks,
-    so they stack into one GEMM), the CUDA path of the FP8 layers forced on the CPU (the interpreter)."""
+    so they stack into one GEMM), the CUDA path of the FP8 layers forced on the CPU (the interpreter) while the
+    module's tests run."""
     pytest.importorskip("triton")
     from quickmoe.layers.fp8_linear import Fp8BlockLinearMethod
 
-    monkeypatch.setattr(Fp8BlockLinearMethod, "uses_fp8_gemm", lambda self, x: True)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model_dir = ckpt_factory(preset="qwen3-moe-tiny", experts_dtype="fp8", layers=2, experts=4, hidden_size=128,
-                             head_dim=128, num_attention_heads=2, num_key_value_heads=1, moe_intermediate_size=128,
-                             intermediate_size=128, mlp_only_layers=[], seed=52)
-    llm = LLM(model_dir, device=device, dtype="float32", attention_kernels="triton", moe_kernels="triton",
-              kv_cache_memory=1 << 26, max_model_len=128, cuda_graphs="off")
-    llm.generate([[1, 2, 3]], SamplingParams(max_tokens=2, temperature=0))  # kernels compiled
-    return llm
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Fp8BlockLinearMethod, "uses_fp8_gemm", lambda self, x: True)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model_dir = ckpt_factory(preset="qwen3-moe-tiny", experts_dtype="fp8", layers=2, experts=4,
+                                 hidden_size=128, head_dim=128, num_attention_heads=2, num_key_value_heads=1,
+                                 moe_intermediate_size=128, intermediate_size=128, mlp_only_layers=[], seed=52)
+        llm = LLM(model_dir, device=device, dtype="float32", attention_kernels="triton", moe_kernels="triton",
+                  kv_cache_memory=1 << 26, max_model_len=128, cuda_graphs="off")
+        llm.generate([[1, 2, 3]], SamplingParams(max_tokens=2, temperature=0))  # kernels compiled
+        yield llm
 
 
-def test_a_qwen3_fp8_decode_layer_launches_few_kernels(ckpt_factory, monkeypatch):
-    llm = _qwen3_fp8_llm(ckpt_factory, monkeypatch)
+def test_a_qwen3_fp8_decode_layer_launches_few_kernels(qwen3_fp8_llm):
+    llm = qwen3_fp8_llm
     assert llm.runner.model.model.layers[0].self_attn.qkv_proj is not None
     counts = _count_layer_launches(llm)
     total = sum(counts.values())
@@ -156,23 +164,17 @@ def test_a_qwen3_fp8_decode_layer_launches_few_kernels(ckpt_factory, monkeypatch
     assert total >= 10, dict(counts)
 
 
-def test_fp8_layers_take_their_activations_from_the_norms_with_the_same_bits(ckpt_factory, monkeypatch):
+def test_fp8_layers_take_their_activations_from_the_norms_with_the_same_bits(qwen3_fp8_llm, monkeypatch):
     """Each norm quantizes its rows for the FP8 layer after it (`RMSNorm.forward_fp8`: the QKV GEMM, the experts):
     the layer's outputs are bit for bit those of the FP8 layers quantizing the norms' rows themselves, with two
     quantizer launches fewer."""
     from quickmoe.layers.attention import Attention
     from quickmoe.layers.moe import FusedMoE
 
-    llm = _qwen3_fp8_llm(ckpt_factory, monkeypatch)
-    layer, args = _decode_layer_call(llm)
-    with torch.inference_mode():
-        fused = layer(*args)
-    fused_counts = _count_layer_launches(llm)
+    fused_counts, fused = _run_layer_counting(qwen3_fp8_llm)
     monkeypatch.setattr(FusedMoE, "takes_fp8_hidden", lambda self, hidden: False)
     monkeypatch.setattr(Attention, "takes_fp8_hidden", lambda self, hidden: False)
-    with torch.inference_mode():
-        plain = layer(*args)
-    plain_counts = _count_layer_launches(llm)
+    plain_counts, plain = _run_layer_counting(qwen3_fp8_llm)
     assert all(torch.equal(a, b) for a, b in zip(fused, plain)) and fused[0].abs().sum() > 0
     def quantizers(counts):  # Triton launches on the CPU, profiler events on CUDA
         return sum(n for name, n in counts.items() if "_quantize_kernel" in name)
