@@ -41,6 +41,18 @@ def test_the_early_trigger_takes_grids_of_a_quarter_of_the_resident_programs(fre
         pdl._resident_programs.cache_clear()
 
 
+def _eager_and_graphed(chain):
+    """`chain()`'s results launched eagerly, then from a CUDA graph of it (captured after a warm-up, replayed once)."""
+    eager = chain()
+    graph = torch.cuda.CUDAGraph()
+    chain()
+    with torch.cuda.graph(graph):
+        graphed = chain()
+    graph.replay()
+    torch.cuda.synchronize()
+    return eager, graphed
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_pdl_kernels_give_the_bits_of_plain_launches(fresh_pdl_cache, monkeypatch):
@@ -57,13 +69,7 @@ def test_pdl_kernels_give_the_bits_of_plain_launches(fresh_pdl_cache, monkeypatc
             out, summed = fused_add_rms_norm(out, summed, weight, 1e-5)
         return out, summed
 
-    with_pdl = chain()
-    graph = torch.cuda.CUDAGraph()
-    chain()
-    with torch.cuda.graph(graph):
-        graphed = chain()
-    graph.replay()
-    torch.cuda.synchronize()
+    with_pdl, graphed = _eager_and_graphed(chain)
     assert pdl.pdl_kwargs(device).get("launch_pdl") is (torch.cuda.get_device_capability()[0] >= 9)
     monkeypatch.setenv("QUICKMOE_PDL", "0")
     pdl.pdl_enabled.cache_clear()
@@ -105,13 +111,7 @@ def test_weights_read_before_the_wait_give_the_bits_of_plain_launches(fresh_pdl_
             results += [y, out]
         return results
 
-    with_pdl = chain()
-    graph = torch.cuda.CUDAGraph()
-    chain()
-    with torch.cuda.graph(graph):
-        graphed = chain()
-    graph.replay()
-    torch.cuda.synchronize()
+    with_pdl, graphed = _eager_and_graphed(chain)
     if torch.cuda.get_device_capability()[0] >= 9:
         assert pdl.pdl_early_trigger(device, 1, 8)
     monkeypatch.setenv("QUICKMOE_PDL", "0")
