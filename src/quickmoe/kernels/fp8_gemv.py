@@ -16,6 +16,10 @@ program's loads ahead of its sums; Triton pipelines only loads that feed a dot).
 part stores its float32 sums and the program that draws the piece's last ticket adds them in order (part 0 first),
 adds the bias and stores, as the tensor-core kernel does (kernels/tickets.py).
 
+A program loads its first 1-4 steps' weights and scales before its PDL wait (`Fp8DenseGemvConfig.preload`): the
+kernel ahead of it (the norm, the quantizer) lets it launch early (kernels/pdl.py), so at batch 1 the weights
+stream while that kernel runs.
+
 The sums run in another order than the tensor cores' (within float32 rounding of the float64 reference), and a
 token's row does not depend on the other tokens of the call: every M up to `fp8_gemm.fp8_gemv_max_tokens` gives a
 row the same bits, and a row of more tokens (the tensor cores) may differ from it in its last bits.

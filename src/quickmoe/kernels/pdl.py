@@ -56,8 +56,8 @@ def pdl_kwargs(device: torch.device) -> dict:
 
 @functools.lru_cache(maxsize=8)
 def _resident_programs(device: torch.device, warps: int) -> int:
-    """Programs of `warps` warps the device holds at once by its warp slots alone (64 a Hopper SM; a lower bound
-    is what matters: registers and shared memory may hold fewer)."""
+    """Programs of `warps` warps the device could hold at once by its warp slots alone (64 a Hopper SM). Registers
+    and shared memory may hold fewer: `pdl_early_trigger` keeps a margin of 4x below it."""
     props = torch.cuda.get_device_properties(device)
     warp_slots = props.max_threads_per_multi_processor // 32
     return props.multi_processor_count * max(1, warp_slots // warps)

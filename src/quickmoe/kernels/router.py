@@ -18,6 +18,9 @@ Batch invariance: the tile shape, SPLIT and the warps depend on E and H only, ne
 are its own row's partial sums added in a fixed order, so a token's experts and weights are the same bits alone
 or in a batch of any size (tests/kernels/test_router.py checks it).
 
+A program loads its first K step of the weights before its PDL wait (they are no kernel's output), so with the
+norm ahead letting it launch early (kernels/pdl.py) the weights stream while the norm runs.
+
 The ticket counters (`kernels/tickets.py`, one per 16 tokens) are zero between calls: calls on one device must run
 one at a time (one stream), as the model's layers do.
 """
