@@ -59,8 +59,8 @@ SCENARIO = textwrap.dedent('''
         args = (x, res if residual else x, w, out, summed, out, out, x.stride(0), res.stride(0) if residual else 0,
                 hidden, 1e-5)
         block = triton.next_power_of_2(hidden)
-        return args, dict(HAS_RESIDUAL=residual, PARTS=0, BLOCK=block, FP8_OUT=False, HW_ROUND=False, PDL=pdl,
-                          num_warps=rms._num_warps(block))
+        return args, dict(HAS_RESIDUAL=residual, PARTS=0, BLOCK=block, FP8_OUT=False, HW_ROUND=False, EARLY=False,
+                          PDL=pdl, num_warps=rms._num_warps(block))
 
     recorder = LaunchRecorder(TARGET)
     entries = []
