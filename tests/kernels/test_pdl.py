@@ -15,8 +15,10 @@ pytest.importorskip("triton")
 @pytest.fixture
 def fresh_pdl_cache():
     pdl.pdl_enabled.cache_clear()
+    pdl._early_enabled.cache_clear()
     yield
     pdl.pdl_enabled.cache_clear()
+    pdl._early_enabled.cache_clear()
 
 
 def test_the_cpu_launches_plainly(fresh_pdl_cache):
@@ -36,6 +38,7 @@ def test_the_early_trigger_takes_grids_of_a_quarter_of_the_resident_programs(fre
         assert pdl.pdl_early_trigger(device, 132, 16) and not pdl.pdl_early_trigger(device, 133, 16)
         assert pdl.pdl_early_trigger(device, 1, 1)
         monkeypatch.setenv("QUICKMOE_PDL_EARLY", "0")
+        pdl._early_enabled.cache_clear()
         assert not pdl.pdl_early_trigger(device, 1, 1)
     finally:
         pdl._resident_programs.cache_clear()
@@ -116,6 +119,7 @@ def test_weights_read_before_the_wait_give_the_bits_of_plain_launches(fresh_pdl_
         assert pdl.pdl_early_trigger(device, 1, 8)
     monkeypatch.setenv("QUICKMOE_PDL", "0")
     pdl.pdl_enabled.cache_clear()
+    pdl._early_enabled.cache_clear()
     plain = chain()
     assert len(plain) == 24 and plain[-1].abs().sum() > 0
     for a, b, c in zip(with_pdl, graphed, plain):

@@ -63,14 +63,18 @@ def _resident_programs(device: torch.device, warps: int) -> int:
     return props.multi_processor_count * max(1, warp_slots // warps)
 
 
+@functools.lru_cache(maxsize=8)
+def _early_enabled(device: torch.device) -> bool:
+    """PDL on (`pdl_enabled`) and QUICKMOE_PDL_EARLY not 0 (read once: launches ask it on every call)."""
+    return pdl_enabled(device) and os.environ.get("QUICKMOE_PDL_EARLY", "1") != "0"
+
+
 def pdl_early_trigger(device: torch.device, programs: int, warps: int) -> bool:
     """Whether a kernel of `programs` programs of `warps` warps lets the kernel after it launch at once
-    (`pdl_trigger`): PDL on (`pdl_enabled`), QUICKMOE_PDL_EARLY not 0, and at most a quarter of the programs the
+    (`pdl_trigger`): PDL on, QUICKMOE_PDL_EARLY not 0 (`_early_enabled`), and at most a quarter of the programs the
     device can hold (`_resident_programs`), so that its programs all start at once and the next kernel's find room
     beside them."""
-    if not pdl_enabled(device) or os.environ.get("QUICKMOE_PDL_EARLY", "1") == "0":
-        return False
-    return programs * 4 <= _resident_programs(device, warps)
+    return _early_enabled(device) and programs * 4 <= _resident_programs(device, warps)
 
 
 if triton is not None:
