@@ -37,16 +37,17 @@ SIGNATURE = {"q_ptr": "*bf16", "k_cache_ptr": "*bf16", "v_cache_ptr": "*bf16", "
              "context_lens_ptr": "*i64", "sinks_ptr": "*bf16", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
              "part_ml_ptr": "*fp32", "pos_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_ptr": "*i64",
              "stride_qb": "i32", "stride_qh": "i32", "stride_ob": "i32", "stride_oh": "i32", "stride_bt": "i32",
-             "stride_cs": "i32", "window": "i32", "qk_scale": "fp32"}
+             "stride_cs": "i32", "window": "i32", "qk_scale": "fp32", "q_w_ptr": "*fp32", "k_w_ptr": "*fp32",
+             "norm_eps": "fp32"}
 ALIGNED = [name for name, kind in SIGNATURE.items() if kind.startswith("*")] + ["stride_qb", "stride_ob", "stride_bt"]
 
 
 def compile_split_kernel(block_n: int, warps: int, stages: int, rotary: bool, splits: int, head_dim: int = 64,
-                         group: int = 8):
+                         group: int = 8, qk_norm: bool = False):
     kernel = decode_attention._decode_split_kernel
     constexprs = dict(GROUP=group, GROUP_PAD=max(16, group), D=head_dim, D_POW2=head_dim, BLOCK_SIZE=16, KV=8,
                       HEAD_MAJOR=True, BLOCK_N=block_n,
-                      SPLITS=splits, FP32_DOT=False, ROTARY=rotary, KV_FASTEST=True, PDL=True)
+                      SPLITS=splits, FP32_DOT=False, ROTARY=rotary, KV_FASTEST=True, QK_NORM=qk_norm, PDL=True)
     names = list(kernel.arg_names)
     signature = dict(SIGNATURE, **{name: "constexpr" for name in constexprs})
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
@@ -118,6 +119,7 @@ def main() -> None:
     parser.add_argument("--maxnreg", type=int, help="--prefill: the registers a thread may take (ptxas limit)")
     parser.add_argument("--head-dim", type=int, default=64, help="head dim (gpt-oss 64, Qwen3 128)")
     parser.add_argument("--group", type=int, default=8, help="query heads a KV head (a power of two)")
+    parser.add_argument("--qk-norm", action="store_true", help="Qwen3's q/k head RMSNorm in the RoPE prologue")
     parser.add_argument("--top", type=int, default=24)
     parser.add_argument("--dump", metavar="PREFIX", help="write PREFIX.ttgir and PREFIX.sass (the whole kernel)")
     args = parser.parse_args()
@@ -126,7 +128,7 @@ def main() -> None:
                                           args.head_dim, args.group)
     else:
         compiled = compile_split_kernel(args.block_n, args.warps, args.stages, not args.no_rotary, args.splits,
-                                        args.head_dim, args.group)
+                                        args.head_dim, args.group, args.qk_norm)
     usage, sass = disassemble(compiled)
     print(usage)
     buffers = collections.Counter(re.findall(r"local_alloc : \(\) -> !ttg\.memdesc<([0-9x]+)", compiled.asm["ttgir"]))

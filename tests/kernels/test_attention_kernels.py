@@ -509,6 +509,59 @@ def test_rotary_decode_kernel_in_bf16_is_the_two_step_path():
     assert torch.equal(got, want) or (got.float() - want.float()).abs().max() <= 1e-2 * want.float().abs().max()
 
 
+@pytest.mark.parametrize("splits", [1, 4])
+def test_rotary_decode_kernel_normalises_q_and_k_heads_first(splits):
+    """Qwen3's per-head q/k RMSNorm inside the decode launch (qk_norm): the cache and outputs of `qk_rms_norm_ref`,
+    then RoPE + KV write, then the attention (float32, random norm weights, so q's and k's weights can't be
+    swapped unnoticed); and the reference composes exactly those steps."""
+    from quickmoe.kernels.rms_norm import qk_rms_norm_ref
+    from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
+
+    g = torch.Generator().manual_seed(40 + splits)
+    contexts = [1, 17, 50, 130, 0]
+    qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks = _rotary_decode_case(
+        contexts, 8, 2, 32, torch.float32, g)
+    qkv = qkv * 3 + 0.5  # heads far from unit RMS: an unnormalised q or k shows
+    q_w, k_w = (torch.rand(32, generator=g) + 0.5).to(DEVICE), (torch.rand(32, generator=g) * 2).to(DEVICE)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    normed = qk_rms_norm_ref(qkv, q_w, k_w, 8, 2, 1e-6)
+    q = rotary_write_kv_ref(normed, positions, cos_sin, want_k, want_v, slots)
+    want = paged_decode_attention_ref(q, want_k, want_v, tables, lens, sinks, 0, 32**-0.5)
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    ref = rotary_paged_decode_attention_ref(qkv, positions, cos_sin, ref_k, ref_v, slots, tables, lens, sinks, 0,
+                                            32**-0.5, qk_norm=(q_w, k_w, 1e-6))
+    assert torch.equal(ref, want) and torch.equal(ref_k, want_k)
+    got = rotary_paged_decode_attention(qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks, 0,
+                                        32**-0.5, num_splits=splits, qk_norm=(q_w, k_w, 1e-6))
+    assert torch.allclose(k_cache, want_k, atol=1e-5) and torch.equal(v_cache, want_v)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+    with pytest.raises(ValueError, match="qk_norm weights"):
+        rotary_paged_decode_attention(qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks, 0,
+                                      32**-0.5, qk_norm=(q_w[:16], k_w, 1e-6))
+
+
+def test_rotary_decode_kernel_with_qk_norm_in_bf16_is_the_three_step_path():
+    """bf16, Qwen3's head size (128) and group (8 query heads a KV head): the cache and outputs of the Triton
+    `qk_rms_norm`, then RoPE + KV write, then the attention, within a last bit (the fused kernel sums a head's
+    squares in two halves)."""
+    from quickmoe.kernels.rms_norm import qk_rms_norm
+    from quickmoe.kernels.rotary_kv_write import rotary_write_kv
+
+    g = torch.Generator().manual_seed(41)
+    qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks = _rotary_decode_case(
+        [100, 37, 5], 16, 2, 128, torch.bfloat16, g)
+    q_w = (torch.rand(128, generator=g) + 0.5).to(DEVICE)
+    k_w = (torch.rand(128, generator=g) + 0.5).to(DEVICE)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    q = rotary_write_kv(qk_rms_norm(qkv, q_w, k_w, 16, 2, 1e-6), positions, cos_sin, want_k, want_v, slots)
+    want = paged_decode_attention(q, want_k, want_v, tables, lens, sinks, 0, 128**-0.5, num_splits=4)
+    got = rotary_paged_decode_attention(qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks, 0,
+                                        128**-0.5, num_splits=4, qk_norm=(q_w, k_w, 1e-6))
+    assert torch.equal(v_cache, want_v)
+    assert (k_cache.float() - want_k.float()).abs().max() <= 2e-2 * want_k.float().abs().max()
+    assert (got.float() - want.float()).abs().max() <= 2e-2 * want.float().abs().max()
+
+
 def test_the_cache_layout_is_read_off_the_strides():
     """Slot-major (contiguous) and head-major (a permuted view) caches are told apart by their strides; any other
     pattern, or K and V in different layouts, is refused naming the strides."""

@@ -8,10 +8,10 @@ decoder layer serves every layer of its kind, in any order and with any layer sk
 - `quickmoe::fused_add_rms_norm_fp8`: the same after the residual add, and its rows quantized to FP8 per token and
   128 columns for an FP8 layer that takes them (the FP8 experts), so that layer's quantizer does not run.
 - `quickmoe::qk_rms_norm`: RMSNorm over each q and k head of a QKV projection's output (Qwen3), v as it is.
-- `quickmoe::attention`: RoPE on q and k, K and V written into one layer's paged cache (mutated in place), then
-  gpt-oss attention (sinks, window, GQA) of every sequence of the step over that cache: for one token per
-  sequence (decode) one kernel does both (`rotary_paged_decode_attention`), else `rotary_write_kv`, then the
-  prefill kernel.
+- `quickmoe::attention`: Qwen3's per-head q/k RMSNorm where given, RoPE on q and k, K and V written into one
+  layer's paged cache (mutated in place), then gpt-oss attention (sinks, window, GQA) of every sequence of the step
+  over that cache: for one token per sequence (decode) one kernel does all (`rotary_paged_decode_attention`), else
+  `qk_rms_norm`, `rotary_write_kv`, then the prefill kernel.
 - `quickmoe::decode_linear`: x W^T + b of an unquantized projection; in a decode step (one token per sequence)
   the Triton GEMM (`dense_gemm`, whose rounding does not depend on the batch), else cuBLAS.
 - `quickmoe::route_experts`: the router (linear, bias optional), then top-k and softmax in either order (gpt-oss:
@@ -135,15 +135,23 @@ def _attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.
                v_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
                cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
                sinks: torch.Tensor, window: int, scale: float, num_heads: int, head_dim: int,
-               use_kernels: bool) -> torch.Tensor:
-    """qkv [T, (H + 2 KV) D] -> [T, H, D]: RoPE, the KV-cache write at slot_mapping [T] (-1: skip), then the
+               use_kernels: bool, q_norm_weight: torch.Tensor | None = None,
+               k_norm_weight: torch.Tensor | None = None, norm_eps: float = 0.0) -> torch.Tensor:
+    """qkv [T, (H + 2 KV) D] -> [T, H, D]: with q_norm_weight / k_norm_weight [D] (Qwen3) q's and k's heads
+    RMS-normalised (`qk_rms_norm`, eps norm_eps), RoPE, the KV-cache write at slot_mapping [T] (-1: skip), then the
     attention of every sequence (packed in order) over one layer's paged cache; window <= 0: full attention. H
     and D are given as numbers (the layer's constants), so a compiled graph knows the output's shape but for T.
     A step with one token per sequence (T == B: decode, the CUDA-graph case) runs one kernel that reads nothing on
-    the host; others `rotary_write_kv` and the prefill kernel, gridded by `max_query_len` (CPU)."""
+    the host, the norm included; others `qk_rms_norm`, `rotary_write_kv` and the prefill kernel, gridded by
+    `max_query_len` (CPU)."""
+    if (q_norm_weight is None) != (k_norm_weight is None):
+        raise ValueError("attention: q_norm_weight and k_norm_weight go together")
     if use_kernels and qkv.shape[0] == context_lens.shape[0] and rotary_supported(head_dim):
+        qk_norm = (q_norm_weight, k_norm_weight, norm_eps) if q_norm_weight is not None else None
         return rotary_paged_decode_attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
-                                             block_tables, context_lens, sinks, window, scale)
+                                             block_tables, context_lens, sinks, window, scale, qk_norm=qk_norm)
+    if q_norm_weight is not None:
+        qkv = _qk_rms_norm(qkv, q_norm_weight, k_norm_weight, num_heads, k_cache.shape[2], norm_eps, use_kernels)
     q = _rotary_write_kv(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, use_kernels)
     return _paged_attention(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, max_query_len, sinks,
                             window, scale, use_kernels)
@@ -154,7 +162,8 @@ attention_op = torch.library.custom_op("quickmoe::attention", _attention, mutate
 
 @attention_op.register_fake
 def _attention_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, block_tables, cu_query_lens,
-                    context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels):
+                    context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels,
+                    q_norm_weight=None, k_norm_weight=None, norm_eps=0.0):
     return qkv.new_empty((qkv.shape[0], num_heads, head_dim))
 
 

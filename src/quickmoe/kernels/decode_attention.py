@@ -35,6 +35,9 @@ head, writes k and v into the cache at slot_mapping[b] (-1: padding, nothing wri
 threads before reading the span, which ends at that key. Other programs never read the new position. (Attending to
 the new key from registers instead, as one more online-softmax step after the loop with the write after it, so
 no store and barrier stand before the span's copies, was 2-12% slower on the H200: 2026-12-01 fifth session.)
+With `qk_norm` = (q_weight, k_weight, eps) (Qwen3) q's and k's heads are RMS-normalised first, each program on the
+halves it rotates (`rms_norm.head_rms_norm_halves`): `qk_rms_norm`'s launch folded in (a head's last bit may differ:
+its squares are summed in two halves).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import torch
 from quickmoe.kernels.decode_launch import DecodeLaunchConfig, decode_launch_config, decode_num_splits, gpu_name
 from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
 from quickmoe.kernels.pdl import pdl_kwargs
+from quickmoe.kernels.rms_norm import qk_rms_norm_ref
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 
 try:  # CPU installs without triton keep the torch reference
@@ -55,6 +59,7 @@ except ImportError:  # pragma: no cover
     triton = None
 else:
     from quickmoe.kernels.paged_kv_tile import kv_cache_offsets, load_kv_tile, pv_dot, qk_dot
+    from quickmoe.kernels.rms_norm import head_rms_norm_halves
 
 __all__ = ["paged_decode_attention", "paged_decode_attention_ref", "rotary_paged_decode_attention",
            "rotary_paged_decode_attention_ref", "rotary_supported"]
@@ -86,9 +91,13 @@ def paged_decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
 def rotary_paged_decode_attention_ref(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
                                       k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
                                       block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
-                                      window: int, scale: float) -> torch.Tensor:
+                                      window: int, scale: float, qk_norm: tuple | None = None) -> torch.Tensor:
     """qkv [B, (H + 2 KV) D] -> [B, H, D]: `rotary_write_kv_ref` (RoPE; the new k and v into the cache), then
-    `paged_decode_attention_ref` of the rotated q."""
+    `paged_decode_attention_ref` of the rotated q. qk_norm (q_weight, k_weight, eps): `qk_rms_norm_ref` first."""
+    if qk_norm is not None:
+        num_kv, head_dim = k_cache.shape[2], k_cache.shape[3]
+        q_weight, k_weight, eps = qk_norm
+        qkv = qk_rms_norm_ref(qkv, q_weight, k_weight, qkv.shape[1] // head_dim - 2 * num_kv, num_kv, eps)
     q = rotary_write_kv_ref(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
     return paged_decode_attention_ref(q, k_cache, v_cache, block_tables, context_lens, sinks, window, scale)
 
@@ -106,9 +115,10 @@ def rotary_paged_decode_attention(qkv: torch.Tensor, positions: torch.Tensor, co
                                   k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
                                   block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
                                   window: int, scale: float, num_splits: int | None = None,
-                                  config: DecodeLaunchConfig | None = None) -> torch.Tensor:
+                                  config: DecodeLaunchConfig | None = None, qk_norm: tuple | None = None
+                                  ) -> torch.Tensor:
     """`rotary_paged_decode_attention_ref` in one or two Triton launches, as `paged_decode_attention` (head_dim
-    a power of two >= 16: `rotary_supported`)."""
+    a power of two >= 16: `rotary_supported`); qk_norm (q_weight [D], k_weight [D], eps) in the same launch."""
     num_kv, head_dim = k_cache.shape[2], k_cache.shape[3]
     if not rotary_supported(head_dim):
         raise ValueError(f"rotary_paged_decode_attention: head_dim {head_dim}; the kernel takes powers of two >= 16")
@@ -117,7 +127,10 @@ def rotary_paged_decode_attention(qkv: torch.Tensor, positions: torch.Tensor, co
                          f"D = {head_dim}, KV = {num_kv}, rows contiguous")
     num_heads = qkv.shape[1] // head_dim - 2 * num_kv
     q = qkv[:, :num_heads * head_dim].view(qkv.shape[0], num_heads, head_dim)  # the kernel reads q, k, v from qkv
-    rotary = (qkv, positions, cos_sin_cache, slot_mapping)
+    if qk_norm is not None and any(w.shape != (head_dim,) or w.stride(0) != 1 for w in qk_norm[:2]):
+        raise ValueError(f"rotary_paged_decode_attention: qk_norm weights {[tuple(w.shape) for w in qk_norm[:2]]}; "
+                         f"expected contiguous [{head_dim}]")
+    rotary = (qkv, positions, cos_sin_cache, slot_mapping, qk_norm)
     return _launch(q, rotary, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits, config)
 
 
@@ -150,12 +163,15 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
         partial_acc = torch.empty(batch, num_heads, splits, d_pow2, dtype=torch.float32, device=q.device)
         partial_ml = torch.empty(batch, num_heads, splits, 2, dtype=torch.float32, device=q.device)
     if rotary is not None:
-        qkv, positions, cos_sin_cache, slot_mapping = rotary
+        qkv, positions, cos_sin_cache, slot_mapping, qk_norm = rotary
+        q_w, k_w, eps = qk_norm if qk_norm is not None else (qkv, qkv, 0.0)
         rope = dict(pos_ptr=positions, cos_sin_ptr=cos_sin_cache, slot_ptr=slot_mapping,
-                    stride_cs=cos_sin_cache.stride(0))
+                    stride_cs=cos_sin_cache.stride(0), q_w_ptr=q_w, k_w_ptr=k_w, norm_eps=float(eps),
+                    QK_NORM=qk_norm is not None)
         q_arg, stride_qb, stride_qh = qkv, qkv.stride(0), head_dim
     else:
-        rope = dict(pos_ptr=q, cos_sin_ptr=q, slot_ptr=q, stride_cs=0)
+        rope = dict(pos_ptr=q, cos_sin_ptr=q, slot_ptr=q, stride_cs=0, q_w_ptr=q, k_w_ptr=q, norm_eps=0.0,
+                    QK_NORM=False)
         q_arg, stride_qb, stride_qh = q, q.stride(0), q.stride(1)
     grid = (num_kv, batch, splits) if config.kv_fastest else (batch, num_kv, splits)
     _decode_split_kernel[grid](
@@ -176,9 +192,10 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
 if triton is not None:
 
     @triton.jit
-    def _rotate_and_write_kv(qkv_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, seq, slot, kv_head, heads,
-                             row_ok, write, stride_qb, stride_cs, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
-                             BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, HEAD_MAJOR: tl.constexpr):
+    def _rotate_and_write_kv(qkv_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, q_w_ptr, k_w_ptr, norm_eps, seq,
+                             slot, kv_head, heads, row_ok, write, stride_qb, stride_cs, GROUP: tl.constexpr,
+                             GROUP_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, D: tl.constexpr,
+                             HEAD_MAJOR: tl.constexpr, QK_NORM: tl.constexpr):
         """The fused path's start: q's rows `heads` rotated [GROUP_PAD, D] in qkv's dtype; when `write`, this KV
         head's new k (rotated) and v stored at the sequence's slot. The new k and v are loaded beside q whether
         written or not (a few hundred bytes from L2), so the writing program, the one the step waits for, does not
@@ -196,6 +213,11 @@ if triton is not None:
         k1 = tl.load(k + cols).to(tl.float32)
         k2 = tl.load(k + HALF + cols).to(tl.float32)
         v = tl.load(k + KV * D + dims)
+        if QK_NORM:  # Qwen3's per-head RMSNorm of q and k, before RoPE (padded q rows are zeros: finite, unused)
+            q1, q2 = head_rms_norm_halves(q1, q2, q_w_ptr, norm_eps, HALF, dtype)
+            k1, k2 = head_rms_norm_halves(k1[None, :], k2[None, :], k_w_ptr, norm_eps, HALF, dtype)
+            k1 = tl.reshape(k1, (HALF,))
+            k2 = tl.reshape(k2, (HALF,))
         # cos and sin rounded to the activations' dtype, as `rotary_write_kv` uses them
         cos = tl.load(cos_sin_ptr + pos * stride_cs + cols).to(dtype).to(tl.float32)
         sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + cols).to(dtype).to(tl.float32)
@@ -213,12 +235,13 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["stride_bt"])  # the tables' width varies in eager steps (prefill_attention.py)
     def _decode_split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr, sinks_ptr,
-                             out_ptr, part_acc_ptr, part_ml_ptr, pos_ptr, cos_sin_ptr, slot_ptr,
+                             out_ptr, part_acc_ptr, part_ml_ptr, pos_ptr, cos_sin_ptr, slot_ptr, q_w_ptr, k_w_ptr,
                              stride_qb, stride_qh, stride_ob, stride_oh, stride_bt, stride_cs, window, qk_scale,
+                             norm_eps,
                              GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                              BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, HEAD_MAJOR: tl.constexpr,
                              BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, ROTARY: tl.constexpr,
-                             KV_FASTEST: tl.constexpr, PDL: tl.constexpr):
+                             KV_FASTEST: tl.constexpr, QK_NORM: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         if KV_FASTEST:
             kv_head = tl.program_id(0)
@@ -240,9 +263,10 @@ if triton is not None:
         if ROTARY:  # the new key (position ctx - 1) is in this program's span: write it first
             slot = tl.load(slot_ptr + seq).to(tl.int64)
             write = (ctx > 0) & (lo < ctx) & (hi == ctx) & (slot >= 0)
-            q = _rotate_and_write_kv(q_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, seq, slot, kv_head,
-                                     heads, row_ok, write, stride_qb, stride_cs, GROUP=GROUP, GROUP_PAD=GROUP_PAD,
-                                     BLOCK_SIZE=BLOCK_SIZE, KV=KV, D=D, HEAD_MAJOR=HEAD_MAJOR)
+            q = _rotate_and_write_kv(q_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, q_w_ptr, k_w_ptr,
+                                     norm_eps, seq, slot, kv_head, heads, row_ok, write, stride_qb, stride_cs,
+                                     GROUP=GROUP, GROUP_PAD=GROUP_PAD, BLOCK_SIZE=BLOCK_SIZE, KV=KV, D=D,
+                                     HEAD_MAJOR=HEAD_MAJOR, QK_NORM=QK_NORM)
         else:
             q = tl.load(q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :],
                         mask=row_ok[:, None] & dim_ok[None, :], other=0.0)  # [G, D]

@@ -110,16 +110,11 @@ class Attention(nn.Module):
         return self.qkv_proj is not None and self.qkv_proj.takes_fp8_input(hidden)
 
     def _qkv(self, hidden: torch.Tensor, hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """[T, hidden] -> [T, (H + 2 KV) D]: the projections side by side, q and k normalised per head (qk_norm)."""
+        """[T, hidden] -> [T, (H + 2 KV) D]: the projections side by side (q and k not yet normalised: the
+        attention op applies qk_norm, inside the decode kernel in a decode step)."""
         if self.qkv_proj is not None:
-            qkv = self.qkv_proj(hidden, hidden_fp8)
-        else:
-            qkv = torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
-        if self.q_norm is None:
-            return qkv
-        # per head, one launch with the kernels (q_norm and k_norm share an eps: the config's rms_norm_eps)
-        return custom_ops.qk_rms_norm(qkv, self.q_norm.weight, self.k_norm.weight, self.num_heads, self.num_kv_heads,
-                                      self.q_norm.eps, self.q_norm.kernels == "triton")
+            return self.qkv_proj(hidden, hidden_fp8)
+        return torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
 
     def forward(self, hidden: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
                 v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata,
@@ -130,10 +125,13 @@ class Attention(nn.Module):
         layers alike. hidden_fp8: hidden quantized to FP8 beside its norm, where `takes_fp8_hidden`."""
         num_tokens = hidden.shape[0]
         use_kernels = self.kernels == "triton"
+        # q_norm and k_norm share an eps: the config's rms_norm_eps
+        norm = (None, None, 0.0) if self.q_norm is None else (self.q_norm.weight, self.k_norm.weight, self.q_norm.eps)
         out = custom_ops.attention(self._qkv(hidden, hidden_fp8), attn.positions, cos_sin_cache, k_cache, v_cache,
                                    kv.slot_mapping, kv.block_tables, attn.cu_query_lens, attn.context_lens,
                                    attn.max_query_len, self.sinks, kv.window,
-                                   self.scale, self.num_heads, self.head_dim, use_kernels)  # [T, H, D]; K, V cached
+                                   self.scale, self.num_heads, self.head_dim, use_kernels,
+                                   *norm)  # [T, H, D]; K, V cached
         out = out.view(num_tokens, -1)  # [T, H D]
         if self.o_proj.quant_method is None:  # the Triton GEMM in decode steps (see custom_ops.decode_linear)
             out = custom_ops.decode_linear(out, self.o_proj.weight, self.o_proj.bias, attn.context_lens, use_kernels)
