@@ -58,8 +58,8 @@ try:  # CPU installs without triton keep the torch reference
 except ImportError:  # pragma: no cover
     triton = None
 else:
-    from quickmoe.kernels.paged_kv_tile import kv_cache_offsets, load_kv_tile, pv_dot, qk_dot
-    from quickmoe.kernels.rms_norm import head_rms_norm_halves
+    from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
+    from quickmoe.kernels.rotary_kv_write import rotate_and_write_kv
 
 __all__ = ["paged_decode_attention", "paged_decode_attention_ref", "rotary_paged_decode_attention",
            "rotary_paged_decode_attention_ref", "rotary_supported"]
@@ -191,48 +191,6 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
 
 if triton is not None:
 
-    @triton.jit
-    def _rotate_and_write_kv(qkv_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, q_w_ptr, k_w_ptr, norm_eps, seq,
-                             slot, kv_head, heads, row_ok, write, stride_qb, stride_cs, GROUP: tl.constexpr,
-                             GROUP_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, D: tl.constexpr,
-                             HEAD_MAJOR: tl.constexpr, QK_NORM: tl.constexpr):
-        """The fused path's start: q's rows `heads` rotated [GROUP_PAD, D] in qkv's dtype; when `write`, this KV
-        head's new k (rotated) and v stored at the sequence's slot. The new k and v are loaded beside q whether
-        written or not (a few hundred bytes from L2), so the writing program, the one the step waits for, does not
-        wait for them after q's rotation."""
-        HALF: tl.constexpr = D // 2
-        dtype = qkv_ptr.dtype.element_ty
-        cols = tl.arange(0, HALF)
-        dims = tl.arange(0, D)
-        pos = tl.load(pos_ptr + seq).to(tl.int64)
-        row = qkv_ptr + seq.to(tl.int64) * stride_qb
-        offsets = heads[:, None] * D + cols[None, :]  # [G, HALF]
-        q1 = tl.load(row + offsets, mask=row_ok[:, None], other=0.0).to(tl.float32)
-        q2 = tl.load(row + HALF + offsets, mask=row_ok[:, None], other=0.0).to(tl.float32)
-        k = row + (GROUP * KV + kv_head) * D  # this KV head's k in qkv, then its v KV heads later
-        k1 = tl.load(k + cols).to(tl.float32)
-        k2 = tl.load(k + HALF + cols).to(tl.float32)
-        v = tl.load(k + KV * D + dims)
-        if QK_NORM:  # Qwen3's per-head RMSNorm of q and k, before RoPE (padded q rows are zeros: finite, unused)
-            q1, q2 = head_rms_norm_halves(q1, q2, q_w_ptr, norm_eps, HALF, dtype)
-            k1, k2 = head_rms_norm_halves(k1[None, :], k2[None, :], k_w_ptr, norm_eps, HALF, dtype)
-            k1 = tl.reshape(k1, (HALF,))
-            k2 = tl.reshape(k2, (HALF,))
-        # cos and sin rounded to the activations' dtype, as `rotary_write_kv` uses them
-        cos = tl.load(cos_sin_ptr + pos * stride_cs + cols).to(dtype).to(tl.float32)
-        sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + cols).to(dtype).to(tl.float32)
-        q1, q2 = q1 * cos[None, :] - q2 * sin[None, :], q2 * cos[None, :] + q1 * sin[None, :]
-        q = tl.reshape(tl.permute(tl.join(q1.to(dtype), q2.to(dtype)), (0, 2, 1)), (GROUP_PAD, D))  # [G, D] halves
-        # predicated stores, not a branch: the compiler would sink k's and v's loads into it
-        cache = kv_cache_offsets(tl.maximum(slot, 0) // BLOCK_SIZE, tl.maximum(slot, 0) % BLOCK_SIZE, kv_head,
-                                 BLOCK_SIZE, KV, D, HEAD_MAJOR)
-        tl.store(k_cache_ptr + cache + cols, (k1 * cos - k2 * sin).to(k_cache_ptr.dtype.element_ty), mask=write)
-        tl.store(k_cache_ptr + cache + HALF + cols, (k2 * cos + k1 * sin).to(k_cache_ptr.dtype.element_ty),
-                 mask=write)
-        tl.store(v_cache_ptr + cache + dims, v.to(v_cache_ptr.dtype.element_ty), mask=write)
-        tl.debug_barrier()  # every thread's cache stores land before any thread reads the span
-        return q
-
     @triton.jit(do_not_specialize=["stride_bt"])  # the tables' width varies in eager steps (prefill_attention.py)
     def _decode_split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr, sinks_ptr,
                              out_ptr, part_acc_ptr, part_ml_ptr, pos_ptr, cos_sin_ptr, slot_ptr, q_w_ptr, k_w_ptr,
@@ -263,7 +221,7 @@ if triton is not None:
         if ROTARY:  # the new key (position ctx - 1) is in this program's span: write it first
             slot = tl.load(slot_ptr + seq).to(tl.int64)
             write = (ctx > 0) & (lo < ctx) & (hi == ctx) & (slot >= 0)
-            q = _rotate_and_write_kv(q_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, q_w_ptr, k_w_ptr,
+            q = rotate_and_write_kv(q_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, q_w_ptr, k_w_ptr,
                                      norm_eps, seq, slot, kv_head, heads, row_ok, write, stride_qb, stride_cs,
                                      GROUP=GROUP, GROUP_PAD=GROUP_PAD, BLOCK_SIZE=BLOCK_SIZE, KV=KV, D=D,
                                      HEAD_MAJOR=HEAD_MAJOR, QK_NORM=QK_NORM)

@@ -9,7 +9,8 @@ the cache's, H follows). `cos_sin_cache` [P, D] float32 holds per position cos (
     x' = [x1 * cos - x2 * sin, x2 * cos + x1 * sin],  x = [x1, x2].
 cos and sin are rounded to the activations' dtype first, as the eager path does; the kernel then computes each
 output in float32 and rounds once. One program per token: q's heads, k's and v's, in one launch instead of
-the eager path's ~15 (rotations, concatenations, the cache write).
+the eager path's ~15 (rotations, concatenations, the cache write). `rotate_and_write_kv` is the same arithmetic
+inside the fused decode attention's programs (kernels/decode_attention.py), a sequence's KV head at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ try:  # CPU installs without triton keep the torch reference
 
     from quickmoe.kernels.paged_kv_tile import kv_cache_offsets
     from quickmoe.kernels.pdl import pdl_wait
+    from quickmoe.kernels.rms_norm import head_rms_norm_halves
 except ImportError:  # pragma: no cover
     triton = None
 
@@ -138,3 +140,46 @@ if triton is not None:
             v = tl.load(v_ptr + v_rows[:, None] + part * HALF + cols[None, :], mask=mask, other=0.0)
             tl.store(v_cache_ptr + cache_rows[:, None] + part * HALF + cols[None, :],
                      v.to(v_cache_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def rotate_and_write_kv(qkv_ptr, pos_ptr, cos_sin_ptr, k_cache_ptr, v_cache_ptr, q_w_ptr, k_w_ptr, norm_eps, seq,
+                             slot, kv_head, heads, row_ok, write, stride_qb, stride_cs, GROUP: tl.constexpr,
+                             GROUP_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, D: tl.constexpr,
+                             HEAD_MAJOR: tl.constexpr, QK_NORM: tl.constexpr):
+        """The fused decode attention's start (kernels/decode_attention.py): q's rows `heads` rotated [GROUP_PAD, D]
+        in qkv's dtype (Qwen3's per-head q/k RMSNorm first with QK_NORM); when `write`, this KV
+        head's new k (rotated) and v stored at the sequence's slot. The new k and v are loaded beside q whether
+        written or not (a few hundred bytes from L2), so the writing program, the one the step waits for, does not
+        wait for them after q's rotation."""
+        HALF: tl.constexpr = D // 2
+        dtype = qkv_ptr.dtype.element_ty
+        cols = tl.arange(0, HALF)
+        dims = tl.arange(0, D)
+        pos = tl.load(pos_ptr + seq).to(tl.int64)
+        row = qkv_ptr + seq.to(tl.int64) * stride_qb
+        offsets = heads[:, None] * D + cols[None, :]  # [G, HALF]
+        q1 = tl.load(row + offsets, mask=row_ok[:, None], other=0.0).to(tl.float32)
+        q2 = tl.load(row + HALF + offsets, mask=row_ok[:, None], other=0.0).to(tl.float32)
+        k = row + (GROUP * KV + kv_head) * D  # this KV head's k in qkv, then its v KV heads later
+        k1 = tl.load(k + cols).to(tl.float32)
+        k2 = tl.load(k + HALF + cols).to(tl.float32)
+        v = tl.load(k + KV * D + dims)
+        if QK_NORM:  # Qwen3's per-head RMSNorm of q and k, before RoPE (padded q rows are zeros: finite, unused)
+            q1, q2 = head_rms_norm_halves(q1, q2, q_w_ptr, norm_eps, HALF, dtype)
+            k1, k2 = head_rms_norm_halves(k1[None, :], k2[None, :], k_w_ptr, norm_eps, HALF, dtype)
+            k1 = tl.reshape(k1, (HALF,))
+            k2 = tl.reshape(k2, (HALF,))
+        # cos and sin rounded to the activations' dtype, as `rotary_write_kv` uses them
+        cos = tl.load(cos_sin_ptr + pos * stride_cs + cols).to(dtype).to(tl.float32)
+        sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + cols).to(dtype).to(tl.float32)
+        q1, q2 = q1 * cos[None, :] - q2 * sin[None, :], q2 * cos[None, :] + q1 * sin[None, :]
+        q = tl.reshape(tl.permute(tl.join(q1.to(dtype), q2.to(dtype)), (0, 2, 1)), (GROUP_PAD, D))  # [G, D] halves
+        # predicated stores, not a branch: the compiler would sink k's and v's loads into it
+        cache = kv_cache_offsets(tl.maximum(slot, 0) // BLOCK_SIZE, tl.maximum(slot, 0) % BLOCK_SIZE, kv_head,
+                                 BLOCK_SIZE, KV, D, HEAD_MAJOR)
+        tl.store(k_cache_ptr + cache + cols, (k1 * cos - k2 * sin).to(k_cache_ptr.dtype.element_ty), mask=write)
+        tl.store(k_cache_ptr + cache + HALF + cols, (k2 * cos + k1 * sin).to(k_cache_ptr.dtype.element_ty),
+                 mask=write)
+        tl.store(v_cache_ptr + cache + dims, v.to(v_cache_ptr.dtype.element_ty), mask=write)
+        tl.debug_barrier()  # every thread's cache stores land before any thread reads the span
+        return q
