@@ -562,6 +562,39 @@ def test_rotary_decode_kernel_with_qk_norm_in_bf16_is_the_three_step_path():
     assert (got.float() - want.float()).abs().max() <= 2e-2 * want.float().abs().max()
 
 
+@pytest.mark.parametrize("splits", [1, 4])
+def test_rotary_decode_kernel_quantizes_its_output_for_an_fp8_o_proj(splits):
+    """fp8_out (Qwen3 FP8's o_proj input): the kernel that writes a head's output (the split kernel with one split, the
+    combine with several) also stores its FP8 quantization per token and 128 columns: exactly the torch
+    quantizer's bits and scales of the output it stored, which is the reference's; heads of 256 columns (two groups)
+    and 128 (one) alike."""
+    from quickmoe.formats.fp8 import quantize_fp8_per_token_group
+
+    for head_dim, seed in ((128, 50), (256, 51)):
+        g = torch.Generator().manual_seed(seed + splits)
+        qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks = _rotary_decode_case(
+            [1, 40, 130, 0], 8, 2, head_dim, torch.float32, g)
+        v_cache.mul_(torch.rand(v_cache.shape[2:], generator=g).to(DEVICE) * 4)  # head-dependent ranges: scales differ
+        want_k, want_v = k_cache.clone(), v_cache.clone()
+        want, want_q, want_s = rotary_paged_decode_attention_ref(qkv, positions, cos_sin, want_k, want_v, slots,
+                                                                 tables, lens, sinks, 0, head_dim**-0.5, fp8_out=True)
+        got, got_q, got_s = rotary_paged_decode_attention(qkv, positions, cos_sin, k_cache, v_cache, slots, tables,
+                                                          lens, sinks, 0, head_dim**-0.5, num_splits=splits,
+                                                          fp8_out=True)
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+        assert got_q.dtype == torch.float8_e4m3fn and got_q.shape == (4, 8 * head_dim)
+        assert got_s.shape == (4, 8 * head_dim // 128) and got_s[:3].unique().numel() > 8
+        bits, scales = quantize_fp8_per_token_group(got.reshape(4, -1), 128)  # the quantizer on what was stored
+        assert torch.equal(got_q.view(torch.uint8), bits.view(torch.uint8)) and torch.equal(got_s, scales)
+        assert torch.equal(want_q.view(torch.uint8), quantize_fp8_per_token_group(want.reshape(4, -1))[0].view(
+            torch.uint8))
+    with pytest.raises(ValueError, match="whole 128-column groups"):
+        qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks = _rotary_decode_case(
+            [5], 8, 2, 64, torch.float32, g)
+        rotary_paged_decode_attention(qkv, positions, cos_sin, k_cache, v_cache, slots, tables, lens, sinks, 0, 0.125,
+                                      fp8_out=True)
+
+
 def test_the_cache_layout_is_read_off_the_strides():
     """Slot-major (contiguous) and head-major (a permuted view) caches are told apart by their strides; any other
     pattern, or K and V in different layouts, is refused naming the strides."""

@@ -11,7 +11,8 @@ decoder layer serves every layer of its kind, in any order and with any layer sk
 - `quickmoe::attention`: Qwen3's per-head q/k RMSNorm where given, RoPE on q and k, K and V written into one
   layer's paged cache (mutated in place), then gpt-oss attention (sinks, window, GQA) of every sequence of the step
   over that cache: for one token per sequence (decode) one kernel does all (`rotary_paged_decode_attention`), else
-  `qk_rms_norm`, `rotary_write_kv`, then the prefill kernel.
+  `qk_rms_norm`, `rotary_write_kv`, then the prefill kernel. `quickmoe::attention_fp8`: the same, and its output
+  quantized to FP8 per token and 128 columns for an FP8 o_proj (by the decode kernels themselves in a decode step).
 - `quickmoe::decode_linear`: x W^T + b of an unquantized projection; in a decode step (one token per sequence)
   the Triton GEMM (`dense_gemm`, whose rounding does not depend on the batch), else cuBLAS.
 - `quickmoe::route_experts`: the router (linear, bias optional), then top-k and softmax in either order (gpt-oss:
@@ -33,7 +34,9 @@ from quickmoe.kernels.decode_attention import (
     rotary_paged_decode_attention,
     rotary_supported,
 )
+from quickmoe.kernels.decode_attention import FP8_GROUP
 from quickmoe.kernels.dense_gemm import dense_gemm, dense_gemm_supported
+from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group, quantize_fp8_per_token_group_ref
 from quickmoe.kernels.fused_moe import fused_moe, fused_moe_ref
 from quickmoe.kernels.prefill_attention import paged_prefill_attention, paged_prefill_attention_ref
 from quickmoe.kernels.rms_norm import fused_add_rms_norm as fused_add_rms_norm_kernel
@@ -46,8 +49,8 @@ from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 from quickmoe.kernels.router import router_route, router_route_preferred
 from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
 
-__all__ = ["attention", "decode_linear", "fused_add_rms_norm", "fused_add_rms_norm_fp8", "moe_experts", "qk_rms_norm",
-           "rms_norm", "route_experts"]
+__all__ = ["attention", "attention_fp8", "decode_linear", "fused_add_rms_norm", "fused_add_rms_norm_fp8", "moe_experts",
+           "qk_rms_norm", "rms_norm", "route_experts"]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, use_kernels: bool) -> torch.Tensor:
@@ -167,6 +170,45 @@ def _attention_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mappin
     return qkv.new_empty((qkv.shape[0], num_heads, head_dim))
 
 
+def _attention_fp8(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
+                   v_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
+                   cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
+                   sinks: torch.Tensor, window: int, scale: float, num_heads: int, head_dim: int,
+                   use_kernels: bool, q_norm_weight: torch.Tensor | None = None,
+                   k_norm_weight: torch.Tensor | None = None,
+                   norm_eps: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`_attention`'s output [T, H, D], and its rows [T, H D] quantized to FP8 per token and 128 columns (e4m3
+    [T, H D], scales [T, H D / 128]) with the activation quantizer's bits, for an FP8 o_proj that takes them. In a
+    decode step with heads of whole 128-column groups (Qwen3) the decode kernels quantize what they store (no
+    quantizer launch); otherwise the quantizer runs after the attention."""
+    if (use_kernels and qkv.shape[0] == context_lens.shape[0] and rotary_supported(head_dim)
+            and head_dim % FP8_GROUP == 0):
+        if (q_norm_weight is None) != (k_norm_weight is None):
+            raise ValueError("attention: q_norm_weight and k_norm_weight go together")
+        qk_norm = (q_norm_weight, k_norm_weight, norm_eps) if q_norm_weight is not None else None
+        return rotary_paged_decode_attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
+                                             block_tables, context_lens, sinks, window, scale, qk_norm=qk_norm,
+                                             fp8_out=True)
+    out = _attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, block_tables, cu_query_lens,
+                     context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels,
+                     q_norm_weight, k_norm_weight, norm_eps)
+    quantize = quantize_fp8_per_token_group if use_kernels else quantize_fp8_per_token_group_ref
+    return (out, *quantize(out.view(out.shape[0], -1), FP8_GROUP))
+
+
+attention_fp8_op = torch.library.custom_op("quickmoe::attention_fp8", _attention_fp8,
+                                           mutates_args=("k_cache", "v_cache"))
+
+
+@attention_fp8_op.register_fake
+def _attention_fp8_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, block_tables, cu_query_lens,
+                        context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels,
+                        q_norm_weight=None, k_norm_weight=None, norm_eps=0.0):
+    tokens, width = qkv.shape[0], num_heads * head_dim
+    return (qkv.new_empty((tokens, num_heads, head_dim)), qkv.new_empty((tokens, width), dtype=torch.float8_e4m3fn),
+            qkv.new_empty((tokens, -(-width // FP8_GROUP)), dtype=torch.float32))
+
+
 def _decode_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, context_lens: torch.Tensor,
                    use_kernels: bool) -> torch.Tensor:
     """x [T, K] -> x W^T + b [T, N]. In a decode step (T == B, one token per sequence: context_lens [B]) the Triton
@@ -268,6 +310,7 @@ fused_add_rms_norm = _dispatch(fused_add_rms_norm_op, _fused_add_rms_norm)
 fused_add_rms_norm_fp8 = _dispatch(fused_add_rms_norm_fp8_op, _fused_add_rms_norm_fp8)
 qk_rms_norm = _dispatch(qk_rms_norm_op, _qk_rms_norm)
 attention = _dispatch(attention_op, _attention)
+attention_fp8 = _dispatch(attention_fp8_op, _attention_fp8)
 decode_linear = _dispatch(decode_linear_op, _decode_linear)
 route_experts = _dispatch(route_experts_op, _route_experts)
 moe_experts = _dispatch(moe_experts_op, _moe_experts)

@@ -37,7 +37,11 @@ the new key from registers instead, as one more online-softmax step after the lo
 no store and barrier stand before the span's copies, was 2-12% slower on the H200: 2026-12-01 fifth session.)
 With `qk_norm` = (q_weight, k_weight, eps) (Qwen3) q's and k's heads are RMS-normalised first, each program on the
 halves it rotates (`rms_norm.head_rms_norm_halves`): `qk_rms_norm`'s launch folded in (a head's last bit may differ:
-its squares are summed in two halves).
+its squares are summed in two halves). With `fp8_out` (an FP8 o_proj after it: Qwen3 FP8) the kernel that writes a
+head's output (the combine, or the split kernel with one split) also quantizes it to FP8 per token and 128 columns,
+the activation quantizer's bits (`fp8_quant.quantize_groups`; head_dim whole groups), so o_proj's quantizer does
+not run; the combine then lets the FP8 GEMV after it launch at once (`pdl.pdl_early_trigger`: it reads its first
+weights before its wait).
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ import torch
 
 from quickmoe.kernels.decode_launch import DecodeLaunchConfig, decode_launch_config, decode_num_splits, gpu_name
 from quickmoe.kernels.paged_kv_tile import kv_cache_head_major
-from quickmoe.kernels.pdl import pdl_kwargs
+from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group_ref
+from quickmoe.kernels.pdl import pdl_early_trigger, pdl_kwargs
 from quickmoe.kernels.rms_norm import qk_rms_norm_ref
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 
@@ -54,7 +59,8 @@ try:  # CPU installs without triton keep the torch reference
     import triton
     import triton.language as tl
 
-    from quickmoe.kernels.pdl import pdl_wait
+    from quickmoe.kernels.fp8_quant import quantize_groups
+    from quickmoe.kernels.pdl import pdl_trigger, pdl_wait
 except ImportError:  # pragma: no cover
     triton = None
 else:
@@ -65,6 +71,7 @@ __all__ = ["paged_decode_attention", "paged_decode_attention_ref", "rotary_paged
            "rotary_paged_decode_attention_ref", "rotary_supported"]
 
 LOG2E = 1.4426950408889634
+FP8_GROUP = 128  # columns per scale of the FP8 output (the FP8 layers' activation groups)
 
 
 def paged_decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -91,15 +98,20 @@ def paged_decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: 
 def rotary_paged_decode_attention_ref(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
                                       k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
                                       block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
-                                      window: int, scale: float, qk_norm: tuple | None = None) -> torch.Tensor:
+                                      window: int, scale: float, qk_norm: tuple | None = None,
+                                      fp8_out: bool = False) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """qkv [B, (H + 2 KV) D] -> [B, H, D]: `rotary_write_kv_ref` (RoPE; the new k and v into the cache), then
-    `paged_decode_attention_ref` of the rotated q. qk_norm (q_weight, k_weight, eps): `qk_rms_norm_ref` first."""
+    `paged_decode_attention_ref` of the rotated q. qk_norm (q_weight, k_weight, eps): `qk_rms_norm_ref` first.
+    fp8_out: (out, its rows [B, H D] quantized per token and 128 columns: e4m3 [B, H D], scales [B, H D / 128])."""
     if qk_norm is not None:
         num_kv, head_dim = k_cache.shape[2], k_cache.shape[3]
         q_weight, k_weight, eps = qk_norm
         qkv = qk_rms_norm_ref(qkv, q_weight, k_weight, qkv.shape[1] // head_dim - 2 * num_kv, num_kv, eps)
     q = rotary_write_kv_ref(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
-    return paged_decode_attention_ref(q, k_cache, v_cache, block_tables, context_lens, sinks, window, scale)
+    out = paged_decode_attention_ref(q, k_cache, v_cache, block_tables, context_lens, sinks, window, scale)
+    if not fp8_out:
+        return out
+    return out, *quantize_fp8_per_token_group_ref(out.reshape(out.shape[0], -1), FP8_GROUP)
 
 
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -108,17 +120,19 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
                            config: DecodeLaunchConfig | None = None) -> torch.Tensor:
     """`paged_decode_attention_ref` in one or two Triton launches (see the module docstring). `num_splits` None picks
     `decode_num_splits(B, window)`, `config` None `decode_launch_config`."""
-    return _launch(q, None, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits, config)
+    return _launch(q, None, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits, config,
+                   False)
 
 
 def rotary_paged_decode_attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
                                   k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
                                   block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor,
                                   window: int, scale: float, num_splits: int | None = None,
-                                  config: DecodeLaunchConfig | None = None, qk_norm: tuple | None = None
-                                  ) -> torch.Tensor:
+                                  config: DecodeLaunchConfig | None = None, qk_norm: tuple | None = None,
+                                  fp8_out: bool = False) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """`rotary_paged_decode_attention_ref` in one or two Triton launches, as `paged_decode_attention` (head_dim
-    a power of two >= 16: `rotary_supported`); qk_norm (q_weight [D], k_weight [D], eps) in the same launch."""
+    a power of two >= 16: `rotary_supported`); qk_norm (q_weight [D], k_weight [D], eps) and fp8_out (head_dim a
+    multiple of 128) in the same launches."""
     num_kv, head_dim = k_cache.shape[2], k_cache.shape[3]
     if not rotary_supported(head_dim):
         raise ValueError(f"rotary_paged_decode_attention: head_dim {head_dim}; the kernel takes powers of two >= 16")
@@ -130,8 +144,12 @@ def rotary_paged_decode_attention(qkv: torch.Tensor, positions: torch.Tensor, co
     if qk_norm is not None and any(w.shape != (head_dim,) or w.stride(0) != 1 for w in qk_norm[:2]):
         raise ValueError(f"rotary_paged_decode_attention: qk_norm weights {[tuple(w.shape) for w in qk_norm[:2]]}; "
                          f"expected contiguous [{head_dim}]")
+    if fp8_out and head_dim % FP8_GROUP:
+        raise ValueError(f"rotary_paged_decode_attention: fp8_out needs heads of whole {FP8_GROUP}-column groups; "
+                         f"head_dim {head_dim}")
     rotary = (qkv, positions, cos_sin_cache, slot_mapping, qk_norm)
-    return _launch(q, rotary, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits, config)
+    return _launch(q, rotary, k_cache, v_cache, block_tables, context_lens, sinks, window, scale, num_splits, config,
+                   fp8_out)
 
 
 def rotary_supported(head_dim: int) -> bool:
@@ -141,7 +159,8 @@ def rotary_supported(head_dim: int) -> bool:
 
 def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cache: torch.Tensor,
             block_tables: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor, window: int, scale: float,
-            num_splits: int | None, config: DecodeLaunchConfig | None) -> torch.Tensor:
+            num_splits: int | None, config: DecodeLaunchConfig | None,
+            fp8_out: bool) -> torch.Tensor | tuple[torch.Tensor, ...]:
     if triton is None:
         raise RuntimeError("paged_decode_attention needs triton; paged_decode_attention_ref is the torch version")
     batch, num_heads, head_dim = q.shape
@@ -149,8 +168,15 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
     head_major = kv_cache_head_major(k_cache, v_cache)
     group = num_heads // num_kv
     out = torch.empty(batch, num_heads, head_dim, dtype=q.dtype, device=q.device)
+    # fp8_out: out's rows [B, H D] quantized per 128 columns (e4m3 bits, scales); else placeholders
+    out_q = torch.empty(batch, num_heads * head_dim, dtype=torch.float8_e4m3fn, device=q.device) if fp8_out else out
+    out_scales = (torch.empty(batch, num_heads * head_dim // FP8_GROUP, dtype=torch.float32, device=q.device)
+                  if fp8_out else out)
+    result = (out, out_q, out_scales) if fp8_out else out
     if batch == 0:
-        return out
+        return result
+    fp8 = dict(q8_ptr=out_q.view(torch.uint8) if fp8_out else out, s8_ptr=out_scales, FP8_OUT=fp8_out,
+               HW_ROUND=q.device.type == "cuda")
     splits = num_splits if num_splits is not None else decode_num_splits(batch, num_kv, q.device, window=window,
                                                                              head_dim=head_dim)
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
@@ -180,13 +206,15 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
         stride_bt=block_tables.stride(0), window=window, qk_scale=float(scale) * LOG2E, **rope,
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim, D_POW2=d_pow2,
         BLOCK_SIZE=block_size, KV=num_kv, HEAD_MAJOR=head_major, BLOCK_N=config.block_n, SPLITS=splits,
-        FP32_DOT=fp32_dot, ROTARY=rotary is not None, KV_FASTEST=config.kv_fastest,
+        FP32_DOT=fp32_dot, ROTARY=rotary is not None, KV_FASTEST=config.kv_fastest, **fp8,
         num_warps=config.num_warps, num_stages=config.num_stages, **pdl_kwargs(q.device))
     if splits > 1:
+        # with fp8_out the FP8 GEMV after it may launch at once and read its first weights beside it
+        early = fp8_out and pdl_early_trigger(q.device, batch * num_heads, 1)
         _decode_combine_kernel[(batch, num_heads)](partial_acc, partial_ml, sinks, out, out.stride(0), out.stride(1),
-                                                   D=head_dim, D_POW2=d_pow2, SPLITS=splits, num_warps=1,
-                                                   **pdl_kwargs(q.device))
-    return out
+                                                   D=head_dim, D_POW2=d_pow2, SPLITS=splits, EARLY=early, **fp8,
+                                                   num_warps=1, **pdl_kwargs(q.device))
+    return result
 
 
 if triton is not None:
@@ -194,12 +222,14 @@ if triton is not None:
     @triton.jit(do_not_specialize=["stride_bt"])  # the tables' width varies in eager steps (prefill_attention.py)
     def _decode_split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr, sinks_ptr,
                              out_ptr, part_acc_ptr, part_ml_ptr, pos_ptr, cos_sin_ptr, slot_ptr, q_w_ptr, k_w_ptr,
+                             q8_ptr, s8_ptr,
                              stride_qb, stride_qh, stride_ob, stride_oh, stride_bt, stride_cs, window, qk_scale,
                              norm_eps,
                              GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                              BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, HEAD_MAJOR: tl.constexpr,
                              BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, FP32_DOT: tl.constexpr, ROTARY: tl.constexpr,
-                             KV_FASTEST: tl.constexpr, QK_NORM: tl.constexpr, PDL: tl.constexpr):
+                             KV_FASTEST: tl.constexpr, QK_NORM: tl.constexpr, FP8_OUT: tl.constexpr,
+                             HW_ROUND: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         if KV_FASTEST:
             kv_head = tl.program_id(0)
@@ -256,6 +286,13 @@ if triton is not None:
             denom = l_sum * scale_acc + tl.exp2(sink - m_all)
             result = acc * (scale_acc / denom)[:, None]
             tl.store(out_ptr + out_offsets, result.to(out_ptr.dtype.element_ty), mask=out_mask)
+            if FP8_OUT:  # the quantizer's bits of the stored rows (D: whole groups of 128, D == D_POW2)
+                y = tl.reshape(result.to(out_ptr.dtype.element_ty).to(tl.float32), (GROUP_PAD * (D // 128), 128))
+                bits, scales = quantize_groups(y, HW_ROUND)  # [G D/128, 128], [G D/128]
+                tl.store(q8_ptr + out_offsets, tl.reshape(bits, (GROUP_PAD, D)), mask=out_mask)
+                groups = tl.arange(0, D // 128)
+                tl.store(s8_ptr + seq * (stride_ob // 128) + heads[:, None] * (D // 128) + groups[None, :],
+                         tl.reshape(scales, (GROUP_PAD, D // 128)), mask=row_ok[:, None])
         else:
             part = (seq * (GROUP * KV) + heads) * SPLITS + split  # [G] row of (b, h, split)
             # every column, the padding ones too (zeros): the combine reads whole rows
@@ -264,9 +301,11 @@ if triton is not None:
             tl.store(part_ml_ptr + part * 2 + 1, l_sum, mask=row_ok)
 
     @triton.jit
-    def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, sinks_ptr, out_ptr, stride_ob, stride_oh,
-                               D: tl.constexpr, D_POW2: tl.constexpr, SPLITS: tl.constexpr, PDL: tl.constexpr):
+    def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, sinks_ptr, out_ptr, stride_ob, stride_oh, q8_ptr, s8_ptr,
+                               D: tl.constexpr, D_POW2: tl.constexpr, SPLITS: tl.constexpr, EARLY: tl.constexpr,
+                               FP8_OUT: tl.constexpr, HW_ROUND: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
+        pdl_trigger(EARLY)
         seq = tl.program_id(0)
         head = tl.program_id(1)
         num_heads = tl.num_programs(1)
@@ -283,3 +322,8 @@ if triton is not None:
         result = tl.sum(acc * w[:, None], axis=0) / denom  # [D]
         tl.store(out_ptr + seq * stride_ob + head * stride_oh + dims, result.to(out_ptr.dtype.element_ty),
                  mask=dims < D)
+        if FP8_OUT:  # the quantizer's bits of the stored row (D: whole groups of 128, D == D_POW2)
+            bits, scales = quantize_groups(tl.reshape(result.to(out_ptr.dtype.element_ty).to(tl.float32),
+                                                      (D // 128, 128)), HW_ROUND)
+            tl.store(q8_ptr + seq * stride_ob + head * stride_oh + dims, tl.reshape(bits, (D,)))
+            tl.store(s8_ptr + seq * (stride_ob // 128) + head * (D // 128) + tl.arange(0, D // 128), scales)

@@ -127,11 +127,15 @@ class Attention(nn.Module):
         use_kernels = self.kernels == "triton"
         # q_norm and k_norm share an eps: the config's rms_norm_eps
         norm = (None, None, 0.0) if self.q_norm is None else (self.q_norm.weight, self.k_norm.weight, self.q_norm.eps)
-        out = custom_ops.attention(self._qkv(hidden, hidden_fp8), attn.positions, cos_sin_cache, k_cache, v_cache,
-                                   kv.slot_mapping, kv.block_tables, attn.cu_query_lens, attn.context_lens,
-                                   attn.max_query_len, self.sinks, kv.window,
-                                   self.scale, self.num_heads, self.head_dim, use_kernels,
-                                   *norm)  # [T, H, D]; K, V cached
+        qkv = self._qkv(hidden, hidden_fp8)
+        args = (qkv, attn.positions, cos_sin_cache, k_cache, v_cache, kv.slot_mapping, kv.block_tables,
+                attn.cu_query_lens, attn.context_lens, attn.max_query_len, self.sinks, kv.window, self.scale,
+                self.num_heads, self.head_dim, use_kernels, *norm)
+        q_width = self.num_heads * self.head_dim
+        if use_kernels and self.o_proj.takes_fp8_input(qkv[:, :q_width]):  # an FP8 o_proj: quantized by the op
+            out, out_q, out_scales = custom_ops.attention_fp8(*args)  # [T, H, D], [T, H D] e4m3, [T, H D / 128]
+            return self.parallel.all_reduce(self.o_proj(out.view(num_tokens, -1), (out_q, out_scales)))
+        out = custom_ops.attention(*args)  # [T, H, D]; K, V cached
         out = out.view(num_tokens, -1)  # [T, H D]
         if self.o_proj.quant_method is None:  # the Triton GEMM in decode steps (see custom_ops.decode_linear)
             out = custom_ops.decode_linear(out, self.o_proj.weight, self.o_proj.bias, attn.context_lens, use_kernels)

@@ -96,8 +96,10 @@ class Fp8BlockLinearMethod:
         own quantizer)."""
         return self.uses_fp8_gemm(x) and x.shape[-1] % fp8_gemm.FP8_GROUP == 0
 
-    def apply(self, layer: Linear, x: torch.Tensor) -> torch.Tensor:
-        return self.product(x, {"weight": layer.weight, "weight_scale_inv": layer.weight_scale_inv}, layer.bias)
+    def apply(self, layer: Linear, x: torch.Tensor,
+              x_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        return self.product(x, {"weight": layer.weight, "weight_scale_inv": layer.weight_scale_inv}, layer.bias,
+                            x_fp8)
 
     def product(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], bias: torch.Tensor | None,
                 x_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:

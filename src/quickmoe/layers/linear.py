@@ -69,7 +69,17 @@ class Linear(nn.Module):
         else:
             self.bias = None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def takes_fp8_input(self, x: torch.Tensor) -> bool:
+        """Whether forward can take x already quantized to FP8 per token and 128 columns (`x_fp8`), as
+        `FusedLinear.takes_fp8_input` (o_proj: the attention quantizes its output, `custom_ops.attention_fp8`)."""
+        takes = getattr(self.quant_method, "takes_fp8_input", None)
+        return takes is not None and takes(x)
+
+    def forward(self, x: torch.Tensor, x_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """x [T, in] -> [T, out]; x_fp8: x quantized (q, scales) with the quantizer's bits, where `takes_fp8_input`."""
+        if x_fp8 is not None:
+            assert self.takes_fp8_input(x), "x_fp8 given to a projection that does not take it"
+            return self.quant_method.apply(self, x, x_fp8)
         if self.quant_method is not None:
             return self.quant_method.apply(self, x)
         return F.linear(x, self.weight, self.bias)
