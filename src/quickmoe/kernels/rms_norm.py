@@ -204,8 +204,9 @@ if triton is not None:
     @triton.jit
     def head_rms_norm_halves(x1, x2, w_ptr, eps, HALF: tl.constexpr, dtype: tl.constexpr):
         """`_qk_rms_norm_kernel`'s arithmetic on heads held as two halves: x1, x2 [R, HALF] float32 (a head a row: its
-        columns 0..HALF-1 and HALF..2 HALF-1), w_ptr the norm's [2 HALF] weight -> the normalised halves rounded to `dtype` (as `qk_rms_norm` stores them), as float32. The squares are summed half
-        by half, then added, so a value's last bit may differ from `qk_rms_norm`'s one-row sum."""
+        columns 0..HALF-1 and HALF..2 HALF-1), w_ptr the norm's [2 HALF] weight -> the normalised halves rounded to
+        `dtype` (as `qk_rms_norm` stores them), as float32. The squares are summed half by half, then added, so a
+        value's last bit may differ from `qk_rms_norm`'s one-row sum."""
         cols = tl.arange(0, HALF)
         squares = tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)  # [R]
         inv = (1.0 / tl.sqrt(squares / (2 * HALF) + eps))[:, None]
