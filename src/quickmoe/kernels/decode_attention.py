@@ -18,8 +18,6 @@ of the visible keys, BLOCK_N keys per iteration gathered across cache blocks thr
 online softmax (running max m, sum l, accumulator acc, base-2 exponentials). With one split it finishes the
 softmax itself (sink included); with several, each writes (m, l, acc) and `_decode_combine_kernel` merges them:
     M = max(max_s m_s, sink),  out = sum_s 2^(m_s - M) acc_s / (sum_s 2^(m_s - M) l_s + 2^(sink - M)).
-A span without keys (a short context's extra splits) stores nothing, and the combine reads only the spans that hold
-keys (the others would add exact zeros).
 (Merging in the split kernel instead, by its last program to take a ticket, was measured slower on the H100:
 13.1 against 8.6 us a gpt-oss-20b layer at batch 1 for the three launches it replaced, 2026-11-24.)
 The number of splits and the launch config depend on B and the layer's window only (a CUDA graph fixes them at
@@ -213,10 +211,9 @@ def _launch(q: torch.Tensor, rotary: tuple | None, k_cache: torch.Tensor, v_cach
     if splits > 1:
         # with fp8_out the FP8 GEMV after it may launch at once and read its first weights beside it
         early = fp8_out and pdl_early_trigger(q.device, batch * num_heads, 1)
-        _decode_combine_kernel[(batch, num_heads)](partial_acc, partial_ml, sinks, out, context_lens, out.stride(0),
-                                                   out.stride(1), window, D=head_dim, D_POW2=d_pow2, SPLITS=splits,
-                                                   BLOCK_N=config.block_n, EARLY=early, **fp8, num_warps=1,
-                                                   **pdl_kwargs(q.device))
+        _decode_combine_kernel[(batch, num_heads)](partial_acc, partial_ml, sinks, out, out.stride(0), out.stride(1),
+                                                   D=head_dim, D_POW2=d_pow2, SPLITS=splits, EARLY=early, **fp8,
+                                                   num_warps=1, **pdl_kwargs(q.device))
     return result
 
 
@@ -298,18 +295,15 @@ if triton is not None:
                          tl.reshape(scales, (GROUP_PAD, D // 128)), mask=row_ok[:, None])
         else:
             part = (seq * (GROUP * KV) + heads) * SPLITS + split  # [G] row of (b, h, split)
-            # every column, the padding ones too (zeros): the combine reads whole rows; a span without keys stores
-            # nothing (the combine reads only the spans that hold keys)
-            stored = row_ok & (lo < hi)
-            tl.store(part_acc_ptr + part[:, None] * D_POW2 + dims[None, :], acc, mask=stored[:, None])
-            tl.store(part_ml_ptr + part * 2, m, mask=stored)
-            tl.store(part_ml_ptr + part * 2 + 1, l_sum, mask=stored)
+            # every column, the padding ones too (zeros): the combine reads whole rows
+            tl.store(part_acc_ptr + part[:, None] * D_POW2 + dims[None, :], acc, mask=row_ok[:, None])
+            tl.store(part_ml_ptr + part * 2, m, mask=row_ok)
+            tl.store(part_ml_ptr + part * 2 + 1, l_sum, mask=row_ok)
 
     @triton.jit
-    def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, sinks_ptr, out_ptr, context_lens_ptr, stride_ob, stride_oh,
-                               window, q8_ptr, s8_ptr, D: tl.constexpr, D_POW2: tl.constexpr, SPLITS: tl.constexpr,
-                               BLOCK_N: tl.constexpr, EARLY: tl.constexpr, FP8_OUT: tl.constexpr,
-                               HW_ROUND: tl.constexpr, PDL: tl.constexpr):
+    def _decode_combine_kernel(part_acc_ptr, part_ml_ptr, sinks_ptr, out_ptr, stride_ob, stride_oh, q8_ptr, s8_ptr,
+                               D: tl.constexpr, D_POW2: tl.constexpr, SPLITS: tl.constexpr, EARLY: tl.constexpr,
+                               FP8_OUT: tl.constexpr, HW_ROUND: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         pdl_trigger(EARLY)
         seq = tl.program_id(0)
@@ -318,17 +312,9 @@ if triton is not None:
         splits = tl.arange(0, SPLITS)
         dims = tl.arange(0, D_POW2)
         base = (seq * num_heads + head) * SPLITS
-        # the spans that hold keys, as the split kernel cut them; the others stored nothing and weigh exactly 0
-        # (m = -inf, l = 0, acc = 0: what they stored before, so the sums' terms and bits are the same)
-        ctx = tl.load(context_lens_ptr + seq).to(tl.int32)
-        first = tl.where(window > 0, tl.maximum(ctx - window, 0), 0)
-        per_split = tl.cdiv(tl.cdiv(ctx - first, SPLITS), BLOCK_N) * BLOCK_N
-        lo = first + splits * per_split  # [S]
-        held = lo < tl.minimum(lo + per_split, ctx)
-        m = tl.load(part_ml_ptr + (base + splits) * 2, mask=held, other=float("-inf"))  # [S]
-        l_sum = tl.load(part_ml_ptr + (base + splits) * 2 + 1, mask=held, other=0.0)
-        acc = tl.load(part_acc_ptr + (base + splits)[:, None] * D_POW2 + dims[None, :], mask=held[:, None],
-                      other=0.0)  # [S, D]
+        m = tl.load(part_ml_ptr + (base + splits) * 2)  # [S]; -inf for a split with no key
+        l_sum = tl.load(part_ml_ptr + (base + splits) * 2 + 1)
+        acc = tl.load(part_acc_ptr + (base + splits)[:, None] * D_POW2 + dims[None, :])  # [S, D]
         sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634
         m_all = tl.maximum(tl.max(m, axis=0), sink)
         w = tl.exp2(m - m_all)  # [S]
