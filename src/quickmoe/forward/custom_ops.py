@@ -134,6 +134,19 @@ def _paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                                        window, scale)
 
 
+def _one_decode_kernel(qkv: torch.Tensor, context_lens: torch.Tensor, head_dim: int, use_kernels: bool) -> bool:
+    """Whether the step's attention is one fused decode kernel: one token per sequence (T == B) on the kernels, heads
+    the fused kernel takes."""
+    return use_kernels and qkv.shape[0] == context_lens.shape[0] and rotary_supported(head_dim)
+
+
+def _qk_norm(q_norm_weight: torch.Tensor | None, k_norm_weight: torch.Tensor | None, norm_eps: float) -> tuple | None:
+    """The decode kernel's qk_norm argument: (q weight, k weight, eps), or None without Qwen3's head norms."""
+    if (q_norm_weight is None) != (k_norm_weight is None):
+        raise ValueError("attention: q_norm_weight and k_norm_weight go together")
+    return (q_norm_weight, k_norm_weight, norm_eps) if q_norm_weight is not None else None
+
+
 def _attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
                v_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
                cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
@@ -147,13 +160,11 @@ def _attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.
     A step with one token per sequence (T == B: decode, the CUDA-graph case) runs one kernel that reads nothing on
     the host, the norm included; others `qk_rms_norm`, `rotary_write_kv` and the prefill kernel, gridded by
     `max_query_len` (CPU)."""
-    if (q_norm_weight is None) != (k_norm_weight is None):
-        raise ValueError("attention: q_norm_weight and k_norm_weight go together")
-    if use_kernels and qkv.shape[0] == context_lens.shape[0] and rotary_supported(head_dim):
-        qk_norm = (q_norm_weight, k_norm_weight, norm_eps) if q_norm_weight is not None else None
+    qk_norm = _qk_norm(q_norm_weight, k_norm_weight, norm_eps)
+    if _one_decode_kernel(qkv, context_lens, head_dim, use_kernels):
         return rotary_paged_decode_attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
                                              block_tables, context_lens, sinks, window, scale, qk_norm=qk_norm)
-    if q_norm_weight is not None:
+    if qk_norm is not None:
         qkv = _qk_rms_norm(qkv, q_norm_weight, k_norm_weight, num_heads, k_cache.shape[2], norm_eps, use_kernels)
     q = _rotary_write_kv(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, use_kernels)
     return _paged_attention(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, max_query_len, sinks,
@@ -181,14 +192,10 @@ def _attention_fp8(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: to
     [T, H D], scales [T, H D / 128]) with the activation quantizer's bits, for an FP8 o_proj that takes them. In a
     decode step with heads of whole 128-column groups (Qwen3) the decode kernels quantize what they store (no
     quantizer launch); otherwise the quantizer runs after the attention."""
-    if (use_kernels and qkv.shape[0] == context_lens.shape[0] and rotary_supported(head_dim)
-            and head_dim % FP8_GROUP == 0):
-        if (q_norm_weight is None) != (k_norm_weight is None):
-            raise ValueError("attention: q_norm_weight and k_norm_weight go together")
-        qk_norm = (q_norm_weight, k_norm_weight, norm_eps) if q_norm_weight is not None else None
+    if _one_decode_kernel(qkv, context_lens, head_dim, use_kernels) and head_dim % FP8_GROUP == 0:
         return rotary_paged_decode_attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
-                                             block_tables, context_lens, sinks, window, scale, qk_norm=qk_norm,
-                                             fp8_out=True)
+                                             block_tables, context_lens, sinks, window, scale,
+                                             qk_norm=_qk_norm(q_norm_weight, k_norm_weight, norm_eps), fp8_out=True)
     out = _attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, block_tables, cu_query_lens,
                      context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels,
                      q_norm_weight, k_norm_weight, norm_eps)
