@@ -306,6 +306,33 @@ def test_prefill_kernel_matches_the_reference(window, num_heads, num_kv, head_di
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
 
 
+@pytest.mark.parametrize("longest_first", [True, False])
+def test_prefill_rows_after_the_last_sequence_are_zero(longest_first, monkeypatch):
+    """A CUDA graph's padded step (executor/prefill_graphs.py): q has rows after the last sequence's and sequences
+    of no new token; those rows come out zero, whatever the output's memory held, and every other row has the bits
+    of the same step without the padding. The padding fills the output with NaN first (torch.empty's memory)."""
+    g = torch.Generator().manual_seed(31)
+    query_lens, contexts = [9, 1, 23], [30, 12, 23]
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 8, 2, 32, g)
+    tokens, pad = q.shape[0], 21
+    want = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5, max_query_len=23,
+                                   longest_first=longest_first)
+    q_pad = torch.cat([q, torch.randn(pad, 8, 32, generator=g).to(DEVICE)])  # rows in no sequence
+    cu_pad = torch.cat([cu, torch.full((2,), tokens, dtype=torch.int32, device=DEVICE)])  # two empty sequences
+    lens_pad = torch.cat([lens, torch.zeros(2, dtype=torch.int64, device=DEVICE)])
+    tables_pad = torch.cat([tables, torch.full((2, tables.shape[1]), -1, dtype=tables.dtype, device=DEVICE)])
+    real_empty = torch.empty_like  # the kernel's output as memory that held something: NaN everywhere
+    monkeypatch.setattr(torch, "empty_like", lambda x, **kw: real_empty(x, **kw).fill_(float("nan")))
+    got = paged_prefill_attention(q_pad, k_cache, v_cache, tables_pad, cu_pad, lens_pad, sinks, 0, 32**-0.5,
+                                  max_query_len=tokens + pad, longest_first=longest_first)
+    monkeypatch.undo()
+    assert torch.equal(got[:tokens], want)
+    assert torch.equal(got[tokens:], torch.zeros_like(got[tokens:]))
+    ref = paged_prefill_attention_ref(q_pad, k_cache, v_cache, tables_pad, cu_pad, lens_pad, sinks, 0, 32**-0.5)
+    assert torch.equal(ref[tokens:], torch.zeros_like(ref[tokens:]))
+    assert torch.allclose(ref[:tokens], want, atol=1e-5, rtol=1e-5)
+
+
 def test_prefill_reference_agrees_with_decode_and_contiguous_references():
     g = torch.Generator().manual_seed(9)
     query_lens, contexts = [1, 6, 1], [9, 30, 50]

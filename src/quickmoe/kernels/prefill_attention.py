@@ -12,7 +12,9 @@ positions starting at a multiple of BLOCK_Q (a chunk that starts inside one leav
 tiles a row's keys are grouped in never depend on how its prompt was chunked. A program takes its tile's queries
 of the group's H / KV heads together (BLOCK_Q x GROUP rows: tensor-core tiles) and iterates over BLOCK_N keys
 at a time, gathered across cache blocks through the block table, from the first key any of its positions sees
-(the window) to its last query's position (causal), with an online softmax seeded with the sink.
+(the window) to its last query's position (causal), with an online softmax seeded with the sink. One more
+"sequence" in the grid zeroes the rows after the last sequence's, where a CUDA graph of a padded step has them
+(executor/prefill_graphs.py; as many as max_query_len at most); the reference leaves them zero too.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache:
     """Per sequence, in float32: its keys gathered from the block table, the definition applied per query."""
     num_heads, num_kv = q.shape[1], k_cache.shape[2]
     block_size = k_cache.shape[1]
-    out = torch.empty_like(q)
+    out = torch.zeros_like(q)  # rows after the last sequence's (a captured step's padding) stay zero
     starts = cu_query_lens.tolist()
     for b, ctx in enumerate(context_lens.tolist()):
         rows = slice(starts[b], starts[b + 1])
@@ -131,9 +133,11 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     block_q = max(block_q, 16 // group_pow2 if group_pow2 < 16 else 1)  # the dot needs >= 16 rows
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
     q_tiles = triton.cdiv(max_query_len + block_q - 1, block_q)  # tiles on multiples of block_q: one more at most
-    _prefill_kernel[(num_kv, batch, q_tiles) if longest_first else (batch, q_tiles, num_kv)](
+    # one more "sequence": its programs zero the rows after the last sequence's (none in an eager step)
+    _prefill_kernel[(num_kv, batch + 1, q_tiles) if longest_first else (batch + 1, q_tiles, num_kv)](
         q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks, out, q.stride(0), q.stride(1),
-        out.stride(0), out.stride(1), block_tables.stride(0), window, float(scale) * 1.4426950408889634,
+        out.stride(0), out.stride(1), block_tables.stride(0), batch, num_tokens, window,
+        float(scale) * 1.4426950408889634,
         GROUP=group, GROUP_POW2=group_pow2, D=head_dim, D_POW2=max(16, triton.next_power_of_2(head_dim)),
         BLOCK_SIZE=block_size, KV=num_kv, HEAD_MAJOR=kv_cache_head_major(k_cache, v_cache), BLOCK_Q=block_q,
         BLOCK_N=block_n, FP32_DOT=fp32_dot, LONGEST_FIRST=longest_first,
@@ -188,11 +192,28 @@ if triton is not None:
         acc = acc * alpha[:, None] + pv_dot(p, v, FP32_DOT)
         return m_new, l_sum, acc
 
+    @triton.jit
+    def _zero_rows(out_ptr, cu_q_ptr, num_seqs, num_tokens, q_tile, kv_head, stride_ot, stride_oh,
+                   GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
+                   BLOCK_Q: tl.constexpr):
+        """Zeros into rows [cu_q[num_seqs], num_tokens) of `out`, query tile q_tile's BLOCK_Q of them, the heads of
+        KV head kv_head: rows that belong to no sequence (a CUDA graph's padding, executor/prefill_graphs.py) must
+        not hold whatever the memory held, which the layers after would read."""
+        first = tl.load(cu_q_ptr + num_seqs)
+        r = tl.arange(0, BLOCK_Q * GROUP_POW2)
+        row = first + q_tile * BLOCK_Q + r // GROUP_POW2  # [R]
+        g = r % GROUP_POW2
+        dims = tl.arange(0, D_POW2)
+        ok = ((row < num_tokens) & (g < GROUP))[:, None] & (dims < D)[None, :]
+        offsets = row[:, None].to(tl.int64) * stride_ot + (kv_head * GROUP + g)[:, None] * stride_oh + dims[None, :]
+        tl.store(out_ptr + offsets, tl.zeros([BLOCK_Q * GROUP_POW2, D_POW2], out_ptr.dtype.element_ty), mask=ok)
+
     # the block tables' width (stride_bt) follows the step's longest sequence: not specialized (its value being 1 or
     # a multiple of 16 made new variants, compiled in the middle of serving: 1.3 s in a mixed step on the H100)
-    @triton.jit(do_not_specialize=["stride_bt"])
+    @triton.jit(do_not_specialize=["stride_bt", "num_seqs", "num_tokens"])
     def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, cu_q_ptr, context_lens_ptr, sinks_ptr,
-                        out_ptr, stride_qt, stride_qh, stride_ot, stride_oh, stride_bt, window, qk_scale,
+                        out_ptr, stride_qt, stride_qh, stride_ot, stride_oh, stride_bt, num_seqs, num_tokens, window,
+                        qk_scale,
                         GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                         BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_Q: tl.constexpr,
                         BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr, LONGEST_FIRST: tl.constexpr,
@@ -205,14 +226,18 @@ if triton is not None:
             seq = tl.program_id(0)
             q_tile = tl.program_id(1)
             kv_head = tl.program_id(2)
-        q_start = tl.load(cu_q_ptr + seq)
-        n = tl.load(cu_q_ptr + seq + 1) - q_start
-        ctx = tl.load(context_lens_ptr + seq).to(tl.int32)  # positions in 32 bits (int64 lens: 64-bit masks)
+        if seq == num_seqs:  # the extra "sequence": zero its share of the rows after the last sequence's
+            _zero_rows(out_ptr, cu_q_ptr, num_seqs, num_tokens, q_tile, kv_head, stride_ot, stride_oh, GROUP,
+                       GROUP_POW2, D, D_POW2, BLOCK_Q)
+        seq_read = tl.minimum(seq, num_seqs - 1)  # (the extra one reads the last sequence's lengths, unused)
+        q_start = tl.load(cu_q_ptr + seq_read)
+        n = tl.load(cu_q_ptr + seq_read + 1) - q_start
+        ctx = tl.load(context_lens_ptr + seq_read).to(tl.int32)  # positions in 32 bits (int64 lens: 64-bit masks)
         q_base = ctx - n  # absolute position of the sequence's first new query
         # query tiles lie on absolute multiples of BLOCK_Q (the first one may start before q_base), so a row's
         # tile, and with it the key tiles it meets and how, is the same however its prompt was chunked
         q_lead = q_base % BLOCK_Q
-        if q_tile * BLOCK_Q - q_lead < n:
+        if (seq < num_seqs) & (q_tile * BLOCK_Q - q_lead < n):
             r = tl.arange(0, BLOCK_Q * GROUP_POW2)  # rows: query i = r // GROUP_POW2, head g = r % GROUP_POW2
             i = q_tile * BLOCK_Q - q_lead + r // GROUP_POW2  # [R] index among the sequence's new tokens
             g = r % GROUP_POW2
