@@ -46,6 +46,10 @@ class EngineConfig:
     batch-size buckets (executor/cuda_graphs.py; CUDA only); "auto" (the default) does so on CUDA; "off" decodes
     eagerly. The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
     ones when a step first needs them or while the server is idle (max_num_seqs or more: all at start-up).
+    With graphs on, steps that carry prompt tokens (prefills, and prompt chunks beside decode rows) of up to
+    `cuda_graphs_prefill_tokens` tokens (2048; 0: none) over a few sequences replay graphs too, of token-count and
+    sequence-count buckets, captured only while the server is idle (executor/prefill_graphs.py): run eagerly, such
+    a step is bound by the host's kernel launches, not by the GPU.
     `kernel_precompile`: "auto" (the default) compiles the Triton kernels that start-up and the idle work will launch
     and the kernel cache lacks in worker processes side by side, before the first of them launches
     (executor/kernel_precompile.py; nothing to do with a warm cache); "off" compiles each at its first launch.
@@ -78,6 +82,7 @@ class EngineConfig:
     compile: str = "off"
     cuda_graphs: str = "auto"
     cuda_graphs_startup_max: int = 8
+    cuda_graphs_prefill_tokens: int = 2048
     kernel_precompile: str = "auto"
     block_size: int = 16
     kv_cache_layout: str = "head-major"
@@ -153,6 +158,8 @@ class EngineConfig:
             raise fail("kernel_precompile", f"one of {list(KERNEL_PRECOMPILE_MODES)}")
         if not is_int(self.cuda_graphs_startup_max) or self.cuda_graphs_startup_max < 1:
             raise fail("cuda_graphs_startup_max", "an integer >= 1")
+        if not is_int(self.cuda_graphs_prefill_tokens) or self.cuda_graphs_prefill_tokens < 0:
+            raise fail("cuda_graphs_prefill_tokens", "an integer >= 0 (0: prompt steps run eagerly)")
         if not is_int(self.max_num_seqs) or self.max_num_seqs < 1:
             raise fail("max_num_seqs", "an integer >= 1")
         if not is_int(self.max_num_batched_tokens) or self.max_num_batched_tokens < 1:

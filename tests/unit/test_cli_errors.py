@@ -80,6 +80,7 @@ def test_serve_refuses_an_empty_or_blank_api_key_at_start_up(flag, env):
     (["--gpu-memory-utilization", "inf"], ("'gpu_memory_utilization' = inf",)),
     (["--device", "tpu"], ("'device' = 'tpu'",)),
     (["--cuda-graphs-startup-max", "0"], ("'cuda_graphs_startup_max' = 0", "an integer >= 1")),
+    (["--cuda-graphs-prefill-tokens", "-1"], ("'cuda_graphs_prefill_tokens' = -1", "an integer >= 0")),
 ])
 def test_generate_rejects_bad_flags_in_one_line(capsys, argv, needles):
     one_line_error(capsys, ["generate", "--prompt", "hi", "--max-tokens", "2", "-q", *argv], *needles)

@@ -77,6 +77,10 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda-graphs-startup-max", type=int, default=8, metavar="N",
                    help="capture the buckets up to N at start-up, the larger ones when a step first needs them or "
                    "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
+    g.add_argument("--cuda-graphs-prefill-tokens", type=int, default=2048, metavar="N",
+                   help="with CUDA graphs, steps with prompt tokens (up to N tokens over up to 16 sequences) replay "
+                   "graphs too, captured while the server is idle; they run eagerly until then (default 2048; "
+                   "0: prompt steps always run eagerly)")
     g.add_argument("--kernel-precompile", default="auto", choices=("auto", "off"),
                    help="auto (the default): on an empty or stale kernel cache, compile the Triton kernels that "
                    "start-up and the warm-up will launch in worker processes side by side first (as many as the "
@@ -160,7 +164,8 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,
                 cuda_graphs="off" if args.enforce_eager else args.cuda_graphs,
-                cuda_graphs_startup_max=args.cuda_graphs_startup_max, kernel_precompile=args.kernel_precompile,
+                cuda_graphs_startup_max=args.cuda_graphs_startup_max,
+                cuda_graphs_prefill_tokens=args.cuda_graphs_prefill_tokens, kernel_precompile=args.kernel_precompile,
                 enable_prefix_caching=args.enable_prefix_caching, tensor_parallel_size=args.tensor_parallel_size,
                 enable_expert_parallel=args.enable_expert_parallel)
 

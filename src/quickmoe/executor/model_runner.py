@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from quickmoe.checkpoint.loader import LoadStats
     from quickmoe.config import ModelConfig
     from quickmoe.executor.cuda_graphs import DecodeGraphs
+    from quickmoe.executor.prefill_graphs import PrefillGraphs
     from quickmoe.executor.kernel_cache import KernelCache
     from quickmoe.executor.kernel_precompile import KernelPrecompile
     from quickmoe.executor.kernel_warmup import MoEKernelWarmup
@@ -79,6 +80,7 @@ class ModelRunner:
     step_timer: StepTimer
     staging: PinnedStaging | None  # page-locked memory for each step's host->device copies (CUDA)
     graphs: DecodeGraphs | None
+    prefill_graphs: PrefillGraphs | None  # steps with prompt tokens (executor/prefill_graphs.py)
     moe_warmup: MoEKernelWarmup
 
     def __init__(self, model_dir: str | Path, engine: EngineConfig, report: StartupReport | None = None, *,
@@ -109,14 +111,18 @@ class ModelRunner:
             raise
 
     def capture_deferred_graph(self) -> bool:
-        """Capture the next decode CUDA graph left for later (call on the step thread while no step runs); False
-        when there is none."""
-        return self.graphs is not None and self.graphs.capture_next_deferred()
+        """Capture the next CUDA graph left for later, the decode steps' first, then the prompt steps' (call on the
+        step thread while no step runs); False when there is none."""
+        return ((self.graphs is not None and self.graphs.capture_next_deferred())
+                or (self.prefill_graphs is not None and self.prefill_graphs.capture_next_deferred()))
 
     def release_graphs(self) -> None:
         """Destroy the decode CUDA graphs; later steps run eagerly. Every rank of a model spread over several
         calls it before it leaves the process groups (see DecodeGraphs.release: NCCL waits for graphs holding
         its collectives)."""
+        if self.prefill_graphs is not None:
+            self.prefill_graphs.release()
+            self.prefill_graphs = None
         if self.graphs is not None:
             self.graphs.release()
             self.graphs = None
@@ -225,12 +231,14 @@ class ModelRunner:
         prev = prev_rows if prev_rows is not None else [-1] * len(token_ids)
         graphs = self.graphs
         wants_prompt = prompt_logprobs is not None and any(r is not None for r in prompt_logprobs)
-        prompt_rows = None
+        prompt_rows = logits = None
         if graphs is not None and not wants_prompt and len(token_ids) <= graphs.max_batch \
                 and all(len(t) == 1 for t in token_ids):
             host = build_host_metadata([1] * len(token_ids), start_positions, block_tables, self.kv_cache.block_size)
             logits = graphs.run([t[0] for t in token_ids], prev, host)
-        else:
+        elif not wants_prompt and self.prefill_graphs is not None:  # None where no captured graph holds the step
+            logits = self.prefill_graphs.run(token_ids, start_positions, block_tables, prev)
+        if logits is None:
             batch = self.build_batch(token_ids, start_positions, block_tables)
             if any(r >= 0 for r in prev):
                 batch.input_ids = self._resolve_previous(batch.input_ids, [len(t) for t in token_ids], prev)

@@ -20,6 +20,7 @@ from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.executor.cublas_start import CublasStart
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
+from quickmoe.executor.prefill_graphs import PrefillGraphs, prefill_seq_buckets, prefill_token_buckets
 from quickmoe.executor.kernel_cache import use_triton_cache
 from quickmoe.executor.kernel_precompile import KernelPrecompile
 from quickmoe.executor.kernel_warmup import MoEKernelWarmup
@@ -125,7 +126,7 @@ def start_runner(runner: ModelRunner, engine: EngineConfig, progress: bool, earl
     # page-locked memory for each step's host->device copies, reused step after step
     runner.staging = PinnedStaging(runner.device) if runner.device.type == "cuda" else None
     runner.report.mark("kv_cache")
-    runner.graphs = None
+    runner.graphs = runner.prefill_graphs = None
     graphs = None
     if engine.resolved_cuda_graphs(runner.device):
         if runner.device.type != "cuda":
@@ -148,6 +149,12 @@ def start_runner(runner: ModelRunner, engine: EngineConfig, progress: bool, earl
         runner.moe_warmup.warm_sizes(list(runner.graphs.startup_buckets))  # compiled side by side, not in turn
         runner.graphs.capture_startup()
         runner.report.mark("capture")
+        prefill_tokens = min(engine.cuda_graphs_prefill_tokens, engine.max_num_batched_tokens)
+        # (captured while idle, never at start-up; not with compiled layers or several ranks: not measured there)
+        if prefill_tokens > 0 and engine.compile == "off" and not runner.parallel.sharded:
+            runner.prefill_graphs = PrefillGraphs(runner, prefill_token_buckets(prefill_tokens),
+                                                  prefill_seq_buckets(engine.max_num_seqs), pool=graphs.pool)
+            runner.report.info["prefill_graphs"] = runner.prefill_graphs.info
     _record_ready(runner)
 
 
