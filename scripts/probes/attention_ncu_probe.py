@@ -72,7 +72,7 @@ def prefill_pair(args: argparse.Namespace, g: torch.Generator, device: torch.dev
 
     def ours():
         return paged_prefill_attention(q, paged["k"], paged["v"], paged["tables"], cu, lens, paged["sinks"],
-                                       args.window, scale, max_query_len=length)
+                                       args.window, scale)
 
     def sdpa():
         return torch.nn.functional.scaled_dot_product_attention(q4, k, v, scale=scale, is_causal=True,

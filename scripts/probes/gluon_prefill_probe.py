@@ -235,9 +235,9 @@ def run_gpu(stages_list: list[int], maxnreg: int | None, reps: int, json_path: s
             cu = torch.arange(0, (batch + 1) * length, length, dtype=torch.int32, device=device)
             lens = torch.full((batch,), length, dtype=torch.long, device=device)
             args = (q, paged["k"], paged["v"], paged["tables"], cu, lens, paged["sinks"])
-            triton_out = paged_prefill_attention(*args, 0, scale, max_query_len=length)
+            triton_out = paged_prefill_attention(*args, 0, scale)
             row = {"point": [batch, length], "triton_us": time_in_graph(
-                lambda i: paged_prefill_attention(*args, 0, scale, max_query_len=length), 1, reps) * 1e6}
+                lambda i: paged_prefill_attention(*args, 0, scale), 1, reps) * 1e6}
             if (batch, length) == POINTS[0]:
                 exact = paged_prefill_attention_ref(*args, 0, scale).float()
                 row["triton_vs_reference"] = (triton_out.float() - exact).abs().max().item()

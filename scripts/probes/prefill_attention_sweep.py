@@ -68,7 +68,7 @@ def main() -> None:
 
             def run(c, q=q, paged=paged, cu=cu, lens=lens, window=window, length=length):
                 return paged_prefill_attention(q, paged["k"], paged["v"], paged["tables"], cu, lens, paged["sinks"],
-                                               window, scale, max_query_len=length, block_q=c[0], block_n=c[1],
+                                               window, scale, block_q=c[0], block_n=c[1],
                                                num_warps=c[2], num_stages=c[3], longest_first=bool(c[4]),
                                                maxnreg=c[5] or None)
 

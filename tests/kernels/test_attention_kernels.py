@@ -300,8 +300,7 @@ def test_prefill_kernel_matches_the_reference(window, num_heads, num_kv, head_di
     query_lens, contexts = [20, 7, 1, 70], [20, 40, 17, 130]
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, num_heads, num_kv,
                                                                  head_dim, g, head_major=head_major)
-    got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, head_dim**-0.5,
-                                  max_query_len=max(query_lens))
+    got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, head_dim**-0.5)
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, head_dim**-0.5)
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
 
@@ -315,7 +314,7 @@ def test_prefill_rows_after_the_last_sequence_are_zero(longest_first, monkeypatc
     query_lens, contexts = [9, 1, 23], [30, 12, 23]
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 8, 2, 32, g)
     tokens, pad = q.shape[0], 21
-    want = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5, max_query_len=23,
+    want = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5,
                                    longest_first=longest_first)
     q_pad = torch.cat([q, torch.randn(pad, 8, 32, generator=g).to(DEVICE)])  # rows in no sequence
     cu_pad = torch.cat([cu, torch.full((2,), tokens, dtype=torch.int32, device=DEVICE)])  # two empty sequences
@@ -324,13 +323,27 @@ def test_prefill_rows_after_the_last_sequence_are_zero(longest_first, monkeypatc
     real_empty = torch.empty_like  # the kernel's output as memory that held something: NaN everywhere
     monkeypatch.setattr(torch, "empty_like", lambda x, **kw: real_empty(x, **kw).fill_(float("nan")))
     got = paged_prefill_attention(q_pad, k_cache, v_cache, tables_pad, cu_pad, lens_pad, sinks, 0, 32**-0.5,
-                                  max_query_len=tokens + pad, longest_first=longest_first)
+                                  longest_first=longest_first)
     monkeypatch.undo()
     assert torch.equal(got[:tokens], want)
     assert torch.equal(got[tokens:], torch.zeros_like(got[tokens:]))
     ref = paged_prefill_attention_ref(q_pad, k_cache, v_cache, tables_pad, cu_pad, lens_pad, sinks, 0, 32**-0.5)
     assert torch.equal(ref[tokens:], torch.zeros_like(ref[tokens:]))
     assert torch.allclose(ref[:tokens], want, atol=1e-5, rtol=1e-5)
+
+
+def test_prefill_finds_each_tile_among_more_sequences_than_one_search_reads():
+    """Each program finds its (sequence, query tile) on the device, reading the lengths 128 sequences at a time: 130
+    sequences, most without new tokens, some of 1-3 (chunks starting inside a query tile) on both sides of 128,
+    against the reference."""
+    rng = random.Random(12)
+    g = torch.Generator().manual_seed(12)
+    query_lens = [rng.choice([1, 2, 3]) if rng.random() < 0.1 or b in (0, 127, 128, 129) else 0 for b in range(130)]
+    contexts = [n + rng.randrange(0, 20) if n else 0 for n in query_lens]
+    q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 2, 1, 16, g)
+    got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 0.25)
+    want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 0.25)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
 
 
 def test_prefill_reference_agrees_with_decode_and_contiguous_references():
@@ -366,7 +379,7 @@ def test_prefill_warps_stages_and_grid_order_change_no_bit():
         else ((None, None, True, None), (8, 2, False, None))
     for window in (0, 128) if on_gpu else (0, 40):
         outs = [paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, 0.125,
-                                        max_query_len=max(query_lens), num_warps=warps, num_stages=stages,
+                                        num_warps=warps, num_stages=stages,
                                         longest_first=longest_first, maxnreg=maxnreg)
                 for warps, stages, longest_first, maxnreg in launches]
         assert all(torch.equal(outs[0], out) for out in outs[1:]), window
@@ -382,7 +395,7 @@ def test_prefill_diagonal_in_the_whole_tiles_loop_changes_no_bit(head_dim):
                                                                  head_major=True)
     for window in (0, 40):
         merged, separate = (paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window,
-                                                    head_dim**-0.5, max_query_len=max(query_lens),
+                                                    head_dim**-0.5,
                                                     diagonal_in_loop=flag) for flag in (True, False))
         assert torch.equal(merged, separate), window
 
@@ -404,7 +417,7 @@ def test_prefill_rows_keep_their_bits_whole_or_chunked(window):
     def run(start, end):  # rows start..end-1, the cache holding every key up to end
         cu = torch.tensor([0, end - start], dtype=torch.int32, device=DEVICE)
         return paged_prefill_attention(q[start:end], k_cache, v_cache, tables, cu, lens.new_tensor([end]), sinks,
-                                       window, 0.125, max_query_len=end - start)
+                                       window, 0.125)
 
     whole = run(0, length)
     cuts = (0, 70, 141, length)
@@ -416,7 +429,7 @@ def test_prefill_kernel_in_bf16():
     """bf16 inputs (the serving dtype): within bf16 rounding of the float32 reference."""
     g = torch.Generator().manual_seed(10)
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case([12, 3], [12, 30], 8, 2, 32, g, torch.bfloat16)
-    got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5, max_query_len=12)
+    got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5)
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 0, 32**-0.5)
     assert (got.float() - want.float()).norm() / want.float().norm() < 2e-2
 
@@ -428,7 +441,7 @@ def test_prefill_skips_released_blocks_of_a_sliding_window():
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 24, 0.25)
     released = tables.clone()
     released[0, :7] = -1  # positions < 112 are out of every query's 24-token window (queries at 145..149)
-    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, 24, 0.25, max_query_len=5)
+    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, 24, 0.25)
     assert torch.allclose(got, want, atol=1e-5)
 
 
@@ -443,7 +456,7 @@ def test_prefill_never_reads_keys_before_a_chunks_windows():
     released = tables.clone()
     released[0, :8] = spare
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, 24, 0.25)
-    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, 24, 0.25, max_query_len=5)
+    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, 24, 0.25)
     assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
 
 
@@ -464,8 +477,7 @@ def test_prefill_random_chunks_with_released_blocks(window):
         for b, (n, ctx) in enumerate(zip(query_lens, contexts)):
             released[b, :max(ctx - n - window + 1, 0) // BLOCK] = spare
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, 0.25)
-    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, window, 0.25,
-                                  max_query_len=max(query_lens))
+    got = paged_prefill_attention(q, k_cache, v_cache, released, cu, lens, sinks, window, 0.25)
     assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
 
 
@@ -651,7 +663,7 @@ def test_prefill_whole_tiles_at_their_boundaries(window):
     contexts = [c + n for c, n in zip(cached, query_lens)]
     q, k_cache, v_cache, tables, cu, lens, sinks = _prefill_case(query_lens, contexts, 4, 2, 32, g, head_major=True)
     got = paged_prefill_attention(q, k_cache, v_cache, tables, cu, lens, sinks, window, 32 ** -0.5,
-                                  max_query_len=max(query_lens), block_n=block_n)
+                                  block_n=block_n)
     want = paged_prefill_attention_ref(q, k_cache, v_cache, tables, cu, lens, sinks, window, 32 ** -0.5)
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
 

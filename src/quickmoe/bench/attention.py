@@ -159,7 +159,7 @@ def bench_prefill(batch: int, length: int, window: int, reps: int, device: torch
     lens = torch.full((batch,), length, dtype=torch.long, device=device)
     scale = HEAD_DIM**-0.5
     ours = time_in_graph(lambda i: paged_prefill_attention(qs[i], sets[i]["k"], sets[i]["v"], sets[i]["tables"], cu,
-                                                           lens, sets[i]["sinks"], window, scale, max_query_len=length),
+                                                           lens, sets[i]["sinks"], window, scale),
                          len(sets), reps)
     sets.clear()
     qs.clear()

@@ -112,7 +112,7 @@ class DecodeGraphs:
         batch = ForwardBatch(
             input_ids=input_ids,
             attn=AttentionMetadata(positions=meta[self.ROW_POSITIONS], cu_query_lens=self.cu_query_lens[:size + 1],
-                                   context_lens=meta[self.ROW_CONTEXT], max_query_len=torch.tensor(1)),
+                                   context_lens=meta[self.ROW_CONTEXT]),
             kv_groups=tuple(KVGroupMetadata(slot_mapping=meta[self.ROW_SLOTS + g],
                                             block_tables=self.block_tables[g, :size], window=group.window or 0)
                             for g, group in enumerate(self.runner.kv_cache.plan.groups)),

@@ -62,8 +62,7 @@ def build_forward_batch(token_ids: Sequence[Sequence[int]], start_positions: Seq
         input_ids=to_device(flat, device, staging),
         attn=AttentionMetadata(positions=to_device(host.positions, device, staging),
                                cu_query_lens=to_device(host.cu_query_lens, device, staging),
-                               context_lens=to_device(host.context_lens, device, staging),
-                               max_query_len=torch.tensor(max(query_lens), dtype=torch.long)),
+                               context_lens=to_device(host.context_lens, device, staging)),
         kv_groups=tuple(KVGroupMetadata(slot_mapping=to_device(slots, device, staging),
                                         block_tables=to_device(tables, device, staging), window=group.window or 0)
                         for slots, tables, group in zip(host.slot_mappings, host.block_tables, kv_cache.plan.groups)),

@@ -119,17 +119,17 @@ def _rotary_write_kv(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: 
 
 
 def _paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-                     cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
-                     sinks: torch.Tensor, window: int, scale: float, use_kernels: bool) -> torch.Tensor:
+                     cu_query_lens: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor, window: int,
+                     scale: float, use_kernels: bool) -> torch.Tensor:
     """q [T, H, D] (sequences packed in order) -> [T, H, D] over one layer's paged cache; window <= 0: full
-    attention. A step with one token per sequence (T == B: decode) runs the decode kernel, which reads nothing on
-    the host; others the prefill kernel, gridded by `max_query_len` (CPU)."""
+    attention. A step with one token per sequence (T == B: decode) runs the decode kernel, others the prefill
+    kernel; neither reads a length on the host."""
     if q.shape[0] == context_lens.shape[0]:
         decode = paged_decode_attention if use_kernels else paged_decode_attention_ref
         return decode(q, k_cache, v_cache, block_tables, context_lens, sinks, window, scale)
     if use_kernels:
         return paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks,
-                                       window, scale, max_query_len=int(max_query_len))
+                                       window, scale)
     return paged_prefill_attention_ref(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks,
                                        window, scale)
 
@@ -149,17 +149,17 @@ def _qk_norm(q_norm_weight: torch.Tensor | None, k_norm_weight: torch.Tensor | N
 
 def _attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
                v_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
-               cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
-               sinks: torch.Tensor, window: int, scale: float, num_heads: int, head_dim: int,
-               use_kernels: bool, q_norm_weight: torch.Tensor | None = None,
-               k_norm_weight: torch.Tensor | None = None, norm_eps: float = 0.0) -> torch.Tensor:
+               cu_query_lens: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor, window: int,
+               scale: float, num_heads: int, head_dim: int, use_kernels: bool,
+               q_norm_weight: torch.Tensor | None = None, k_norm_weight: torch.Tensor | None = None,
+               norm_eps: float = 0.0) -> torch.Tensor:
     """qkv [T, (H + 2 KV) D] -> [T, H, D]: with q_norm_weight / k_norm_weight [D] (Qwen3) q's and k's heads
     RMS-normalised (`qk_rms_norm`, eps norm_eps), RoPE, the KV-cache write at slot_mapping [T] (-1: skip), then the
     attention of every sequence (packed in order) over one layer's paged cache; window <= 0: full attention. H
     and D are given as numbers (the layer's constants), so a compiled graph knows the output's shape but for T.
     A step with one token per sequence (T == B: decode, the CUDA-graph case) runs one kernel that reads nothing on
-    the host, the norm included; others `qk_rms_norm`, `rotary_write_kv` and the prefill kernel, gridded by
-    `max_query_len` (CPU)."""
+    the host, the norm included; others `qk_rms_norm`, `rotary_write_kv` and the prefill kernel, whose grid the
+    token and sequence counts size (no length read on the host: a CUDA graph serves every step of its bucket)."""
     qk_norm = _qk_norm(q_norm_weight, k_norm_weight, norm_eps)
     if _one_decode_kernel(qkv, context_lens, head_dim, use_kernels):
         return rotary_paged_decode_attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
@@ -167,7 +167,7 @@ def _attention(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.
     if qk_norm is not None:
         qkv = _qk_rms_norm(qkv, q_norm_weight, k_norm_weight, num_heads, k_cache.shape[2], norm_eps, use_kernels)
     q = _rotary_write_kv(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, use_kernels)
-    return _paged_attention(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, max_query_len, sinks,
+    return _paged_attention(q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks,
                             window, scale, use_kernels)
 
 
@@ -176,17 +176,16 @@ attention_op = torch.library.custom_op("quickmoe::attention", _attention, mutate
 
 @attention_op.register_fake
 def _attention_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, block_tables, cu_query_lens,
-                    context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels,
+                    context_lens, sinks, window, scale, num_heads, head_dim, use_kernels,
                     q_norm_weight=None, k_norm_weight=None, norm_eps=0.0):
     return qkv.new_empty((qkv.shape[0], num_heads, head_dim))
 
 
 def _attention_fp8(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, k_cache: torch.Tensor,
                    v_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
-                   cu_query_lens: torch.Tensor, context_lens: torch.Tensor, max_query_len: torch.Tensor,
-                   sinks: torch.Tensor, window: int, scale: float, num_heads: int, head_dim: int,
-                   use_kernels: bool, q_norm_weight: torch.Tensor | None = None,
-                   k_norm_weight: torch.Tensor | None = None,
+                   cu_query_lens: torch.Tensor, context_lens: torch.Tensor, sinks: torch.Tensor, window: int,
+                   scale: float, num_heads: int, head_dim: int, use_kernels: bool,
+                   q_norm_weight: torch.Tensor | None = None, k_norm_weight: torch.Tensor | None = None,
                    norm_eps: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`_attention`'s output [T, H, D], and its rows [T, H D] quantized to FP8 per token and 128 columns (e4m3
     [T, H D], scales [T, H D / 128]) with the activation quantizer's bits, for an FP8 o_proj that takes them. In a
@@ -197,7 +196,7 @@ def _attention_fp8(qkv: torch.Tensor, positions: torch.Tensor, cos_sin_cache: to
                                              block_tables, context_lens, sinks, window, scale,
                                              qk_norm=_qk_norm(q_norm_weight, k_norm_weight, norm_eps), fp8_out=True)
     out = _attention(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, block_tables, cu_query_lens,
-                     context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels,
+                     context_lens, sinks, window, scale, num_heads, head_dim, use_kernels,
                      q_norm_weight, k_norm_weight, norm_eps)
     quantize = quantize_fp8_per_token_group if use_kernels else quantize_fp8_per_token_group_ref
     return (out, *quantize(out.view(out.shape[0], -1), FP8_GROUP))
@@ -209,7 +208,7 @@ attention_fp8_op = torch.library.custom_op("quickmoe::attention_fp8", _attention
 
 @attention_fp8_op.register_fake
 def _attention_fp8_fake(qkv, positions, cos_sin_cache, k_cache, v_cache, slot_mapping, block_tables, cu_query_lens,
-                        context_lens, max_query_len, sinks, window, scale, num_heads, head_dim, use_kernels,
+                        context_lens, sinks, window, scale, num_heads, head_dim, use_kernels,
                         q_norm_weight=None, k_norm_weight=None, norm_eps=0.0):
     tokens, width = qkv.shape[0], num_heads * head_dim
     return (qkv.new_empty((tokens, num_heads, head_dim)), qkv.new_empty((tokens, width), dtype=torch.float8_e4m3fn),

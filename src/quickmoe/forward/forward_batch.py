@@ -29,13 +29,12 @@ class KVCacheTensors(Protocol):
 @dataclass(frozen=True)
 class AttentionMetadata:
     """What every attention layer needs of a step, as tensors only (a compiled layer takes it as graph
-    inputs, so no Python list of lengths is baked into a graph). Device tensors, except `max_query_len`, a
-    0-dim CPU tensor the attention op reads on the host (never synchronizing with the device)."""
+    inputs, so no Python list of lengths is baked into a graph), all on the device: no kernel reads a length on
+    the host, so a CUDA graph of a step serves every step of its shape's bucket."""
 
     positions: torch.Tensor  # [T] int64: absolute position of each token in its sequence
     cu_query_lens: torch.Tensor  # [B + 1] int32: where each sequence's rows start
     context_lens: torch.Tensor  # [B] int64: positions of each sequence after this step
-    max_query_len: torch.Tensor  # [] int64, CPU
 
 
 @dataclass(frozen=True)

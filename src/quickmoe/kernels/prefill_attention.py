@@ -6,15 +6,17 @@ last ones of its context_lens[b] positions, their K/V already written to the cac
 p attends causally to the cache (keys j <= p, with a window W > 0 only j > p - W), GQA, and the head's sink
 logit joins the softmax denominator only (see kernels/decode_attention.py for the formula).
 
-The kernel: grid (KV heads, B, query tiles of BLOCK_Q up to max_query_len), the last query tiles (those with the
-most keys to read) launched first, or (B, query tiles, KV heads) in order. A query tile is BLOCK_Q consecutive
+The kernel: grid (KV heads, flat query tiles), every sequence's query tiles numbered one after the other and
+each program finding its (sequence, tile) from the lengths on the device (so the grid depends on the token and
+sequence counts only: a CUDA graph of a bucket serves every step that fits it), the last tiles (a sequence's last
+ones read the most keys) launched first, or (flat tiles, KV heads) in order. A query tile is BLOCK_Q consecutive
 positions starting at a multiple of BLOCK_Q (a chunk that starts inside one leaves its first rows empty), so the
 tiles a row's keys are grouped in never depend on how its prompt was chunked. A program takes its tile's queries
 of the group's H / KV heads together (BLOCK_Q x GROUP rows: tensor-core tiles) and iterates over BLOCK_N keys
 at a time, gathered across cache blocks through the block table, from the first key any of its positions sees
-(the window) to its last query's position (causal), with an online softmax seeded with the sink. One more
-"sequence" in the grid zeroes the rows after the last sequence's, where a CUDA graph of a padded step has them
-(executor/prefill_graphs.py; as many as max_query_len at most); the reference leaves them zero too.
+(the window) to its last query's position (causal), with an online softmax seeded with the sink. The tiles after
+the sequences' zero the rows after the last sequence's, where a CUDA graph of a padded step has them
+(executor/prefill_graphs.py); the reference leaves them zero too.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ else:
     from quickmoe.kernels.paged_kv_tile import load_kv_tile, pv_dot, qk_dot
 
 __all__ = ["paged_prefill_attention", "paged_prefill_attention_ref", "prefill_launch"]
+
 
 
 def paged_prefill_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -94,12 +97,12 @@ def prefill_launch(group: int, window: int = 0) -> tuple[int, int, int, int | No
 
 def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             block_tables: torch.Tensor, cu_query_lens: torch.Tensor, context_lens: torch.Tensor,
-                            sinks: torch.Tensor, window: int, scale: float, max_query_len: int,
-                            block_q: int | None = None, block_n: int = 64, num_warps: int | None = None,
-                            num_stages: int | None = None, longest_first: bool = True, maxnreg: int | None = None,
+                            sinks: torch.Tensor, window: int, scale: float, block_q: int | None = None,
+                            block_n: int = 64, num_warps: int | None = None, num_stages: int | None = None,
+                            longest_first: bool = True, maxnreg: int | None = None,
                             diagonal_in_loop: bool | None = None) -> torch.Tensor:
-    """`paged_prefill_attention_ref` in one Triton launch (see the module docstring). `max_query_len` (a host int:
-    the longest sequence's new tokens) sizes the grid. The launch config (block_q queries x the GQA group a program,
+    """`paged_prefill_attention_ref` in one Triton launch (see the module docstring). The grid is sized by the token
+    and sequence counts (q's rows, context_lens' length). The launch config (block_q queries x the GQA group a program,
     block_n keys a step, warps, stages, register cap, the grid's order) is fixed for every batch, so a sequence's
     result never depends on what it is batched with. block_n groups the online softmax (a different block_n rounds
     differently); warps, stages, the register cap and the grid's order change no bit. What is left None is
@@ -132,9 +135,11 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     group_pow2 = triton.next_power_of_2(group)
     block_q = max(block_q, 16 // group_pow2 if group_pow2 < 16 else 1)  # the dot needs >= 16 rows
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
-    q_tiles = triton.cdiv(max_query_len + block_q - 1, block_q)  # tiles on multiples of block_q: one more at most
-    # one more "sequence": its programs zero the rows after the last sequence's (none in an eager step)
-    _prefill_kernel[(num_kv, batch + 1, q_tiles) if longest_first else (batch + 1, q_tiles, num_kv)](
+    # every sequence's query tiles one after the other, then the tiles of rows after the last sequence's (zeroed):
+    # a sequence of n new tokens has at most n / block_q + 2 tiles (they lie on multiples of block_q), the rows after
+    # at most their count / block_q + 1, so this bounds them all whatever the lengths on the device are
+    tiles = triton.cdiv(num_tokens, block_q) + 2 * batch + 1
+    _prefill_kernel[(num_kv, tiles) if longest_first else (tiles, num_kv)](
         q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks, out, q.stride(0), q.stride(1),
         out.stride(0), out.stride(1), block_tables.stride(0), batch, num_tokens, window,
         float(scale) * 1.4426950408889634,
@@ -147,6 +152,7 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 
 
 if triton is not None:
+    SEARCH = tl.constexpr(128)  # sequences a program reads at a time to find its tile (_flat_tile)
 
     @triton.jit
     def _mask_logits(s, q_pos, k_pos, window):
@@ -193,20 +199,45 @@ if triton is not None:
         return m_new, l_sum, acc
 
     @triton.jit
+    def _flat_tile(cu_q_ptr, context_lens_ptr, num_seqs, flat, BLOCK_Q: tl.constexpr):
+        """(sequence, its query tile) of flat tile index `flat`: the sequences' tiles numbered one after the other
+        (sequence b has ceil((n_b + lead_b) / BLOCK_Q) of them, its first one starting lead_b = (context_b - n_b) mod
+        BLOCK_Q rows before its first new token; none without new tokens). Past every sequence's tiles: (num_seqs,
+        index among the tiles after them). The lengths are read on the device, SEARCH sequences at a time, so a
+        CUDA graph's grid serves every step of its bucket and no program row waits for a sequence it does not have
+        (a grid of sequences x the longest's tiles launched one per pair: mostly empty at hundreds of sequences)."""
+        seq = tl.full([], 0, tl.int32)  # sequences whose tiles all come before `flat`
+        before = tl.full([], 0, tl.int32)  # their tiles
+        total = tl.full([], 0, tl.int32)  # tiles of the sequences seen so far
+        for first in range(0, num_seqs, SEARCH):
+            idx = first + tl.arange(0, SEARCH)
+            ok = idx < num_seqs
+            start = tl.load(cu_q_ptr + idx, mask=ok, other=0)
+            n = tl.load(cu_q_ptr + idx + 1, mask=ok, other=0) - start
+            ctx = tl.load(context_lens_ptr + idx, mask=ok, other=0).to(tl.int32)
+            tiles = tl.where(n > 0, (n + (ctx - n) % BLOCK_Q + BLOCK_Q - 1) // BLOCK_Q, 0)  # [SEARCH]
+            done = ok & (total + tl.cumsum(tiles, 0) <= flat)  # ends at or before `flat`
+            seq += tl.sum(done.to(tl.int32), 0)
+            before += tl.sum(tl.where(done, tiles, 0), 0)
+            total += tl.sum(tiles, 0)
+        return seq, flat - before
+
+    @triton.jit
     def _zero_rows(out_ptr, cu_q_ptr, num_seqs, num_tokens, q_tile, kv_head, stride_ot, stride_oh,
                    GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, D: tl.constexpr, D_POW2: tl.constexpr,
                    BLOCK_Q: tl.constexpr):
         """Zeros into rows [cu_q[num_seqs], num_tokens) of `out`, query tile q_tile's BLOCK_Q of them, the heads of
         KV head kv_head: rows that belong to no sequence (a CUDA graph's padding, executor/prefill_graphs.py) must
         not hold whatever the memory held, which the layers after would read."""
-        first = tl.load(cu_q_ptr + num_seqs)
-        r = tl.arange(0, BLOCK_Q * GROUP_POW2)
-        row = first + q_tile * BLOCK_Q + r // GROUP_POW2  # [R]
-        g = r % GROUP_POW2
-        dims = tl.arange(0, D_POW2)
-        ok = ((row < num_tokens) & (g < GROUP))[:, None] & (dims < D)[None, :]
-        offsets = row[:, None].to(tl.int64) * stride_ot + (kv_head * GROUP + g)[:, None] * stride_oh + dims[None, :]
-        tl.store(out_ptr + offsets, tl.zeros([BLOCK_Q * GROUP_POW2, D_POW2], out_ptr.dtype.element_ty), mask=ok)
+        first = tl.load(cu_q_ptr + num_seqs) + q_tile * BLOCK_Q
+        if first < num_tokens:  # (the grid's bound leaves most of these programs nothing to do)
+            r = tl.arange(0, BLOCK_Q * GROUP_POW2)
+            row = first + r // GROUP_POW2  # [R]
+            g = r % GROUP_POW2
+            dims = tl.arange(0, D_POW2)
+            ok = ((row < num_tokens) & (g < GROUP))[:, None] & (dims < D)[None, :]
+            offsets = row[:, None].to(tl.int64) * stride_ot + (kv_head * GROUP + g)[:, None] * stride_oh + dims[None, :]
+            tl.store(out_ptr + offsets, tl.zeros([BLOCK_Q * GROUP_POW2, D_POW2], out_ptr.dtype.element_ty), mask=ok)
 
     # the block tables' width (stride_bt) follows the step's longest sequence: not specialized (its value being 1 or
     # a multiple of 16 made new variants, compiled in the middle of serving: 1.3 s in a mixed step on the H100)
@@ -218,18 +249,17 @@ if triton is not None:
                         BLOCK_SIZE: tl.constexpr, KV: tl.constexpr, HEAD_MAJOR: tl.constexpr, BLOCK_Q: tl.constexpr,
                         BLOCK_N: tl.constexpr, FP32_DOT: tl.constexpr, LONGEST_FIRST: tl.constexpr,
                         DIAGONAL_IN_LOOP: tl.constexpr):
-        if LONGEST_FIRST:  # the last query tiles first: each reads the most keys of its sequence
+        if LONGEST_FIRST:  # the flat tiles from the last: a sequence's last tiles read the most keys
             kv_head = tl.program_id(0)
-            seq = tl.program_id(1)
-            q_tile = tl.num_programs(2) - 1 - tl.program_id(2)
+            flat = tl.num_programs(1) - 1 - tl.program_id(1)
         else:
-            seq = tl.program_id(0)
-            q_tile = tl.program_id(1)
-            kv_head = tl.program_id(2)
-        if seq == num_seqs:  # the extra "sequence": zero its share of the rows after the last sequence's
+            flat = tl.program_id(0)
+            kv_head = tl.program_id(1)
+        seq, q_tile = _flat_tile(cu_q_ptr, context_lens_ptr, num_seqs, flat, BLOCK_Q)
+        if seq == num_seqs:  # past every sequence's tiles: q_tile-th tile of the rows after the last sequence's
             _zero_rows(out_ptr, cu_q_ptr, num_seqs, num_tokens, q_tile, kv_head, stride_ot, stride_oh, GROUP,
                        GROUP_POW2, D, D_POW2, BLOCK_Q)
-        seq_read = tl.minimum(seq, num_seqs - 1)  # (the extra one reads the last sequence's lengths, unused)
+        seq_read = tl.minimum(seq, num_seqs - 1)  # (a tile past them reads the last sequence's lengths, unused)
         q_start = tl.load(cu_q_ptr + seq_read)
         n = tl.load(cu_q_ptr + seq_read + 1) - q_start
         ctx = tl.load(context_lens_ptr + seq_read).to(tl.int32)  # positions in 32 bits (int64 lens: 64-bit masks)

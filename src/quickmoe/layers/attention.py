@@ -129,7 +129,7 @@ class Attention(nn.Module):
         norm = (None, None, 0.0) if self.q_norm is None else (self.q_norm.weight, self.k_norm.weight, self.q_norm.eps)
         qkv = self._qkv(hidden, hidden_fp8)
         args = (qkv, attn.positions, cos_sin_cache, k_cache, v_cache, kv.slot_mapping, kv.block_tables,
-                attn.cu_query_lens, attn.context_lens, attn.max_query_len, self.sinks, kv.window, self.scale,
+                attn.cu_query_lens, attn.context_lens, self.sinks, kv.window, self.scale,
                 self.num_heads, self.head_dim, use_kernels, *norm)
         q_width = self.num_heads * self.head_dim
         if use_kernels and self.o_proj.takes_fp8_input(qkv[:, :q_width]):  # an FP8 o_proj: quantized by the op
