@@ -20,11 +20,11 @@ CKPT = dict(layers=2, experts=4, hidden_size=64, intermediate_size=64, num_exper
 
 
 def test_token_and_sequence_buckets():
-    assert prefill_token_buckets(2048) == (64, 128, 256, 512, 768, 1024, 1536, 2048)
-    assert prefill_token_buckets(4096) == (64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096)
+    assert prefill_token_buckets(2048) == (64, 128, 256, 384, 512, 640, 768, 896, 1024, 1280, 1536, 1792, 2048)
+    assert prefill_token_buckets(5000)[-6:] == (2048, 2560, 3072, 3584, 4096, 5000)
     assert prefill_token_buckets(100) == (64, 100)
     assert prefill_token_buckets(64) == (64,)
-    assert prefill_seq_buckets(256) == (1, 4, 16) and prefill_seq_buckets(5) == (1, 4)
+    assert prefill_seq_buckets(256) == (1, 4, 16, 64, 256) and prefill_seq_buckets(5) == (1, 4)
     assert prefill_seq_buckets(1) == (1,)
 
 
@@ -95,12 +95,12 @@ def test_an_idle_engine_captures_the_prompt_buckets_and_release_drops_them(ckpt_
     """The engine's idle work captures every prompt bucket (sequence bucket 1 first, its token buckets largest
     first) after the decode graphs; `release_graphs` drops them and later steps run eagerly."""
     llm = LLM(ckpt_factory(**CKPT), device="cpu", max_model_len=256)
-    graphs = PrefillGraphs(llm.runner, prefill_token_buckets(256), prefill_seq_buckets(8), capture=False)
+    graphs = PrefillGraphs(llm.runner, prefill_token_buckets(200), prefill_seq_buckets(8), capture=False)
     llm.runner.prefill_graphs = graphs
-    assert graphs.deferred[:5] == [(256, 1), (128, 1), (64, 1), (256, 4), (128, 4)]
+    assert graphs.deferred == [(200, 1), (128, 1), (64, 1), (200, 4), (128, 4), (64, 4)]
     pieces = llm.engine.finish_idle_work()
     assert pieces >= 6 and not graphs.deferred and len(graphs.graphs) == 6
-    assert [(c["tokens"], c["seqs"]) for c in graphs.info["captures"]][:3] == [(256, 1), (128, 1), (64, 1)]
+    assert [(c["tokens"], c["seqs"]) for c in graphs.info["captures"]][:3] == [(200, 1), (128, 1), (64, 1)]
     llm.runner.release_graphs()
     assert llm.runner.prefill_graphs is None
     out = llm.generate([[3, 4, 5]], SamplingParams(max_tokens=2, temperature=0, ignore_eos=True))

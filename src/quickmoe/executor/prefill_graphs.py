@@ -15,8 +15,9 @@ filled before each replay, the rest padding that does no harm:
   whatever the memory held;
 - sequences B..B_b-1: no new token (cu_query_lens flat at T), context 0, no block: the attention skips them; their
   logits row reads row 0 and is dropped.
-Every length the step's kernels read is on the device, and the prefill attention's grid is sized by T_b
-(`max_query_len`, a host number baked into the graph), so one capture per bucket serves every step that fits.
+Every length the step's kernels read is on the device, and the prefill attention's grid is sized by T_b and B_b
+only (its programs find their sequence and query tile on the device), so one capture per bucket serves every step
+that fits.
 A row's result depends on the bucket only as the kernels' configs depend on the token count (the MoE's tiles).
 
 When. Never on a step's critical path: a bucket is captured only while the engine is idle (`capture_next_deferred`,
@@ -45,16 +46,18 @@ __all__ = ["PrefillGraphs", "prefill_seq_buckets", "prefill_token_buckets"]
 
 logger = logging.getLogger(__name__)
 
-SEQ_BUCKETS = (1, 4, 16)  # sequences a graph holds: the prefill attention launches a program row per sequence
+SEQ_BUCKETS = (1, 4, 16, 64, 256)  # sequences a graph holds (a lone prompt; prompts beside decode rows)
 
 
 def prefill_token_buckets(max_tokens: int) -> tuple[int, ...]:
-    """Token counts of the buckets up to max_tokens: 64, 128, 256, 512, then steps of 1.5x and 4/3 (768, 1024, 1536,
-    2048, 3072, 4096, ...), and max_tokens itself: a step pads by at most 2x under 512 tokens and 1.5x above."""
+    """Token counts of the buckets up to max_tokens: 64, 128, 256, then steps of 128 to 1,024, of 256 to 2,048, of
+    512 to 4,096, of 1,024 beyond, and max_tokens itself. Padding rows cost the GPU what real ones do (all of them
+    the same token, they load the same experts), so above 256 tokens a step pads by at most a third."""
     sizes, size = set(), 64
     while size < max_tokens:
         sizes.add(size)
-        size = size * 2 if size < 512 else size * 3 // 2 if (size & (size - 1)) == 0 else size * 4 // 3
+        size = size * 2 if size < 256 else size + (128 if size < 1024 else 256 if size < 2048 else
+                                                   512 if size < 4096 else 1024)
     return tuple(sorted(sizes | ({max_tokens} if max_tokens > 0 else set())))
 
 
@@ -124,7 +127,7 @@ class PrefillGraphs:
         batch = ForwardBatch(
             input_ids=input_ids,
             attn=AttentionMetadata(positions=meta[self.ROW_POSITIONS], cu_query_lens=self.cu_query_lens[:seqs + 1],
-                                   context_lens=self.seqs[0, :seqs], max_query_len=torch.tensor(tokens)),
+                                   context_lens=self.seqs[0, :seqs]),
             kv_groups=tuple(KVGroupMetadata(slot_mapping=meta[self.ROW_SLOTS + g],
                                             block_tables=self.block_tables[g, :seqs], window=group.window or 0)
                             for g, group in enumerate(self.runner.kv_cache.plan.groups)),
