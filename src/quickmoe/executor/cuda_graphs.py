@@ -34,7 +34,7 @@ from collections import Counter
 import numpy as np
 import torch
 
-from quickmoe.executor.step_metadata import HostMetadata, to_device
+from quickmoe.executor.step_metadata import HostMetadata, host_array, to_device
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
 __all__ = ["DecodeGraphs", "decode_buckets"]
@@ -200,12 +200,6 @@ class DecodeGraphs:
         """The smallest bucket holding `batch_size` sequences, or None (run eagerly)."""
         return next((b for b in self.buckets if b >= batch_size), None)
 
-    @staticmethod
-    def _host_array(staging, shape: tuple[int, ...], dtype) -> np.ndarray:
-        """An uninitialised host array of `shape`: in the step's page-locked staging memory where it fits."""
-        array = staging.host_array(shape, dtype) if staging is not None else None
-        return array if array is not None else np.empty(shape, dtype=dtype)
-
     @torch.inference_mode()
     def run(self, token_ids: list[int], prev_rows: list[int], host: HostMetadata) -> torch.Tensor:
         """Logits [B, V] of a decode step of B = len(token_ids) sequences (B <= the largest bucket); prev_rows[b]
@@ -220,8 +214,8 @@ class DecodeGraphs:
         width = max(t.shape[1] for t in host.block_tables)
         assert width <= self.table_width, "a block table is wider than max_model_len allows"
         staging = self.runner.staging  # page-locked memory of this step, or None (then ordinary memory)
-        meta = self._host_array(staging, (self.ROW_SLOTS + groups, size), np.int64)
-        tables = self._host_array(staging, (groups, size, width), np.int32)
+        meta = host_array(staging, (self.ROW_SLOTS + groups, size), np.int64)
+        tables = host_array(staging, (groups, size, width), np.int32)
         meta[:, batch:] = 0  # padding: token 0, position 0, context 0
         meta[self.ROW_PREV, batch:] = -1
         meta[self.ROW_SLOTS:, batch:] = -1  # no slot: the KV write skips padding rows

@@ -27,11 +27,11 @@ if TYPE_CHECKING:
     from quickmoe.checkpoint.loader import LoadStats
     from quickmoe.config import ModelConfig
     from quickmoe.executor.cuda_graphs import DecodeGraphs
-    from quickmoe.executor.prefill_graphs import PrefillGraphs
     from quickmoe.executor.kernel_cache import KernelCache
     from quickmoe.executor.kernel_precompile import KernelPrecompile
     from quickmoe.executor.kernel_warmup import MoEKernelWarmup
     from quickmoe.executor.pinned_staging import PinnedStaging
+    from quickmoe.executor.prefill_graphs import PrefillGraphs
     from quickmoe.executor.step_timer import StepTimer
     from quickmoe.layers.sampler import Sampler
 
@@ -117,9 +117,9 @@ class ModelRunner:
                 or (self.prefill_graphs is not None and self.prefill_graphs.capture_next_deferred()))
 
     def release_graphs(self) -> None:
-        """Destroy the decode CUDA graphs; later steps run eagerly. Every rank of a model spread over several
-        calls it before it leaves the process groups (see DecodeGraphs.release: NCCL waits for graphs holding
-        its collectives)."""
+        """Destroy the CUDA graphs (decode and prompt steps); later steps run eagerly. Every rank of a model spread
+        over several calls it before it leaves the process groups (see DecodeGraphs.release: NCCL waits for graphs
+        holding its collectives)."""
         if self.prefill_graphs is not None:
             self.prefill_graphs.release()
             self.prefill_graphs = None

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from quickmoe.executor.step_metadata import build_host_metadata, to_device
+from quickmoe.executor.step_metadata import build_host_metadata, host_array, to_device
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
 __all__ = ["PrefillGraphs", "prefill_seq_buckets", "prefill_token_buckets"]
@@ -175,9 +175,8 @@ class PrefillGraphs:
             return False
         self._capture(self.deferred.pop(0))
         if not self.deferred:
-            done = [k for k in self.graphs]
             logger.info("captured %d CUDA graphs of prompt steps (up to %d tokens over up to %d sequences) in %.2f s",
-                        len(done), self.max_tokens, self.max_seqs,
+                        len(self.graphs), self.max_tokens, self.max_seqs,
                         sum(c["warmup_s"] + c["capture_s"] for c in self.info["captures"]))
         return True
 
@@ -193,7 +192,7 @@ class PrefillGraphs:
         self._synchronize()
 
     def bucket(self, tokens: int, seqs: int) -> tuple[int, int] | None:
-        """The smallest captured-or-not bucket holding the step, or None (too large)."""
+        """The smallest bucket (captured or not) that holds a step of `tokens` over `seqs`, or None (too large)."""
         t = next((b for b in self.token_buckets if b >= tokens), None)
         s = next((b for b in self.seq_buckets if b >= seqs), None)
         return None if t is None or s is None else (t, s)
@@ -217,7 +216,7 @@ class PrefillGraphs:
             return None
         staging = self.runner.staging  # page-locked memory of this step, or None (then ordinary memory)
         groups = self.block_tables.shape[0]
-        meta = _host_array(staging, (self.ROW_SLOTS + groups, tokens), np.int64)
+        meta = host_array(staging, (self.ROW_SLOTS + groups, tokens), np.int64)
         meta[:, num_tokens:] = 0  # padding rows: token 0, position 0
         meta[self.ROW_SLOTS:, num_tokens:] = -1  # no slot: the KV write skips them
         meta[self.ROW_IDS, :num_tokens] = np.fromiter((t for toks in token_ids for t in toks), dtype=np.int64,
@@ -226,14 +225,14 @@ class PrefillGraphs:
         ends = host.cu_query_lens[1:].astype(np.int64) - 1  # [B] each sequence's last row
         meta[self.ROW_PREV, ends] = prev_rows
         meta[self.ROW_POSITIONS, :num_tokens] = host.positions
-        cu = _host_array(staging, (seqs + 1,), np.int32)
+        cu = host_array(staging, (seqs + 1,), np.int32)
         cu[:num_seqs + 1] = host.cu_query_lens
         cu[num_seqs + 1:] = num_tokens  # empty sequences
-        per_seq = _host_array(staging, (2, seqs), np.int64)
+        per_seq = host_array(staging, (2, seqs), np.int64)
         per_seq[:, num_seqs:] = 0  # context 0; logits of row 0, dropped
         per_seq[0, :num_seqs] = host.context_lens
         per_seq[1, :num_seqs] = ends
-        tables = _host_array(staging, (groups, seqs, width), np.int32)
+        tables = host_array(staging, (groups, seqs, width), np.int32)
         tables[:, num_seqs:] = -1
         for g, (slots, table) in enumerate(zip(host.slot_mappings, host.block_tables)):
             meta[self.ROW_SLOTS + g, :num_tokens] = slots
@@ -247,9 +246,3 @@ class PrefillGraphs:
         graph.replay()
         self.replays[key] += 1
         return self.outputs[key][:num_seqs]
-
-
-def _host_array(staging, shape: tuple[int, ...], dtype) -> np.ndarray:
-    """An uninitialised host array of `shape`: in the step's page-locked staging memory where it fits."""
-    array = staging.host_array(shape, dtype) if staging is not None else None
-    return array if array is not None else np.empty(shape, dtype=dtype)

@@ -20,11 +20,11 @@ from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.executor.cublas_start import CublasStart
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
-from quickmoe.executor.prefill_graphs import PrefillGraphs, prefill_seq_buckets, prefill_token_buckets
 from quickmoe.executor.kernel_cache import use_triton_cache
 from quickmoe.executor.kernel_precompile import KernelPrecompile
 from quickmoe.executor.kernel_warmup import MoEKernelWarmup
 from quickmoe.executor.pinned_staging import PinnedStaging
+from quickmoe.executor.prefill_graphs import PrefillGraphs, prefill_seq_buckets, prefill_token_buckets
 from quickmoe.executor.rank_report import gather_rank_phases
 from quickmoe.executor.step_timer import StepTimer
 from quickmoe.executor.tables_start import TablesStart, tables_start_enabled

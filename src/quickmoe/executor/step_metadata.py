@@ -18,7 +18,7 @@ from quickmoe.executor.kv_cache import PagedKVCache
 from quickmoe.executor.pinned_staging import PinnedStaging
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
-__all__ = ["HostMetadata", "build_forward_batch", "build_host_metadata", "pad_block_tables", "to_device"]
+__all__ = ["HostMetadata", "build_forward_batch", "build_host_metadata", "host_array", "pad_block_tables", "to_device"]
 
 
 def to_device(array: np.ndarray, device: torch.device | str, staging: PinnedStaging | None = None) -> torch.Tensor:
@@ -31,6 +31,13 @@ def to_device(array: np.ndarray, device: torch.device | str, staging: PinnedStag
     if staging is not None:
         return staging.to_device(array)
     return torch.from_numpy(np.ascontiguousarray(array)).pin_memory().to(device, non_blocking=True)
+
+
+def host_array(staging: PinnedStaging | None, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An uninitialised host array of `shape` for a step's copy to the device: in the step's page-locked `staging`
+    memory where it fits (the CUDA graphs' static inputs are filled from these), else ordinary memory."""
+    array = staging.host_array(shape, dtype) if staging is not None else None
+    return array if array is not None else np.empty(shape, dtype=dtype)
 
 
 def pad_block_tables(tables: Sequence[Sequence[Sequence[int]]], num_groups: int) -> list[np.ndarray]:
