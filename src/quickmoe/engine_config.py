@@ -47,9 +47,9 @@ class EngineConfig:
     eagerly. The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
     ones when a step first needs them or while the server is idle (max_num_seqs or more: all at start-up).
     With graphs on, steps that carry prompt tokens (prefills, and prompt chunks beside decode rows) of up to
-    `cuda_graphs_prefill_tokens` tokens (2048; 0: none) over up to 256 sequences replay graphs too, of token-count and
-    sequence-count buckets, captured only while the server is idle (executor/prefill_graphs.py): run eagerly, such
-    a step is bound by the host's kernel launches, not by the GPU.
+    `cuda_graphs_prefill_tokens` tokens (2048; 0: none) over any number of sequences replay graphs too, of
+    token-count and sequence-count buckets, captured only while the server is idle (executor/prefill_graphs.py):
+    run eagerly, such a step is bound by the host's kernel launches, not by the GPU.
     `kernel_precompile`: "auto" (the default) compiles the Triton kernels that start-up and the idle work will launch
     and the kernel cache lacks in worker processes side by side, before the first of them launches
     (executor/kernel_precompile.py; nothing to do with a warm cache); "off" compiles each at its first launch.

@@ -24,8 +24,8 @@ def test_token_and_sequence_buckets():
     assert prefill_token_buckets(5000)[-6:] == (2048, 2560, 3072, 3584, 4096, 5000)
     assert prefill_token_buckets(100) == (64, 100)
     assert prefill_token_buckets(64) == (64,)
-    assert prefill_seq_buckets(256) == (1, 4, 16, 64, 256) and prefill_seq_buckets(5) == (1, 4)
-    assert prefill_seq_buckets(1) == (1,)
+    assert prefill_seq_buckets(256) == (1, 4, 16, 64, 256) and prefill_seq_buckets(5) == (1, 4, 5)
+    assert prefill_seq_buckets(1) == (1,) and prefill_seq_buckets(512) == (1, 4, 16, 64, 256, 512)
 
 
 def _graphs(llm: LLM, max_tokens: int, max_seqs: int = 16) -> PrefillGraphs:
@@ -95,7 +95,7 @@ def test_an_idle_engine_captures_the_prompt_buckets_and_release_drops_them(ckpt_
     """The engine's idle work captures every prompt bucket (sequence bucket 1 first, its token buckets largest
     first) after the decode graphs; `release_graphs` drops them and later steps run eagerly."""
     llm = LLM(ckpt_factory(**CKPT), device="cpu", max_model_len=256)
-    graphs = PrefillGraphs(llm.runner, prefill_token_buckets(200), prefill_seq_buckets(8), capture=False)
+    graphs = PrefillGraphs(llm.runner, prefill_token_buckets(200), prefill_seq_buckets(4), capture=False)
     llm.runner.prefill_graphs = graphs
     assert graphs.deferred == [(200, 1), (128, 1), (64, 1), (200, 4), (128, 4), (64, 4)]
     pieces = llm.engine.finish_idle_work()

@@ -78,7 +78,7 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="capture the buckets up to N at start-up, the larger ones when a step first needs them or "
                    "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
     g.add_argument("--cuda-graphs-prefill-tokens", type=int, default=2048, metavar="N",
-                   help="with CUDA graphs, steps with prompt tokens (up to N tokens over up to 256 sequences) replay "
+                   help="with CUDA graphs, steps with prompt tokens (up to N tokens, any number of sequences) replay "
                    "graphs too, captured while the server is idle; they run eagerly until then (default 2048; "
                    "0: prompt steps always run eagerly)")
     g.add_argument("--kernel-precompile", default="auto", choices=("auto", "off"),

@@ -62,8 +62,9 @@ def prefill_token_buckets(max_tokens: int) -> tuple[int, ...]:
 
 
 def prefill_seq_buckets(max_num_seqs: int) -> tuple[int, ...]:
-    """Sequence counts of the buckets: SEQ_BUCKETS up to max_num_seqs."""
-    return tuple(b for b in SEQ_BUCKETS if b <= max_num_seqs) or (max_num_seqs,)
+    """Sequence counts of the buckets: SEQ_BUCKETS below max_num_seqs, and max_num_seqs itself (as the decode
+    buckets: every step the scheduler can form has one)."""
+    return tuple(b for b in SEQ_BUCKETS if b < max_num_seqs) + (max_num_seqs,)
 
 
 class _EagerReplay:
