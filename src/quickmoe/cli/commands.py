@@ -94,7 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def warms_up_before_ready(mode: str, kernels_compiled_at_startup: int) -> bool:
-    """serve --warmup: whether the engine's idle work (deferred decode graphs, the MoE kernels of prefill sizes)
+    """serve --warmup: whether the engine's idle work (deferred graphs, the MoE kernels of prefill sizes)
     runs before the server reports ready. auto: when start-up compiled kernels, i.e. the kernel cache was empty or
     stale, so that idle work would compile too and, left for later, stall the first requests that need it."""
     return mode == "eager" or (mode == "auto" and kernels_compiled_at_startup > 0)
@@ -107,7 +107,7 @@ def _warm_up_before_ready(llm, mode: str) -> None:
     t0 = time.perf_counter()
     pieces = llm.engine.finish_idle_work()
     logger.info("warm-up before serving (--warmup %s; %d kernel cache entries written at start-up): %d pieces "
-                "(decode graphs, MoE kernels of prefill sizes) in %.2f s", mode, compiled, pieces,
+                "(graphs of decode and prompt steps, MoE kernels of prefill sizes) in %.2f s", mode, compiled, pieces,
                 time.perf_counter() - t0)
 
 

@@ -167,7 +167,8 @@ class Engine:
     def idle_work(self) -> bool:
         """One piece of work worth doing while no request runs, so that no step waits for it: compiling the MoE
         kernels of a group of batch sizes (first: the graphs' captures then find theirs compiled), capturing a
-        decode CUDA graph the runner left for later, or a warm-up step of a prefill's shape (warmup_steps.py).
+        CUDA graph the runner left for later (decode steps', then prompt steps'), or a warm-up step of a prefill's
+        shape (warmup_steps.py).
         False when there is none. Call on the step thread, between steps, when no request is unfinished (a step
         still in flight then only computes tokens that are dropped; nothing here samples)."""
         return (self.runner.warm_next_moe_kernels() or self.runner.capture_deferred_graph()

@@ -3,8 +3,8 @@
 A decode step of B sequences runs the graph of the smallest bucket b >= B: its inputs are static device
 buffers sized for the largest bucket, filled before each replay, the rows B..b-1 padded so they do no harm:
 token 0 at position 0, no cache slot (-1: the KV write skips it), no block and no context (the attention
-of an empty context is 0). Their logits are computed and dropped. Steps with a prefill, or more sequences
-than the largest bucket, run eagerly.
+of an empty context is 0). Their logits are computed and dropped. Steps with prompt tokens replay graphs of
+their own (executor/prefill_graphs.py); decodes of more sequences than the largest bucket run eagerly.
 
 Every index the decode step reads is on the device (the paged decode kernel, the MoE kernels' alignment),
 so one capture per bucket serves every later step; block tables are copied only up to the widest table of
