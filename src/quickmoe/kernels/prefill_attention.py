@@ -135,9 +135,9 @@ def paged_prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     group_pow2 = triton.next_power_of_2(group)
     block_q = max(block_q, 16 // group_pow2 if group_pow2 < 16 else 1)  # the dot needs >= 16 rows
     fp32_dot = q.device.type == "cpu" or k_cache.dtype == torch.float32  # the interpreter's bf16 dot is wrong
-    # every sequence's query tiles one after the other, then the tiles of rows after the last sequence's (zeroed):
-    # a sequence of n new tokens has at most n / block_q + 2 tiles (they lie on multiples of block_q), the rows after
-    # at most their count / block_q + 1, so this bounds them all whatever the lengths on the device are
+    # every sequence's query tiles one after the other (n // block_q + 2 indices for n new tokens: its tiles lie on
+    # multiples of block_q), then the tiles of the rows after the last sequence's (zeroed), whatever the lengths on
+    # the device are (_flat_tile)
     tiles = triton.cdiv(num_tokens, block_q) + 2 * batch + 1
     _prefill_kernel[(num_kv, tiles) if longest_first else (tiles, num_kv)](
         q, k_cache, v_cache, block_tables, cu_query_lens, context_lens, sinks, out, q.stride(0), q.stride(1),
@@ -199,28 +199,22 @@ if triton is not None:
         return m_new, l_sum, acc
 
     @triton.jit
-    def _flat_tile(cu_q_ptr, context_lens_ptr, num_seqs, flat, BLOCK_Q: tl.constexpr):
-        """(sequence, its query tile) of flat tile index `flat`: the sequences' tiles numbered one after the other
-        (sequence b has ceil((n_b + lead_b) / BLOCK_Q) of them, its first one starting lead_b = (context_b - n_b) mod
-        BLOCK_Q rows before its first new token; none without new tokens). Past every sequence's tiles: (num_seqs,
-        index among the tiles after them). The lengths are read on the device, SEARCH sequences at a time, so a
-        CUDA graph's grid serves every step of its bucket and no program row waits for a sequence it does not have
-        (a grid of sequences x the longest's tiles launched one per pair: mostly empty at hundreds of sequences)."""
-        seq = tl.full([], 0, tl.int32)  # sequences whose tiles all come before `flat`
-        before = tl.full([], 0, tl.int32)  # their tiles
-        total = tl.full([], 0, tl.int32)  # tiles of the sequences seen so far
-        for first in range(0, num_seqs, SEARCH):
+    def _flat_tile(cu_q_ptr, num_seqs, flat, BLOCK_Q: tl.constexpr):
+        """(sequence, its query tile) of flat index `flat`. Sequence b owns the indices [s_b, s_(b+1)) with s_b =
+        cu_q[b] // BLOCK_Q + 2 b: at least its tiles, ceil((n_b + lead_b) / BLOCK_Q) <= n_b // BLOCK_Q + 2 (its first
+        tile starts lead_b = (context_b - n_b) mod BLOCK_Q rows before its first new token); the indices past
+        s_(num_seqs) are the tiles of the rows after the last sequence's (returned as sequence num_seqs). Only
+        cu_q is read, SEARCH sequences at a time, and no running sum is needed: s_b grows with b, so b is the number of
+        starts <= flat, less one. So a CUDA graph's grid serves every step of its bucket, and no program waits for a
+        sequence it does not have (a grid of sequences x the longest's tiles is mostly empty at hundreds of them)."""
+        count = tl.full([], 0, tl.int32)  # sequences (the rows after them counted as one more) starting at or before
+        for first in range(0, num_seqs + 1, SEARCH):
             idx = first + tl.arange(0, SEARCH)
-            ok = idx < num_seqs
-            start = tl.load(cu_q_ptr + idx, mask=ok, other=0)
-            n = tl.load(cu_q_ptr + idx + 1, mask=ok, other=0) - start
-            ctx = tl.load(context_lens_ptr + idx, mask=ok, other=0).to(tl.int32)
-            tiles = tl.where(n > 0, (n + (ctx - n) % BLOCK_Q + BLOCK_Q - 1) // BLOCK_Q, 0)  # [SEARCH]
-            done = ok & (total + tl.cumsum(tiles, 0) <= flat)  # ends at or before `flat`
-            seq += tl.sum(done.to(tl.int32), 0)
-            before += tl.sum(tl.where(done, tiles, 0), 0)
-            total += tl.sum(tiles, 0)
-        return seq, flat - before
+            ok = idx <= num_seqs
+            starts = tl.load(cu_q_ptr + idx, mask=ok, other=0) // BLOCK_Q + 2 * idx  # [SEARCH]
+            count += tl.sum((ok & (starts <= flat)).to(tl.int32), 0)
+        seq = count - 1  # s_0 = 0 <= flat
+        return seq, flat - (tl.load(cu_q_ptr + seq) // BLOCK_Q + 2 * seq)
 
     @triton.jit
     def _zero_rows(out_ptr, cu_q_ptr, num_seqs, num_tokens, q_tile, kv_head, stride_ot, stride_oh,
@@ -255,7 +249,7 @@ if triton is not None:
         else:
             flat = tl.program_id(0)
             kv_head = tl.program_id(1)
-        seq, q_tile = _flat_tile(cu_q_ptr, context_lens_ptr, num_seqs, flat, BLOCK_Q)
+        seq, q_tile = _flat_tile(cu_q_ptr, num_seqs, flat, BLOCK_Q)
         if seq == num_seqs:  # past every sequence's tiles: q_tile-th tile of the rows after the last sequence's
             _zero_rows(out_ptr, cu_q_ptr, num_seqs, num_tokens, q_tile, kv_head, stride_ot, stride_oh, GROUP,
                        GROUP_POW2, D, D_POW2, BLOCK_Q)
