@@ -46,9 +46,10 @@ def _compile(kernel, signature: dict, constexprs: dict, warps: int, divisible: t
 def router_kernel(experts: int, hidden: int, block_h: int, split: int, warps: int):
     h_per_split = -(-(-(-hidden // split)) // block_h) * block_h
     signature = {"hidden_ptr": "*bf16", "weight_ptr": "*bf16", "bias_ptr": "*bf16", "partial_ptr": "*fp32",
-                 "counter_ptr": "*i32", "weights_ptr": "*fp32", "ids_ptr": "*i32", "num_tokens": "i32",
-                 "stride_t": "i32", "stride_e": "i32"}
-    constexprs = dict(H=hidden, E=experts, HAS_BIAS=experts == 32, TOP_K=8 if experts == 128 else 4, BLOCK_T=16,
+                 "counter_ptr": "*i32", "weights_ptr": "*fp32", "ids_ptr": "*i32", "valid_ptr": "*i32",
+                 "num_tokens": "i32", "stride_t": "i32", "stride_e": "i32"}
+    constexprs = dict(H=hidden, E=experts, HAS_BIAS=experts == 32, HAS_VALID=False, TOP_K=8 if experts == 128 else 4,
+                      BLOCK_T=16,
                       BLOCK_E=max(16, triton.next_power_of_2(experts)), BLOCK_H=block_h, H_PER_SPLIT=h_per_split,
                       SPLIT=-(-hidden // h_per_split), BLOCK_K=8 if experts == 128 else 4,
                       SOFTMAX_FIRST=experts == 128, RENORMALIZE=experts == 128, DOT_DTYPE=tl.bfloat16,

@@ -137,3 +137,23 @@ def test_the_model_routes_with_the_kernel_where_it_was_measured_faster():
     assert router_route_preferred(128, 1) and router_route_preferred(128, 256)
     assert not router_route_preferred(128, 257)
     assert not router_route_preferred(32, 70000)  # more tokens than the ticket counters cover
+
+
+@pytest.mark.parametrize("num_experts,softmax_first", [(32, False), (128, True)])
+def test_router_route_sends_padding_rows_to_no_expert(num_experts, softmax_first):
+    """num_valid_tokens: the rows at and past the count on the device get id E and weight 0; the rows before it
+    are what the kernel gives them without the count (and the float64 reference's experts)."""
+    hidden, weight, b = _inputs(70, num_experts, 256, torch.float32, seed=num_experts, bias=not softmax_first)
+    scoring = "softmax_topk" if softmax_first else "topk_softmax"
+    count = torch.tensor([45], dtype=torch.int32, device=DEVICE)
+    weights, ids = router_route(hidden, weight, b, 4, scoring=scoring, renormalize=softmax_first,
+                                num_valid_tokens=count)
+    all_weights, all_ids = router_route(hidden, weight, b, 4, scoring=scoring, renormalize=softmax_first)
+    want_ids = route_ref(_float64_logits(hidden, weight, b).float(), 4, scoring=scoring, renormalize=softmax_first)[1]
+    assert torch.equal(ids[:45], all_ids[:45]) and torch.equal(weights[:45], all_weights[:45])
+    assert torch.equal(ids[:45].cpu(), want_ids[:45])
+    assert (ids[45:] == num_experts).all() and (weights[45:] == 0).all()
+    ref_weights, ref_ids = router_route_ref(hidden, weight, b, 4, scoring=scoring, renormalize=softmax_first,
+                                            num_valid_tokens=count)
+    assert (ref_ids[45:] == num_experts).all() and (ref_weights[45:] == 0).all()
+    assert torch.equal(ref_ids[:45].cpu(), want_ids[:45])

@@ -81,3 +81,24 @@ def test_route_rejects_bad_arguments():
     with pytest.raises(ValueError, match=r"expected \[T, E\]"):
         route(logits[0], 2)
 
+
+
+@pytest.mark.parametrize("scoring,renormalize", [("topk_softmax", False), ("softmax_topk", True)])
+@pytest.mark.parametrize("num_tokens,num_valid", [(64, 43), (40, 0), (33, 33), (20, 1)])
+def test_route_sends_padding_rows_to_no_expert(scoring, renormalize, num_tokens, num_valid):
+    """num_valid_tokens (a count on the device: a CUDA graph's step): rows at and past it get id E and weight 0,
+    the rows before it what routing them alone gives; the reference (a loop over rows, written here) agrees."""
+    num_experts, top_k = 24, 4
+    logits = _logits(num_tokens, num_experts, torch.float32, seed=7 * num_tokens + num_valid)
+    count = torch.tensor([num_valid], dtype=torch.int32, device=DEVICE)
+    weights, ids = route(logits, top_k, scoring=scoring, renormalize=renormalize, num_valid_tokens=count)
+    ref_weights, ref_ids = route_ref(logits, top_k, scoring=scoring, renormalize=renormalize, num_valid_tokens=count)
+    alone_weights, alone_ids = route_ref(logits[:num_valid], top_k, scoring=scoring, renormalize=renormalize)
+    for w, i in ((weights, ids), (ref_weights, ref_ids)):
+        assert i.dtype == torch.int32 and i.shape == (num_tokens, top_k)
+        for row in range(num_tokens):
+            if row < num_valid:
+                assert torch.equal(i[row].cpu(), alone_ids[row].cpu()), row
+                torch.testing.assert_close(w[row].cpu(), alone_weights[row].cpu(), rtol=1e-5, atol=1e-6)
+            else:
+                assert (i[row] == num_experts).all() and (w[row] == 0).all(), row

@@ -72,6 +72,44 @@ def test_a_padded_step_gives_the_eager_logits_and_takes_the_previous_samples(ckp
     assert graphs.run([[1] * 200], [0], pad_block_tables([[list(range(13))] * groups], groups), [-1]) is None
 
 
+@pytest.mark.parametrize("preset,kernels", [("gpt-oss", "torch"), ("gpt-oss", "triton"), ("qwen3", "torch")])
+def test_padding_rows_go_to_no_expert_and_no_token_reads_them(ckpt_factory, monkeypatch, preset, kernels):
+    """The MoE blocks route a padded step's padding rows to no expert (id E, weight 0) and only them; poisoned
+    with NaN after every MoE block, those rows change no logit of the real sequences (no attention, cache write or
+    projection of a token reads them). kernels "triton": the routing and MoE kernels (the interpreter on CPU)."""
+    from quickmoe.layers.moe import FusedMoE
+
+    if kernels == "triton":
+        pytest.importorskip("triton")
+    kw = dict(CKPT) if preset == "gpt-oss" else dict(preset="qwen3-moe-tiny", experts_dtype=None, layers=2,
+                                                     experts=4, seed=43)
+    llm = LLM(ckpt_factory(**kw), device="cpu", max_model_len=256, moe_kernels=kernels)
+    runner = llm.runner
+    graphs = _graphs(llm, 128)
+    token_ids, starts, per_seq = _step(llm.config.vocab_size, 4)
+    groups = len(runner.kv_cache.plan.groups)
+    tables = pad_block_tables([[blocks] * groups for blocks in per_seq], groups)
+    want = runner.model(runner.build_batch(token_ids, starts, tables))  # [3, V]
+    seen = []
+    forward = FusedMoE.forward
+
+    def poisoned(self, hidden, topk_weights, topk_ids, combine=True, hidden_fp8=None, padding_rows=False):
+        out = forward(self, hidden, topk_weights, topk_ids, combine, hidden_fp8, padding_rows)
+        seen.append((topk_weights.clone(), topk_ids.clone(), padding_rows, self.num_experts))
+        return out.clone().index_fill_(0, torch.arange(43, out.shape[0]), float("nan")) if padding_rows else out
+
+    monkeypatch.setattr(FusedMoE, "forward", poisoned)
+    got = graphs.run(token_ids, starts, tables, [-1, -1, -1])
+    assert graphs.replays[(64, 4)] == 1
+    assert len(seen) == sum(isinstance(m, FusedMoE) for m in runner.model.modules()) >= 1
+    for weights, ids, padding_rows, num_experts in seen:
+        assert padding_rows and ids.shape[0] == 64
+        assert (ids[43:] == num_experts).all() and (weights[43:] == 0).all()
+        assert (ids[:43] < num_experts).all() and (ids[:43] >= 0).all()
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
 def test_padded_prompt_steps_give_the_eager_tokens(ckpt_factory):
     """Whole prompts, prompts in chunks beside decode rows (mixed steps) and prefix-cache hits through the graphs:
     greedy tokens equal the eager engine's, and the graphs ran padded buckets of several sequences."""

@@ -47,7 +47,7 @@ from quickmoe.kernels.rms_norm import rms_norm as rms_norm_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv as rotary_write_kv_kernel
 from quickmoe.kernels.rotary_kv_write import rotary_write_kv_ref
 from quickmoe.kernels.router import router_route, router_route_preferred
-from quickmoe.kernels.routing import route, route_ref, topk_softmax_ref
+from quickmoe.kernels.routing import mask_padding_rows, route, route_ref, topk_softmax_ref
 
 __all__ = ["attention", "attention_fp8", "decode_linear", "fused_add_rms_norm", "fused_add_rms_norm_fp8", "moe_experts",
            "qk_rms_norm", "rms_norm", "route_experts"]
@@ -235,27 +235,36 @@ def _decode_linear_fake(x, weight, bias, context_lens, use_kernels):
 
 
 def _route_experts(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
-                   softmax_first: bool, renormalize: bool, use_kernels: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                   softmax_first: bool, renormalize: bool, use_kernels: bool,
+                   num_valid_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden [T, H] -> (topk_weights [T, k], topk_ids [T, k]): the router's logits hidden W^T + b (one GEMM),
     then gpt-oss's scoring (the k largest logits, a softmax over them) or, with softmax_first, Mixtral's and
     Qwen's (a softmax over all experts, the k largest, divided by their sum when renormalize). The kernels do
-    both in one launch (`router_route`) where that was measured faster (`router_route_preferred`)."""
+    both in one launch (`router_route`) where that was measured faster (`router_route_preferred`).
+    num_valid_tokens (int32 [1] on the device): rows at and past it are a CUDA graph's padding and get expert id E
+    (no expert: `moe_experts` with absent_experts) and weight 0."""
     scoring = "softmax_topk" if softmax_first else "topk_softmax"
     if use_kernels and router_route_preferred(weight.shape[0], hidden.shape[0]):
-        return router_route(hidden, weight, bias, top_k, scoring=scoring, renormalize=renormalize)
+        return router_route(hidden, weight, bias, top_k, scoring=scoring, renormalize=renormalize,
+                            num_valid_tokens=num_valid_tokens)
     router_logits = torch.nn.functional.linear(hidden, weight, bias)  # [T, E]
     if use_kernels:
-        return route(router_logits, top_k, scoring=scoring, renormalize=renormalize)
+        return route(router_logits, top_k, scoring=scoring, renormalize=renormalize,
+                     num_valid_tokens=num_valid_tokens)
     if softmax_first:
-        return route_ref(router_logits, top_k, scoring=scoring, renormalize=renormalize)
-    return topk_softmax_ref(router_logits, top_k)
+        return route_ref(router_logits, top_k, scoring=scoring, renormalize=renormalize,
+                         num_valid_tokens=num_valid_tokens)
+    topk_weights, topk_ids = topk_softmax_ref(router_logits, top_k)
+    if num_valid_tokens is not None:
+        return mask_padding_rows(topk_weights, topk_ids, num_valid_tokens, weight.shape[0])
+    return topk_weights, topk_ids
 
 
 route_experts_op = torch.library.custom_op("quickmoe::route_experts", _route_experts, mutates_args=())
 
 
 @route_experts_op.register_fake
-def _route_experts_fake(hidden, weight, bias, top_k, softmax_first, renormalize, use_kernels):
+def _route_experts_fake(hidden, weight, bias, top_k, softmax_first, renormalize, use_kernels, num_valid_tokens=None):
     shape = (hidden.shape[0], top_k)
     if use_kernels or softmax_first:
         return hidden.new_empty(shape, dtype=torch.float32), hidden.new_empty(shape, dtype=torch.int32)
@@ -271,7 +280,8 @@ def _moe_experts(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
                  hidden_scales: torch.Tensor | None = None) -> torch.Tensor:
     """[T, H] -> [T, H]: the arguments of `fused_moe_ref`; use_kernels picks `fused_moe` (Triton). With the kernels
     and combine False: [T, k, H] before the combine, which the next `fused_add_rms_norm` sums (one launch less).
-    absent_experts: topk_ids may hold E for another rank's assignment (expert parallel), computed by no one.
+    absent_experts: topk_ids may hold E for an assignment computed by no one: another rank's (expert parallel) or
+    a CUDA graph's padding row's (`route_experts` with num_valid_tokens).
     hidden_q / hidden_scales: hidden quantized to FP8 beside its norm, for FP8 experts' kernels (the reference
     keeps hidden in its dtype and ignores them)."""
     if not use_kernels:

@@ -206,11 +206,14 @@ def fused_moe(
     quantizer does not run on hidden. Other formats ignore them.
     FP8 experts of few tokens (`fp8_gemv_max_tokens`, hidden and intermediate sizes <= FP8_GEMV_MAX_K) run on
     `moe_fp8_gemv` instead: the quantizer, a CUDA-core GEMV per GEMM, no alignment.
-    `absent_experts`: topk_ids may hold E for another rank's assignment (expert parallel). The alignment then
+    `absent_experts`: topk_ids may hold E for an assignment no expert here computes: another rank's (expert
+    parallel) or a CUDA graph's padding row's (`route_experts` with num_valid_tokens). The alignment then
     sorts E + 1 ids and leaves id E's tiles past its used length (`moe_align(absent_last=True)`): no GEMM
     computes them (mapped to a real expert with weight 0, they were about half of a rank's rows at 2 ranks, all on
-    one expert), and the combine skips their rows of GEMM 2's output, which no tile wrote (combine False: the
-    rows are zeroed)."""
+    one expert), and the combine skips their rows of GEMM 2's output, which no tile wrote. combine False leaves
+    those rows as the memory held them: only for padding rows, whose every assignment is absent and whose
+    results no one reads (a zeroing pass would cost a read and a write of [T, k, H] a layer; expert parallel
+    always combines: layers/moe.py)."""
     from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
     from quickmoe.kernels.moe_align import moe_align, single_token_alignment
     from quickmoe.kernels.moe_configs import moe_kernel_config
@@ -285,9 +288,7 @@ def fused_moe(
         acts, act_scales = quantize(inter) if quantize else (inter, None)
         per_assignment = moe_gemm2(acts, align, topk_weights, w2, w2_bias, w2_scales, act_scales=act_scales,
                                    out_dtype=hidden.dtype, config=config2, w2_row_scale=w2_row_scale)
-    if not combine:
-        if absent_experts:  # [A, H]: the rows of absent assignments were written by no tile
-            per_assignment.masked_fill_((topk_ids.reshape(-1, 1) == num_experts), 0)
+    if not combine:  # absent assignments' rows: not written (padding rows only; see the docstring)
         return per_assignment.view(num_tokens, top_k, -1)  # [T, k, H]
     return moe_combine(per_assignment, top_k, absent_ids=topk_ids if absent_experts else None,
                        num_experts=num_experts)

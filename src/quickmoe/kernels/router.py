@@ -38,7 +38,7 @@ try:  # CPU installs without triton keep the torch reference
     import triton.language as tl
 
     from quickmoe.kernels.pdl import pdl_wait
-    from quickmoe.kernels.routing import select_and_store_topk
+    from quickmoe.kernels.routing import padding_rows, select_and_store_topk
     from quickmoe.kernels.tickets import last_ticket, reset_ticket, store_part, sum_parts
 except ImportError:  # pragma: no cover - exercised only where triton is absent
     triton = None
@@ -66,12 +66,13 @@ def _check(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 
 
 def router_route_ref(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, *,
-                     scoring: str = "topk_softmax", renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                     scoring: str = "topk_softmax", renormalize: bool = False,
+                     num_valid_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden [T, H], weight [E, H], bias [E] or None -> (topk_weights [T, k] float32, topk_ids [T, k] int32):
-    `route_ref` of F.linear's logits."""
+    `route_ref` of F.linear's logits (rows at and past num_valid_tokens: id E, weight 0; kernels/routing.py)."""
     _check(hidden, weight, bias, top_k, scoring)
     logits = torch.nn.functional.linear(hidden, weight, bias)  # [T, E] in hidden's dtype
-    return route_ref(logits, top_k, scoring=scoring, renormalize=renormalize)
+    return route_ref(logits, top_k, scoring=scoring, renormalize=renormalize, num_valid_tokens=num_valid_tokens)
 
 
 def router_supported(num_experts: int, num_tokens: int = 0) -> bool:
@@ -95,7 +96,8 @@ def router_route_preferred(num_experts: int, num_tokens: int) -> bool:
 
 
 def router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int, *,
-                 scoring: str = "topk_softmax", renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                 scoring: str = "topk_softmax", renormalize: bool = False,
+                 num_valid_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The Triton kernel of `router_route_ref` (same arguments; same results up to float rounding and ties)."""
     _check(hidden, weight, bias, top_k, scoring)
     if not router_supported(weight.shape[0], hidden.shape[0]):
@@ -103,7 +105,7 @@ def router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
                          f"at most {ROUTER_MAX_EXPERTS} experts and {ROUTER_MAX_TOKENS} tokens")
     block_h, split, num_warps = _launch_config(weight.shape[0], hidden.shape[1])
     return launch_router_route(hidden, weight, bias, top_k, scoring, renormalize, block_h=block_h, split=split,
-                               num_warps=num_warps, num_stages=3)
+                               num_warps=num_warps, num_stages=3, num_valid_tokens=num_valid_tokens)
 
 
 def _launch_config(num_experts: int, hidden_size: int) -> tuple[int, int, int]:
@@ -118,7 +120,8 @@ def _launch_config(num_experts: int, hidden_size: int) -> tuple[int, int, int]:
 
 def launch_router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, top_k: int,
                         scoring: str, renormalize: bool, *, block_h: int, split: int, num_warps: int,
-                        num_stages: int) -> tuple[torch.Tensor, torch.Tensor]:
+                        num_stages: int, num_valid_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor,
+                                                                                                torch.Tensor]:
     """`router_route` at a given K step, split and launch configuration (checked arguments; for probes and
     tuning: the configuration must not depend on T, or batch invariance is lost)."""
     num_tokens, hidden_size = hidden.shape
@@ -143,8 +146,9 @@ def launch_router_route(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.
     out_dtype = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[hidden.dtype]
     _router_route_kernel[(num_blocks, split)](
         hidden, weight, bias if bias is not None else weight, partials, ticket_counters(hidden.device, "router_route"),
-        weights, ids,
+        weights, ids, num_valid_tokens if num_valid_tokens is not None else ids,
         num_tokens, hidden.stride(0), weight.stride(0), H=hidden_size, E=num_experts, HAS_BIAS=bias is not None,
+        HAS_VALID=num_valid_tokens is not None,
         TOP_K=top_k, BLOCK_T=_BLOCK_T, BLOCK_E=block_e, BLOCK_H=block_h, H_PER_SPLIT=h_per_split, SPLIT=split,
         BLOCK_K=triton.next_power_of_2(top_k), SOFTMAX_FIRST=scoring == "softmax_topk", RENORMALIZE=renormalize,
         DOT_DTYPE=dot_dtype, OUT_DTYPE=out_dtype, PRECISION="ieee" if dot_dtype == tl.float32 else "tf32",
@@ -156,7 +160,8 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["num_tokens"])
     def _router_route_kernel(hidden_ptr, weight_ptr, bias_ptr, partial_ptr, counter_ptr, weights_ptr, ids_ptr,
-                             num_tokens, stride_t, stride_e, H: tl.constexpr, E: tl.constexpr, HAS_BIAS: tl.constexpr,
+                             valid_ptr, num_tokens, stride_t, stride_e, H: tl.constexpr, E: tl.constexpr,
+                             HAS_BIAS: tl.constexpr, HAS_VALID: tl.constexpr,
                              TOP_K: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr,
                              H_PER_SPLIT: tl.constexpr, SPLIT: tl.constexpr, BLOCK_K: tl.constexpr,
                              SOFTMAX_FIRST: tl.constexpr, RENORMALIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
@@ -195,6 +200,6 @@ if triton is not None:
             if HAS_BIAS:
                 logits += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
             logits = logits.to(OUT_DTYPE).to(tl.float32)  # rounded as F.linear's output is
-            select_and_store_topk(logits, rows, row_ok, cols, col_ok, weights_ptr, ids_ptr, TOP_K=TOP_K,
-                                  BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K, SOFTMAX_FIRST=SOFTMAX_FIRST,
-                                  RENORMALIZE=RENORMALIZE)
+            select_and_store_topk(logits, rows, row_ok, padding_rows(rows, valid_ptr, HAS_VALID), E, cols, col_ok,
+                                  weights_ptr, ids_ptr, TOP_K=TOP_K, BLOCK_T=BLOCK_T, BLOCK_K=BLOCK_K,
+                                  SOFTMAX_FIRST=SOFTMAX_FIRST, RENORMALIZE=RENORMALIZE)

@@ -35,10 +35,11 @@ class MoEQuantMethod(Protocol):
     def process_weights_after_loading(self, layer: "FusedMoE") -> None: ...
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
-        """[T, H] -> [T, H]; with the kernels and combine False [T, k, H] (custom_ops.moe_experts). A method whose
-        kernels take hidden already quantized to FP8 sets `takes_fp8_hidden = True` and has
-        `apply_fp8(layer, hidden, hidden_fp8, topk_weights, topk_ids, combine)`."""
+              topk_ids: torch.Tensor, combine: bool = True, absent: bool = False) -> torch.Tensor:
+        """[T, H] -> [T, H]; with the kernels and combine False [T, k, H] (custom_ops.moe_experts). absent: topk_ids
+        may hold num_experts on padding rows (FusedMoE.forward). A method whose kernels take hidden already
+        quantized to FP8 sets `takes_fp8_hidden = True` and has
+        `apply_fp8(layer, hidden, hidden_fp8, topk_weights, topk_ids, combine, absent)`."""
 
 
 class UnquantizedMoEMethod:
@@ -76,12 +77,12 @@ class UnquantizedMoEMethod:
         self.gate_up_group = self.layout.gate_up_group
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True, absent: bool = False) -> torch.Tensor:
         return custom_ops.moe_experts(
             hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.gate_up_proj_bias, layer.down_proj,
             layer.down_proj_bias, None, None, self.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha,
             _use_kernels(layer, hidden) and self.gate_up_group > 1, "swiglu_gpt_oss", None, None, combine,
-            absent_experts(layer))
+            absent or absent_experts(layer))
 
 
 def absent_experts(layer: nn.Module) -> bool:
@@ -148,14 +149,14 @@ class Mxfp4MoEMethod:
         logger.debug("MXFP4 experts in kernel layout (%s); %s", self.layout, cache.stats())
 
     def apply(self, layer: "FusedMoE", hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True, absent: bool = False) -> torch.Tensor:
         if not layer.experts_in_kernel_layout:
             raise RuntimeError("MXFP4 experts used before process_weights_after_loading converted them")
         return custom_ops.moe_experts(
             hidden, topk_weights, topk_ids, layer.gate_up_proj_blocks, layer.gate_up_proj_bias,
             layer.down_proj_blocks, layer.down_proj_bias, layer.gate_up_proj_scales, layer.down_proj_scales,
             self.layout.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, _use_kernels(layer, hidden),
-            "swiglu_gpt_oss", None, None, combine, absent_experts(layer))
+            "swiglu_gpt_oss", None, None, combine, absent or absent_experts(layer))
 
 
 def mma_pairs_kernel(blocks: torch.Tensor):
@@ -216,19 +217,22 @@ class FusedMoE(nn.Module):
         return getattr(self.quant_method, "takes_fp8_hidden", False) and _use_kernels(self, hidden)
 
     def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
-                combine: bool = True, hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                combine: bool = True, hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None,
+                padding_rows: bool = False) -> torch.Tensor:
         """[T, H] -> [T, H]. combine False (one rank only): the Triton path may return its output before the
         combine, [T, k, H], for the next residual add + RMSNorm to sum (the reference returns [T, H] anyway).
-        hidden_fp8: (q, scales), hidden quantized with the quantizer's bits, where `takes_fp8_hidden`."""
+        hidden_fp8: (q, scales), hidden quantized with the quantizer's bits, where `takes_fp8_hidden`.
+        padding_rows: topk_ids hold num_experts on a CUDA graph's padding rows (`route_experts` with
+        num_valid_tokens): no GEMM computes them, and their output rows are undefined."""
         if self.parallel.sharded:  # the all-reduce takes the combined output
             combine = True
             if self.parallel.expert_parallel:
                 topk_weights, topk_ids = self.local_assignments(topk_weights, topk_ids)
         if hidden_fp8 is not None:
             assert self.takes_fp8_hidden(hidden), "hidden_fp8 given to experts that do not take it"
-            out = self.quant_method.apply_fp8(self, hidden, hidden_fp8, topk_weights, topk_ids, combine)
+            out = self.quant_method.apply_fp8(self, hidden, hidden_fp8, topk_weights, topk_ids, combine, padding_rows)
         else:
-            out = self.quant_method.apply(self, hidden, topk_weights, topk_ids, combine)
+            out = self.quant_method.apply(self, hidden, topk_weights, topk_ids, combine, padding_rows)
         return self.parallel.all_reduce(out)
 
 
@@ -275,8 +279,14 @@ class GptOssMLP(nn.Module):
         self.experts = FusedMoE(config, method, activation="swiglu_gpt_oss", dtype=dtype, device=device,
                                 parallel=parallel)
 
-    def forward(self, hidden: torch.Tensor, combine: bool = True) -> torch.Tensor:
-        """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`)."""
+    masks_padding_rows = True  # forward takes num_valid_tokens (models/decoder.py)
+
+    def forward(self, hidden: torch.Tensor, combine: bool = True,
+                num_valid_tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`).
+        num_valid_tokens (int32 [1] on the device): rows at and past it are a CUDA graph's padding, which no expert
+        computes (their output rows are undefined)."""
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.router.weight, self.router.bias, self.top_k,
-                                                          False, False, _use_kernels(self, hidden))  # [T, k] each
-        return self.experts(hidden, topk_weights, topk_ids, combine)
+                                                          False, False, _use_kernels(self, hidden),
+                                                          num_valid_tokens)  # [T, k] each
+        return self.experts(hidden, topk_weights, topk_ids, combine, padding_rows=num_valid_tokens is not None)

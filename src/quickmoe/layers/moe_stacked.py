@@ -120,13 +120,13 @@ class _StackedMethod:
                  w1: torch.Tensor, w2: torch.Tensor, w1_scales: torch.Tensor | None = None,
                  w2_scales: torch.Tensor | None = None, w1_row_scale: torch.Tensor | None = None,
                  w2_row_scale: torch.Tensor | None = None, kernels: bool = False, combine: bool = True,
-                 hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                 hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None, absent: bool = False) -> torch.Tensor:
         self._check_processed()
         hidden_q, hidden_scales = hidden_fp8 if hidden_fp8 is not None else (None, None)
         return custom_ops.moe_experts(hidden, topk_weights, topk_ids, w1, None, w2, None, w1_scales, w2_scales,
                                       self.gate_up_group, layer.swiglu_limit, layer.swiglu_alpha, kernels,
                                       layer.activation, w1_row_scale, w2_row_scale, combine,
-                                      absent_experts(layer), hidden_q, hidden_scales)
+                                      absent or absent_experts(layer), hidden_q, hidden_scales)
 
 
 class StackedUnquantizedMoEMethod(_StackedMethod):
@@ -150,9 +150,9 @@ class StackedUnquantizedMoEMethod(_StackedMethod):
         self.gate_up_group = self.layout.gate_up_group
 
     def apply(self, layer: FusedMoE, hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True, absent: bool = False) -> torch.Tensor:
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
-                             kernels=_use_kernels(layer, hidden), combine=combine)
+                             kernels=_use_kernels(layer, hidden), combine=combine, absent=absent)
 
 
 class StackedFp8MoEMethod(_StackedMethod):
@@ -202,17 +202,20 @@ class StackedFp8MoEMethod(_StackedMethod):
     takes_fp8_hidden = True  # the kernels quantize hidden per token and 128 columns: `apply_fp8` takes it so
 
     def apply(self, layer: FusedMoE, hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True, absent: bool = False) -> torch.Tensor:
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
                              layer.gate_up_proj_scale_inv, layer.down_proj_scale_inv,
-                             kernels=_use_kernels(layer, hidden), combine=combine)  # FP8 x FP8 (activations per 128)
+                             kernels=_use_kernels(layer, hidden), combine=combine,
+                             absent=absent)  # FP8 x FP8 (activations per 128)
 
     def apply_fp8(self, layer: FusedMoE, hidden: torch.Tensor, hidden_fp8: tuple[torch.Tensor, torch.Tensor],
-                  topk_weights: torch.Tensor, topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
+                  topk_weights: torch.Tensor, topk_ids: torch.Tensor, combine: bool = True,
+                  absent: bool = False) -> torch.Tensor:
         """`apply` with hidden already quantized (q, scales), as the kernels would have quantized it."""
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
                              layer.gate_up_proj_scale_inv, layer.down_proj_scale_inv,
-                             kernels=_use_kernels(layer, hidden), combine=combine, hidden_fp8=hidden_fp8)
+                             kernels=_use_kernels(layer, hidden), combine=combine, hidden_fp8=hidden_fp8,
+                             absent=absent)
 
 
 class StackedNvfp4MoEMethod(_StackedMethod):
@@ -256,10 +259,11 @@ class StackedNvfp4MoEMethod(_StackedMethod):
         logger.debug("NVFP4 experts in kernel layout (%s); %s", self.layout, cache.stats())
 
     def apply(self, layer: FusedMoE, hidden: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor, combine: bool = True) -> torch.Tensor:
+              topk_ids: torch.Tensor, combine: bool = True, absent: bool = False) -> torch.Tensor:
         return self._experts(layer, hidden, topk_weights, topk_ids, layer.gate_up_proj, layer.down_proj,
                              layer.gate_up_proj_scale, layer.down_proj_scale, layer.gate_up_proj_row_scale,
-                             layer.down_proj_row_scale, kernels=_use_kernels(layer, hidden), combine=combine)
+                             layer.down_proj_row_scale, kernels=_use_kernels(layer, hidden), combine=combine,
+                             absent=absent)
 
 
 def stacked_moe_method(scheme: str | None, names: ExpertNames, block: tuple[int, int] | None) -> _StackedMethod:

@@ -37,10 +37,16 @@ class SparseMoeBlock(nn.Module):
         """Whether forward takes `hidden_fp8` (`FusedMoE.takes_fp8_hidden`)."""
         return self.experts.takes_fp8_hidden(hidden)
 
+    masks_padding_rows = True  # forward takes num_valid_tokens (models/decoder.py)
+
     def forward(self, hidden: torch.Tensor, combine: bool = True,
-                hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None,
+                num_valid_tokens: torch.Tensor | None = None) -> torch.Tensor:
         """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`); hidden_fp8:
-        hidden quantized to FP8 beside its norm, for the experts."""
+        hidden quantized to FP8 beside its norm, for the experts; num_valid_tokens (int32 [1] on the device): rows
+        at and past it are a CUDA graph's padding, which no expert computes (their output rows are undefined)."""
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.gate.weight, None, self.top_k, True,
-                                                          self.renormalize, _use_kernels(self, hidden))  # [T, k]
-        return self.experts(hidden, topk_weights, topk_ids, combine, hidden_fp8)
+                                                          self.renormalize, _use_kernels(self, hidden),
+                                                          num_valid_tokens)  # [T, k]
+        return self.experts(hidden, topk_weights, topk_ids, combine, hidden_fp8,
+                            padding_rows=num_valid_tokens is not None)

@@ -38,11 +38,14 @@ class DecoderLayer(nn.Module):
 
     def forward(self, delta: torch.Tensor, residual: torch.Tensor, cos_sin_cache: torch.Tensor,
                 k_cache: torch.Tensor, v_cache: torch.Tensor, kv: KVGroupMetadata, attn: AttentionMetadata,
-                run_mlp: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                run_mlp: bool = True, num_valid_tokens: torch.Tensor | None = None) -> tuple[torch.Tensor,
+                                                                                            torch.Tensor]:
         """(delta, residual) [T, H] each -> the same after this layer (delta may be an MoE output before its
         combine, [T, k, H], which the next norm takes). Tensors and plain values only (the unit
         torch.compile compiles once per layer kind). run_mlp=False skips the MLP block (a model that runs some
-        MoE layers conditionally)."""
+        MoE layers conditionally). num_valid_tokens (`ForwardBatch.num_valid_tokens`): an MoE block routes the
+        rows at and past it (a CUDA graph's padding) to no expert; their results are undefined, and no row of a
+        token reads them (attention zeroes padding rows and writes no cache slot of theirs)."""
         if self.self_attn.takes_fp8_hidden(residual):  # an FP8 QKV GEMM: the norm quantizes its rows for it
             x, residual, x_fp8 = self.input_layernorm.forward_fp8(delta, residual)
             attn_out = self.self_attn(x, cos_sin_cache, k_cache, v_cache, kv, attn, x_fp8)
@@ -53,6 +56,8 @@ class DecoderLayer(nn.Module):
             return attn_out, residual
         mlp = self._modules[self.mlp_name]
         extra = {}
+        if num_valid_tokens is not None and getattr(mlp, "masks_padding_rows", False):
+            extra["num_valid_tokens"] = num_valid_tokens
         if getattr(mlp, "takes_fp8_hidden", None) is not None and mlp.takes_fp8_hidden(attn_out):
             # FP8 experts: the norm quantizes its rows for them (one quantizer launch less)
             x, residual, extra["hidden_fp8"] = self.post_attention_layernorm.forward_fp8(attn_out, residual)
@@ -89,7 +94,7 @@ class DecoderModel(nn.Module):
             k_cache, v_cache = cache.layer(idx)
             kv = batch.kv_groups[cache.layer_group[idx]]
             delta, residual = layer(delta, residual, self.rotary.cos_sin_cache, k_cache, v_cache, kv, batch.attn,
-                                    run_mlp[idx] if run_mlp is not None else True)
+                                    run_mlp[idx] if run_mlp is not None else True, batch.num_valid_tokens)
         return self.norm(delta, residual)[0]
 
 
