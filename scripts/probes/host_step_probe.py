@@ -203,7 +203,7 @@ def _one_batch(llm, engine, batch: int, args) -> None:
             pstats.Stats(profiler, stream=out).sort_stats(key).print_stats(args.top)
             print(f"--- batch {batch}, by {key}, over {args.steps} steps")
             print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:12000])
-    for rid in [r for r in list(engine._live) if r.startswith(f"b{batch}-")]:
+    for rid in [r for r in engine.live_request_ids() if r.startswith(f"b{batch}-")]:
         engine.abort(rid)
     while engine.has_unfinished():
         engine.step()
