@@ -91,6 +91,45 @@ def test_fused_moe_runs_fp8_experts_of_few_tokens_on_the_gemv(monkeypatch, num_t
     assert rows.shape == (num_tokens, 2, 128) and torch.equal(rows.float().sum(1).to(got.dtype), got)
 
 
+@pytest.mark.parametrize("num_tokens", [1, 3, 6])
+def test_the_gemv_skips_absent_assignments(monkeypatch, num_tokens):
+    """Id E (no expert here: another rank's assignment, or a CUDA graph's padding row's) with a non-zero weight:
+    the GEMV computes the other assignments as the reference does and `fused_moe` (absent_experts, on the GEMV)
+    leaves E's rows out of the combine: its result is the sum of the reference's other assignments. The
+    GEMV's absent rows are poisoned with NaN (what unwritten memory may hold)."""
+    from quickmoe.kernels import moe_fp8_gemv as gemv_module
+
+    real = gemv_module.moe_fp8_gemv
+
+    def poisoned(hidden, weights, ids, *args, **kwargs):
+        out = real(hidden, weights, ids, *args, **kwargs)  # [A, H]
+        calls.append(1)
+        return out.masked_fill((ids == e).reshape(-1, 1), float("nan"))
+
+    calls = []
+    monkeypatch.setattr(gemv_module, "moe_fp8_gemv", poisoned)
+    monkeypatch.setattr(fused_moe_module, "fp8_gemv_max_tokens", lambda device: 8)
+    g = torch.Generator().manual_seed(num_tokens + 60)
+    e, hidden, inter, top_k = 8, 256, 128, 4
+    w1, s1, w2, s2 = _fp8_experts(e, hidden, inter, g, (1, 1))
+    x = torch.randn(num_tokens, hidden, generator=g).to(DEVICE)
+    weights, ids = _routing(num_tokens, e, top_k, g)
+    absent = torch.rand(num_tokens, top_k, generator=g).to(DEVICE) < 0.4  # [T, k]
+    absent[0, 0], absent[-1, -1] = True, False
+    ids = torch.where(absent, e, ids).to(torch.int32)
+    kw = dict(gate_up_group=64, activation="silu")
+    rows = real(x, weights, ids, w1, None, s1, w2, None, s2, **kw)  # [A, H]
+    want_rows = moe_fp8_gemv_ref(x, weights, ids.long(), w1, None, s1, w2, None, s2, **kw)
+    kept = ~absent.reshape(-1)
+    assert (rows[kept] - want_rows[kept]).norm() / want_rows[kept].norm() < 1e-5
+    assert (want_rows[~kept] == 0).all()
+    got = fused_moe(x, weights, ids, w1, None, w2, None, w1_scales=s1, w2_scales=s2, absent_experts=True, **kw)
+    assert calls and torch.isfinite(got).all()
+    want = want_rows.view(num_tokens, top_k, hidden).sum(1)  # each assignment alone, as the GEMV computes it:
+    # the reference over a whole expert's rows may round one activation to another FP8 step
+    assert (got - want).norm() / want.norm() < 1e-5
+
+
 @pytest.mark.parametrize("num_tokens", [2, 12])  # the GEMV, the tensor-core GEMMs
 def test_fp8_experts_take_activations_quantized_beside_the_norm(monkeypatch, num_tokens):
     """`fused_moe(..., hidden_q=, hidden_scales=)`: FP8 experts use the given quantized activations instead of

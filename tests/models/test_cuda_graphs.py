@@ -53,6 +53,58 @@ def test_padded_decode_path_gives_the_eager_tokens(ckpt_factory):
     assert graphs.meta.shape[1] == 8 and graphs.block_tables.shape[1:] == (8, 128 // 16)
 
 
+@pytest.mark.parametrize("preset,kernels", [("gpt-oss", "torch"), ("gpt-oss", "triton"), ("qwen3", "torch")])
+def test_padding_rows_of_a_decode_bucket_go_to_no_expert(ckpt_factory, monkeypatch, preset, kernels):
+    """A padded bucket's MoE blocks route the rows at and past the step's batch size to id E with weight 0, and
+    only them; poisoned with NaN after every MoE block, those rows change no token of the real sequences. Bucket 1
+    (never padded) routes as the eager step does. kernels "triton": the routing and MoE kernels (the interpreter
+    on CPU; on a GPU in float32, where the MoE tiles follow the bucket's size: 95% of the tokens)."""
+    from quickmoe.layers.moe import FusedMoE
+
+    if kernels == "triton":
+        pytest.importorskip("triton")
+    on_gpu = kernels == "triton" and torch.cuda.is_available()
+    device = dict(device="cuda", dtype="float32", kv_cache_memory=64 << 20, cuda_graphs="off") if on_gpu else \
+        dict(device="cpu")
+    kw = dict(CKPT) if preset == "gpt-oss" else dict(preset="qwen3-moe-tiny", experts_dtype=None, layers=2,
+                                                     experts=4, seed=47)
+    model_dir = ckpt_factory(**kw)
+    prompts = _prompts(5, seed=3)  # decode batches of 5 (bucket 8), then 3 (4), 2, 1 as requests end
+    params = [SamplingParams(max_tokens=n, temperature=0, ignore_eos=True) for n in (9, 4, 14, 6, 11)]
+    want = [o.token_ids for o in LLM(model_dir, max_model_len=128, moe_kernels=kernels, **device).generate(
+        prompts, params)]
+    padded = LLM(model_dir, max_model_len=128, moe_kernels=kernels, **device)
+    graphs = DecodeGraphs(padded.runner, decode_buckets(8), capture=False)
+    graphs.capture_startup()  # the warm-ups (every row padding) before the MoE blocks are watched
+    padded.runner.graphs = graphs
+    batches, seen = [], []
+    run, forward = graphs.run, FusedMoE.forward
+    graphs.run = lambda tokens, prev, host: batches.append(len(tokens)) or run(tokens, prev, host)
+
+    def poisoned(self, hidden, topk_weights, topk_ids, combine=True, hidden_fp8=None, padding_rows=False):
+        out = forward(self, hidden, topk_weights, topk_ids, combine, hidden_fp8, padding_rows)
+        absent = (topk_ids == self.num_experts).all(-1)  # [T]
+        seen.append((topk_weights.clone(), topk_ids.clone(), padding_rows, self.num_experts))
+        return out.masked_fill(absent.view(-1, *[1] * (out.dim() - 1)), float("nan")) if padding_rows else out
+
+    monkeypatch.setattr(FusedMoE, "forward", poisoned)
+    got = [o.token_ids for o in padded.generate(prompts, params)]
+    if on_gpu:
+        assert sum(a == b for x, y in zip(got, want) for a, b in zip(x, y)) >= 0.95 * sum(map(len, want))
+    else:
+        assert got == want
+    layers = sum(isinstance(m, FusedMoE) for m in padded.runner.model.modules())
+    padded_steps = [b for b in batches if graphs.bucket(b) > 1]
+    assert {graphs.bucket(b) for b in batches} >= {8, 4, 1} and any(graphs.bucket(b) != b for b in batches)
+    calls = [c for c in seen if c[2]]  # the MoE calls of padded buckets (bucket 1 and prompt steps pass none)
+    assert len(calls) == layers * len(padded_steps) and layers >= 1
+    for step, batch in enumerate(padded_steps):
+        for weights, ids, _, num_experts in calls[step * layers:(step + 1) * layers]:
+            assert ids.shape[0] == graphs.bucket(batch)
+            assert (ids[batch:] == num_experts).all() and (weights[batch:] == 0).all()
+            assert (ids[:batch] < num_experts).all() and (ids[:batch] >= 0).all()
+
+
 def _lazy_graphs(llm: LLM, max_batch: int, startup_max: int) -> DecodeGraphs:
     """The padded path (capture off) with the start-up buckets "captured" (warmed up) and the rest left for later."""
     graphs = DecodeGraphs(llm.runner, decode_buckets(max_batch), capture=False, startup_max=startup_max)

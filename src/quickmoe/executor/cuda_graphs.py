@@ -3,7 +3,9 @@
 A decode step of B sequences runs the graph of the smallest bucket b >= B: its inputs are static device
 buffers sized for the largest bucket, filled before each replay, the rows B..b-1 padded so they do no harm:
 token 0 at position 0, no cache slot (-1: the KV write skips it), no block and no context (the attention
-of an empty context is 0). Their logits are computed and dropped. Steps with prompt tokens replay graphs of
+of an empty context is 0), and no expert: the MoE blocks route rows at and past B to id E, which no GEMM
+computes (`ForwardBatch.num_valid_tokens`, B on the device; not in bucket 1, which is never padded and keeps
+the single-token alignment). Their logits are computed and dropped. Steps with prompt tokens replay graphs of
 their own (executor/prefill_graphs.py); decodes of more sequences than the largest bucket run eagerly.
 
 Every index the decode step reads is on the device (the paged decode kernel, the MoE kernels' alignment),
@@ -65,13 +67,13 @@ class DecodeGraphs:
     """Captured decode steps of `runner.model` over `runner.kv_cache` for `buckets` batch sizes; those up to
     `startup_max` are captured by `capture_startup`, the others when first needed (see the module docstring).
 
-    Static inputs, all on the device: `meta` [4 + G, max] int64 rows (host token ids, previous-step rows, positions,
-    context lengths, one slot row per cache group) and `block_tables` [G, max, width] int32; a step fills their
-    first columns with two host->device copies from page-locked memory. Inside the graph each row's input token
+    Static inputs, all on the device: `meta` [5 + G, max] int64 rows (host token ids, previous-step rows, positions,
+    context lengths, the step's batch size B in every column, one slot row per cache group) and `block_tables`
+    [G, max, width] int32; a step fills their first columns with two host->device copies from page-locked memory. Inside the graph each row's input token
     is `runner.prev_sampled[prev_row]` (a token the previous step sampled, still on the device) where prev_row
     >= 0, else the host's id: so a step can be launched before the previous one's tokens reach the host."""
 
-    ROW_IDS, ROW_PREV, ROW_POSITIONS, ROW_CONTEXT, ROW_SLOTS = 0, 1, 2, 3, 4
+    ROW_IDS, ROW_PREV, ROW_POSITIONS, ROW_CONTEXT, ROW_COUNT, ROW_SLOTS = 0, 1, 2, 3, 4, 5
 
     @torch.inference_mode()  # static inputs are inference tensors like the eager path's (no compiled guard fails)
     def __init__(self, runner, buckets: tuple[int, ...], *, capture: bool = True, startup_max: int = 8) -> None:
@@ -116,7 +118,8 @@ class DecodeGraphs:
             kv_groups=tuple(KVGroupMetadata(slot_mapping=meta[self.ROW_SLOTS + g],
                                             block_tables=self.block_tables[g, :size], window=group.window or 0)
                             for g, group in enumerate(self.runner.kv_cache.plan.groups)),
-            logits_indices=self.logits_indices[:size], kv_cache=self.runner.kv_cache, query_lens=[1] * size)
+            logits_indices=self.logits_indices[:size], kv_cache=self.runner.kv_cache, query_lens=[1] * size,
+            num_valid_tokens=meta[self.ROW_COUNT, :1] if size > 1 else None)  # [1]: B (padding: rows B..size-1)
         return self.runner.model(batch)
 
     @torch.inference_mode()
@@ -223,6 +226,7 @@ class DecodeGraphs:
         meta[self.ROW_PREV, :batch] = prev_rows
         meta[self.ROW_POSITIONS, :batch] = host.positions
         meta[self.ROW_CONTEXT, :batch] = host.context_lens
+        meta[self.ROW_COUNT] = batch
         tables[:, batch:] = -1
         for g, (slots, table) in enumerate(zip(host.slot_mappings, host.block_tables)):
             meta[self.ROW_SLOTS + g, :batch] = slots

@@ -241,7 +241,7 @@ def _route_experts(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     then gpt-oss's scoring (the k largest logits, a softmax over them) or, with softmax_first, Mixtral's and
     Qwen's (a softmax over all experts, the k largest, divided by their sum when renormalize). The kernels do
     both in one launch (`router_route`) where that was measured faster (`router_route_preferred`).
-    num_valid_tokens (int32 [1] on the device): rows at and past it are a CUDA graph's padding and get expert id E
+    num_valid_tokens (an integer [1] on the device): rows at and past it are a CUDA graph's padding and get expert id E
     (no expert: `moe_experts` with absent_experts) and weight 0."""
     scoring = "softmax_topk" if softmax_first else "topk_softmax"
     if use_kernels and router_route_preferred(weight.shape[0], hidden.shape[0]):

@@ -58,8 +58,9 @@ class ForwardBatch:
     logits_indices: torch.Tensor  # [B]: row of each sequence's last token
     kv_cache: KVCacheTensors
     query_lens: list[int]  # [B], host copy
-    # int32 [1] on the device, or None: the rows at and past it are a CUDA graph's padding (prompt-step graphs,
-    # executor/prefill_graphs.py), which the MoE blocks route to no expert; None: every row is a token
+    # an integer [1] on the device, or None: the rows at and past it are a CUDA graph's padding (prompt-step
+    # graphs, executor/prefill_graphs.py: int32; decode graphs, executor/cuda_graphs.py: int64), which the MoE
+    # blocks route to no expert; None: every row is a token
     num_valid_tokens: torch.Tensor | None = None
 
     @property

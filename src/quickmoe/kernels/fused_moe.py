@@ -205,7 +205,7 @@ def fused_moe(
     quantizer's bits (`rms_norm.fused_add_rms_norm_fp8` makes them beside the norm): GEMM 1 takes them, and the
     quantizer does not run on hidden. Other formats ignore them.
     FP8 experts of few tokens (`fp8_gemv_max_tokens`, hidden and intermediate sizes <= FP8_GEMV_MAX_K) run on
-    `moe_fp8_gemv` instead: the quantizer, a CUDA-core GEMV per GEMM, no alignment.
+    `moe_fp8_gemv` instead: the quantizer, a CUDA-core GEMV per GEMM, no alignment (it skips id E itself).
     `absent_experts`: topk_ids may hold E for an assignment no expert here computes: another rank's (expert
     parallel) or a CUDA graph's padding row's (`route_experts` with num_valid_tokens). The alignment then
     sorts E + 1 ids and leaves id E's tiles past its used length (`moe_align(absent_last=True)`): no GEMM
@@ -238,8 +238,7 @@ def fused_moe(
     if fp8 and (k1 % 128 or k2 % 128):
         raise ValueError(f"fused_moe: FP8 experts need K (hidden {k1}, intermediate {k2}) in whole 128-column "
                          "scale groups")
-    if fp8 and 0 < num_tokens <= fp8_gemv_max_tokens(hidden.device) and max(k1, k2) <= FP8_GEMV_MAX_K \
-            and not absent_experts:
+    if fp8 and 0 < num_tokens <= fp8_gemv_max_tokens(hidden.device) and max(k1, k2) <= FP8_GEMV_MAX_K:
         from quickmoe.kernels.moe_fp8_gemv import moe_fp8_gemv
 
         per_assignment = moe_fp8_gemv(hidden, topk_weights, topk_ids, w1, w1_bias, w1_scales, w2, w2_bias, w2_scales,
@@ -247,7 +246,8 @@ def fused_moe(
                                       swiglu_alpha=swiglu_alpha, hidden_q=hidden_q, hidden_scales=hidden_scales)
         if not combine:
             return per_assignment.view(num_tokens, top_k, -1)  # [T, k, H]
-        return moe_combine(per_assignment, top_k)
+        return moe_combine(per_assignment, top_k, absent_ids=topk_ids if absent_experts else None,
+                           num_experts=w1.shape[0])
     config1 = moe_kernel_config(w1.shape[0], w1.shape[1], k1, weights, device_name, num_tokens, arch=arch,
                                 proj="gate_up")
     config2 = moe_kernel_config(w2.shape[0], w2.shape[1], k2, weights, device_name, num_tokens, arch=arch,

@@ -13,6 +13,9 @@ GEMMs (`fp8_quant`); no alignment is needed (a program reads its assignment's ex
   activations' dtype;
 - `_moe_gemv2_kernel`: out[a] = (quantized inter[a] @ W2[e].T + b2[e]) x topk_weights[a], [A, H]: `fused_moe`'s
   per-assignment rows before the combine.
+An assignment to id E (no expert here: another rank's under expert parallel, or a CUDA graph's padding row's) is
+skipped by both kernels: its rows of `inter` and `out` are left as the memory held them (the reference gives
+zeros), and the combine leaves it out (`moe_combine(absent_ids=)`).
 The K loops are unrolled (Qwen3: 16 and 6 steps of 128 columns) so that the compiler can issue a program's weight
 loads ahead of its sums (Triton pipelines only loads that feed a dot), and each tile of activations repeats the
 token's row on every weight row, so both tiles share one layout and no sum crosses a warp. A first version that
@@ -99,13 +102,17 @@ def moe_fp8_gemv_ref(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids:
                      config: Fp8GemvConfig | None = None, hidden_q: torch.Tensor | None = None,
                      hidden_scales: torch.Tensor | None = None) -> torch.Tensor:
     """[T, H] -> [T * k, H]: assignment a's row, weighted by its routing weight (the reference MoE of each
-    assignment alone, activations through FP8 per token and 128 columns). `config` is the kernel's, unused;
-    hidden_q / hidden_scales too (the reference quantizes hidden itself)."""
+    assignment alone, activations through FP8 per token and 128 columns); zeros for an assignment to id E (no
+    expert here; the kernels leave its row undefined). `config` is the kernel's, unused; hidden_q / hidden_scales
+    too (the reference quantizes hidden itself)."""
     _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group, activation)
     num_tokens, top_k = topk_ids.shape
     rows = []
     for a in range(num_tokens * top_k):
         t, j = divmod(a, top_k)
+        if int(topk_ids[t, j]) >= w1.shape[0]:
+            rows.append(hidden.new_zeros(1, w2.shape[1]))
+            continue
         rows.append(fused_moe_ref(hidden[t:t + 1], topk_weights[t:t + 1, j:j + 1], topk_ids[t:t + 1, j:j + 1], w1,
                                   w1_bias, w2, w2_bias, w1_scales=w1_scales, w2_scales=w2_scales,
                                   gate_up_group=gate_up_group, swiglu_limit=swiglu_limit, swiglu_alpha=swiglu_alpha,
@@ -128,9 +135,10 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
                  activation: str = "silu", swiglu_limit: float = 7.0, swiglu_alpha: float = 1.702,
                  config: Fp8GemvConfig | None = None, hidden_q: torch.Tensor | None = None,
                  hidden_scales: torch.Tensor | None = None) -> torch.Tensor:
-    """The Triton kernels of `moe_fp8_gemv_ref`: the quantizer, GEMV 1, the quantizer, GEMV 2; no alignment.
-    hidden_q / hidden_scales: hidden already quantized per token and 128 columns with the quantizer's bits (e.g.
-    by `rms_norm.fused_add_rms_norm_fp8`): GEMV 1 takes them and the first quantizer does not run."""
+    """The Triton kernels of `moe_fp8_gemv_ref`: the quantizer, GEMV 1, the quantizer, GEMV 2; no alignment
+    (an assignment to id E: its row undefined, see the module docstring). hidden_q / hidden_scales: hidden already
+    quantized per token and 128 columns with the quantizer's bits (e.g. by `rms_norm.fused_add_rms_norm_fp8`):
+    GEMV 1 takes them and the first quantizer does not run."""
     if triton is None:
         raise RuntimeError("moe_fp8_gemv needs triton; moe_fp8_gemv_ref is the torch version")
     _check(hidden, topk_ids, w1, w1_scales, w2, w2_scales, gate_up_group, activation)
@@ -152,7 +160,7 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
     else:
         xq, xs = quantize_fp8_per_token_group(hidden)  # [T, H] e4m3, [T, H/128]
     _moe_gemv1_kernel[(num_assignments, triton.cdiv(intermediate, group) * (group // rows1))](
-        xq, xs, ids, w1, w1_scales, w1_bias if w1_bias is not None else w1_scales, inter, top_k,
+        xq, xs, ids, w1, w1_scales, w1_bias if w1_bias is not None else w1_scales, inter, top_k, experts,
         float(swiglu_limit), float(swiglu_alpha), H=h, I=intermediate, GROUP=group,
         SCALE_ROWS=two_i // w1_scales.shape[2], ROWS=rows1, C=_step_groups(config.groups1, h),
         HAS_BIAS=w1_bias is not None,
@@ -160,7 +168,7 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
     iq, is_ = quantize_fp8_per_token_group(inter)  # [A, I] e4m3, [A, I/128]
     _moe_gemv2_kernel[(num_assignments, triton.cdiv(h, config.rows2))](
         iq, is_, ids, w2, w2_scales, w2_bias if w2_bias is not None else w2_scales, topk_weights.reshape(-1), out,
-        H=h, I=intermediate, SCALE_ROWS=h // w2_scales.shape[2], ROWS=config.rows2,
+        experts, H=h, I=intermediate, SCALE_ROWS=h // w2_scales.shape[2], ROWS=config.rows2,
         C=_step_groups(config.groups2, intermediate), HAS_BIAS=w2_bias is not None,
         num_warps=config.warps2, **pdl)
     return out
@@ -169,7 +177,7 @@ def moe_fp8_gemv(hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: tor
 if triton is not None:
 
     @triton.jit
-    def _moe_gemv1_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, top_k, limit, alpha,
+    def _moe_gemv1_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, out_ptr, top_k, num_experts, limit, alpha,
                       H: tl.constexpr, I: tl.constexpr, GROUP: tl.constexpr, SCALE_ROWS: tl.constexpr,
                       ROWS: tl.constexpr, C: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
                       PDL: tl.constexpr):
@@ -178,6 +186,8 @@ if triton is not None:
         pid_n = tl.program_id(1)
         token = (a // top_k).to(tl.int64)
         expert = tl.load(ids_ptr + a).to(tl.int64)
+        if expert >= num_experts:  # no expert here: the row is left out
+            return
         group = pid_n // (GROUP // ROWS)  # the gate/up group, and this program's part of its columns
         cols = (pid_n % (GROUP // ROWS)) * ROWS + tl.arange(0, ROWS)  # [R] within the group
         size = tl.minimum(I - group * GROUP, GROUP)  # GROUP except in a ragged last group
@@ -205,12 +215,14 @@ if triton is not None:
         tl.store(out_ptr + a.to(tl.int64) * I + group * GROUP + cols, y.to(out_ptr.dtype.element_ty), mask=ok)
 
     @triton.jit
-    def _moe_gemv2_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, H: tl.constexpr,
-                      I: tl.constexpr, SCALE_ROWS: tl.constexpr, ROWS: tl.constexpr, C: tl.constexpr,
+    def _moe_gemv2_kernel(x_ptr, xs_ptr, ids_ptr, w_ptr, s_ptr, bias_ptr, route_w_ptr, out_ptr, num_experts,
+                      H: tl.constexpr, I: tl.constexpr, SCALE_ROWS: tl.constexpr, ROWS: tl.constexpr, C: tl.constexpr,
                       HAS_BIAS: tl.constexpr, PDL: tl.constexpr):
         pdl_wait(PDL)
         a = tl.program_id(0)
         expert = tl.load(ids_ptr + a).to(tl.int64)
+        if expert >= num_experts:
+            return
         rows = tl.program_id(1) * ROWS + tl.arange(0, ROWS)  # [R] output columns = weight rows
         ok = rows < H
         kk = tl.arange(0, C * 128)

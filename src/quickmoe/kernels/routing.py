@@ -6,7 +6,7 @@ Two scorings:
   `renormalize` divides them by their sum (Mixtral does, some Qwen configs do not).
 Both return (topk_weights [T, k] float32, topk_ids [T, k] int32), the experts in decreasing score order.
 Ties between equal scores go to the lower expert index in the kernel (torch.topk promises no order).
-`num_valid_tokens` (int32 [1] on the device, or None): rows at and past it are padding (a CUDA graph's bucket
+`num_valid_tokens` (an integer [1] on the device, or None): rows at and past it are padding (a CUDA graph's bucket
 holds more rows than the step has tokens): they get expert id E, which no GEMM computes (`fused_moe`'s
 absent_experts), and weight 0, whatever their scores. The count is read on the device, so one captured graph
 serves every step of its bucket.

@@ -284,7 +284,7 @@ class GptOssMLP(nn.Module):
     def forward(self, hidden: torch.Tensor, combine: bool = True,
                 num_valid_tokens: torch.Tensor | None = None) -> torch.Tensor:
         """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`).
-        num_valid_tokens (int32 [1] on the device): rows at and past it are a CUDA graph's padding, which no expert
+        num_valid_tokens (an integer [1] on the device): rows at and past it are a CUDA graph's padding, which no expert
         computes (their output rows are undefined)."""
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.router.weight, self.router.bias, self.top_k,
                                                           False, False, _use_kernels(self, hidden),

@@ -43,7 +43,7 @@ class SparseMoeBlock(nn.Module):
                 hidden_fp8: tuple[torch.Tensor, torch.Tensor] | None = None,
                 num_valid_tokens: torch.Tensor | None = None) -> torch.Tensor:
         """[T, H] -> [T, H], or [T, k, H] before the combine (combine False: `FusedMoE.forward`); hidden_fp8:
-        hidden quantized to FP8 beside its norm, for the experts; num_valid_tokens (int32 [1] on the device): rows
+        hidden quantized to FP8 beside its norm, for the experts; num_valid_tokens (an integer [1] on the device): rows
         at and past it are a CUDA graph's padding, which no expert computes (their output rows are undefined)."""
         topk_weights, topk_ids = custom_ops.route_experts(hidden, self.gate.weight, None, self.top_k, True,
                                                           self.renormalize, _use_kernels(self, hidden),
