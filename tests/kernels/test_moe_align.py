@@ -106,6 +106,8 @@ def test_chunked_kernels_match_the_reference(num_tokens, top_k, num_experts, blo
     (1, 4, 64, 16, False),  # gpt-oss-120b at 2 ranks, batch 1
     (256, 4, 64, 64, False),  # ... at batch 256
     (33, 2, 5, 16, False),
+    (640, 4, 32, 16, False),  # one program over 3 chunks of 1,024 (absent ones counted apart: E_POW2 32)
+    (200, 8, 128, 64, False),  # Qwen3-30B-A3B's 128 experts, a decode graph's padding
     (1100, 4, 16, 64, True)])  # prefill-sized: the chunked launches (an eighth on the CPU, as above)
 def test_absent_last_leaves_those_assignments_to_no_tile(num_tokens, top_k, num_experts, block_m, chunked,
                                                          monkeypatch):

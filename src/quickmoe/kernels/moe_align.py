@@ -132,14 +132,15 @@ def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int, absent_las
     block_expert = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
     num_padded = torch.empty(1, dtype=torch.int32, device=device)
     ids = topk_ids.reshape(-1)
-    e_pow2 = triton.next_power_of_2(num_experts)
+    absent = absent_last and num_experts > 1
+    e_pow2 = triton.next_power_of_2(used_experts if absent else num_experts)  # (absent: counted apart)
     chunk = align_chunk(num_assignments)
     # tiles whose expert one pass finds: a [TILE_CHUNK, E] comparison (with 256 tiles at 128 experts it
     # spilled 1.3 KB a thread: 24 us a call on the H100, 2.5 us at 32 experts)
     tile_chunk = max(_TILE_COMPARE_ELEMENTS // e_pow2, 16)
     _align_kernel[(1,)](ids, sorted_ids, block_expert, num_padded, num_assignments, num_experts, capacity,
                         capacity // block_m, used_experts, BLOCK_M=block_m, CHUNK=chunk, E_POW2=e_pow2,
-                        CAP_CHUNK=1024, TILE_CHUNK=tile_chunk, num_warps=8, **pdl_kwargs(device))
+                        CAP_CHUNK=1024, TILE_CHUNK=tile_chunk, ABSENT=absent, num_warps=8, **pdl_kwargs(device))
     return MoEAlignment(sorted_ids=sorted_ids, block_expert=block_expert, num_padded=num_padded,
                         block_m=block_m, num_assignments=num_assignments)
 
