@@ -546,8 +546,9 @@ def test_absent_experts_contribute_nothing(mxfp4, num_tokens, monkeypatch):
     """Expert parallel: an id equal to E (another rank's assignment) contributes nothing whatever its weight: the
     result is the float64 reference run as such assignments were before (expert 0, weight 0); with combine False
     the other rows sum to it (absent rows are undefined: only padding rows, all absent, are left so). No GEMM tile
-    is given them: every tile the GEMMs' alignment uses is of an expert below E, at T = 1 too (the single-token alignment's tiles are the ids themselves). GEMM 2 writes no row of theirs,
-    so the combine must not read them: here they are NaN after GEMM 2 (what an uninitialised row may hold)."""
+    is given them: every tile the GEMMs' alignment uses is of an expert below E, at T = 1 too (the single-token
+    alignment's tiles are the ids themselves). GEMM 2 writes no row of theirs, so the combine must not read them:
+    here they are NaN after GEMM 2 (what an uninitialised row may hold)."""
     from quickmoe.kernels import moe_gemm
 
     aligns = []

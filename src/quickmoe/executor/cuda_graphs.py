@@ -69,9 +69,10 @@ class DecodeGraphs:
 
     Static inputs, all on the device: `meta` [5 + G, max] int64 rows (host token ids, previous-step rows, positions,
     context lengths, the step's batch size B in every column, one slot row per cache group) and `block_tables`
-    [G, max, width] int32; a step fills their first columns with two host->device copies from page-locked memory. Inside the graph each row's input token
-    is `runner.prev_sampled[prev_row]` (a token the previous step sampled, still on the device) where prev_row
-    >= 0, else the host's id: so a step can be launched before the previous one's tokens reach the host."""
+    [G, max, width] int32; a step fills their first columns with two host->device copies from page-locked memory.
+    Inside the graph each row's input token is `runner.prev_sampled[prev_row]` (a token the previous step sampled,
+    still on the device) where prev_row >= 0, else the host's id: so a step can be launched before the previous
+    one's tokens reach the host."""
 
     ROW_IDS, ROW_PREV, ROW_POSITIONS, ROW_CONTEXT, ROW_COUNT, ROW_SLOTS = 0, 1, 2, 3, 4, 5
 

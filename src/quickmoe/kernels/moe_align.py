@@ -9,7 +9,9 @@
 - `num_padded` int32 [1]: used length of `sorted_ids` (on the device: no host synchronisation, so the
   grids are sized by `capacity` and tiles past `num_padded` exit at once, which also suits CUDA graphs).
   With `absent_last`, id E - 1 marks assignments no GEMM computes (expert parallel: another rank's, mapped one
-  past the rank's experts): its tiles come after every other expert's, and `num_padded` ends where they begin.
+  past the rank's experts; a CUDA graph's padding rows): its tiles come after every other expert's, and
+  `num_padded` ends where they begin. (The one-program kernel counts them apart rather than as one more expert's
+  bin: that bin doubled its E_POW2 at 32 and 128 experts, +0.2 ms a decode step of Qwen3-30B-A3B at batch 256.)
 capacity = block_m * (A // block_m + min(E, A)): each expert adds at most one partial tile.
 
 `moe_align_ref` is a handful of torch ops on the device (a stable sort of A ints, a scatter-add count, two
@@ -89,7 +91,8 @@ def moe_align_ref(topk_ids: torch.Tensor, num_experts: int, block_m: int,
     num_assignments = flat.numel()
     capacity = alignment_capacity(num_assignments, num_experts, block_m)
     # scatter_add, not bincount: bincount reads its maximum back to the host, which a CUDA graph forbids
-    counts = torch.zeros(num_experts, dtype=torch.long, device=device).scatter_add_(0, flat, torch.ones_like(flat))  # [E]
+    counts = torch.zeros(num_experts, dtype=torch.long, device=device).scatter_add_(
+        0, flat, torch.ones_like(flat))  # [E]
     padded = (counts + block_m - 1) // block_m * block_m  # [E]
     padded_end = torch.cumsum(padded, 0)  # [E]
     padded_start = padded_end - padded
