@@ -15,7 +15,7 @@ for m in g q; do
   ck=$G; [ $m = q ] && ck=$Q
   for t in new main; do
     root=$PWD; [ $t != new ] && root=$PWD/.ab/$t
-    [ $SECONDS -gt 190 ] && { echo "skipping $m $t ($SECONDS s)"; continue; }
+    [ $SECONDS -gt 150 ] && { echo "skipping $m $t ($SECONDS s)"; continue; }
     PYTHONPATH=/tmp/site:$root/src timeout 90 python3 -m quickmoe bench generate $ck --num-prompts 256 --input-len 1000 \
       --output-len 1000 --json $OUT/gen_${m}_$t.json > $OUT/gen_${m}_$t.log 2>&1
     echo "$m $t rc $? ($SECONDS s)"; tail -4 $OUT/gen_${m}_$t.log | cut -c1-160
