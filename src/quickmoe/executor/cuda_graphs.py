@@ -5,7 +5,8 @@ buffers sized for the largest bucket, filled before each replay, the rows B..b-1
 token 0 at position 0, no cache slot (-1: the KV write skips it), no block and no context (the attention
 of an empty context is 0), and no expert: the MoE blocks route rows at and past B to id E, which no GEMM
 computes (`ForwardBatch.num_valid_tokens`, B on the device; not in bucket 1, which is never padded and keeps
-the single-token alignment). Their logits are computed and dropped. Steps with prompt tokens replay graphs of
+the single-token alignment, nor with compiled decoder layers, whose graphs were traced without it: a new argument
+would recompile them at the first step, and it was not measured there). Their logits are computed and dropped. Steps with prompt tokens replay graphs of
 their own (executor/prefill_graphs.py); decodes of more sequences than the largest bucket run eagerly.
 
 Every index the decode step reads is on the device (the paged decode kernel, the MoE kernels' alignment),
@@ -112,6 +113,7 @@ class DecodeGraphs:
         meta = self.meta[:, :size]
         prev = meta[self.ROW_PREV]
         input_ids = torch.where(prev >= 0, self.runner.prev_sampled[prev.clamp(min=0)], meta[self.ROW_IDS])  # [size]
+        masks_padding = size > 1 and not self.runner.layers_compiled  # (see the module docstring)
         batch = ForwardBatch(
             input_ids=input_ids,
             attn=AttentionMetadata(positions=meta[self.ROW_POSITIONS], cu_query_lens=self.cu_query_lens[:size + 1],
@@ -120,7 +122,7 @@ class DecodeGraphs:
                                             block_tables=self.block_tables[g, :size], window=group.window or 0)
                             for g, group in enumerate(self.runner.kv_cache.plan.groups)),
             logits_indices=self.logits_indices[:size], kv_cache=self.runner.kv_cache, query_lens=[1] * size,
-            num_valid_tokens=meta[self.ROW_COUNT, :1] if size > 1 else None)  # [1]: B (padding: rows B..size-1)
+            num_valid_tokens=meta[self.ROW_COUNT, :1] if masks_padding else None)  # [1]: B (rows B.. padding)
         return self.runner.model(batch)
 
     @torch.inference_mode()

@@ -100,6 +100,7 @@ class ModelRunner:
         self.moe_kernels = engine.resolved_kernels("moe_kernels", self.device)
         self.attention_kernels = engine.resolved_kernels("attention_kernels", self.device)
         self._precompiler: KernelPrecompile | None = None
+        self.layers_compiled = False  # torch.compile'd decoder layers (`--compile on` / `aot`), set by start-up
         try:
             start_runner(self, engine, progress, early_start)
         except BaseException:

@@ -142,6 +142,7 @@ def start_runner(runner: ModelRunner, engine: EngineConfig, progress: bool, earl
         from quickmoe.executor.compile import compile_runner
 
         runner.report.info["compile"] = compile_runner(runner, aot=engine.compile == "aot")
+        runner.layers_compiled = True
         runner.report.mark("compile")
     if graphs is not None:
         runner.graphs = graphs
