@@ -6,8 +6,9 @@ token 0 at position 0, no cache slot (-1: the KV write skips it), no block and n
 of an empty context is 0), and no expert: the MoE blocks route rows at and past B to id E, which no GEMM
 computes (`ForwardBatch.num_valid_tokens`, B on the device; not in bucket 1, which is never padded and keeps
 the single-token alignment, nor with compiled decoder layers, whose graphs were traced without it: a new argument
-would recompile them at the first step, and it was not measured there). Their logits are computed and dropped. Steps with prompt tokens replay graphs of
-their own (executor/prefill_graphs.py); decodes of more sequences than the largest bucket run eagerly.
+would recompile them at the first step, and it was not measured there). Their logits are computed and dropped.
+Steps with prompt tokens replay graphs of their own (executor/prefill_graphs.py); decodes of more sequences than
+the largest bucket run eagerly.
 
 Every index the decode step reads is on the device (the paged decode kernel, the MoE kernels' alignment),
 so one capture per bucket serves every later step; block tables are copied only up to the widest table of
