@@ -11,6 +11,7 @@ import torch
 
 from quickmoe.engine.sampling_params import GREEDY_BELOW, SamplingParams
 from quickmoe.errors import RequestError
+from quickmoe.layers.logits_processing import RowContext
 from quickmoe.layers.sampler import Sampler, top_k_top_p_mask
 
 # -- naive reference ------------------------------------------------------------------------------------
@@ -212,6 +213,48 @@ def test_cuda_tokens_equal_cpu_tokens():
     assert cuda.token_ids == cpu.token_ids
     for a, b in zip(cuda.logprobs, cpu.logprobs):
         assert (a is None) == (b is None) and (a is None or abs(a - b) < 1e-4)
+
+
+def _bf16_case(rows: int, vocab: int, seed: int):
+    """bf16 logits drawn from few values (many ties), mixed params (greedy, sampled, filtered, logprobs,
+    penalties), contexts and a bitmask that allows a random ~half of each row's tokens."""
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.randint(-40, 40, (rows, vocab), generator=g) / 8).to(torch.bfloat16)  # [R, V]: ties
+    rng = random.Random(seed)
+    params = []
+    for _ in range(rows):
+        extra = dict(logprobs=rng.choice([None, 0, 3]))
+        if rng.random() < 0.3:
+            extra.update(presence_penalty=rng.uniform(-1, 1), repetition_penalty=rng.uniform(0.8, 1.3))
+        params.append(random_params(rng, **extra))
+    contexts = [RowContext(prompt_ids=[rng.randrange(vocab) for _ in range(5)],
+                           output_ids=[rng.randrange(vocab) for _ in range(3)]) for _ in range(rows)]
+    words = torch.randint(0, 2**32, (rows, -(-vocab // 32)), generator=g, dtype=torch.int64)
+    bitmask = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)  # int32 bit patterns
+    return logits, params, contexts, bitmask
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("with_extras", [False, True])
+def test_bf16_logits_sample_as_their_float32_widening(device, with_extras):
+    """The engine's steps hand the sampler the LM head's bf16 logits: every token, log-probability and top list
+    equals what the float32 widening of the same values gives (ties included)."""
+    rows, vocab = 64, 700
+    logits, params, contexts, bitmask = _bf16_case(rows, vocab, seed=11 + with_extras)
+    if not with_extras:
+        contexts, bitmask = None, None
+        params = [SamplingParams(temperature=p.temperature, top_k=p.top_k, top_p=p.top_p, logprobs=p.logprobs)
+                  for p in params]
+    seeds = list(range(rows))
+    got = Sampler()(logits.to(device), params, generators(seeds), contexts, bitmask)
+    want = Sampler()(logits.float().to(device), params, generators(seeds), contexts, bitmask)
+    assert got.token_ids == want.token_ids
+    assert got.logprobs == want.logprobs
+    assert got.top_logprobs == want.top_logprobs
+    if not with_extras:  # greedy rows: the naive argmax (first index among ties) of the widened values
+        for i, p in enumerate(params):
+            if p.greedy:
+                assert got.token_ids[i] == reference_token(logits[i].double().tolist(), p, None)
 
 
 # -- SamplingParams -------------------------------------------------------------------------------------

@@ -110,7 +110,7 @@ class DecodeGraphs:
         self.block_tables.fill_(-1)
 
     def _forward(self, size: int) -> torch.Tensor:
-        """The decode step over the static buffers' first `size` columns: logits [size, V] float32."""
+        """The decode step over the static buffers' first `size` columns: logits [size, V] in the model's dtype."""
         meta = self.meta[:, :size]
         prev = meta[self.ROW_PREV]
         input_ids = torch.where(prev >= 0, self.runner.prev_sampled[prev.clamp(min=0)], meta[self.ROW_IDS])  # [size]
@@ -124,7 +124,7 @@ class DecodeGraphs:
                             for g, group in enumerate(self.runner.kv_cache.plan.groups)),
             logits_indices=self.logits_indices[:size], kv_cache=self.runner.kv_cache, query_lens=[1] * size,
             num_valid_tokens=meta[self.ROW_COUNT, :1] if masks_padding else None)  # [1]: B (rows B.. padding)
-        return self.runner.model(batch)
+        return self.runner.model(batch, float_logits=False)  # the sampler widens what it needs
 
     @torch.inference_mode()
     def dry_forward(self, size: int) -> None:

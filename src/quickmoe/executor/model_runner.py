@@ -246,10 +246,10 @@ class ModelRunner:
             if wants_prompt:  # the last rows and the prompt rows asked for, in one LM-head call
                 rows, prompt_rows = prompt_logit_rows([len(t) for t in token_ids], prompt_logprobs)
                 batch.logits_indices = to_device(rows, self.device, self.staging)
-                logits = self.model(batch)
+                logits = self.model(batch, float_logits=False)
                 logits, prompt_logits = logits[:len(token_ids)], logits[len(token_ids):]
             else:
-                logits = self.model(batch)
+                logits = self.model(batch, float_logits=False)  # the sampler widens what it needs
         sample = None
         driver = self.parallel.is_driver
         if sample_rows and driver:

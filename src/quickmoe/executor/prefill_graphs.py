@@ -124,7 +124,8 @@ class PrefillGraphs:
         self.block_tables.fill_(-1)
 
     def _forward(self, tokens: int, seqs: int) -> torch.Tensor:
-        """The step over the static buffers' first `tokens` rows and `seqs` sequences: logits [seqs, V] float32."""
+        """The step over the static buffers' first `tokens` rows and `seqs` sequences: logits [seqs, V] in the model's
+        dtype (the sampler widens what it needs)."""
         meta = self.meta[:, :tokens]
         prev = meta[self.ROW_PREV]
         input_ids = torch.where(prev >= 0, self.runner.prev_sampled[prev.clamp(min=0)], meta[self.ROW_IDS])  # [T_b]
@@ -137,7 +138,7 @@ class PrefillGraphs:
                             for g, group in enumerate(self.runner.kv_cache.plan.groups)),
             logits_indices=self.seqs[1, :seqs], kv_cache=self.runner.kv_cache, query_lens=[0] * seqs,
             num_valid_tokens=self.cu_query_lens[seqs:seqs + 1])  # [1]: the step's tokens (padding: flat at T)
-        return self.runner.model(batch)
+        return self.runner.model(batch, float_logits=False)
 
     def _synchronize(self) -> None:
         if self.runner.device.type == "cuda":
@@ -157,7 +158,7 @@ class PrefillGraphs:
             if self.capture_enabled:
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=self.pool):
-                    self.outputs[key] = self._forward(*key)  # [seqs, V] float32, in the pool
+                    self.outputs[key] = self._forward(*key)  # [seqs, V], in the pool
                 self._synchronize()
             else:
                 graph = _EagerReplay(self, key)

@@ -184,7 +184,8 @@ class Sampler:
     def sample(self, logits: torch.Tensor, params: Sequence[RowSamplingParams],
                generators: Sequence[torch.Generator | None], contexts: Sequence[RowContext | None] | None = None,
                bitmask: torch.Tensor | Future | None = None) -> DeviceSample:
-        """logits [B, V] (any device) -> B tokens, plus log-probabilities where asked, left on the device.
+        """logits [B, V] (any device; float32 or the model's dtype) -> B tokens, plus log-probabilities where
+        asked, left on the device.
 
         generators[i] is row i's CPU generator; sampled rows (temperature > 0) must have one, and each
         draws exactly one float64 uniform from it per call, in row order. Greedy rows may pass None.
@@ -195,17 +196,19 @@ class Sampler:
         num_rows = logits.shape[0]
         assert logits.dim() == 2 and len(params) == num_rows == len(generators), \
             f"logits {tuple(logits.shape)}, {len(params)} params, {len(generators)} generators"
-        raw = logits = logits.float()
+        # the model's dtype (bf16) is widened to float32 only where arithmetic follows: a greedy row's argmax
+        # is the same on bf16 values as on their exact float32 widening (ties: the first index in both)
+        raw = logits
         device = logits.device
         if needs_processing(params, contexts):
-            logits = process_logits(logits, params, contexts)
+            logits = process_logits(logits.float(), params, contexts)
         if bitmask is not None:
-            logits = apply_token_bitmask(logits, bitmask.result() if isinstance(bitmask, Future) else bitmask)
+            logits = apply_token_bitmask(logits.float(), bitmask.result() if isinstance(bitmask, Future) else bitmask)
         tokens = logits.argmax(dim=-1)  # [B]
         sampled_rows = [i for i, p in enumerate(params) if not p.greedy]
         if sampled_rows:
             rows = self._index(sampled_rows, num_rows, device)
-            drawn = self._sample(logits if rows is None else logits[rows], [params[i] for i in sampled_rows],
+            drawn = self._sample((logits if rows is None else logits[rows]).float(), [params[i] for i in sampled_rows],
                                  [generators[i] for i in sampled_rows])  # [S]
             tokens = drawn if rows is None else tokens.index_copy(0, rows, drawn)
         return self._collect(raw, tokens, params)
@@ -264,7 +267,7 @@ class Sampler:
         width = min(max(asked[i] for i in asked_rows), logits.shape[1])  # n, at most V
         rows = self._index(asked_rows, num_rows, logits.device)
         # vLLM's convention: log-probabilities of the raw logits, before temperature, top-k and top-p
-        logprobs = torch.log_softmax(logits if rows is None else logits[rows], dim=-1)  # [R, V] float32
+        logprobs = torch.log_softmax((logits if rows is None else logits[rows]).float(), dim=-1)  # [R, V] float32
         chosen = logprobs.gather(1, (tokens if rows is None else tokens[rows])[:, None])  # [R, 1]
         top_values, top_ids = logprobs.topk(width, dim=-1)  # [R, n] each, most likely first
         # token ids (< 2**53) and float32 values are exact in float64

@@ -100,9 +100,9 @@ class DecoderModel(nn.Module):
 
 class MoECausalLM(nn.Module):
     """The model plus the LM head (tied to the embedding when config.tie_word_embeddings). Subclasses build
-    each decoder layer in `make_layer`. `forward` returns float32 logits of each sequence's last token.
-    `parallel`: this rank's place among the ranks the model is split over (tensor / expert parallel); every layer
-    shards itself from it, and the logits are gathered whole on every rank."""
+    each decoder layer in `make_layer`. `forward` returns logits of each sequence's last token (float32 unless
+    asked otherwise). `parallel`: this rank's place among the ranks the model is split over (tensor / expert
+    parallel); every layer shards itself from it, and the logits are gathered whole on every rank."""
 
     def __init__(self, config: ModelConfig, *, dtype: torch.dtype, device: torch.device | str,
                  parallel: ParallelContext = SINGLE) -> None:
@@ -120,12 +120,13 @@ class MoECausalLM(nn.Module):
                    parallel: ParallelContext = SINGLE) -> DecoderLayer:
         raise NotImplementedError
 
-    def forward(self, batch: ForwardBatch, *, all_logits: bool = False) -> torch.Tensor:
-        """Logits [B, V] at each sequence's last new token, or [T, V] for every token with all_logits."""
+    def forward(self, batch: ForwardBatch, *, all_logits: bool = False, float_logits: bool = True) -> torch.Tensor:
+        """Logits [B, V] at each sequence's last new token, or [T, V] for every token with all_logits; float32, or
+        in the model's dtype with float_logits=False (the engine's steps: the sampler widens what it needs)."""
         hidden = self.model(batch)  # [T, H]
         if not all_logits:
             hidden = hidden[batch.logits_indices]  # [B, H]
-        return self.lm_head(hidden)
+        return self.lm_head(hidden, float_logits=float_logits)
 
     def process_weights_after_loading(self) -> None:
         """Every quant method converts its layer's weights into the kernel layout (experts and linears)."""
