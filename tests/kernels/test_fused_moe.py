@@ -238,7 +238,7 @@ def test_partial_tiles_take_the_quarter_tile_path_and_match_the_reference(monkey
     config = moe_configs.MoEKernelConfig(block_m=64, block_n=64, block_k=64, num_warps=4, group_m=2,
                                          swap_ab=swap_ab)
     monkeypatch.setattr(moe_configs, "moe_kernel_config", lambda *args, **kwargs: config)
-    monkeypatch.setattr(moe_gemm, "SINGLE_PROGRAM_MAX", 0)  # sub-tiles for this small prefill-like launch
+    monkeypatch.setattr(moe_gemm, "SUB_TILE_MIN_ASSIGNMENTS", 0)  # sub-tiles for this small prefill-like launch
     counts = [7, 16, 17, 32, 33, 64, 0, 64 + 9, 128 + 40]  # assignments per expert
     g = torch.Generator().manual_seed(77 + mxfp4)
     flat = torch.cat([torch.full((c,), e) for e, c in enumerate(counts)])
@@ -256,19 +256,20 @@ def test_partial_tiles_take_the_quarter_tile_path_and_match_the_reference(monkey
 
 
 def test_only_prefill_sized_launches_of_large_tiles_take_sub_tiles():
-    """Decode launches (A <= SINGLE_PROGRAM_MAX) compile the GEMMs without the sub-tile branch (it cost the 20b's
-    batch-256 step 2% on the H100), and so do tiles under SUB_TILE_MIN_BLOCK_M rows."""
-    from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
-    from quickmoe.kernels.moe_gemm import SUB_TILE_MIN_BLOCK_M, _sub_tiles
+    """Decode launches (A < SUB_TILE_MIN_ASSIGNMENTS) compile the GEMMs without the sub-tile branch (it cost the
+    20b's batch-256 step 2% on the H100), and so do tiles under SUB_TILE_MIN_BLOCK_M rows."""
+    from quickmoe.kernels.moe_align import MoEAlignment
+    from quickmoe.kernels.moe_gemm import SUB_TILE_MIN_ASSIGNMENTS, SUB_TILE_MIN_BLOCK_M, _sub_tiles
 
     def align(num_assignments, block_m):
         empty = torch.empty(0, dtype=torch.int32)
         return MoEAlignment(empty, empty, empty, block_m=block_m, num_assignments=num_assignments)
 
-    assert _sub_tiles(align(SINGLE_PROGRAM_MAX + 1, SUB_TILE_MIN_BLOCK_M))
+    assert _sub_tiles(align(SUB_TILE_MIN_ASSIGNMENTS, SUB_TILE_MIN_BLOCK_M))
     assert _sub_tiles(align(32768, 128))
-    assert not _sub_tiles(align(SINGLE_PROGRAM_MAX, 128))
+    assert not _sub_tiles(align(SUB_TILE_MIN_ASSIGNMENTS - 1, 128))
     assert not _sub_tiles(align(1024, 64))  # gpt-oss-20b's batch-256 decode
+    assert not _sub_tiles(align(2048, 64))  # Qwen3-30B-A3B's batch-256 decode
     assert not _sub_tiles(align(32768, SUB_TILE_MIN_BLOCK_M // 2))
 
 
@@ -383,9 +384,9 @@ def test_k_in_parts_match_the_reference(monkeypatch, mxfp4, num_tokens, split, b
 def test_k_parts_divide_the_k_steps():
     """The part count is the largest up to split_k that divides the K steps (a ragged last step counts); launches
     with prefill sub-tiles take one part."""
-    from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
+    from quickmoe.kernels.moe_align import MoEAlignment
     from quickmoe.kernels.moe_configs import MoEKernelConfig
-    from quickmoe.kernels.moe_gemm import _split_parts
+    from quickmoe.kernels.moe_gemm import SUB_TILE_MIN_ASSIGNMENTS, _split_parts
 
     def align(num_assignments, block_m):
         empty = torch.zeros(1, dtype=torch.int32)
@@ -397,7 +398,7 @@ def test_k_parts_divide_the_k_steps():
                                       (4096, 128, 4, (4, 1024))):
         assert _split_parts(MoEKernelConfig(block_m=8, swap_ab=True, block_k=block_k, split_k=split_k), k, 100,
                             decode) == want, (k, block_k, split_k)
-    prefill = align(SINGLE_PROGRAM_MAX + 1, 64)
+    prefill = align(SUB_TILE_MIN_ASSIGNMENTS, 64)
     assert _split_parts(MoEKernelConfig(block_m=64, block_k=128, split_k=4), 2048, 100, prefill) == (1, 2048)
 
 

@@ -50,10 +50,14 @@ def test_alignment_rejects_bad_shapes():
                                                                   (256, 4, 128, 64),  # gpt-oss-120b at batch 256
                                                                   (700, 4, 128, 32)])  # 3 sort chunks, the last ragged
 @pytest.mark.parametrize("skew", [0.0, 4.0])
-def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_experts, block_m, skew):
-    """skew > 0 biases every token towards the same few experts: long runs beside empty experts."""
+def test_single_program_kernel_matches_the_reference(num_tokens, top_k, num_experts, block_m, skew, monkeypatch):
+    """skew > 0 biases every token towards the same few experts: long runs beside empty experts. The engine gives
+    the program one sort chunk (SINGLE_PROGRAM_MAX); the kernel takes several, which the larger cases check."""
     pytest.importorskip("triton")
+    from quickmoe.kernels import moe_align as moe_align_module
     from quickmoe.kernels.moe_align import moe_align
+
+    monkeypatch.setattr(moe_align_module, "SINGLE_PROGRAM_MAX", 4096)
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     g = torch.Generator().manual_seed(num_tokens * 3 + num_experts)
@@ -108,7 +112,8 @@ def test_chunked_kernels_match_the_reference(num_tokens, top_k, num_experts, blo
     (33, 2, 5, 16, False),
     (640, 4, 32, 16, False),  # one program over 3 chunks of 1,024 (absent ones counted apart: E_POW2 32)
     (200, 8, 128, 64, False),  # Qwen3-30B-A3B's 128 experts, a decode graph's padding
-    (1100, 4, 16, 64, True)])  # prefill-sized: the chunked launches (an eighth on the CPU, as above)
+    (1100, 4, 16, 64, True),  # prefill-sized: the chunked launches (an eighth on the CPU, as above)
+    (256, 8, 128, 16, True)])  # Qwen3-30B-A3B's decode bucket 256 with padding: past one chunk, chunked
 def test_absent_last_leaves_those_assignments_to_no_tile(num_tokens, top_k, num_experts, block_m, chunked,
                                                          monkeypatch):
     """Expert parallel: ids equal to E (another rank's assignment) aligned as E + 1 experts with absent_last: the
@@ -118,6 +123,8 @@ def test_absent_last_leaves_those_assignments_to_no_tile(num_tokens, top_k, num_
     from quickmoe.kernels import moe_align as moe_align_module
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    if not chunked:  # (the one program over several chunks as well: the kernel takes them)
+        monkeypatch.setattr(moe_align_module, "SINGLE_PROGRAM_MAX", 4096)
     if chunked and device == "cpu":
         monkeypatch.setattr(moe_align_module, "SORT_CHUNK_MAX", moe_align_module.SORT_CHUNK_MAX // 8)
         monkeypatch.setattr(moe_align_module, "SINGLE_PROGRAM_MAX", moe_align_module.SINGLE_PROGRAM_MAX // 8)

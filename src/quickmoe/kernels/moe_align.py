@@ -16,22 +16,27 @@ capacity = block_m * (A // block_m + min(E, A)): each expert adds at most one pa
 
 `moe_align_ref` is a handful of torch ops on the device (a stable sort of A ints, a scatter-add count, two
 cumsums: about fifteen launches, none reading back to the host, so it can be captured in a CUDA graph).
-`moe_align` (same signature) does it in one Triton program when A <= SINGLE_PROGRAM_MAX (every decode batch,
-where the reference's launches cost as much as the GEMMs: at batch 256 they were 2 ms of a 16 ms step). The
-program takes the assignments in chunks of C <= 1,024: a histogram per chunk gives each expert's count, and one
-bitonic sort of the chunk's keys `expert * C + lane` puts its assignments in the reference's order (by expert,
-then by index: the keys are distinct, so the sort needs no stability). The i-th sorted assignment of a chunk
-goes to its expert's first row, plus the expert's assignments in earlier chunks, plus its rank in the chunk's
-run (i minus the run's start: an exclusive cumulative sum of the chunk's histogram, gathered by expert). The work
-is O(A log^2 C), whatever E: the earlier one-hot ranks cost O(A E) in a serial loop of [C, E] scans, 61.5 us a
-call at A = 1,024 and 128 experts on the H100 (9.7 us sorted); one sort of all 4,096 assignments took 72 us at
-32 experts, more than chunks of 1,024 (the network's depth grows as log^2 C, its width is one warp's lanes).
-Prefill-sized A (above SINGLE_PROGRAM_MAX) takes three launches over chunks of SORT_CHUNK_MAX in parallel: each
-chunk's histogram (its program also writes a share of the sentinels), the plan (one program per 8,192 / E tiles,
-each summing the histograms itself, writes its tiles' experts; the first also every chunk's first row per expert:
-the expert's first padded row plus its assignments in earlier chunks), then each chunk's sort and scatter as
-above. The reference's fifteen launches, a radix sort among them,
-took ~120 us at A = 32,768 on the H100 (gpt-oss at 8,192 tokens), a few % of the MoE layer. The kernels live in
+`moe_align` (same signature) does it in one Triton program when A <= SINGLE_PROGRAM_MAX (decode batches up to
+256 tokens at top-4, 128 at top-8, where the reference's launches cost as much as the GEMMs: at batch 256 they
+were 2 ms of a 16 ms step). The program takes the assignments in chunks of C <= 1,024: a histogram per chunk
+gives each expert's count, and one bitonic sort of the chunk's keys `expert * C + lane` puts its assignments in
+the reference's order (by expert, then by index: the keys are distinct, so the sort needs no stability). The i-th
+sorted assignment of a chunk goes to its expert's first row, plus the expert's assignments in earlier chunks, plus
+its rank in the chunk's run (i minus the run's start: an exclusive cumulative sum of the chunk's histogram,
+gathered by expert). The work is O(A log^2 C), whatever E: the earlier one-hot ranks cost O(A E) in a serial loop
+of [C, E] scans, 61.5 us a call at A = 1,024 and 128 experts on the H100 (9.7 us sorted); one sort of all 4,096
+assignments took 72 us at 32 experts, more than chunks of 1,024 (the network's depth grows as log^2 C, its width
+is one warp's lanes).
+
+The program's chunks run one after another, so past one chunk three launches over the chunks in parallel win (H200,
+2026-12-03 second session, `scripts/probes/align_lmhead_probe.py`): at A = 2,048 one program took 17.7 us (128
+experts) and 12.9 us (32 experts), the three launches 13.6 and 10.1 us; at A = 1,024 one program 10.9-12.0 and
+7.1-8.2 us, the launches 13.1-14.7 and 9.7-11.5 us. So A above SINGLE_PROGRAM_MAX (one chunk) takes three
+launches over chunks of SORT_CHUNK_MAX: each chunk's histogram (its program also writes a share of the sentinels),
+the plan (one program per 8,192 / E tiles, each summing the histograms itself, writes its tiles' experts; the first
+also every chunk's first row per expert: the expert's first padded row plus its assignments in earlier chunks),
+then each chunk's sort and scatter as above. The reference's fifteen launches, a radix sort among them, took
+~120 us at A = 32,768 on the H100 (gpt-oss at 8,192 tokens), a few % of the MoE layer. The kernels live in
 `kernels/moe_align_kernels.py`.
 """
 
@@ -54,7 +59,7 @@ else:
 __all__ = ["MoEAlignment", "moe_align", "moe_align_ref", "alignment_capacity", "align_chunk",
            "single_token_alignment", "SINGLE_PROGRAM_MAX"]
 
-SINGLE_PROGRAM_MAX = 4096  # assignments handled by one program
+SINGLE_PROGRAM_MAX = 1024  # assignments handled by one program: one sort chunk (the kernel takes more, slower)
 SORT_CHUNK_MAX = 1024  # assignments sorted together (4 keys a thread at 8 warps)
 _TILE_COMPARE_ELEMENTS = 8192  # TILE_CHUNK x E per pass of the tiles' expert search: 32 registers a thread
 # chunks' histograms the plan reads a load (at most _TILE_COMPARE_ELEMENTS values; from E alone, so one compiled

@@ -45,7 +45,7 @@ import logging
 import torch
 
 from quickmoe.errors import ConfigError
-from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, MoEAlignment
+from quickmoe.kernels.moe_align import MoEAlignment
 from quickmoe.kernels.moe_configs import MoEKernelConfig
 from quickmoe.kernels.moe_gemm_operands import fp8_config, launch_args, packed, scales_arg, weight_descriptor
 from quickmoe.kernels.pdl import pdl_kwargs
@@ -70,11 +70,12 @@ def _require_triton() -> None:
 
 
 SUB_TILE_MIN_BLOCK_M = 64
+SUB_TILE_MIN_ASSIGNMENTS = 4097  # prefill-sized launches (decode batches stay below: 1,024 - 2,048 assignments)
 
 
 def _sub_tiles(align: MoEAlignment) -> bool:
     """Whether the GEMMs run an expert's nearly empty last tile on a quarter of its rows: prefill-sized launches
-    (A > SINGLE_PROGRAM_MAX) with tiles of >= SUB_TILE_MIN_BLOCK_M rows. Each expert's last M tile is partly
+    (A >= SUB_TILE_MIN_ASSIGNMENTS) with tiles of >= SUB_TILE_MIN_BLOCK_M rows. Each expert's last M tile is partly
     sentinels, and a tile's dots cost its BLOCK_M rows whatever they hold: at gpt-oss-120b's T = 8,192 (128
     experts, ~256 assignments each, BLOCK_M 128) half the experts have a third tile of a few rows, 20% of the
     tiles and 17% of each GEMM's time (the same GEMMs with every expert at exactly 256 rows). A tile whose valid
@@ -83,7 +84,7 @@ def _sub_tiles(align: MoEAlignment) -> bool:
     of the MoE layer at T = 1,024-8,192; a half-size path as well lost up to 9% (20b T = 256, 120b T = 1,024), and
     at decode sizes (20b batch 256 takes BLOCK_M 64) the decode step grew 2% in a whole-model run, so decode
     launches compile without the branch (docs/benchmarks.md, twelfth session)."""
-    return align.num_assignments > SINGLE_PROGRAM_MAX and align.block_m >= SUB_TILE_MIN_BLOCK_M
+    return align.num_assignments >= SUB_TILE_MIN_ASSIGNMENTS and align.block_m >= SUB_TILE_MIN_BLOCK_M
 
 
 def _split_parts(config: MoEKernelConfig, k: int, num_tiles: int, align: MoEAlignment) -> tuple[int, int]:
