@@ -219,13 +219,20 @@ def main() -> None:
     parser.add_argument("--tp", type=int, default=1, help="tensor_parallel_size")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-cprofile", dest="cprofile", action="store_false")
+    parser.add_argument("--cuda-graph-sizes", default=None,
+                        help="comma-separated decode graph batch sizes instead of the engine's default")
     args = parser.parse_args()
 
     from quickmoe.llm import LLM
 
     options = {"tensor_parallel_size": args.tp} if args.tp > 1 else {}
+    if args.cuda_graph_sizes:
+        options["cuda_graph_sizes"] = tuple(int(b) for b in args.cuda_graph_sizes.split(","))
+
     llm = LLM(args.model, device=args.device, **options)
     engine = llm.engine
+    if llm.runner.graphs is not None:
+        print(f"decode graph batch sizes: {llm.runner.graphs.buckets}")
     while engine.idle_work():  # every decode graph captured, as a server does once idle
         pass
     _instrument(engine)

@@ -44,7 +44,9 @@ class EngineConfig:
     and product are the exception), and it combines the MoE outputs inside the experts' op where the eager layer
     folds the combine into the next norm. `cuda_graphs`: "on" captures the decode step in CUDA graphs for
     batch-size buckets (executor/cuda_graphs.py; CUDA only); "auto" (the default) does so on CUDA; "off" decodes
-    eagerly. The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
+    eagerly. `cuda_graph_sizes`: the buckets' batch sizes (None, the default: powers of two up to 32, then steps
+    of 16 to 256 and of 32 beyond, executor/cuda_graphs.py `decode_buckets`; max_num_seqs is always one, so that
+    every decode step has a graph). The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
     ones when a step first needs them or while the server is idle (max_num_seqs or more: all at start-up).
     With graphs on, steps that carry prompt tokens (prefills, and prompt chunks beside decode rows) of up to
     `cuda_graphs_prefill_tokens` tokens (2048; 0: none) over any number of sequences replay graphs too, of
@@ -81,6 +83,7 @@ class EngineConfig:
     attention_kernels: str = "auto"
     compile: str = "off"
     cuda_graphs: str = "auto"
+    cuda_graph_sizes: tuple[int, ...] | None = None
     cuda_graphs_startup_max: int = 8
     cuda_graphs_prefill_tokens: int = 2048
     kernel_precompile: str = "auto"
@@ -156,6 +159,15 @@ class EngineConfig:
             raise fail("cuda_graphs", f"one of {list(CUDA_GRAPH_MODES)}")
         if self.kernel_precompile not in KERNEL_PRECOMPILE_MODES:
             raise fail("kernel_precompile", f"one of {list(KERNEL_PRECOMPILE_MODES)}")
+        if self.cuda_graph_sizes is not None:
+            sizes = self.cuda_graph_sizes
+            if not isinstance(sizes, (tuple, list)) or not sizes or not all(is_int(b) and b >= 1 for b in sizes):
+                raise fail("cuda_graph_sizes", "None or a non-empty list of batch sizes >= 1")
+            if max(sizes) > self.max_num_seqs:
+                raise ConfigError(f"engine option 'cuda_graph_sizes' = {list(sizes)}: batch size {max(sizes)} is "
+                                  f"more than max_num_seqs = {self.max_num_seqs} (expected sizes up to it; "
+                                  "max_num_seqs is always captured)")
+            object.__setattr__(self, "cuda_graph_sizes", tuple(sorted(set(sizes))))
         if not is_int(self.cuda_graphs_startup_max) or self.cuda_graphs_startup_max < 1:
             raise fail("cuda_graphs_startup_max", "an integer >= 1")
         if not is_int(self.cuda_graphs_prefill_tokens) or self.cuda_graphs_prefill_tokens < 0:

@@ -60,8 +60,8 @@ class LLM:
                  **engine_options) -> None:
         """`engine_options` are the fields of `EngineConfig` (device, dtype, max_model_len, max_num_seqs,
         max_num_batched_tokens, long_prefill_token_threshold, moe_kernels, attention_kernels, compile, cuda_graphs,
-        cuda_graphs_startup_max, cuda_graphs_prefill_tokens, block_size, kv_cache_memory, gpu_memory_utilization, num_kv_blocks, seed,
-        enable_prefix_caching)."""
+        cuda_graph_sizes, cuda_graphs_startup_max, cuda_graphs_prefill_tokens, block_size, kv_cache_memory,
+        gpu_memory_utilization, num_kv_blocks, seed, enable_prefix_caching)."""
         fields = {f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
         unknown = sorted(set(engine_options) - fields)
         if unknown:

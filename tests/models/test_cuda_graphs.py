@@ -24,13 +24,22 @@ def _prompts(n: int, seed: int) -> list[list[int]]:
     return [[rng.randrange(1000) for _ in range(rng.randint(1, 40))] for _ in range(n)]
 
 
-def test_buckets_are_powers_of_two_up_to_max_num_seqs():
+def test_buckets_cover_every_batch_with_little_padding():
     assert decode_buckets(1) == (1,)
-    assert decode_buckets(64) == (1, 2, 4, 8, 16, 32, 64)
-    assert decode_buckets(48) == (1, 2, 4, 8, 16, 32, 48)
-    # every batch the scheduler can form has a graph (a cap of 256 left --max-num-seqs 512's steps eager)
-    assert decode_buckets(512) == (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-    assert decode_buckets(1000) == (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
+    assert decode_buckets(64) == (1, 2, 4, 8, 16, 32, 48, 64)
+    assert decode_buckets(40) == (1, 2, 4, 8, 16, 32, 40)
+    assert decode_buckets(256) == (1, 2, 4, 8, 16, 32, *range(48, 257, 16))
+    assert decode_buckets(300) == (1, 2, 4, 8, 16, 32, *range(48, 257, 16), 288, 300)
+    for max_num_seqs in (1, 7, 100, 256, 512, 1000):
+        buckets = decode_buckets(max_num_seqs)
+        assert buckets[-1] == max_num_seqs and list(buckets) == sorted(set(buckets))
+        for batch in range(1, max_num_seqs + 1):  # every batch the scheduler can form has a graph
+            bucket = next(b for b in buckets if b >= batch)
+            # at most 2x padding below 32 (powers of two), then at most 15 rows up to 256 and 31 beyond
+            assert bucket - batch <= (batch if bucket <= 32 else 15 if bucket <= 256 else 31), (batch, bucket)
+    # the engine option's sizes, max_num_seqs always among them
+    assert decode_buckets(64, (1, 3, 64)) == (1, 3, 64)
+    assert decode_buckets(64, (2, 8)) == (2, 8, 64)
 
 
 def test_padded_decode_path_gives_the_eager_tokens(ckpt_factory):

@@ -81,6 +81,9 @@ def test_serve_refuses_an_empty_or_blank_api_key_at_start_up(flag, env):
     (["--device", "tpu"], ("'device' = 'tpu'",)),
     (["--cuda-graphs-startup-max", "0"], ("'cuda_graphs_startup_max' = 0", "an integer >= 1")),
     (["--cuda-graphs-prefill-tokens", "-1"], ("'cuda_graphs_prefill_tokens' = -1", "an integer >= 0")),
+    (["--cuda-graph-sizes", "1", "512"], ("'cuda_graph_sizes' = [1, 512]", "max_num_seqs = 256")),
+    (["--cuda-graph-sizes", "1,x"], ("--cuda-graph-sizes = '1,x'", "batch sizes")),
+    (["--cuda-graph-sizes", "0", "4"], ("'cuda_graph_sizes' = (0, 4)", "batch sizes >= 1")),
 ])
 def test_generate_rejects_bad_flags_in_one_line(capsys, argv, needles):
     one_line_error(capsys, ["generate", "--prompt", "hi", "--max-tokens", "2", "-q", *argv], *needles)

@@ -122,10 +122,18 @@ def test_config_file_errors_name_the_file(tmp_path):
     (dict(gpu_memory_utilization=1.5), "gpu_memory_utilization"), (dict(num_kv_blocks=True), "num_kv_blocks"),
     (dict(attention_kernels="cuda"), "'attention_kernels' = 'cuda'"), (dict(max_model_len=True), "max_model_len"),
     (dict(kernel_precompile="on"), r"'kernel_precompile' = 'on': expected one of \['auto', 'off'\]"),
+    (dict(cuda_graph_sizes=()), r"'cuda_graph_sizes' = \(\): expected None or a non-empty list"),
+    (dict(cuda_graph_sizes=[1, 0]), r"'cuda_graph_sizes' = \[1, 0\]"), (dict(cuda_graph_sizes=[2.0]), "cuda_graph_sizes"),
+    (dict(cuda_graph_sizes=[8, 300]), r"'cuda_graph_sizes' = \[8, 300\]: batch size 300 .* max_num_seqs = 256"),
 ])
 def test_engine_config_rejects_invalid_options(kwargs, culprit):
     with pytest.raises(ConfigError, match=culprit):
         EngineConfig(**kwargs)
+
+
+def test_cuda_graph_sizes_are_kept_sorted_and_distinct():
+    assert EngineConfig(cuda_graph_sizes=[64, 8, 8, 1]).cuda_graph_sizes == (1, 8, 64)
+    assert EngineConfig().cuda_graph_sizes is None
 
 
 @pytest.mark.parametrize("kwargs, culprit", [

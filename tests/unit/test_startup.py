@@ -107,6 +107,17 @@ def test_coldstart_starts_run_with_the_engine_options_serve_has_by_default(tmp_p
         **serve, "cuda_graphs_startup_max": 256}
 
 
+def test_cuda_graph_sizes_reach_the_engine_from_serve_and_generate(tmp_path):
+    from quickmoe.cli import _engine_options, build_parser
+
+    (tmp_path / "config.json").write_text("{}")
+    parser = build_parser()
+    for command in (["serve", str(tmp_path)], ["generate", str(tmp_path), "--prompt", "hi"]):
+        assert _engine_options(parser.parse_args(command))["cuda_graph_sizes"] is None
+        args = parser.parse_args([*command, "--cuda-graph-sizes", "1", "24,8", "16"])
+        assert _engine_options(args)["cuda_graph_sizes"] == (1, 24, 8, 16)  # EngineConfig sorts them
+
+
 def test_table_reports_start_up_graphs_and_the_kernel_cache():
     graphs = {"startup_batch_sizes": [1, 2, 4, 8], "deferred": [16, 32], "seconds": 0.4, "captures": [
         {"batch_size": b, "when": "startup", "warmup_s": 0.05, "capture_s": 0.05} for b in (8, 4, 2, 1)]}

@@ -33,6 +33,18 @@ def parse_bytes(text: str) -> int:
     return int(value)
 
 
+def _graph_sizes(words: list[str] | None) -> tuple[int, ...] | None:
+    """--cuda-graph-sizes' words, each '8' or '8,16,24' -> batch sizes (EngineConfig checks their range); a word
+    that is not integers is a ConfigError naming the flag."""
+    if words is None:
+        return None
+    try:
+        return tuple(int(t) for word in words for t in word.split(",") if t.strip())
+    except ValueError:
+        raise ConfigError(f"option --cuda-graph-sizes = {' '.join(words)!r}: expected batch sizes such as "
+                          "1 2 4 8 or 1,2,4,8") from None
+
+
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
     """Options of `EngineConfig` shared by the commands that run a model."""
     g = p.add_argument_group("engine")
@@ -72,8 +84,12 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
                    "kind's compiled forward saved and loaded by later starts without tracing (torch 2.13 has it; "
                    "refused on torches without it)")
     g.add_argument("--cuda-graphs", default="auto", choices=("auto", "on", "off"),
-                   help="run decode steps in CUDA graphs, one per batch-size bucket (1, 2, 4, ... up to "
-                   "--max-num-seqs; auto, the default: on CUDA; on: CUDA only)")
+                   help="run decode steps in CUDA graphs, one per batch-size bucket (see --cuda-graph-sizes; auto, "
+                   "the default: on CUDA; on: CUDA only)")
+    g.add_argument("--cuda-graph-sizes", nargs="+", default=None, metavar="N",
+                   help="the decode graphs' batch sizes, space- or comma-separated, each at most --max-num-seqs "
+                   "(which is always captured); a step of B sequences replays the smallest size >= B (default: "
+                   "1 2 4 8 16 32, then steps of 16 to 256 and of 32 beyond)")
     g.add_argument("--cuda-graphs-startup-max", type=int, default=8, metavar="N",
                    help="capture the buckets up to N at start-up, the larger ones when a step first needs them or "
                    "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
@@ -164,6 +180,7 @@ def _engine_options(args: argparse.Namespace) -> dict:
                 moe_kernels=args.moe_kernels, attention_kernels=args.attention_kernels,
                 compile="off" if args.enforce_eager else args.compile,
                 cuda_graphs="off" if args.enforce_eager else args.cuda_graphs,
+                cuda_graph_sizes=_graph_sizes(args.cuda_graph_sizes),
                 cuda_graphs_startup_max=args.cuda_graphs_startup_max,
                 cuda_graphs_prefill_tokens=args.cuda_graphs_prefill_tokens, kernel_precompile=args.kernel_precompile,
                 enable_prefix_caching=args.enable_prefix_caching, tensor_parallel_size=args.tensor_parallel_size,

@@ -46,13 +46,18 @@ __all__ = ["DecodeGraphs", "decode_buckets"]
 logger = logging.getLogger(__name__)
 
 
-def decode_buckets(max_num_seqs: int) -> tuple[int, ...]:
-    """Powers of two up to max_num_seqs, and max_num_seqs itself: few graphs, so capture stays short, and at most
-    2x padding. Every decode step the scheduler can form has a bucket: they stopped at 256 until 2026-11-30, and
-    with --max-num-seqs 512 the steps of 512 ran eagerly, 27 ms of host time to queue each against 1 ms for a
-    graph's, so gpt-oss-20b made 10,893 output tok/s against 17,651 at 256 (H200, docs/benchmarks.md)."""
-    sizes = {1 << i for i in range(max_num_seqs.bit_length()) if 1 << i <= max_num_seqs} | {max_num_seqs}
-    return tuple(sorted(sizes))
+def decode_buckets(max_num_seqs: int, sizes: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """The decode graphs' batch sizes: `sizes` (`EngineConfig.cuda_graph_sizes`) when given, else powers of two
+    up to 32, steps of 16 up to 256 and of 32 beyond; max_num_seqs always, so that every decode step the scheduler
+    can form has a graph (they stopped at 256 until 2026-11-30, and with --max-num-seqs 512 the steps of 512 ran
+    eagerly: 27 ms of host time to queue each against 1 ms for a graph's, gpt-oss-20b 10,893 against 17,651 output
+    tok/s). Padding rows cost little since they route to no expert, but a step just past a power of two still ran
+    its padded bucket's MoE tiles, dense GEMMs and LM head: with powers of two only, batch 129 took 7.14 ms where
+    bucket 144 takes 6.68 (gpt-oss-20b; Qwen3-30B-A3B FP8 14.19 against 13.70; H200, docs/benchmarks.md). Buckets
+    past the start-up ones are captured while idle or when first needed, so more of them cost no start-up time."""
+    if sizes is None:
+        sizes = (1, 2, 4, 8, 16, 32, *range(48, 257, 16), *range(288, max_num_seqs + 1, 32))
+    return tuple(sorted({s for s in sizes if s <= max_num_seqs} | {max_num_seqs}))
 
 
 class _EagerReplay:
@@ -152,7 +157,7 @@ class DecodeGraphs:
             if self.capture_enabled:
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=self.pool):
-                    self.outputs[size] = self._forward(size)  # [size, V] float32, in the pool
+                    self.outputs[size] = self._forward(size)  # [size, V], in the pool
                 self._synchronize()
             else:
                 graph = _EagerReplay(self, size)

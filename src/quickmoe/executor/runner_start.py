@@ -132,7 +132,7 @@ def start_runner(runner: ModelRunner, engine: EngineConfig, progress: bool, earl
         if runner.device.type != "cuda":
             raise ConfigError(f"engine option 'cuda_graphs' = 'on' needs a CUDA device; the model is on "
                               f"{runner.device} (expected 'off')")
-        graphs = DecodeGraphs(runner, decode_buckets(engine.max_num_seqs),
+        graphs = DecodeGraphs(runner, decode_buckets(engine.max_num_seqs, engine.cuda_graph_sizes),
                               startup_max=engine.cuda_graphs_startup_max)
     runner.moe_warmup = MoEKernelWarmup(runner.model, runner.dtype, engine.max_num_batched_tokens)
     if runner._precompiler is not None:
