@@ -81,8 +81,9 @@ def test_after_the_idle_work_no_prefill_size_compiles_a_moe_kernel(ckpt_factory)
     from quickmoe.llm import LLM
 
     # a model shape no other test uses (its own kernel variants: earlier tests in the process compiled theirs)
+    # a fixed KV cache: by default it would take 90% of the GPU from the tests beside it (pytest-xdist)
     llm = LLM(ckpt_factory(layers=2, seed=6, intermediate_size=160), device="cuda", max_model_len=2048,
-              max_num_batched_tokens=2048, cuda_graphs="off")
+              max_num_batched_tokens=2048, cuda_graphs="off", kv_cache_memory=1 << 30)
     rng = random.Random(1)
     vocab = llm.config.vocab_size - 2
     params = SamplingParams(max_tokens=2, temperature=0, ignore_eos=True)
