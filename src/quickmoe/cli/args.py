@@ -42,7 +42,8 @@ def _graph_sizes(words: list[str] | None) -> tuple[int, ...] | None:
         return tuple(int(t) for word in words for t in word.split(",") if t.strip())
     except ValueError:
         raise ConfigError(f"option --cuda-graph-sizes = {' '.join(words)!r}: expected batch sizes such as "
-                          "1 2 4 8 or 1,2,4,8") from None
+                          "1 2 4 8 or 1,2,4,8 (it takes every word after it: put the model directory before it)"
+                          ) from None
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
