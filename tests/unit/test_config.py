@@ -123,7 +123,8 @@ def test_config_file_errors_name_the_file(tmp_path):
     (dict(attention_kernels="cuda"), "'attention_kernels' = 'cuda'"), (dict(max_model_len=True), "max_model_len"),
     (dict(kernel_precompile="on"), r"'kernel_precompile' = 'on': expected one of \['auto', 'off'\]"),
     (dict(cuda_graph_sizes=()), r"'cuda_graph_sizes' = \(\): expected None or a non-empty list"),
-    (dict(cuda_graph_sizes=[1, 0]), r"'cuda_graph_sizes' = \[1, 0\]"), (dict(cuda_graph_sizes=[2.0]), "cuda_graph_sizes"),
+    (dict(cuda_graph_sizes=[1, 0]), r"'cuda_graph_sizes' = \[1, 0\]"),
+    (dict(cuda_graph_sizes=[2.0]), "cuda_graph_sizes"),
     (dict(cuda_graph_sizes=[8, 300]), r"'cuda_graph_sizes' = \[8, 300\]: batch size 300 .* max_num_seqs = 256"),
 ])
 def test_engine_config_rejects_invalid_options(kwargs, culprit):

@@ -52,8 +52,8 @@ def decode_buckets(max_num_seqs: int, sizes: tuple[int, ...] | None = None) -> t
     can form has a graph (they stopped at 256 until 2026-11-30, and with --max-num-seqs 512 the steps of 512 ran
     eagerly: 27 ms of host time to queue each against 1 ms for a graph's, gpt-oss-20b 10,893 against 17,651 output
     tok/s). Padding rows cost little since they route to no expert, but a step just past a power of two still ran
-    its padded bucket's MoE tiles, dense GEMMs and LM head: with powers of two only, batch 129 took 7.14 ms where
-    bucket 144 takes 6.68 (gpt-oss-20b; Qwen3-30B-A3B FP8 14.19 against 13.70; H200, docs/benchmarks.md). Buckets
+    its padded bucket's MoE tiles, dense GEMMs and LM head: with powers of two only, batch 129 took 7.05 ms where
+    bucket 144 takes 6.67 (gpt-oss-20b; Qwen3-30B-A3B FP8 14.00 against 13.68; H200, docs/benchmarks.md). Buckets
     past the start-up ones are captured while idle or when first needed, so more of them cost no start-up time."""
     if sizes is None:
         sizes = (1, 2, 4, 8, 16, 32, *range(48, 257, 16), *range(288, max_num_seqs + 1, 32))

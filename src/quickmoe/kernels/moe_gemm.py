@@ -70,7 +70,7 @@ def _require_triton() -> None:
 
 
 SUB_TILE_MIN_BLOCK_M = 64
-SUB_TILE_MIN_ASSIGNMENTS = 4097  # prefill-sized launches (decode batches stay below: 1,024 - 2,048 assignments)
+SUB_TILE_MIN_ASSIGNMENTS = 4097  # prefill-sized launches: decode batches of up to 512 at top-8 stay below
 
 
 def _sub_tiles(align: MoEAlignment) -> bool:
