@@ -235,6 +235,11 @@ def main() -> None:
         print(f"decode graph batch sizes: {llm.runner.graphs.buckets}")
     while engine.idle_work():  # every decode graph captured, as a server does once idle
         pass
+    if args.device == "cuda":
+        import torch
+
+        print(f"GPU memory after the idle work: {torch.cuda.memory_allocated() / 2**30:.3f} GiB allocated, "
+              f"{torch.cuda.memory_reserved() / 2**30:.3f} GiB reserved")
     _instrument(engine)
     for batch in (int(b) for b in args.batch.split(",")):
         _one_batch(llm, engine, batch, args)

@@ -60,6 +60,9 @@ def test_padded_decode_path_gives_the_eager_tokens(ckpt_factory):
     # every decode after the first takes its input tokens from the previous step's samples on the device
     assert all(pending == n for n, pending in calls)
     assert graphs.meta.shape[1] == 8 and graphs.block_tables.shape[1:] == (8, 128 // 16)
+    # every bucket's logits are rows of the one shared buffer (a replay's are sampled before the next replay)
+    assert len(graphs.outputs) >= 3
+    assert all(out.data_ptr() == graphs.logits.data_ptr() for out in graphs.outputs.values())
 
 
 @pytest.mark.parametrize("preset,kernels", [("gpt-oss", "torch"), ("gpt-oss", "triton"), ("qwen3", "torch")])

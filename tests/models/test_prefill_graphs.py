@@ -74,6 +74,7 @@ def test_a_padded_step_gives_the_eager_logits_and_takes_the_previous_samples(ckp
     placeholder = [token_ids[0], token_ids[1], [(token_ids[2][0] + 1) % llm.config.vocab_size]]
     again = graphs.run(placeholder, starts, tables, [-1, -1, 2])
     torch.testing.assert_close(again, want, atol=1e-5, rtol=1e-5)
+    assert again.data_ptr() == graphs.logits.data_ptr()  # every bucket's logits: rows of the one shared buffer
     assert graphs.run(token_ids * 6, starts * 6, [t.repeat(6, 0) for t in tables], [-1] * 18) is None  # 18 > 16
     assert graphs.run([[1] * 200], [0], pad_block_tables([[list(range(13))] * groups], groups), [-1]) is None
 

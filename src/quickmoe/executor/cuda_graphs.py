@@ -22,8 +22,11 @@ needs it (`run`), or earlier by `capture_next_deferred` when the engine is idle,
 the steps: a capture never overlaps other GPU work of the process. Every capture resets the static buffers to
 padding first, so its eager warm-up writes no cache entry, and the step then fills them and replays. Later
 captures share the same pool; that is safe because replays never overlap and each replay's logits are consumed
-(sampled, on the same stream) before the next replay. `info` records every capture (start-up or later) with its
-warm-up (first launches: Triton compiles or loads kernels) and capture seconds.
+(sampled, on the same stream) before the next replay. For the same reason every bucket writes its logits into one
+buffer outside the pool (`logits`, [largest bucket, V] in the model's dtype): kept apart in the pool, the 20
+default buckets' logits held 0.88 GB for gpt-oss-20b's vocabulary, the prompt graphs' 1.58 GB. `info` records
+every capture (start-up or later) with its warm-up (first launches: Triton compiles or loads kernels) and capture
+seconds.
 
 `capture=False` runs the same padded static-buffer path eagerly (CPU tests): a "capture" is the warm-up, and
 its replay runs the padded step eagerly.
@@ -98,6 +101,8 @@ class DecodeGraphs:
         self._reset_to_padding()
         self.cu_query_lens = torch.arange(size + 1, dtype=torch.int32, device=device)  # decode: row b = sequence b
         self.logits_indices = torch.arange(size, dtype=torch.long, device=device)
+        # every bucket's logits in one buffer outside the pool: a replay's are sampled before the next replay
+        self.logits = torch.empty(size, runner.config.vocab_size, dtype=runner.dtype, device=device)  # [max, V]
         self.graphs: dict[int, torch.cuda.CUDAGraph | _EagerReplay] = {}
         self.outputs: dict[int, torch.Tensor] = {}
         self.replays: Counter[int] = Counter()  # bucket -> steps that ran it
@@ -130,7 +135,7 @@ class DecodeGraphs:
                             for g, group in enumerate(self.runner.kv_cache.plan.groups)),
             logits_indices=self.logits_indices[:size], kv_cache=self.runner.kv_cache, query_lens=[1] * size,
             num_valid_tokens=meta[self.ROW_COUNT, :1] if masks_padding else None)  # [1]: B (rows B.. padding)
-        return self.runner.model(batch, float_logits=False)  # the sampler widens what it needs
+        return self.runner.model(batch, float_logits=False, logits_out=self.logits[:size])  # (the sampler widens)
 
     @torch.inference_mode()
     def dry_forward(self, size: int) -> None:
@@ -158,7 +163,7 @@ class DecodeGraphs:
             if self.capture_enabled:
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=self.pool):
-                    self.outputs[size] = self._forward(size)  # [size, V], in the pool
+                    self.outputs[size] = self._forward(size)  # [size, V]: a view of self.logits
                 self._synchronize()
             else:
                 graph = _EagerReplay(self, size)

@@ -104,6 +104,8 @@ class PrefillGraphs:
         self.cu_query_lens = torch.empty(self.max_seqs + 1, dtype=torch.int32, device=device)
         self.seqs = torch.empty(2, self.max_seqs, dtype=torch.long, device=device)  # context lengths, logits rows
         self.block_tables = torch.empty((groups, self.max_seqs, self.table_width), dtype=torch.int32, device=device)
+        # every bucket's logits in one buffer outside the pool: a replay's are sampled before the next replay
+        self.logits = torch.empty(self.max_seqs, runner.config.vocab_size, dtype=runner.dtype, device=device)
         self._reset_to_padding()
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph | _EagerReplay] = {}
         self.outputs: dict[tuple[int, int], torch.Tensor] = {}
@@ -158,7 +160,7 @@ class PrefillGraphs:
             if self.capture_enabled:
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=self.pool):
-                    self.outputs[key] = self._forward(*key)  # [seqs, V], in the pool
+                    self.outputs[key] = self._forward(*key)  # [seqs, V]: a view of self.logits
                 self._synchronize()
             else:
                 graph = _EagerReplay(self, key)

@@ -53,7 +53,15 @@ class LMHead(nn.Module):
             declare_weight(self, "weight", (rows.size, hidden_size), dtype, device, checkpoint_dtype=torch.bfloat16)
             narrow_param(self.weight, 0, rows)
 
-    def forward(self, hidden: torch.Tensor, *, float_logits: bool = True) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, *, float_logits: bool = True, out: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        """`out` ([B, V] in the weights' dtype, with float_logits=False): the logits are written there and it is
+        returned (the CUDA graphs' one buffer for all their buckets); on one rank the GEMM writes it directly."""
         weight = self.tied_to.weight if self.tied_to is not None else self.weight
+        if out is not None:
+            assert not float_logits and out.dtype == weight.dtype, "out holds the logits in the weights' dtype"
+            if self.parallel.world_size == 1:
+                return torch.mm(hidden, weight.t(), out=out)  # [B, V], F.linear's GEMM
+            return out.copy_(self.parallel.all_gather_last(F.linear(hidden, weight), self.sizes))
         logits = self.parallel.all_gather_last(F.linear(hidden, weight), self.sizes)  # [B, V]
         return logits.float() if float_logits else logits

@@ -120,13 +120,15 @@ class MoECausalLM(nn.Module):
                    parallel: ParallelContext = SINGLE) -> DecoderLayer:
         raise NotImplementedError
 
-    def forward(self, batch: ForwardBatch, *, all_logits: bool = False, float_logits: bool = True) -> torch.Tensor:
+    def forward(self, batch: ForwardBatch, *, all_logits: bool = False, float_logits: bool = True,
+                logits_out: torch.Tensor | None = None) -> torch.Tensor:
         """Logits [B, V] at each sequence's last new token, or [T, V] for every token with all_logits; float32, or
-        in the model's dtype with float_logits=False (the engine's steps: the sampler widens what it needs)."""
+        in the model's dtype with float_logits=False (the engine's steps: the sampler widens what it needs), then
+        written into `logits_out` when given (the CUDA graphs' shared buffer)."""
         hidden = self.model(batch)  # [T, H]
         if not all_logits:
             hidden = hidden[batch.logits_indices]  # [B, H]
-        return self.lm_head(hidden, float_logits=float_logits)
+        return self.lm_head(hidden, float_logits=float_logits, out=logits_out)
 
     def process_weights_after_loading(self) -> None:
         """Every quant method converts its layer's weights into the kernel layout (experts and linears)."""
