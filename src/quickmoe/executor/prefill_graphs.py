@@ -140,7 +140,14 @@ class PrefillGraphs:
                             for g, group in enumerate(self.runner.kv_cache.plan.groups)),
             logits_indices=self.seqs[1, :seqs], kv_cache=self.runner.kv_cache, query_lens=[0] * seqs,
             num_valid_tokens=self.cu_query_lens[seqs:seqs + 1])  # [1]: the step's tokens (padding: flat at T)
-        return self.runner.model(batch, float_logits=False)
+        return self.runner.model(batch, float_logits=False, logits_out=self.logits[:seqs])
+
+    @torch.inference_mode()
+    def dry_forward(self, tokens: int, seqs: int) -> None:
+        """The eager step a capture of bucket (tokens, seqs) starts with, over padding rows (the precompile records
+        its kernel launches: executor/kernel_precompile.py)."""
+        self._reset_to_padding()
+        self._forward(tokens, seqs)
 
     def _synchronize(self) -> None:
         if self.runner.device.type == "cuda":

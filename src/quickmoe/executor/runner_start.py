@@ -20,6 +20,7 @@ from quickmoe.config import EngineConfig, ModelConfig
 from quickmoe.errors import ConfigError
 from quickmoe.executor.cublas_start import CublasStart
 from quickmoe.executor.cuda_graphs import DecodeGraphs, decode_buckets
+from quickmoe.executor.dry_layers import dry_layers
 from quickmoe.executor.kernel_cache import use_triton_cache
 from quickmoe.executor.kernel_precompile import KernelPrecompile
 from quickmoe.executor.kernel_warmup import MoEKernelWarmup
@@ -134,9 +135,15 @@ def start_runner(runner: ModelRunner, engine: EngineConfig, progress: bool, earl
                               f"{runner.device} (expected 'off')")
         graphs = DecodeGraphs(runner, decode_buckets(engine.max_num_seqs, engine.cuda_graph_sizes),
                               startup_max=engine.cuda_graphs_startup_max)
+    prefill_graphs = None
+    prefill_tokens = min(engine.cuda_graphs_prefill_tokens, engine.max_num_batched_tokens)
+    # (captured while idle, never at start-up; not with compiled layers or several ranks: not measured there)
+    if graphs is not None and prefill_tokens > 0 and engine.compile == "off" and not runner.parallel.sharded:
+        prefill_graphs = PrefillGraphs(runner, prefill_token_buckets(prefill_tokens),
+                                       prefill_seq_buckets(engine.max_num_seqs), pool=graphs.pool)
     runner.moe_warmup = MoEKernelWarmup(runner.model, runner.dtype, engine.max_num_batched_tokens)
     if runner._precompiler is not None:
-        runner.report.info["precompile"] = _precompile(runner, engine, graphs)
+        runner.report.info["precompile"] = _precompile(runner, engine, graphs, prefill_graphs)
         runner.report.mark("precompile")
     if engine.compile in ("on", "aot"):
         from quickmoe.executor.compile import compile_runner
@@ -150,12 +157,9 @@ def start_runner(runner: ModelRunner, engine: EngineConfig, progress: bool, earl
         runner.moe_warmup.warm_sizes(list(runner.graphs.startup_buckets))  # compiled side by side, not in turn
         runner.graphs.capture_startup()
         runner.report.mark("capture")
-        prefill_tokens = min(engine.cuda_graphs_prefill_tokens, engine.max_num_batched_tokens)
-        # (captured while idle, never at start-up; not with compiled layers or several ranks: not measured there)
-        if prefill_tokens > 0 and engine.compile == "off" and not runner.parallel.sharded:
-            runner.prefill_graphs = PrefillGraphs(runner, prefill_token_buckets(prefill_tokens),
-                                                  prefill_seq_buckets(engine.max_num_seqs), pool=graphs.pool)
-            runner.report.info["prefill_graphs"] = runner.prefill_graphs.info
+        if prefill_graphs is not None:
+            runner.prefill_graphs = prefill_graphs
+            runner.report.info["prefill_graphs"] = prefill_graphs.info
     _record_ready(runner)
 
 
@@ -202,10 +206,13 @@ def _precompile_key(runner: ModelRunner, engine: EngineConfig) -> dict:
             "device": device_name(runner.device), "dtype": str(runner.dtype)}
 
 
-def _precompile(runner: ModelRunner, engine: EngineConfig, graphs: DecodeGraphs | None) -> dict:
+def _precompile(runner: ModelRunner, engine: EngineConfig, graphs: DecodeGraphs | None,
+                prefill_graphs: PrefillGraphs | None) -> dict:
     """Compile in worker processes the Triton kernels the start-up and the idle work will launch and the cache
     lacks (executor/kernel_precompile.py): dry launches of each decode bucket's step, of the MoE warm-up's
-    ladder and of the warm-up steps of prefill shapes."""
+    ladder, of the warm-up steps of prefill shapes and of each prompt-step graph's step (its padding rows take
+    the MoE's variants that skip them); the steps run the decoder layers' shortest prefix holding every layer
+    kind (executor/dry_layers.py)."""
     from quickmoe.executor.step_shapes import warmup_step_shapes
 
     if runner.parallel.sharded and runner.parallel.min_over_ranks(int(runner._precompiler.warm)) == 0:
@@ -224,8 +231,14 @@ def _precompile(runner: ModelRunner, engine: EngineConfig, graphs: DecodeGraphs 
             tables = runner.scratch_block_tables([start + count for start, count in shape])
             runner.execute(token_ids, [start for start, _ in shape], tables)
         dry_runs.append((f"warm-up step of {sum(c for _, c in shape)} tokens", step))
+    if prefill_graphs is not None:
+        for key in prefill_graphs.deferred:
+            dry_runs.append((f"prompt step of {key[0]} tokens over {key[1]} sequences",
+                             lambda key=key: prefill_graphs.dry_forward(*key)))
     try:
-        return runner._precompiler.run(dry_runs)
+        with dry_layers(runner.model, runner.kv_cache.layer_group) as layers:  # every layer kind, fewer layers
+            info = runner._precompiler.run(dry_runs)
+        return {**info, "dry_layers": layers} if not info.get("warm") else info
     except Exception as exc:  # noqa: BLE001 (a dry launch the recording could not stand: start as without it)
         if runner.parallel.sharded:
             raise  # the other ranks' dry launches wait in collectives for this one's
