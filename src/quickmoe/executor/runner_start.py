@@ -211,8 +211,8 @@ def _precompile(runner: ModelRunner, engine: EngineConfig, graphs: DecodeGraphs 
     """Compile in worker processes the Triton kernels the start-up and the idle work will launch and the cache
     lacks (executor/kernel_precompile.py): dry launches of each decode bucket's step, of the MoE warm-up's
     ladder, of the warm-up steps of prefill shapes and of each prompt-step graph's step (its padding rows take
-    the MoE's variants that skip them); the steps run the decoder layers' shortest prefix holding every layer
-    kind (executor/dry_layers.py)."""
+    the MoE's variants that skip them); the steps run the decoder layers' shortest prefix holding every pair of
+    a layer's kind and the kind before it (executor/dry_layers.py)."""
     from quickmoe.executor.step_shapes import warmup_step_shapes
 
     if runner.parallel.sharded and runner.parallel.min_over_ranks(int(runner._precompiler.warm)) == 0:
@@ -236,7 +236,7 @@ def _precompile(runner: ModelRunner, engine: EngineConfig, graphs: DecodeGraphs 
             dry_runs.append((f"prompt step of {key[0]} tokens over {key[1]} sequences",
                              lambda key=key: prefill_graphs.dry_forward(*key)))
     try:
-        with dry_layers(runner.model, runner.kv_cache.layer_group) as layers:  # every layer kind, fewer layers
+        with dry_layers(runner.model, runner.kv_cache.layer_group) as layers:  # every (kind, kind before), fewer layers
             info = runner._precompiler.run(dry_runs)
         return {**info, "dry_layers": layers} if not info.get("warm") else info
     except Exception as exc:  # noqa: BLE001 (a dry launch the recording could not stand: start as without it)
