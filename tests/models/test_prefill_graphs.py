@@ -183,7 +183,9 @@ def test_captured_prompt_steps_give_the_eager_logits_and_tokens_on_cuda(ckpt_fac
     prompts = [[rng.randrange(1000) for _ in range(rng.randint(1, 200))] for _ in range(10)]
     params = SamplingParams(max_tokens=8, temperature=0, ignore_eos=True)
     with_graphs = [o.token_ids for o in llm.generate(prompts, params)]
-    assert sum(graphs.replays.values()) > 0
+    assert sum(graphs.replays.values()) > 0 and sum(runner.graphs.replays.values()) > 0
+    # the prompt graphs write their logits into the decode graphs' buffer (their replays take turns)
+    assert graphs.logits.data_ptr() == runner.graphs.logits.data_ptr()
     eager = LLM(model_dir, device="cuda", max_model_len=256, kv_cache_memory=256 << 20, cuda_graphs_prefill_tokens=0)
     assert eager.runner.prefill_graphs is None
     without = [o.token_ids for o in eager.generate(prompts, params)]

@@ -91,7 +91,7 @@ class PrefillGraphs:
 
     @torch.inference_mode()
     def __init__(self, runner, token_buckets: Sequence[int], seq_buckets: Sequence[int], *, capture: bool = True,
-                 pool=None) -> None:
+                 pool=None, logits: torch.Tensor | None = None) -> None:
         self.runner = runner
         self.token_buckets = tuple(sorted(token_buckets))
         self.seq_buckets = tuple(sorted(seq_buckets))
@@ -104,8 +104,12 @@ class PrefillGraphs:
         self.cu_query_lens = torch.empty(self.max_seqs + 1, dtype=torch.int32, device=device)
         self.seqs = torch.empty(2, self.max_seqs, dtype=torch.long, device=device)  # context lengths, logits rows
         self.block_tables = torch.empty((groups, self.max_seqs, self.table_width), dtype=torch.int32, device=device)
-        # every bucket's logits in one buffer outside the pool: a replay's are sampled before the next replay
-        self.logits = torch.empty(self.max_seqs, runner.config.vocab_size, dtype=runner.dtype, device=device)
+        # every bucket's logits in one buffer outside the pool, the decode graphs' when given ([>= max seqs, V]):
+        # replays never overlap, and a replay's logits are sampled before the next replay
+        if logits is None:
+            logits = torch.empty(self.max_seqs, runner.config.vocab_size, dtype=runner.dtype, device=device)
+        assert logits.shape[0] >= self.max_seqs and logits.shape[1] == runner.config.vocab_size, logits.shape
+        self.logits = logits
         self._reset_to_padding()
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph | _EagerReplay] = {}
         self.outputs: dict[tuple[int, int], torch.Tensor] = {}

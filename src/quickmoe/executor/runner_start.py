@@ -140,7 +140,8 @@ def start_runner(runner: ModelRunner, engine: EngineConfig, progress: bool, earl
     # (captured while idle, never at start-up; not with compiled layers or several ranks: not measured there)
     if graphs is not None and prefill_tokens > 0 and engine.compile == "off" and not runner.parallel.sharded:
         prefill_graphs = PrefillGraphs(runner, prefill_token_buckets(prefill_tokens),
-                                       prefill_seq_buckets(engine.max_num_seqs), pool=graphs.pool)
+                                       prefill_seq_buckets(engine.max_num_seqs), pool=graphs.pool,
+                                       logits=graphs.logits)
     runner.moe_warmup = MoEKernelWarmup(runner.model, runner.dtype, engine.max_num_batched_tokens)
     if runner._precompiler is not None:
         runner.report.info["precompile"] = _precompile(runner, engine, graphs, prefill_graphs)
