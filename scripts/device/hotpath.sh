@@ -95,9 +95,10 @@ for stage in "$@"; do
       # parts file by file (their fixtures build models); TEST_WORKERS=0 runs every part in one process, as before
       # 2026-12-01, when "models kernels-a" in one process each did not finish within a 10-minute call.
       kernels_a="tests/kernels/test_attention_kernels.py tests/kernels/test_dense_gemm.py tests/kernels/test_fp8_gemm.py
-        tests/kernels/test_fused_moe.py"
+        tests/kernels/test_fp8_gemv.py tests/kernels/test_fused_moe.py"
       kernels_b="tests/kernels/test_fused_moe_quantized.py tests/kernels/test_glue_kernels.py
-        tests/kernels/test_moe_align.py tests/kernels/test_moe_configs.py tests/kernels/test_moe_gemm_register.py
+        tests/kernels/test_moe_align.py tests/kernels/test_moe_configs.py tests/kernels/test_moe_fp8_gemv.py
+        tests/kernels/test_moe_gemm_register.py
         tests/kernels/test_mxfp4_mma_pairs.py tests/kernels/test_mxfp4_ptx_decode.py tests/kernels/test_mxfp8_quant.py
         tests/kernels/test_pdl.py tests/kernels/test_router.py tests/kernels/test_routing.py
         tests/kernels/test_tune_moe_script.py tests/models/test_kernel_count.py"
