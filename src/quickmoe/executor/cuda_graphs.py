@@ -23,8 +23,9 @@ the steps: a capture never overlaps other GPU work of the process. Every capture
 padding first, so its eager warm-up writes no cache entry, and the step then fills them and replays. Later
 captures share the same pool; that is safe because replays never overlap and each replay's logits are consumed
 (sampled, on the same stream) before the next replay. For the same reason every bucket writes its logits into one
-buffer outside the pool (`logits`, [largest bucket, V] in the model's dtype): kept apart in the pool, the 20
-default buckets' logits held 0.88 GB for gpt-oss-20b's vocabulary, the prompt graphs' 1.58 GB. `info` records
+buffer outside the pool (`logits`, [largest bucket, V] in the model's dtype), and so do the prompt graphs
+(executor/prefill_graphs.py): kept apart in the pool, the 20 default buckets' logits held 0.88 GB for
+gpt-oss-20b's vocabulary, the prompt graphs' 1.58 GB. `info` records
 every capture (start-up or later) with its warm-up (first launches: Triton compiles or loads kernels) and capture
 seconds.
 

@@ -9,7 +9,9 @@ before it, whose output it takes (an MoE block's before its combine, [T, k, H], 
 sums: models/decoder.py). `layer_prefix(layers, layer_group)` is the shortest prefix of the layers holding every
 (kind, kind before) pair (gpt-oss: 3 of 24, Qwen3-30B-A3B: 2 of 48, a dense layer at index i: at least i + 2), and
 `dry_layers` runs the decoder on it alone. A prefix, not a subset, so that the decoder's layer indices (KV caches,
-groups) stay those of the full model.
+groups) stay those of the full model. Not covered: the final norm takes the prefix's last layer's output, so a model
+whose last layer's MLP differs from that layer's (a dense last layer after MoE layers: no shipped preset) would
+compile that norm's variant at its first launch, as without the precompile.
 """
 
 from __future__ import annotations
