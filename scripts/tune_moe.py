@@ -9,7 +9,9 @@ replayed in a CUDA graph that holds several calls over rotating random inputs (m
 L2 cache holds, never zeros), median of several replays. The BLOCK_M with the smallest GEMM 1 + GEMM 2 time
 wins, with each GEMM's best config for it (MXFP4 tiles of 8-64 rows on Hopper: or that config's
 `register_operand` twin where it is faster, `register_twin`; where those kernels can run a 32-row tile is among the
-candidates from 4 assignments an expert on, `block_m_candidates`). One file per GEMM shape is written (named by
+candidates from 4 assignments an expert on, `block_m_candidates`), unless the pair the engine reads at T now
+(`in_use_pair`: the `--out` files' nearest entries before the run, timed the same way) was as fast, which is then
+written instead (`pick`). One file per GEMM shape is written (named by
 `moe_configs.config_file_name`: shape, format ("dense" for bf16 experts), projection, device), mapping T to
 the config; token counts already in an existing file and not tuned now are kept, and the file is written after
 every T (a call cut short keeps what it measured). Start-up never tunes: it reads these files.
@@ -24,8 +26,8 @@ in the committed files. `--grid full`: the grid the gpt-oss MXFP4 files were tun
 GEMM 1 and GEMM 2 per decode-sized tile, 16 each per prefill tile). `--quick` (either grid): the column tile only,
 at the decode settings.
 `--block-m`: these tiles instead of the ones chosen from T.
-Prints one line per (shape, format, T): the winning configs and their times, and the measured times of the
-fallback configs for comparison.
+Prints one line per (shape, format, T): the winning configs and their times, and the measured times of the pair in
+use and of the fallback configs for comparison.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from quickmoe.bench.moe_experts import GROUP, SHAPES, ExpertSet, make_experts
 from quickmoe.errors import ConfigError
 from quickmoe.kernels import moe_configs
 from quickmoe.kernels.fp8_quant import quantize_fp8_per_token_group
+from quickmoe.kernels.fused_moe import device_arch
 from quickmoe.kernels.moe_align import moe_align
 from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name
 from quickmoe.kernels.moe_gemm import moe_gemm1_swiglu, moe_gemm2
@@ -289,9 +292,12 @@ def register_problems(ex: ExpertSet, block_m: int) -> tuple[str, str]:
 
 
 def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, grid: str = "small",
-                quick: bool = False, block_ms: list[int] | None = None):
+                quick: bool = False, block_ms: list[int] | None = None,
+                in_use: tuple[MoEKernelConfig, MoEKernelConfig] | None = None):
     """The best (GEMM 1 + GEMM 2 seconds, GEMM 1 s, GEMM 2 s, config 1, config 2) over the tiles `block_ms`
-    (default: `block_m_candidates`), and the fallback configs' (GEMM 1 s, GEMM 2 s)."""
+    (default: `block_m_candidates`), the fallback configs' (GEMM 1 s, GEMM 2 s), and the same tuple as the best's for
+    `in_use` (the pair the engine reads at T now, `in_use_pair`; GEMM 2 on GEMM 1's alignment, as `fused_moe` runs
+    them), or None where it was not given or did not run."""
     shape = ex.shape
     inputs = make_inputs(ex, top_k, tokens, g)
     ids_sets = [ids for _, ids in inputs[1]]
@@ -310,7 +316,36 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, g
         results.append((t1 + t2, t1, t2, c1, c2))
     f1 = graph_seconds(lambda i: fb1(i, fallback), SETS)
     f2 = graph_seconds(lambda i: fb2(i, fallback), SETS)
-    return min(results, key=lambda r: r[0]), (f1, f2)
+    used = None
+    if in_use is not None:
+        u1, u2 = in_use
+        gemm1, gemm2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, u1.block_m) for ids in ids_sets])
+        try:
+            (t1, _), (t2, _) = best_of([u1], gemm1, ref1), best_of([u2], gemm2, ref2)
+            used = (t1 + t2, t1, t2, u1, u2)
+        except RuntimeError as exc:  # it did not run or did not match the fallback config's output
+            print(f"  the entry in use ({u1}, {u2}): not timed ({exc})")
+    return min(results, key=lambda r: r[0]), (f1, f2), used
+
+
+def in_use_pair(shape: str, fmt: str, device_name: str, arch: str | None, config_dir: Path,
+                tokens: int) -> tuple[MoEKernelConfig, MoEKernelConfig]:
+    """The configs of GEMM 1 and GEMM 2 that the engine reads at T from the files in config_dir
+    (`moe_kernel_config`: each file's nearest token count, else the fallback)."""
+    spec = SHAPES[shape]
+    weights = {"bf16": "dense"}.get(fmt, fmt)
+    return (moe_configs.moe_kernel_config(spec.experts, 2 * spec.inter, spec.hidden, weights, device_name, tokens,
+                                          config_dir, arch, proj="gate_up"),
+            moe_configs.moe_kernel_config(spec.experts, spec.hidden, spec.inter, weights, device_name, tokens,
+                                          config_dir, arch, proj="down"))
+
+
+def pick(tuned: tuple, used: tuple | None) -> tuple:
+    """What to write at T: the tuned winner, or the pair in use where that was as fast. A key whose T took the
+    untuned fallback's middle config wins big when tuned (Qwen3-30B-A3B FP8 at T = 256: the model's batch-256 step
+    -5.7%), but the small grid need not hold what is in use: Qwen3's bf16 experts at T = 256 had their winner 5%
+    slower than it (docs/benchmarks.md, 2026-12-03 fourth session), and writing that would have slowed the model."""
+    return used if used is not None and used[0] <= tuned[0] else tuned
 
 
 def _as_dict(config: MoEKernelConfig) -> dict:
@@ -374,12 +409,18 @@ def tune_shape(shape: str, args: argparse.Namespace, device: torch.device, name:
     ex = make_experts(spec, fmt, device, g)
     table1: dict[str, dict] = {}
     table2: dict[str, dict] = {}
+    arch = device_arch(device)
+    # what the engine reads at each T before this run writes anything
+    in_use = {tokens: in_use_pair(shape, fmt, name, arch, Path(args.out), tokens) for tokens in args.tokens}
     for tokens in args.tokens:
-        (total, t1, t2, c1, c2), (f1, f2) = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
-                                                        block_ms=args.block_m)
+        tuned, (f1, f2), used = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
+                                            block_ms=args.block_m, in_use=in_use[tokens])
+        total, t1, t2, c1, c2 = pick(tuned, used)
         table1[str(tokens)], table2[str(tokens)] = _as_dict(c1), _as_dict(c2)
+        kept = " (the entry in use: no candidate was faster)" if (c1, c2) != tuned[3:] else ""
+        in_use_text = f" | in use {used[1] * 1e6:.1f} + {used[2] * 1e6:.1f} us" if used is not None else ""
         print(f"{shape} {fmt} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
-              f"{_as_dict(c2)} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)
+              f"{_as_dict(c2)}{kept}{in_use_text} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)
         for (n, k, proj), table in (((2 * spec.inter, spec.hidden, "gate_up"), table1),
                                     ((spec.hidden, spec.inter, "down"), table2)):
             _write(Path(args.out) / config_file_name(spec.experts, n, k, weights, name, proj), table)

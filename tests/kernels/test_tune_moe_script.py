@@ -194,3 +194,52 @@ def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_f
         2e-6, dataclasses.replace(winner, split_k=2))
     assert len(timed) == 2
     assert SHAPES["gpt-oss-120b-tp2"].inter == 1440 and SHAPES["gpt-oss-20b-tp2"].inter == 1440
+
+
+def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp_path):
+    """Each T's winner is compared with the pair the engine read at T before the run (the files' nearest entries:
+    Qwen3 FP8's T = 256 took key 65 until 2026-12-03): a slower winner is not written (the small grid's bf16 winner
+    for Qwen3 at T = 256 was 5% slower than what was in use), a faster one is."""
+    import torch
+
+    tuner = _tuner()
+    from quickmoe.kernels.moe_configs import config_file_name, moe_kernel_config
+
+    middle = MoEKernelConfig(block_m=64, block_n=128, block_k=128, num_warps=8, num_stages=3, group_m=8,
+                             gate_up_one_dot=True)
+    prefill = MoEKernelConfig(block_m=128, block_n=64, block_k=128, num_warps=4, num_stages=3, group_m=8)
+    for n, k, proj in ((1536, 2048, "gate_up"), (2048, 768, "down")):
+        (tmp_path / config_file_name(128, n, k, "fp8", "CPU-test", proj)).write_text(json.dumps(
+            {"65": tuner._as_dict(middle), "1024": tuner._as_dict(prefill)}))
+    assert tuner.in_use_pair("qwen3-30b-a3b", "fp8", "CPU-test", None, tmp_path, 256) == (middle, middle)
+    assert tuner.in_use_pair("qwen3-30b-a3b", "fp8", "CPU-test", None, tmp_path, 900) == (prefill, prefill)
+    assert tuner.in_use_pair("qwen3-30b-a3b", "fp8", "other GPU", None, tmp_path, 256) == (
+        moe_kernel_config(128, 1536, 2048, "fp8", "other GPU", 256, tmp_path, None, proj="gate_up"),) * 2
+
+    tuned = MoEKernelConfig(block_m=32, block_n=64, block_k=128, num_warps=4, num_stages=3)
+    seen = []
+
+    def fake_tune_tokens(ex, top_k, tokens, g, *, grid, quick, block_ms, in_use):
+        seen.append((tokens, in_use))
+        used_seconds = {256: 1.0e-4, 128: 3.0e-4}[tokens]  # T = 256: the pair in use faster; T = 128: the winner
+        return ((2.0e-4, 1.2e-4, 0.8e-4, tuned, tuned), (5e-4, 5e-4),
+                (used_seconds, used_seconds / 2, used_seconds / 2, *in_use))
+
+    monkeypatch.setattr(tuner, "tune_tokens", fake_tune_tokens)
+    monkeypatch.setattr(tuner, "make_experts", lambda spec, fmt, device, g: None)
+    args = argparse_namespace(tokens=[128, 256], out=str(tmp_path), grid="small", quick=False, block_m=None,
+                              format="fp8")
+    tuner.tune_shape("qwen3-30b-a3b", args, torch.device("cpu"), "CPU-test")
+    # read before anything was written: key 128, written first, is T = 256's nearest afterwards
+    assert seen == [(128, (middle, middle)), (256, (middle, middle))]
+    for n, k, proj in ((1536, 2048, "gate_up"), (2048, 768, "down")):
+        table = json.loads((tmp_path / config_file_name(128, n, k, "fp8", "CPU-test", proj)).read_text())
+        assert MoEKernelConfig(**table["256"]) == middle and MoEKernelConfig(**table["128"]) == tuned
+        assert MoEKernelConfig(**table["65"]) == middle and MoEKernelConfig(**table["1024"]) == prefill
+    assert tuner.pick((2.0, 1.0, 1.0, tuned, tuned), None)[3] == tuned
+
+
+def argparse_namespace(**kw):
+    import argparse
+
+    return argparse.Namespace(**kw)
