@@ -243,3 +243,37 @@ def argparse_namespace(**kw):
     import argparse
 
     return argparse.Namespace(**kw)
+
+
+def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
+    """`tune_tokens` runs the pair in use through the same checks and timing as the candidates (here in Triton's
+    interpreter, the CUDA-graph timing replaced by one timed call), on an alignment of its own GEMM 1 tile."""
+    import time
+
+    import torch
+
+    from quickmoe.bench.moe_experts import MoEShape, make_experts
+
+    tuner = _tuner()
+    aligned = []
+    real_align = tuner.moe_align
+
+    def recording_align(ids, experts, block_m):
+        aligned.append(block_m)
+        return real_align(ids, experts, block_m)
+
+    monkeypatch.setattr(tuner, "moe_align", recording_align)
+    def one_call_seconds(fn, sets):
+        start = time.perf_counter()
+        fn(0)
+        return time.perf_counter() - start
+
+    monkeypatch.setattr(tuner, "graph_seconds", one_call_seconds)
+    g = torch.Generator().manual_seed(5)
+    ex = make_experts(MoEShape(hidden=256, inter=128, experts=4, top_k=2, activation="silu"), "fp8",
+                      torch.device("cpu"), g)
+    in_use = (MoEKernelConfig(block_m=8, block_n=32, block_k=128, num_warps=2, num_stages=3, swap_ab=True),
+              MoEKernelConfig(block_m=8, block_n=64, block_k=128, num_warps=2, num_stages=3, swap_ab=True))
+    best, fallback, used = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[16], in_use=in_use)
+    assert used is not None and used[3:] == in_use and used[0] == pytest.approx(used[1] + used[2]) and used[0] > 0
+    assert best[3].block_m == 16 and aligned[-tuner.SETS:] == [8] * tuner.SETS
