@@ -10,8 +10,8 @@ L2 cache holds, never zeros), median of several replays. The BLOCK_M with the sm
 wins, with each GEMM's best config for it (MXFP4 tiles of 8-64 rows on Hopper: or that config's
 `register_operand` twin where it is faster, `register_twin`; where those kernels can run a 32-row tile is among the
 candidates from 4 assignments an expert on, `block_m_candidates`), unless the pair the engine reads at T now
-(`in_use_pair`: the `--out` files' nearest entries before the run, timed the same way) was as fast, which is then
-written instead (`pick`). One file per GEMM shape is written (named by
+(`in_use_pair`: the nearest entries of the files in kernels/configs/ as the run starts, timed the same way) was as
+fast, which is then written instead (`pick`). One file per GEMM shape is written (named by
 `moe_configs.config_file_name`: shape, format ("dense" for bf16 experts), projection, device), mapping T to
 the config; token counts already in an existing file and not tuned now are kept, and the file is written after
 every T (a call cut short keeps what it measured). Start-up never tunes: it reads these files.
@@ -410,8 +410,8 @@ def tune_shape(shape: str, args: argparse.Namespace, device: torch.device, name:
     table1: dict[str, dict] = {}
     table2: dict[str, dict] = {}
     arch = device_arch(device)
-    # what the engine reads at each T before this run writes anything
-    in_use = {tokens: in_use_pair(shape, fmt, name, arch, Path(args.out), tokens) for tokens in args.tokens}
+    # what the engine reads at each T (its files, not --out, which may be a copy or empty), before anything is written
+    in_use = {tokens: in_use_pair(shape, fmt, name, arch, moe_configs.CONFIG_DIR, tokens) for tokens in args.tokens}
     for tokens in args.tokens:
         tuned, (f1, f2), used = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
                                             block_ms=args.block_m, in_use=in_use[tokens])
