@@ -2,6 +2,7 @@
 
 PYTHONPATH=src python3 scripts/tune_moe.py [--shapes gpt-oss-20b,gpt-oss-120b] [--format FMT] [--tokens 1,4,...]
                                            [--out DIR] [--grid small|full] [--block-m 16,64] [--quick]
+                                           [--min-gain 0.02]
 
 For each shape and token count T, each candidate BLOCK_M (the alignment's tile, shared by both GEMMs) gets
 its own alignment; then every candidate of GEMM 1 (gate_up + SwiGLU) and of GEMM 2 (down) is timed alone,
@@ -10,8 +11,8 @@ L2 cache holds, never zeros), median of several replays. The BLOCK_M with the sm
 wins, with each GEMM's best config for it (MXFP4 tiles of 8-64 rows on Hopper: or that config's
 `register_operand` twin where it is faster, `register_twin`; where those kernels can run a 32-row tile is among the
 candidates from 4 assignments an expert on, `block_m_candidates`), unless the pair the engine reads at T now
-(`in_use_pair`: the nearest entries of the files in kernels/configs/ as the run starts, timed the same way) was as
-fast, which is then written instead (`pick`). One file per GEMM shape is written (named by
+(`in_use_pair`: the nearest entries of the files in kernels/configs/ as the run starts, timed the same way) was within
+`--min-gain` (default 2%) of its time, which is then written instead (`pick`). One file per GEMM shape is written (named by
 `moe_configs.config_file_name`: shape, format ("dense" for bf16 experts), projection, device), mapping T to
 the config; token counts already in an existing file and not tuned now are kept, and the file is written after
 every T (a call cut short keeps what it measured). Start-up never tunes: it reads these files.
@@ -57,6 +58,7 @@ SETS = 8  # input sets per graph: their experts' bytes outgrow the L2 cache
 CALLS = 16  # calls per graph replay
 GRIDS = ("small", "full")
 FOUR_BIT = ("mxfp4", "nvfp4")  # two weights per byte: K steps of 64 won at prefill tiles
+MIN_GAIN = 0.02  # `pick`: a winner must beat the pair in use by more than this fraction of its time
 DECODE_K = 256  # deep K steps for decode-sized tiles: 256 won in every committed file (FP8: see `_configs`)
 # K in parts (`MoEKernelConfig.split_k`) is tried up to this token count, in these part counts: on the H200 2 parts
 # won at T = 1 (gpt-oss's GEMMs 9-11%), 4 parts Mixtral's GEMM 2 (K = 14,336) at T = 1 and 2 (10-35%); from T = 2 on
@@ -340,12 +342,14 @@ def in_use_pair(shape: str, fmt: str, device_name: str, arch: str | None, config
                                           config_dir, arch, proj="down"))
 
 
-def pick(tuned: tuple, used: tuple | None) -> tuple:
-    """What to write at T: the tuned winner, or the pair in use where that was as fast. A key whose T took the
-    untuned fallback's middle config wins big when tuned (Qwen3-30B-A3B FP8 at T = 256: the model's batch-256 step
-    -5.7%), but the small grid need not hold what is in use: Qwen3's bf16 experts at T = 256 had their winner 5%
-    slower than it (docs/benchmarks.md, 2026-12-03 fourth session), and writing that would have slowed the model."""
-    return used if used is not None and used[0] <= tuned[0] else tuned
+def pick(tuned: tuple, used: tuple | None, min_gain: float = 0.0) -> tuple:
+    """What to write at T: the tuned winner, or the pair in use where the winner is not faster than it by more than
+    `min_gain` (a fraction of the winner's time). A key whose T took the untuned fallback's middle config wins big when
+    tuned (Qwen3-30B-A3B FP8 at T = 256: the model's batch-256 step -5.7%), but the small grid need not hold what is
+    in use: Qwen3's bf16 experts at T = 256 had their winner 5% slower than it (docs/benchmarks.md, 2026-12-03 fourth
+    session), and writing that would have slowed the model. Winners 0.4-1% faster alone (Mixtral FP8 at T = 32, Qwen3
+    bf16 at 96 and 128; fifth session) ran level in the model: a gain that small is the timing's noise."""
+    return used if used is not None and used[0] <= tuned[0] * (1.0 + min_gain) else tuned
 
 
 def _as_dict(config: MoEKernelConfig) -> dict:
@@ -370,6 +374,9 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--out", default=str(moe_configs.CONFIG_DIR))
     parser.add_argument("--grid", choices=GRIDS, default="small",
                         help="small: 4-12 candidates per GEMM and tile; full: gpt-oss MXFP4's original grid")
+    parser.add_argument("--min-gain", type=float, default=MIN_GAIN,
+                        help="write a winner only where it beats the pair in use at T by more than this fraction "
+                             f"(default {MIN_GAIN}: smaller gains did not show in the model)")
     parser.add_argument("--block-m", default=None, help="comma list of tiles to try at every T (default: from T)")
     parser.add_argument("--quick", action="store_true",
                         help="few candidates: the column tile at the decode settings (with --tokens up to 64)")
@@ -391,6 +398,8 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         if args.format is not None and args.format not in formats:
             parser.error(f"--format {args.format!r}: shape {shape!r} has no such experts; valid formats for "
                          f"{shape}: {', '.join(formats)}")
+    if not 0.0 <= args.min_gain < 1.0:
+        parser.error(f"--min-gain {args.min_gain}: expected a fraction in [0, 1), e.g. 0.02 for 2%")
     try:
         args.tokens = _ints(args.tokens)
         args.block_m = _ints(args.block_m) if args.block_m else None
@@ -415,9 +424,10 @@ def tune_shape(shape: str, args: argparse.Namespace, device: torch.device, name:
     for tokens in args.tokens:
         tuned, (f1, f2), used = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
                                             block_ms=args.block_m, in_use=in_use[tokens])
-        total, t1, t2, c1, c2 = pick(tuned, used)
+        total, t1, t2, c1, c2 = pick(tuned, used, args.min_gain)
         table1[str(tokens)], table2[str(tokens)] = _as_dict(c1), _as_dict(c2)
-        kept = " (the entry in use: no candidate was faster)" if (c1, c2) != tuned[3:] else ""
+        kept = (f" (the entry in use: no candidate was more than {args.min_gain:.0%} faster)"
+                if (c1, c2) != tuned[3:] else "")
         in_use_text = f" | in use {used[1] * 1e6:.1f} + {used[2] * 1e6:.1f} us" if used is not None else ""
         print(f"{shape} {fmt} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
               f"{_as_dict(c2)}{kept}{in_use_text} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)

@@ -221,7 +221,8 @@ def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp
 
     def fake_tune_tokens(ex, top_k, tokens, g, *, grid, quick, block_ms, in_use):
         seen.append((tokens, in_use))
-        used_seconds = {256: 1.0e-4, 128: 3.0e-4}[tokens]  # T = 256: the pair in use faster; T = 128: the winner
+        # T = 256: the pair in use faster; T = 128: the winner; T = 192: the winner 1% faster (under --min-gain)
+        used_seconds = {256: 1.0e-4, 128: 3.0e-4, 192: 2.02e-4}[tokens]
         return ((2.0e-4, 1.2e-4, 0.8e-4, tuned, tuned), (5e-4, 5e-4),
                 (used_seconds, used_seconds / 2, used_seconds / 2, *in_use))
 
@@ -230,16 +231,22 @@ def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp
     monkeypatch.setattr(tuner, "make_experts", lambda spec, fmt, device, g: None)
     out = tmp_path / "out"
     out.mkdir()
-    args = argparse_namespace(tokens=[128, 256], out=str(out), grid="small", quick=False, block_m=None,
-                              format="fp8")
+    args = argparse_namespace(tokens=[128, 256, 192], out=str(out), grid="small", quick=False, block_m=None,
+                              format="fp8", min_gain=tuner.MIN_GAIN)
     tuner.tune_shape("qwen3-30b-a3b", args, torch.device("cpu"), "CPU-test")
     # the engine's files, read before anything was written
-    assert seen == [(128, (middle, middle)), (256, (middle, middle))]
+    assert seen == [(128, (middle, middle)), (256, (middle, middle)), (192, (middle, middle))]
     for n, k, proj in ((1536, 2048, "gate_up"), (2048, 768, "down")):
         table = json.loads((out / config_file_name(128, n, k, "fp8", "CPU-test", proj)).read_text())
         assert MoEKernelConfig(**table["256"]) == middle and MoEKernelConfig(**table["128"]) == tuned
-        assert set(table) == {"128", "256"}
+        assert MoEKernelConfig(**table["192"]) == middle
+        assert set(table) == {"128", "192", "256"}
     assert tuner.pick((2.0, 1.0, 1.0, tuned, tuned), None)[3] == tuned
+    assert tuner.MIN_GAIN == 0.02
+    assert tuner.pick((2.0, 1.0, 1.0, tuned, tuned), (2.05, 1.0, 1.05, middle, middle), 0.02)[3] == tuned
+    assert tuner.pick((2.0, 1.0, 1.0, tuned, tuned), (2.03, 1.0, 1.03, middle, middle), 0.0)[3] == tuned
+    assert tuner.pick((2.0, 1.0, 1.0, tuned, tuned), (2.01, 1.0, 1.01, middle, middle), 0.0)[3] == tuned
+    assert tuner.pick((2.0, 1.0, 1.0, tuned, tuned), (2.01, 1.0, 1.01, middle, middle), 0.02)[3] == middle
 
 
 def argparse_namespace(**kw):
