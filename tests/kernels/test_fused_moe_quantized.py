@@ -300,8 +300,8 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     # Qwen3 bf16's H200 file (the same session): 8-row tiles at T = 1-24, the fallback's tiles past it
     ("qwen3-30b-a3b", "bf16", 1), ("qwen3-30b-a3b", "bf16", 2), ("qwen3-30b-a3b", "bf16", 12),
     ("qwen3-30b-a3b", "bf16", 40),
-    # the H200 keys tuned on 2026-12-03 (fifth session): Qwen3 FP8's 8-row key 65 and key 96, Mixtral FP8's keys 32-256,
-    # Mixtral NVFP4's 96-256 (its 128-row transposed tile on 8 warps at 256)
+    # the H200 keys tuned on 2026-12-03 (fifth session): Qwen3 FP8's 8-row key 65 and key 96, Mixtral FP8's keys 96-256
+    # (T = 32 reads key 16), Mixtral NVFP4's 96-256 (its 128-row transposed tile on 8 warps at 256)
     ("qwen3-30b-a3b", "fp8", 70), ("qwen3-30b-a3b", "fp8", 96),
     ("mixtral-8x7b", "fp8", 32), ("mixtral-8x7b", "fp8", 96), ("mixtral-8x7b", "fp8", 128),
     ("mixtral-8x7b", "fp8", 256), ("mixtral-8x7b", "nvfp4", 96), ("mixtral-8x7b", "nvfp4", 128),
