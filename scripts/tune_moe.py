@@ -12,8 +12,8 @@ wins, with each GEMM's best config for it (MXFP4 tiles of 8-64 rows on Hopper: o
 `register_operand` twin where it is faster, `register_twin`; where those kernels can run a 32-row tile is among the
 candidates from 4 assignments an expert on, `block_m_candidates`), unless the pair the engine reads at T now
 (`in_use_pair`: the nearest entries of the files in kernels/configs/ as the run starts, timed the same way) was within
-`--min-gain` (default 2%) of its time, which is then written instead (`pick`). One file per GEMM shape is written (named by
-`moe_configs.config_file_name`: shape, format ("dense" for bf16 experts), projection, device), mapping T to
+`--min-gain` (default 2%) of its time, which is then written instead (`pick`). One file per GEMM shape is written
+(named by `moe_configs.config_file_name`: shape, format ("dense" for bf16 experts), projection, device), mapping T to
 the config; token counts already in an existing file and not tuned now are kept, and the file is written after
 every T (a call cut short keeps what it measured). Start-up never tunes: it reads these files.
 `--format`: the experts' weight format, one of the shape's (`bench.moe_experts`: mxfp4 for gpt-oss; bf16, fp8,

@@ -199,7 +199,8 @@ def test_a_register_operand_twin_replaces_the_winner_only_where_it_runs_and_is_f
 def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp_path):
     """Each T's winner is compared with the pair the engine read at T before the run (its files' nearest entries:
     Qwen3 FP8's T = 256 took key 65 until 2026-12-03): a slower winner is not written (the small grid's bf16 winner
-    for Qwen3 at T = 256 was 5% slower than what was in use), a faster one is."""
+    for Qwen3 at T = 256 was 5% slower than what was in use), nor one faster by at most `--min-gain` (2%: such gains
+    did not show in the model), a faster one is."""
     import torch
 
     tuner = _tuner()
