@@ -4,7 +4,13 @@ max_num_batched_tokens compiles a MoE GEMM variant, and a cold engine does compi
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import json
 import random
+import tempfile
+import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -36,25 +42,62 @@ def _shipped_shapes() -> list[tuple[int, int, int, str]]:
                                                ("a GPU without tuned tables", "sm_100")])
 @pytest.mark.parametrize("shape", _shipped_shapes(), ids=lambda s: "E{}_N{}_K{}_{}".format(*s))
 @pytest.mark.parametrize("top_k", [2, 4, 8])
-def test_the_ladder_runs_every_alignment_variant_a_step_can_pick(device_name, arch, shape, top_k):
-    """The single-program alignment compiles one variant per (block_m of the tuned entry nearest T, sort chunk of
-    T x top_k), the chunked one (T x top_k > SINGLE_PROGRAM_MAX) one per block_m: every T a step can have picks a
-    variant some T of the ladder picked (one left out would compile in the middle of serving: 0.75 s of a timed
-    bench generate on the H100)."""
+def test_the_ladder_runs_every_variant_a_step_can_pick(device_name, arch, shape, top_k):
+    """A step's MoE compiles one variant per (GEMM 1's entry, GEMM 2's entry: those of the tuned key nearest T;
+    the single-program alignment's sort chunk of T x top_k, or the chunked alignment where T x top_k >
+    SINGLE_PROGRAM_MAX): every T a step can have picks a variant some T of the ladder picked (one left out would
+    compile in the middle of serving: 0.75 s of a timed bench generate on the H100). The keys come from the JSON
+    files here; the ladder's from `moe_layer_tuned_token_counts` of a layer of this shape."""
+    from quickmoe.executor.kernel_warmup import moe_layer_tuned_token_counts
     from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, align_chunk
-    from quickmoe.kernels.moe_configs import moe_kernel_config
+    from quickmoe.kernels.moe_configs import CONFIG_DIR, moe_kernel_config
 
     experts, n, k, weights = shape
+    inter = n // 2
 
-    def variant(tokens: int) -> tuple[int, int]:
-        config = moe_kernel_config(experts, n, k, weights, device_name, tokens, arch=arch, proj="gate_up")
+    def variant(tokens: int) -> tuple:
+        config1 = moe_kernel_config(experts, n, k, weights, device_name, tokens, arch=arch, proj="gate_up")
+        config2 = moe_kernel_config(experts, k, inter, weights, device_name, tokens, arch=arch, proj="down")
         chunked = tokens * top_k > SINGLE_PROGRAM_MAX
-        return config.block_m, 0 if chunked else align_chunk(tokens * top_k)
+        return config1, config2, 0 if chunked else align_chunk(tokens * top_k)
 
+    layer = types.SimpleNamespace(num_experts=experts, hidden_size=k, intermediate_size=inter,
+                                  quant_method=types.SimpleNamespace(kernel_weights=weights))
+    keys = moe_layer_tuned_token_counts(layer, device_name, arch)
+    if arch == "sm_90":  # the files' own keys (a rank's gate_up at TP = 2 has no down file of its shape)
+        own = [CONFIG_DIR / f"E{experts}_N{n}_K{k}_{weights}_gate_up_{device_name.replace(' ', '_')}.json",
+               CONFIG_DIR / f"E{experts}_N{k}_K{inter}_{weights}_down_{device_name.replace(' ', '_')}.json"]
+        file_keys = {int(t) for path in own if path.is_file() for t in json.loads(path.read_text())}
+        assert file_keys <= keys, sorted(file_keys - keys)
     budget = 8192
-    warmed = {variant(t) for t in warmup_token_counts(budget)}
+    warmed = {variant(t) for t in warmup_token_counts(budget, keys)}
     needed = {variant(t) for t in range(1, budget + 1)}
-    assert needed <= warmed, f"variants no ladder step runs: {sorted(needed - warmed)}"
+    missing = {t: variant(t) for t in range(1, budget + 1) if variant(t) not in warmed}
+    assert needed <= warmed, f"{len(missing)} counts read variants no ladder step runs, first {sorted(missing)[:8]}"
+
+
+def test_each_key_is_read_from_its_start_on():
+    """`nearest_key_starts` against `moe_kernel_config`'s own choice at every T of a table with odd gaps."""
+    from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name, moe_kernel_config, nearest_key_starts
+
+    keys = [1, 2, 8, 12, 48, 64, 65, 96, 128, 1024, 1025, 4096]
+    assert nearest_key_starts([]) == []
+    starts = nearest_key_starts(keys)
+    assert starts[:4] == [1, 2, 6, 11]
+    configs = [MoEKernelConfig(block_n=bn, num_stages=st) for bn, st in itertools.product((16, 32, 64, 128), (2, 3, 4))]
+    with tempfile.TemporaryDirectory() as tmp:
+        table = {str(key): dataclasses.asdict(config) for key, config in zip(keys, configs)}
+        (Path(tmp) / config_file_name(8, 64, 32, "dense", "cpu", "gate_up")).write_text(json.dumps(table))
+        read = [configs.index(moe_kernel_config(8, 64, 32, "dense", "cpu", t, Path(tmp), proj="gate_up"))
+                for t in range(1, 5000)]
+    # the key each T reads changes exactly at the starts, in order
+    assert [t for t in range(2, 5000) if read[t - 1] != read[t - 2]] == starts[1:]
+    assert read[0] == 0 and sorted(set(read)) == list(range(len(keys)))
+
+
+def test_the_ladder_takes_each_keys_first_count():
+    assert warmup_token_counts(1000, [64, 96, 128]) == sorted(set(warmup_token_counts(1000)) | {81, 113})
+    assert warmup_token_counts(100, [64, 96, 4096]) == sorted(set(warmup_token_counts(100)) | {81})
 
 
 def test_a_cpu_engine_has_nothing_to_warm(ckpt_factory):

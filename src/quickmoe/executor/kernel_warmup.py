@@ -7,8 +7,11 @@ are compiled when their CUDA graphs are captured; `MoEKernelWarmup` covers the r
 batch size of a ladder (powers of two up to max_num_batched_tokens and the counts after them, and that), each
 running the experts of one layer per distinct MoE shape once on random rows, so every tuned config a step can
 select, and every alignment variant (moe_align.align_chunk), is compiled (or loaded from the kernel cache)
-before a request needs it (the shipped tables are keyed by powers of two and a few of their successors, which
-the ladder hits; tests/models/test_kernel_warmup.py checks every shipped table).
+before a request needs it. A step reads its T's nearest key of a table; most keys are powers of two, which the
+ladder hits, and the ladder also takes, for each key of the model's tables, the first T that reads it
+(`moe_configs.nearest_key_starts`): keys such as 12, 48 or 96 are read by no power of two nor its successor, and
+their tiles would have compiled in the middle of serving (tests/models/test_kernel_warmup.py checks every
+shipped table: both GEMMs' configs and the alignment's variant, for every T).
 
 A piece warms a group of sizes side by side on threads (at most WARM_THREADS, and at most max_num_batched_tokens
 rows in all, so the group's activations fit where one full step's do). Triton releases the GIL only in parts of
@@ -25,29 +28,46 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
 
+from quickmoe.kernels.fused_moe import device_arch
+from quickmoe.kernels.moe_configs import nearest_key_starts, tuned_token_counts
 from quickmoe.layers.moe import FusedMoE
 
-__all__ = ["WARM_THREADS", "MoEKernelWarmup", "warmup_token_counts"]
+__all__ = ["WARM_THREADS", "MoEKernelWarmup", "moe_layer_tuned_token_counts", "warmup_token_counts"]
 
 logger = logging.getLogger(__name__)
 
 WARM_THREADS = 8  # batch sizes of one piece compiled side by side
 
 
-def warmup_token_counts(max_num_batched_tokens: int) -> list[int]:
+def warmup_token_counts(max_num_batched_tokens: int, tuned_keys: Iterable[int] = ()) -> list[int]:
     """1, 2, 3, 4, 5, 8, 9, 16, 17, ... up to max_num_batched_tokens, and max_num_batched_tokens itself: each
-    power of two and the count after it. A step's kernel variants are those of the tuned entry nearest its T
-    (shipped tables keyed by powers of two) with the alignment's sort chunk of T x top_k (moe_align.align_chunk,
-    a power of two): T = 2^j + 1 takes 2^j's entry with the next chunk, which 2^j itself does not reach."""
+    power of two and the count after it; and, for the keys of the model's tuned tables (`tuned_keys`), the first
+    count that reads each (`nearest_key_starts`). A step's kernel variants are those of the tuned entry nearest its
+    T with the alignment's sort chunk of T x top_k (moe_align.align_chunk, a power of two): T = 2^j + 1 takes
+    2^j's entry with the next chunk, which 2^j itself does not reach, and a key's first count takes its entry
+    with its range's first chunk (the later chunks of the range start at some 2^j + 1 of the ladder)."""
     counts = set()
     for i in range(max_num_batched_tokens.bit_length()):
         counts.update(t for t in (1 << i, (1 << i) + 1) if t <= max_num_batched_tokens)
+    counts.update(t for t in nearest_key_starts(tuned_keys) if t <= max_num_batched_tokens)
     return sorted(counts | {max_num_batched_tokens})
+
+
+def moe_layer_tuned_token_counts(layer: FusedMoE, device_name: str, arch: str | None) -> set[int]:
+    """The keys of the tuned tables a MoE layer's two GEMMs read on this device (`fused_moe`: GEMM 1 [E, 2I, H],
+    GEMM 2 [E, H, I], this rank's E and I); none for a quant method without a kernel format name."""
+    weights = getattr(layer.quant_method, "kernel_weights", None)
+    if weights is None:
+        return set()
+    e, h, i = layer.num_experts, layer.hidden_size, layer.intermediate_size
+    return (set(tuned_token_counts(e, 2 * i, h, weights, device_name, arch=arch, proj="gate_up"))
+            | set(tuned_token_counts(e, h, i, weights, device_name, arch=arch, proj="down")))
 
 
 class MoEKernelWarmup:
@@ -66,7 +86,11 @@ class MoEKernelWarmup:
         self.layers = list(shapes.values())
         self.dtype = dtype
         self.max_rows = max_num_batched_tokens
-        self.pending = warmup_token_counts(max_num_batched_tokens) if self.layers else []
+        keys: set[int] = set()
+        for layer in self.layers:
+            device = next(layer.parameters()).device
+            keys |= moe_layer_tuned_token_counts(layer, torch.cuda.get_device_name(device), device_arch(device))
+        self.pending = warmup_token_counts(max_num_batched_tokens, keys) if self.layers else []
 
     def next_group(self) -> list[int]:
         """The batch sizes the next piece warms: the smallest pending ones, up to WARM_THREADS of them and at most

@@ -28,7 +28,8 @@ from pathlib import Path
 from quickmoe.errors import ConfigError
 
 __all__ = ["CONFIG_DIR", "PROJECTIONS", "REGISTER_OPERAND_ROWS", "TUNED_DEVICE_ARCH", "MoEKernelConfig",
-           "config_file_name", "moe_kernel_config", "nvfp4_tile_unreliable"]
+           "config_file_name", "moe_kernel_config", "nearest_key_starts", "nvfp4_tile_unreliable",
+           "tuned_token_counts"]
 
 logger = logging.getLogger(__name__)
 
@@ -210,3 +211,20 @@ def moe_kernel_config(num_experts: int, n: int, k: int, weights: str, device_nam
         return _fallback(tokens)
     nearest = min(table, key=lambda t: (abs(t - tokens), t))
     return table[nearest]
+
+
+def tuned_token_counts(num_experts: int, n: int, k: int, weights: str, device_name: str,
+                       config_dir: Path = CONFIG_DIR, arch: str | None = None, *, proj: str) -> tuple[int, ...]:
+    """The token counts (keys) of the table `moe_kernel_config` reads for this projection, shape and device, sorted;
+    () where it takes the fallback."""
+    path = _config_file(num_experts, n, k, weights, device_name, arch, config_dir, proj)
+    table = _load(path) if path is not None else None
+    return tuple(sorted(table)) if table else ()
+
+
+def nearest_key_starts(keys) -> list[int]:
+    """For each key of a table, sorted, the smallest token count >= 1 whose nearest key it is under
+    `moe_kernel_config`'s rule (ties go to the smaller key): 1 for the first, (a + b) // 2 + 1 for key b after a.
+    Every T from there up to the next key's start reads that key's entry."""
+    keys = sorted(set(keys))
+    return [1] + [(a + b) // 2 + 1 for a, b in zip(keys, keys[1:])] if keys else []

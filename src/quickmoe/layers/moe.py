@@ -28,7 +28,10 @@ logger = logging.getLogger(__name__)
 
 
 class MoEQuantMethod(Protocol):
-    """How a `FusedMoE` stores and runs its experts."""
+    """How a `FusedMoE` stores and runs its experts. `kernel_weights` names the experts' format as the MoE kernels'
+    tuned config files do ("dense", "mxfp4", "fp8", "nvfp4"; kernels/moe_configs.py)."""
+
+    kernel_weights: str
 
     def create_weights(self, layer: "FusedMoE", *, dtype: torch.dtype, device: torch.device | str) -> None: ...
 
@@ -49,6 +52,7 @@ class UnquantizedMoEMethod:
     checkpoint's even/odd interleave into the kernel layout's gate/up groups, like the MXFP4 rows."""
 
     intermediate_unit = 1  # a rank's share of the intermediate dimension: any number of channels
+    kernel_weights = "dense"  # the MoE kernel config files' name of the format (moe_configs.config_file_name)
 
     def __init__(self, layout: Mxfp4MoELayout | None = None, cache: PermutationCache | None = None) -> None:
         self.layout = layout if layout is not None else Mxfp4MoELayout()
@@ -112,6 +116,7 @@ class Mxfp4MoEMethod:
 
     block_size = 32
     intermediate_unit = 32  # a rank's share of the intermediate dimension: whole scale blocks of down's K
+    kernel_weights = "mxfp4"
 
     def __init__(self, layout: Mxfp4MoELayout | None = None, cache: PermutationCache | None = None) -> None:
         self.layout = layout if layout is not None else Mxfp4MoELayout()

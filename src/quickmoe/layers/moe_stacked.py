@@ -134,6 +134,7 @@ class StackedUnquantizedMoEMethod(_StackedMethod):
     Tensor parallel: gate and up rows, down columns, any number of channels per rank."""
 
     intermediate_unit = 1
+    kernel_weights = "dense"  # the MoE kernel config files' name of the format (moe_configs.config_file_name)
 
     def create_weights(self, layer: FusedMoE, *, dtype: torch.dtype, device: torch.device | str) -> None:
         h, i, i_all = layer.hidden_size, layer.intermediate_size, expert_shards(layer)[1].total
@@ -159,6 +160,8 @@ class StackedFp8MoEMethod(_StackedMethod):
     """FP8 block-scaled experts: gate_up_proj float8_e4m3fn [E, 2I, H] with gate_up_proj_scale_inv
     [E, 2I/bn, H/bk] (the checkpoints' `weight_scale_inv`), likewise down; processing turns the block scales
     into the kernel layout's scales [E, K/bk, N/R] float32, one per R rows (layouts.quantized_moe)."""
+
+    kernel_weights = "fp8"
 
     def __init__(self, names: ExpertNames, block: tuple[int, int], layout: Mxfp4MoELayout | None = None,
                  cache: PermutationCache | None = None) -> None:
@@ -226,6 +229,7 @@ class StackedNvfp4MoEMethod(_StackedMethod):
     `<proj>_row_scale` [E, N] (layouts.quantized_moe)."""
 
     intermediate_unit = NVFP4_BLOCK_SIZE  # a rank's channels: whole 16-channel scale blocks of down's K
+    kernel_weights = "nvfp4"
 
     def create_weights(self, layer: FusedMoE, *, dtype: torch.dtype, device: torch.device | str) -> None:
         h, i, i_all = layer.hidden_size, layer.intermediate_size, expert_shards(layer)[1].total
