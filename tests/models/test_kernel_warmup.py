@@ -46,9 +46,9 @@ def test_the_ladder_runs_every_variant_a_step_can_pick(device_name, arch, shape,
     """A step's MoE compiles one variant per (GEMM 1's entry, GEMM 2's entry: those of the tuned key nearest T;
     the single-program alignment's sort chunk of T x top_k, or the chunked alignment where T x top_k >
     SINGLE_PROGRAM_MAX): every T a step can have picks a variant some T of the ladder picked (one left out would
-    compile in the middle of serving: 0.75 s of a timed bench generate on the H100). The keys come from the JSON
-    files here; the ladder's from `moe_layer_tuned_token_counts` of a layer of this shape."""
-    from quickmoe.executor.kernel_warmup import moe_layer_tuned_token_counts
+    compile in the middle of serving: 0.75 s of a timed bench generate on the H100). The ladder takes the keys'
+    starts from `moe_layer_key_starts` of a layer of this shape; the files' keys are read here too."""
+    from quickmoe.executor.kernel_warmup import moe_layer_key_starts
     from quickmoe.kernels.moe_align import SINGLE_PROGRAM_MAX, align_chunk
     from quickmoe.kernels.moe_configs import CONFIG_DIR, moe_kernel_config
 
@@ -63,14 +63,16 @@ def test_the_ladder_runs_every_variant_a_step_can_pick(device_name, arch, shape,
 
     layer = types.SimpleNamespace(num_experts=experts, hidden_size=k, intermediate_size=inter,
                                   quant_method=types.SimpleNamespace(kernel_weights=weights))
-    keys = moe_layer_tuned_token_counts(layer, device_name, arch)
-    if arch == "sm_90":  # the files' own keys (a rank's gate_up at TP = 2 has no down file of its shape)
+    starts = moe_layer_key_starts(layer, device_name, arch)
+    if arch == "sm_90":  # each file's own keys, read as JSON (a rank's gate_up at TP = 2 has no down file of its shape)
         own = [CONFIG_DIR / f"E{experts}_N{n}_K{k}_{weights}_gate_up_{device_name.replace(' ', '_')}.json",
                CONFIG_DIR / f"E{experts}_N{k}_K{inter}_{weights}_down_{device_name.replace(' ', '_')}.json"]
-        file_keys = {int(t) for path in own if path.is_file() for t in json.loads(path.read_text())}
-        assert file_keys <= keys, sorted(file_keys - keys)
+        for path in own:
+            if path.is_file():
+                keys = sorted(int(t) for t in json.loads(path.read_text()))
+                assert {1} | {(a + b) // 2 + 1 for a, b in zip(keys, keys[1:])} <= starts, path.name
     budget = 8192
-    warmed = {variant(t) for t in warmup_token_counts(budget, keys)}
+    warmed = {variant(t) for t in warmup_token_counts(budget, starts)}
     needed = {variant(t) for t in range(1, budget + 1)}
     missing = {t: variant(t) for t in range(1, budget + 1) if variant(t) not in warmed}
     assert needed <= warmed, f"{len(missing)} counts read variants no ladder step runs, first {sorted(missing)[:8]}"
@@ -95,9 +97,22 @@ def test_each_key_is_read_from_its_start_on():
     assert read[0] == 0 and sorted(set(read)) == list(range(len(keys)))
 
 
-def test_the_ladder_takes_each_keys_first_count():
-    assert warmup_token_counts(1000, [64, 96, 128]) == sorted(set(warmup_token_counts(1000)) | {81, 113})
-    assert warmup_token_counts(100, [64, 96, 4096]) == sorted(set(warmup_token_counts(100)) | {81})
+def test_the_ladder_takes_each_tables_key_starts():
+    """The starts come per table: two tables' keys pooled would give other starts (GEMM 1 keys 64, 128 and GEMM 2
+    keys 96: T = 97 reads GEMM 1's key 128, which starts at 97, while the pooled keys 64, 96, 128 start at 81, 113)."""
+    from quickmoe.executor.kernel_warmup import moe_layer_key_starts
+
+    assert warmup_token_counts(1000, [1, 81, 113]) == sorted(set(warmup_token_counts(1000)) | {81, 113})
+    assert warmup_token_counts(100, [81, 2097, 0]) == sorted(set(warmup_token_counts(100)) | {81})
+    from quickmoe.kernels.moe_configs import MoEKernelConfig, config_file_name
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for (n, k, proj), keys in (((64, 32, "gate_up"), [64, 128]), ((32, 32, "down"), [96])):
+            table = {str(key): dataclasses.asdict(MoEKernelConfig()) for key in keys}
+            (Path(tmp) / config_file_name(8, n, k, "fp8", "test GPU", proj)).write_text(json.dumps(table))
+        layer = types.SimpleNamespace(num_experts=8, hidden_size=32, intermediate_size=32,
+                                      quant_method=types.SimpleNamespace(kernel_weights="fp8"))
+        assert moe_layer_key_starts(layer, "test GPU", None, Path(tmp)) == {1, 97}
 
 
 def test_a_cpu_engine_has_nothing_to_warm(ckpt_factory):

@@ -30,44 +30,48 @@ import logging
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from quickmoe.kernels.fused_moe import device_arch
-from quickmoe.kernels.moe_configs import nearest_key_starts, tuned_token_counts
+from quickmoe.kernels.moe_configs import CONFIG_DIR, nearest_key_starts, tuned_token_counts
 from quickmoe.layers.moe import FusedMoE
 
-__all__ = ["WARM_THREADS", "MoEKernelWarmup", "moe_layer_tuned_token_counts", "warmup_token_counts"]
+__all__ = ["WARM_THREADS", "MoEKernelWarmup", "moe_layer_key_starts", "warmup_token_counts"]
 
 logger = logging.getLogger(__name__)
 
 WARM_THREADS = 8  # batch sizes of one piece compiled side by side
 
 
-def warmup_token_counts(max_num_batched_tokens: int, tuned_keys: Iterable[int] = ()) -> list[int]:
+def warmup_token_counts(max_num_batched_tokens: int, key_starts: Iterable[int] = ()) -> list[int]:
     """1, 2, 3, 4, 5, 8, 9, 16, 17, ... up to max_num_batched_tokens, and max_num_batched_tokens itself: each
-    power of two and the count after it; and, for the keys of the model's tuned tables (`tuned_keys`), the first
-    count that reads each (`nearest_key_starts`). A step's kernel variants are those of the tuned entry nearest its
-    T with the alignment's sort chunk of T x top_k (moe_align.align_chunk, a power of two): T = 2^j + 1 takes
-    2^j's entry with the next chunk, which 2^j itself does not reach, and a key's first count takes its entry
-    with its range's first chunk (the later chunks of the range start at some 2^j + 1 of the ladder)."""
+    power of two and the count after it; and `key_starts`, the first count that reads each key of the model's
+    tuned tables (`moe_layer_key_starts`). A step's kernel variants are those of each GEMM's tuned entry nearest
+    its T with the alignment's sort chunk of T x top_k (moe_align.align_chunk, a power of two; top_k a power of
+    two): the variant changes only where a table's key changes (its start) or the chunk does (at T = 2^j + 1, which
+    2^j itself does not reach), so the ladder holds the first T of every run of T with one variant."""
     counts = set()
     for i in range(max_num_batched_tokens.bit_length()):
         counts.update(t for t in (1 << i, (1 << i) + 1) if t <= max_num_batched_tokens)
-    counts.update(t for t in nearest_key_starts(tuned_keys) if t <= max_num_batched_tokens)
+    counts.update(t for t in key_starts if 1 <= t <= max_num_batched_tokens)
     return sorted(counts | {max_num_batched_tokens})
 
 
-def moe_layer_tuned_token_counts(layer: FusedMoE, device_name: str, arch: str | None) -> set[int]:
-    """The keys of the tuned tables a MoE layer's two GEMMs read on this device (`fused_moe`: GEMM 1 [E, 2I, H],
-    GEMM 2 [E, H, I], this rank's E and I); none for a quant method without a kernel format name."""
+def moe_layer_key_starts(layer: FusedMoE, device_name: str, arch: str | None,
+                         config_dir: Path = CONFIG_DIR) -> set[int]:
+    """For each of the tuned tables a MoE layer's two GEMMs read on this device (`fused_moe`: GEMM 1 [E, 2I, H],
+    GEMM 2 [E, H, I], this rank's E and I), the first T that reads each of its keys (`nearest_key_starts`, per
+    table: the two tables' keys may differ); none for a quant method without a kernel format name."""
     weights = getattr(layer.quant_method, "kernel_weights", None)
     if weights is None:
         return set()
     e, h, i = layer.num_experts, layer.hidden_size, layer.intermediate_size
-    return (set(tuned_token_counts(e, 2 * i, h, weights, device_name, arch=arch, proj="gate_up"))
-            | set(tuned_token_counts(e, h, i, weights, device_name, arch=arch, proj="down")))
+    gate_up = tuned_token_counts(e, 2 * i, h, weights, device_name, config_dir, arch, proj="gate_up")
+    down = tuned_token_counts(e, h, i, weights, device_name, config_dir, arch, proj="down")
+    return set(nearest_key_starts(gate_up)) | set(nearest_key_starts(down))
 
 
 class MoEKernelWarmup:
@@ -86,11 +90,11 @@ class MoEKernelWarmup:
         self.layers = list(shapes.values())
         self.dtype = dtype
         self.max_rows = max_num_batched_tokens
-        keys: set[int] = set()
+        starts: set[int] = set()
         for layer in self.layers:
             device = next(layer.parameters()).device
-            keys |= moe_layer_tuned_token_counts(layer, torch.cuda.get_device_name(device), device_arch(device))
-        self.pending = warmup_token_counts(max_num_batched_tokens, keys) if self.layers else []
+            starts |= moe_layer_key_starts(layer, torch.cuda.get_device_name(device), device_arch(device))
+        self.pending = warmup_token_counts(max_num_batched_tokens, starts) if self.layers else []
 
     def next_group(self) -> list[int]:
         """The batch sizes the next piece warms: the smallest pending ones, up to WARM_THREADS of them and at most
