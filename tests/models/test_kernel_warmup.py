@@ -156,3 +156,41 @@ def test_after_the_idle_work_no_prefill_size_compiles_a_moe_kernel(ckpt_factory)
     for length in (3, 33, 40, 130, 700, 2000):
         llm.generate([[rng.randrange(vocab) for _ in range(length)]], params)
     assert _gemm_variants() == warm
+
+
+@pytest.mark.gpu
+def test_a_tuned_key_no_power_of_two_reads_is_warmed(ckpt_factory, monkeypatch, tmp_path):
+    """A tuned table whose key 96 (between 64 and 128) has its own tile: T = 81-112 read it, and neither a power of
+    two nor its successor does (before 7277633 the ladder left it out: a prefill of 100 tokens compiled its
+    kernels while serving). After the idle work, steps of 81-112 tokens compile nothing."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.kernels import moe_configs
+    from quickmoe.llm import LLM
+
+    fallback = moe_configs._fallback
+    table = {1: fallback(1), 64: fallback(64), 96: dataclasses.replace(fallback(65), num_stages=2),
+             128: fallback(65), 1024: fallback(1024), 2048: fallback(2048)}
+    path = tmp_path / "E4_table.json"
+    path.write_text(json.dumps({str(t): dataclasses.asdict(c) for t, c in table.items()}))
+    # both GEMMs of every 4-expert shape read this table (only this test's engine runs while it is in place)
+    original = moe_configs._config_file
+    monkeypatch.setattr(moe_configs, "_config_file",
+                        lambda e, *args: path if e == 4 else original(e, *args))
+    moe_configs.moe_kernel_config.cache_clear()
+    try:
+        llm = LLM(ckpt_factory(layers=2, seed=8, intermediate_size=224), device="cuda", max_model_len=2048,
+                  max_num_batched_tokens=2048, cuda_graphs="off", kv_cache_memory=1 << 30)
+        assert 81 in llm.runner.moe_warmup.pending
+        while llm.engine.idle_work():
+            pass
+        rng = random.Random(2)
+        vocab = llm.config.vocab_size - 2
+        params = SamplingParams(max_tokens=2, temperature=0, ignore_eos=True)
+        warm = _gemm_variants()
+        for length in (81, 100, 112):
+            llm.generate([[rng.randrange(vocab) for _ in range(length)]], params)
+            assert _gemm_variants() == warm, f"a step of {length} tokens compiled a MoE kernel after the idle work"
+    finally:
+        moe_configs.moe_kernel_config.cache_clear()
