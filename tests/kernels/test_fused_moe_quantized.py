@@ -306,6 +306,9 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     ("mixtral-8x7b", "fp8", 32), ("mixtral-8x7b", "fp8", 96), ("mixtral-8x7b", "fp8", 128),
     ("mixtral-8x7b", "fp8", 256), ("mixtral-8x7b", "nvfp4", 96), ("mixtral-8x7b", "nvfp4", 128),
     ("mixtral-8x7b", "nvfp4", 256),
+    # the H200 keys tuned on 2026-12-03 (sixth session): Mixtral FP8's and NVFP4's keys 48, 64 and 80
+    ("mixtral-8x7b", "fp8", 48), ("mixtral-8x7b", "fp8", 60), ("mixtral-8x7b", "fp8", 80),
+    ("mixtral-8x7b", "nvfp4", 48), ("mixtral-8x7b", "nvfp4", 60), ("mixtral-8x7b", "nvfp4", 80),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
