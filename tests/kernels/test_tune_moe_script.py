@@ -288,3 +288,32 @@ def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
     best, fallback, used = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[16], in_use=in_use)
     assert used is not None and used[3:] == in_use and used[0] == pytest.approx(used[1] + used[2]) and used[0] > 0
     assert best[3].block_m == 16 and aligned[-tuner.SETS:] == [8] * tuner.SETS
+
+
+def _untuned_script():
+    path = Path(__file__).resolve().parents[2] / "scripts" / "untuned_moe_keys.py"
+    spec = importlib.util.spec_from_file_location("untuned_moe_keys_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_untuned_runs_are_the_ts_that_read_entries_equal_to_the_fallback(tmp_path):
+    """scripts/untuned_moe_keys.py: the runs of T whose nearest key holds its own fallback config, checked against
+    moe_kernel_config's choice at every T; a shape with no table is untuned at every T."""
+    from quickmoe.kernels.moe_configs import _fallback, config_file_name, moe_kernel_config
+
+    script = _untuned_script()
+    tuned = MoEKernelConfig(block_m=8, block_n=32, block_k=128, num_warps=2, num_stages=4, swap_ab=True)
+    # key 1500 starts at T = 815, where the fallback's own choice is another tile than key 1500's
+    table = {1: tuned, 24: _fallback(24), 64: _fallback(64), 65: _fallback(65), 128: tuned, 1500: _fallback(1500)}
+    name = config_file_name(8, 64, 32, "fp8", "test GPU", "gate_up")
+    (tmp_path / name).write_text(json.dumps({str(t): dataclasses.asdict(c) for t, c in table.items()}))
+    runs = script.untuned_runs(8, 64, 32, "fp8", "test GPU", "gate_up", 2000, tmp_path)
+    assert runs == [(13, 44, 24), (45, 64, 64), (65, 96, 65), (815, 2000, 1500)]
+    flagged = {t for a, b, _ in runs for t in range(a, b + 1)}
+    for t in range(1, 2001):  # a T is flagged exactly where it reads an entry equal to its key's fallback
+        read = moe_kernel_config(8, 64, 32, "fp8", "test GPU", t, tmp_path, proj="gate_up")
+        assert (t in flagged) == (read != tuned), t
+    assert script.untuned_runs(8, 64, 32, "fp8", "test GPU", "down", 500, tmp_path) == [(1, 500, None)]
+    assert script.untuned_runs(8, 64, 32, "fp8", "test GPU", "gate_up", 50, tmp_path) == [(13, 44, 24), (45, 50, 64)]
