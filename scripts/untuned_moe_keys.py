@@ -4,9 +4,11 @@ PYTHONPATH=src python3 scripts/untuned_moe_keys.py [--devices NVIDIA_H100_80GB_H
 
 `moe_kernel_config` reads the entry of the nearest key of a shape's table (this device's file, else a same-
 architecture device's, else the nearest expert count's). An entry equal to the fallback's config for its own key
-(`moe_configs._fallback`) was written untuned (the tables were first filled that way), and a shape without any table
-runs the fallback at every T. The fallback's tiles are the H100's tuned gpt-oss choices, so there (H100, MXFP4) an
-entry equal to them may be a tuned winner; elsewhere such an entry was left as first filled. For each (device, shape, format, GEMM) this prints the runs of T up to --max-tokens
+(`moe_configs._fallback`; any warp count, and for GEMM 2 either one-dot flag, which it ignores) was written
+untuned (the tables were first filled that way), and a shape without any table
+runs the fallback at every T. A tuned winner can also equal the fallback's tile (the fallback's tiles are the H100's
+tuned gpt-oss choices, so its MXFP4 files hold several): the list says where to look, not what was never tuned. For
+each (device, shape, format, GEMM) this prints the runs of T up to --max-tokens
 that read such an entry, with the key, so that `scripts/tune_moe.py --tokens ...` can take them (then `bench
 generate` in the model: docs/runs/2026-12-03f-session/scripts/mixtral_keys.sh is the recipe). Reads the files only:
 no GPU, no torch kernels.
@@ -15,6 +17,7 @@ no GPU, no torch kernels.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -40,9 +43,18 @@ def untuned_runs(experts: int, n: int, k: int, weights: str, device: str, proj: 
     runs = []
     for i, (key, start) in enumerate(zip(keys, starts)):
         end = min(starts[i + 1] - 1 if i + 1 < len(keys) else max_tokens, max_tokens)
-        if start <= end and table[key] == moe_configs._fallback(key):
+        if start <= end and _untuned(table[key], key, proj):
             runs.append((start, end, key))
     return runs
+
+
+def _untuned(config: moe_configs.MoEKernelConfig, key: int, proj: str) -> bool:
+    """The fallback's config for `key`, but for the warp count (the FP8 files were first filled with GEMM 1's
+    fallback tiles on 8 warps) and, for GEMM 2, the one dot it ignores."""
+    fallback = dataclasses.replace(moe_configs._fallback(key), num_warps=config.num_warps)
+    if proj == "down":
+        fallback = dataclasses.replace(fallback, gate_up_one_dot=config.gate_up_one_dot)
+    return config == fallback
 
 
 def main() -> int:

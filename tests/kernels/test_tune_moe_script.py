@@ -316,4 +316,10 @@ def test_untuned_runs_are_the_ts_that_read_entries_equal_to_the_fallback(tmp_pat
         read = moe_kernel_config(8, 64, 32, "fp8", "test GPU", t, tmp_path, proj="gate_up")
         assert (t in flagged) == (read != tuned), t
     assert script.untuned_runs(8, 64, 32, "fp8", "test GPU", "down", 500, tmp_path) == [(1, 500, None)]
+    # GEMM 2 ignores the one dot, and the FP8 files were first filled with the fallback's tiles on 8 warps
+    down = {1: tuned, 65: dataclasses.replace(_fallback(65), gate_up_one_dot=False, num_warps=8),
+            128: dataclasses.replace(_fallback(128), block_n=64)}
+    name = config_file_name(8, 32, 32, "fp8", "test GPU", "down")
+    (tmp_path / name).write_text(json.dumps({str(t): dataclasses.asdict(c) for t, c in down.items()}))
+    assert script.untuned_runs(8, 32, 32, "fp8", "test GPU", "down", 500, tmp_path) == [(34, 96, 65)]
     assert script.untuned_runs(8, 64, 32, "fp8", "test GPU", "gate_up", 50, tmp_path) == [(13, 44, 24), (45, 50, 64)]
