@@ -309,6 +309,8 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     # the H200 keys tuned on 2026-12-03 (sixth session): Mixtral FP8's and NVFP4's keys 48, 64 and 80
     ("mixtral-8x7b", "fp8", 48), ("mixtral-8x7b", "fp8", 60), ("mixtral-8x7b", "fp8", 80),
     ("mixtral-8x7b", "nvfp4", 48), ("mixtral-8x7b", "nvfp4", 60), ("mixtral-8x7b", "nvfp4", 80),
+    # and Qwen3 bf16's 8-row transposed tiles at keys 32, 48 and 64 (the same session)
+    ("qwen3-30b-a3b", "bf16", 32), ("qwen3-30b-a3b", "bf16", 48), ("qwen3-30b-a3b", "bf16", 60),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
