@@ -4,14 +4,13 @@ PYTHONPATH=src python3 scripts/untuned_moe_keys.py [--devices NVIDIA_H100_80GB_H
 
 `moe_kernel_config` reads the entry of the nearest key of a shape's table (this device's file, else a same-
 architecture device's, else the nearest expert count's). An entry equal to the fallback's config for its own key
-(`moe_configs._fallback`; any warp count, and for GEMM 2 either one-dot flag, which it ignores) was written
-untuned (the tables were first filled that way), and a shape without any table
-runs the fallback at every T. A tuned winner can also equal the fallback's tile (the fallback's tiles are the H100's
-tuned gpt-oss choices, so its MXFP4 files hold several): the list says where to look, not what was never tuned. For
-each (device, shape, format, GEMM) this prints the runs of T up to --max-tokens
-that read such an entry, with the key, so that `scripts/tune_moe.py --tokens ...` can take them (then `bench
-generate` in the model: docs/runs/2026-12-03f-session/scripts/mixtral_keys.sh is the recipe). Reads the files only:
-no GPU, no torch kernels.
+(`moe_configs._fallback`; any warp count, and for GEMM 2 either one-dot flag, which it ignores) was written untuned
+(the tables were first filled that way), and a shape without any table runs the fallback at every T. A tuned winner
+can also equal the fallback's tile (the fallback's tiles are the H100's tuned gpt-oss choices, so its MXFP4 files hold
+several): the list says where to look, not what was never tuned. For each (device, shape, format, GEMM) this prints
+the runs of T up to --max-tokens that read such an entry, with the key, so that `scripts/tune_moe.py --tokens ...` can
+take them (`scripts/device/moe_keys.sh` tunes them and checks them in the model in one device call).
+Reads the files only: no GPU, no torch kernels.
 """
 
 from __future__ import annotations
