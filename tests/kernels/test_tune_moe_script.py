@@ -15,12 +15,17 @@ from quickmoe.kernels.moe_configs import MoEKernelConfig
 pytest.importorskip("triton")
 
 
-def _tuner():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "tune_moe.py"
-    spec = importlib.util.spec_from_file_location("tune_moe_under_test", path)
+def _script(name: str):
+    """scripts/NAME.py, imported as a module."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _tuner():
+    return _script("tune_moe")
 
 
 def test_every_config_field_survives_the_written_table():
@@ -290,20 +295,12 @@ def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
     assert best[3].block_m == 16 and aligned[-tuner.SETS:] == [8] * tuner.SETS
 
 
-def _untuned_script():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "untuned_moe_keys.py"
-    spec = importlib.util.spec_from_file_location("untuned_moe_keys_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_untuned_runs_are_the_ts_that_read_entries_equal_to_the_fallback(tmp_path):
     """scripts/untuned_moe_keys.py: the runs of T whose nearest key holds its own fallback config, checked against
     moe_kernel_config's choice at every T; a shape with no table is untuned at every T."""
     from quickmoe.kernels.moe_configs import _fallback, config_file_name, moe_kernel_config
 
-    script = _untuned_script()
+    script = _script("untuned_moe_keys")
     tuned = MoEKernelConfig(block_m=8, block_n=32, block_k=128, num_warps=2, num_stages=4, swap_ab=True)
     # key 1500 starts at T = 815, where the fallback's own choice is another tile than key 1500's
     table = {1: tuned, 24: _fallback(24), 64: _fallback(64), 65: _fallback(65), 128: tuned, 1500: _fallback(1500)}
