@@ -1,6 +1,7 @@
 """Which batch sizes run untuned MoE tiles, per tuned device, shape, format and GEMM.
 
 PYTHONPATH=src python3 scripts/untuned_moe_keys.py [--devices NVIDIA_H100_80GB_HBM3,...] [--shapes ...] [--max-tokens N]
+PYTHONPATH=src python3 scripts/untuned_moe_keys.py --devices NVIDIA_H200 --tokens-for mixtral-8x7b:bf16
 
 `moe_kernel_config` reads the entry of the nearest key of a shape's table (this device's file, else a same-
 architecture device's, else the nearest expert count's). An entry equal to the fallback's config for its own key
@@ -56,12 +57,27 @@ def _untuned(config: moe_configs.MoEKernelConfig, key: int, proj: str) -> bool:
     return config == fallback
 
 
+def tokens_to_tune(runs: list[tuple[int, int, int | None]]) -> list[int]:
+    """The T to give `tune_moe.py --tokens` for these runs (both GEMMs' together): each run's key (tuning there
+    replaces its entry; past the run only where --max-tokens cut it), and the powers of two inside the run (new keys;
+    a shape without a table gets the powers of two from 1)."""
+    tokens = set()
+    for first, last, key in runs:
+        if key is not None:
+            tokens.add(key)
+        tokens.update(1 << i for i in range(last.bit_length()) if first <= 1 << i <= last)
+    return sorted(tokens)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", default=",".join(sorted(moe_configs.TUNED_DEVICE_ARCH)),
                         help="devices as the files spell them (default: every tuned device)")
     parser.add_argument("--shapes", default=",".join(SERVED), help=f"comma-separated, of {', '.join(SHAPES)}")
     parser.add_argument("--max-tokens", type=int, default=8192, help="the largest batch size (default 8192)")
+    parser.add_argument("--tokens-for", metavar="SHAPE:FORMAT",
+                        help="print only the comma-separated T to tune for this shape and format on the one device of "
+                             "--devices (`tokens_to_tune`), e.g. for scripts/device/moe_keys.sh's TOKENS")
     args = parser.parse_args()
     if args.max_tokens < 1:
         parser.error(f"--max-tokens {args.max_tokens}: expected a positive batch size")
@@ -72,6 +88,22 @@ def main() -> int:
         if device not in moe_configs.TUNED_DEVICE_ARCH:
             parser.error(f"--devices: {device!r} has no tuned files; expected some of "
                          f"{', '.join(sorted(moe_configs.TUNED_DEVICE_ARCH))}")
+    if args.tokens_for is not None:
+        name, _, fmt = args.tokens_for.partition(":")
+        if name not in SHAPES:
+            parser.error(f"--tokens-for {args.tokens_for!r}: shape {name!r}; expected SHAPE:FORMAT with a shape of "
+                         f"{', '.join(SHAPES)}")
+        if fmt not in SHAPES[name].formats:
+            parser.error(f"--tokens-for {args.tokens_for!r}: format {fmt!r}; {name} takes one of "
+                         f"{', '.join(SHAPES[name].formats)}")
+        if "," in args.devices:
+            parser.error(f"--tokens-for needs one device in --devices, got {args.devices!r}")
+        shape = SHAPES[name]
+        runs = [run for proj, n, k in (("gate_up", 2 * shape.inter, shape.hidden), ("down", shape.hidden, shape.inter))
+                for run in untuned_runs(shape.experts, n, k, KERNEL_WEIGHTS[fmt], args.devices, proj, args.max_tokens)]
+        print(",".join(map(str, tokens_to_tune(runs))))
+        return 0
+    for device in args.devices.split(","):
         for name in args.shapes.split(","):
             shape = SHAPES[name]
             for fmt in shape.formats:

@@ -2,10 +2,12 @@
 # Tune a model's untuned MoE keys on the device and check them in the model, in one call (from the repository root;
 # carry .whl and .ab: .ab/main must be `git archive HEAD src tests scripts` of the tree, the files before).
 #   PRESET=mixtral-8x7b FMT=bf16 LAYERS=16 TOKENS=1,16,64,256 PROMPTS="64 256" bash scripts/device/moe_keys.sh
+# (TOKENS left out: the sizes `scripts/untuned_moe_keys.py --tokens-for PRESET:FMT` lists for this GPU; each T takes
+# 10-40 s of tuning, so split a long list over calls)
 # 1. `make-checkpoint --preset PRESET --weights FMT --layers LAYERS` in the background (LAYERS: part of the model, so
 #    that it fits the 64 GB disk; the MoE's share of a step is a layer's, so a step's ratio carries over);
-# 2. `scripts/tune_moe.py --shapes PRESET --format FMT --tokens TOKENS` (`scripts/untuned_moe_keys.py` lists the
-#    sizes to take; a winner is written only where > 2% faster than the pair in use), the files into the tree;
+# 2. `scripts/tune_moe.py --shapes PRESET --format FMT --tokens TOKENS` (a winner is written only where > 2% faster
+#    than the pair in use), the files into the tree;
 # 3. `bench generate --num-prompts N --input-len 1000 --output-len 500` for each N of PROMPTS, the tuned tree and
 #    .ab/main in turns, while ROUNDS_S seconds last (default 480), the decode step's GPU median beside the tok/s.
 # The tuned files come back in $OUT/cfg: copy them into src/quickmoe/kernels/configs/ where the model agrees.
@@ -13,7 +15,14 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 trap 'cd "$OUT" && tar czf all_logs.tgz --exclude=all_logs.tgz . 2>/dev/null' EXIT
 : "${PRESET:?set PRESET (a make-checkpoint preset with a tune_moe shape: qwen3-30b-a3b, mixtral-8x7b)}"
-FMT=${FMT:-bf16} LAYERS=${LAYERS:-16} TOKENS=${TOKENS:?set TOKENS, e.g. 32,64} PROMPTS=${PROMPTS:-64}
+FMT=${FMT:-bf16} LAYERS=${LAYERS:-16} PROMPTS=${PROMPTS:-64}
+if [ -z "${TOKENS:-}" ]; then  # the sizes scripts/untuned_moe_keys.py lists for this GPU
+  device=$(python3 -c "import torch; from quickmoe.kernels.moe_configs import _file_device
+print(_file_device(torch.cuda.get_device_name()))")
+  TOKENS=$(python3 scripts/untuned_moe_keys.py --devices "$device" --tokens-for "$PRESET:$FMT") || exit 2
+  echo "TOKENS=$TOKENS (untuned on $device)"
+fi
+[ -n "$TOKENS" ] || { echo "nothing untuned for $PRESET $FMT"; exit 0; }
 [ -d .ab/main/src ] || { echo ".ab/main/src is missing: carry .ab with the files before in .ab/main"; exit 2; }
 M=/tmp/moe-keys-$PRESET-$FMT
 rm -rf /tmp/moe-keys-*  # the disk holds 64 GB

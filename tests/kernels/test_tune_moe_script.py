@@ -320,3 +320,14 @@ def test_untuned_runs_are_the_ts_that_read_entries_equal_to_the_fallback(tmp_pat
     (tmp_path / name).write_text(json.dumps({str(t): dataclasses.asdict(c) for t, c in down.items()}))
     assert script.untuned_runs(8, 32, 32, "fp8", "test GPU", "down", 500, tmp_path) == [(34, 96, 65)]
     assert script.untuned_runs(8, 64, 32, "fp8", "test GPU", "gate_up", 50, tmp_path) == [(13, 44, 24), (45, 50, 64)]
+
+
+def test_the_tokens_to_tune_cover_each_untuned_run():
+    """Each run's key, and the powers of two inside the run; a shape with no table gets every power of two up to the
+    largest size."""
+    script = _script("untuned_moe_keys")
+    assert script.tokens_to_tune([(13, 44, 24), (45, 64, 64), (65, 96, 65), (815, 2000, 1500)]) == [
+        16, 24, 32, 64, 65, 1024, 1500]
+    assert script.tokens_to_tune([(1, 100, None)]) == [1, 2, 4, 8, 16, 32, 64]
+    assert script.tokens_to_tune([(3073, 4000, 4096)]) == [4096]  # a run cut by --max-tokens: its key still
+    assert script.tokens_to_tune([]) == []
