@@ -9,7 +9,7 @@
 # 2. `scripts/tune_moe.py --shapes PRESET --format FMT --tokens TOKENS` (a winner is written only where > 2% faster
 #    than the pair in use), the files into the tree;
 # 3. `bench generate --num-prompts N --input-len 1000 --output-len 500` for each N of PROMPTS, the tuned tree and
-#    .ab/main in turns, while ROUNDS_S seconds last (default 480), the decode step's GPU median beside the tok/s.
+#    .ab/main in turns, while ROUNDS_S seconds last (default 420: a round starts only before then), the decode step's GPU median beside the tok/s.
 # The tuned files come back in $OUT/cfg: copy them into src/quickmoe/kernels/configs/ where the model agrees.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
@@ -38,7 +38,7 @@ changed=$(cd "$OUT/cfg" && for f in *.json; do cmp -s "$f" "$OLDPWD/src/quickmoe
 echo "changed: ${changed:-none}"
 [ -n "$changed" ] || { pkill -f "make-checkpoint $M"; exit 0; }  # nothing to check: no checkpoint needed
 cp "$OUT"/cfg/*.json src/quickmoe/kernels/configs/
-wait; cat "$OUT/make.log" | tail -1
+wait; tail -1 "$OUT/make.log"
 run() {  # TREE PROMPTS TAG
   local root=$PWD; [ "$1" = base ] && root=$PWD/.ab/main
   PYTHONPATH=/tmp/site:$root/src timeout 120 python3 -m quickmoe bench generate "$M" --num-prompts "$2" \
@@ -51,7 +51,7 @@ run() {  # TREE PROMPTS TAG
   echo "$3 $1 rc $rc ($SECONDS s): ${tps:-?} output tok/s, decode step ${step:-?} ms"
 }
 round=0
-while [ "$SECONDS" -lt "${ROUNDS_S:-480}" ] && [ $round -lt 3 ]; do
+while [ "$SECONDS" -lt "${ROUNDS_S:-420}" ] && [ $round -lt 3 ]; do
   round=$((round + 1))
   for n in $PROMPTS; do
     if [ $((round % 2)) = 1 ]; then run new "$n" "${n}_$round"; run base "$n" "${n}_$round"
