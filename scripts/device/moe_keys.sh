@@ -9,7 +9,8 @@
 # 2. `scripts/tune_moe.py --shapes PRESET --format FMT --tokens TOKENS` (a winner is written only where > 2% faster
 #    than the pair in use), the files into the tree;
 # 3. `bench generate --num-prompts N --input-len 1000 --output-len 500` for each N of PROMPTS, the tuned tree and
-#    .ab/main in turns, while ROUNDS_S seconds last (default 420: a round starts only before then), the decode step's GPU median beside the tok/s.
+#    .ab/main in turns, up to 3 rounds, each started before ROUNDS_S seconds (default 420); the decode step's GPU
+#    median beside the tok/s.
 # The tuned files come back in $OUT/cfg: copy them into src/quickmoe/kernels/configs/ where the model agrees.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
