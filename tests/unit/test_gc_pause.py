@@ -1,15 +1,18 @@
 """startup/gc_pause.py: the collector is off inside the block and back to its previous state after (also after
 an error), and never switched on by it when it was off; the frozen variant takes what the block made out of every
-generation; QUICKMOE_STARTUP_GC is read and checked, and a start with it gives the same tokens."""
+generation; QUICKMOE_STARTUP_GC is read and checked, and a start with it gives the same tokens. The serving heap's
+freeze (HeapFreeze): once, only when armed, garbage cycles collected rather than frozen; the engine's idle work ends
+with it; QUICKMOE_SERVING_GC is read and checked."""
 
 from __future__ import annotations
 
 import gc
+import itertools
 
 import pytest
 
 from quickmoe.errors import ConfigError
-from quickmoe.startup.gc_pause import paused_gc, paused_then_frozen_gc, startup_gc_paused
+from quickmoe.startup.gc_pause import HeapFreeze, paused_gc, paused_then_frozen_gc, serving_gc_frozen, startup_gc_paused
 
 
 def test_the_collector_is_paused_inside_and_restored_after():
@@ -98,3 +101,53 @@ def test_generate_with_the_switch_gives_the_same_text(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "quickmoe", "generate", "--prompt", "x", "--max-tokens", "1",
                           "--device", "cpu", "-q"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "QUICKMOE_STARTUP_GC='sometimes'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_heap_freeze_collects_the_garbage_then_freezes_the_rest_once():
+    import weakref
+
+    gc.unfreeze()
+    try:
+        freeze = HeapFreeze()
+        assert not freeze.run_once() and gc.get_freeze_count() == 0  # not armed: nothing
+        kept = [_Node() for _ in range(1000)]  # the model's objects: long-lived
+        garbage = _Node()  # a cycle nothing refers to: start-up's garbage
+        dead = weakref.ref(garbage)
+        del garbage
+        freeze.armed = True
+        assert freeze.run_once() and not freeze.armed
+        assert dead() is None  # collected, not frozen (kept for the process's life)
+        assert gc.get_freeze_count() >= 1000
+        assert not any(obj is kept[-1] for obj in gc.get_objects())  # frozen: full passes no longer scan it
+        assert not freeze.run_once()  # once
+    finally:
+        gc.unfreeze()
+
+
+def test_a_cpu_engines_idle_work_ends_with_the_freeze_where_armed():
+    from quickmoe.llm import LLM
+
+    gc.unfreeze()
+    try:
+        llm = LLM(None, device="cpu", max_model_len=64)  # the embedded model
+
+        def pieces() -> int:  # the engine's idle work, at most 5 pieces (a piece done forever would not end)
+            return sum(1 for _ in itertools.takewhile(bool, (llm.engine.idle_work() for _ in range(5))))
+
+        assert pieces() == 0 and gc.get_freeze_count() == 0  # a library's engine: not armed
+        llm.engine.heap_freeze.armed = True
+        assert pieces() == 1 and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+@pytest.mark.parametrize("value,frozen", [(None, False), ("normal", False), ("frozen", True)])
+def test_the_serving_switch(monkeypatch, value, frozen):
+    if value is None:
+        monkeypatch.delenv("QUICKMOE_SERVING_GC", raising=False)
+    else:
+        monkeypatch.setenv("QUICKMOE_SERVING_GC", value)
+    assert serving_gc_frozen() is frozen
+    monkeypatch.setenv("QUICKMOE_SERVING_GC", "off")
+    with pytest.raises(ConfigError, match=r"QUICKMOE_SERVING_GC='off': expected 'normal' \(the default\) or 'frozen'"):
+        serving_gc_frozen()

@@ -120,6 +120,9 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
 
+    from quickmoe.startup.gc_pause import serving_gc_frozen
+
+    freeze_heap = serving_gc_frozen()  # a bad QUICKMOE_SERVING_GC fails before the load
     engine = dict(opts.engine)
     engine.setdefault("max_num_seqs", min(opts.num_prompts, 256))
     engine.setdefault("max_model_len", opts.input_len + opts.output_len)
@@ -130,6 +133,7 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     llm.generate(prompts[:2], SamplingParams(max_tokens=4, **greedy))  # warm-up: kernels compiled, caches touched
     # What `quickmoe serve` does once idle after start-up (IDLE_WORK_DELAY_S): the decode graphs left for later
     # are captured and the MoE kernels of prefill sizes compiled before the load arrives, not in the timed run.
+    llm.engine.heap_freeze.armed = freeze_heap  # as serve: the heap frozen once the idle work is done
     t_idle = time.perf_counter()
     idle_pieces = llm.engine.finish_idle_work()
     idle_s = time.perf_counter() - t_idle

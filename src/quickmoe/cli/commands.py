@@ -42,6 +42,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
 
     config = checked_inputs(args)["server"]  # torch-free: bad flags fail before anything loads
+    from quickmoe.startup.gc_pause import serving_gc_frozen  # stdlib only
+
+    freeze_heap = serving_gc_frozen()  # a bad QUICKMOE_SERVING_GC fails before the load too
     from quickmoe.server.serve import bind_socket
 
     # a taken port fails now, not after the model loaded; under torchrun only rank 0 serves HTTP
@@ -66,6 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if _is_synthetic(llm.model_dir):
             logger.warning("%s has random weights (made by quickmoe make-checkpoint): the text is meaningless",
                            llm.model_dir)
+        llm.engine.heap_freeze.armed = freeze_heap  # the idle work's last piece: the heap frozen
         _warm_up_before_ready(llm, args.warmup)
         if args.generation_config != "vllm":
             from quickmoe.server.config import load_sampling_defaults

@@ -49,6 +49,7 @@ from quickmoe.engine.step_inputs import prompt_request, row_context
 from quickmoe.engine.structured_output import GrammarBackend, MaskWorker
 from quickmoe.engine.warmup_steps import StepShapeWarmup
 from quickmoe.layers.sampler import DeviceSample, SampledTokens
+from quickmoe.startup.gc_pause import HeapFreeze
 from quickmoe.tokenizer.base import Tokenizer
 
 __all__ = ["Engine", "EngineStats", "StepOutput", "TokenLogprob"]
@@ -97,6 +98,7 @@ class Engine:
                                            max_num_batched_tokens=max_num_batched_tokens,
                                            max_model_len=self.max_model_len, max_num_seqs=max_num_seqs,
                                            enabled=queues_asynchronously(runner.device))
+        self.heap_freeze = HeapFreeze()  # armed by a serving process (startup/gc_pause.py): the last idle piece
 
     # -- requests (any thread) --------------------------------------------------------------------
     def prompt_ids(self, prompt: str | Seq[int]) -> list[int]:
@@ -168,11 +170,11 @@ class Engine:
         """One piece of work worth doing while no request runs, so that no step waits for it: compiling the MoE
         kernels of a group of batch sizes (first: the graphs' captures then find theirs compiled), capturing a
         CUDA graph the runner left for later (decode steps', then prompt steps'), or a warm-up step of a prefill's
-        shape (warmup_steps.py).
+        shape (warmup_steps.py); last, where armed, the heap's collection and freeze (`HeapFreeze`).
         False when there is none. Call on the step thread, between steps, when no request is unfinished (a step
         still in flight then only computes tokens that are dropped; nothing here samples)."""
         return (self.runner.warm_next_moe_kernels() or self.runner.capture_deferred_graph()
-                or self.step_warmup.warm_next())
+                or self.step_warmup.warm_next() or self.heap_freeze.run_once())
 
     def finish_idle_work(self) -> int:
         """Do all of `idle_work` now (before serving, or before a timed run); returns the pieces done."""

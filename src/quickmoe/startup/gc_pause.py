@@ -1,24 +1,36 @@
-"""The cyclic garbage collector paused while the model starts.
+"""The cyclic garbage collector paused while the model starts, and the heap frozen once it has.
 
 Start-up creates objects by the hundred thousand (a Qwen3-30B-A3B FP8 checkpoint has ~37,500 tensors: header
 entries, bindings, chunk pieces, views), and almost none of them is garbage; every automatic collection scans
 the young ones and, now and then, every object of the process. On the development machine that was half of the
 header parse (0.27 -> 0.14 s) and of the build. `paused_gc()` disables the collector for the block and restores
 its previous state after (it runs again as soon as allocations call for it; nothing is frozen or leaked).
+
+Once a serving process has started (its idle work done: graphs captured, kernels warmed), `HeapFreeze` collects
+once and freezes what is left: the model's modules, parameters, graphs and tables move to the permanent
+generation, so that the collector's full passes while serving scan only what requests made since. On the
+development machine a full pass during a CPU `bench generate` of the embedded model took 25-136 ms over ~184,000
+objects; the engine queues one step ahead, so a pass longer than a step leaves the GPU waiting for the host.
+Off until measured on a GPU (`QUICKMOE_SERVING_GC=frozen` turns it on; docs/acceptance.md has the run).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
+import time
 from collections.abc import Iterator
 
 from quickmoe.errors import ConfigError
 
-__all__ = ["paused_gc", "paused_then_frozen_gc", "startup_gc_paused"]
+__all__ = ["HeapFreeze", "paused_gc", "paused_then_frozen_gc", "serving_gc_frozen", "startup_gc_paused"]
+
+logger = logging.getLogger(__name__)
 
 STARTUP_SWITCH = "QUICKMOE_STARTUP_GC"
+SERVING_SWITCH = "QUICKMOE_SERVING_GC"
 
 
 @contextlib.contextmanager
@@ -57,3 +69,35 @@ def startup_gc_paused() -> bool:
     if value not in ("paused", "normal"):
         raise ConfigError(f"{STARTUP_SWITCH}={value!r}: expected 'paused' (the default) or 'normal'")
     return value == "paused"
+
+
+def serving_gc_frozen() -> bool:
+    """Whether `quickmoe serve` and `bench generate` freeze the heap once the engine's idle work is done
+    (`HeapFreeze`; `QUICKMOE_SERVING_GC=frozen`; `normal`, the default until a GPU run measures the freeze, leaves
+    every object to the collector)."""
+    value = os.environ.get(SERVING_SWITCH, "normal")
+    if value not in ("frozen", "normal"):
+        raise ConfigError(f"{SERVING_SWITCH}={value!r}: expected 'normal' (the default) or 'frozen'")
+    return value == "frozen"
+
+
+class HeapFreeze:
+    """One piece of idle work, done once when armed: `gc.collect()` (start-up's garbage cycles are freed, not
+    frozen), then `gc.freeze()`. Frozen objects are still freed when their last reference goes; only the cyclic
+    collector stops scanning them (a cycle among them that becomes garbage later is kept: a process that serves
+    keeps its model). A library's engine is not armed: its caller's objects are not ours to freeze."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def run_once(self) -> bool:
+        """Collect and freeze if armed (then disarmed); False when there was nothing to do."""
+        if not self.armed:
+            return False
+        self.armed = False
+        t0 = time.perf_counter()
+        collected = gc.collect()
+        gc.freeze()
+        logger.info("heap frozen after the idle work: %d objects in the permanent generation (%d collected) in "
+                    "%.3f s", gc.get_freeze_count(), collected, time.perf_counter() - t0)
+        return True
