@@ -119,7 +119,6 @@ def decode_bytes_per_step(model, config, context_len: int, kv_element_size: int)
 def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     from quickmoe.engine.sampling_params import SamplingParams
     from quickmoe.llm import LLM
-
     from quickmoe.startup.gc_pause import serving_gc_frozen
 
     freeze_heap = serving_gc_frozen()  # a bad QUICKMOE_SERVING_GC fails before the load

@@ -9,7 +9,7 @@ its previous state after (it runs again as soon as allocations call for it; noth
 Once a serving process has started (its idle work done: graphs captured, kernels warmed), `HeapFreeze` collects
 once and freezes what is left: the model's modules, parameters, graphs and tables move to the permanent
 generation, so that the collector's full passes while serving scan only what requests made since. On the
-development machine a full pass during a CPU `bench generate` of the embedded model took 25-136 ms over ~184,000
+development machine a full pass during a CPU `bench generate` of the embedded model took 17-136 ms over ~184,000
 objects; the engine queues one step ahead, so a pass longer than a step leaves the GPU waiting for the host.
 Off until measured on a GPU (`QUICKMOE_SERVING_GC=frozen` turns it on; docs/acceptance.md has the run).
 """
