@@ -26,7 +26,7 @@ fi
 [ -n "$TOKENS" ] || { echo "nothing untuned for $PRESET $FMT"; exit 0; }
 [ -d .ab/main/src ] || { echo ".ab/main/src is missing: carry .ab with the files before in .ab/main"; exit 2; }
 M=/tmp/moe-keys-$PRESET-$FMT
-rm -rf /tmp/moe-keys-*  # the disk holds 64 GB
+rm -rf /tmp/moe-keys-* /tmp/gc-ab-*  # the disk holds 64 GB: the other device scripts' checkpoints go
 (timeout 300 python3 -m quickmoe make-checkpoint "$M" --preset "$PRESET" --weights "$FMT" --layers "$LAYERS" -q \
   --overwrite > "$OUT/make.log" 2>&1; echo "checkpoint rc $?" >> "$OUT/make.log") &
 mkdir -p "$OUT/cfg" && cp src/quickmoe/kernels/configs/*.json "$OUT/cfg/"
@@ -40,6 +40,7 @@ echo "changed: ${changed:-none}"
 [ -n "$changed" ] || { pkill -f "make-checkpoint $M"; exit 0; }  # nothing to check: no checkpoint needed
 cp "$OUT"/cfg/*.json src/quickmoe/kernels/configs/
 wait; tail -1 "$OUT/make.log"
+grep -qx "checkpoint rc 0" "$OUT/make.log" || { echo "no checkpoint: $OUT/make.log"; exit 1; }
 run() {  # TREE PROMPTS TAG
   local root=$PWD; [ "$1" = base ] && root=$PWD/.ab/main
   PYTHONPATH=/tmp/site:$root/src timeout 120 python3 -m quickmoe bench generate "$M" --num-prompts "$2" \
