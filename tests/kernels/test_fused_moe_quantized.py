@@ -311,6 +311,10 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     ("mixtral-8x7b", "nvfp4", 48), ("mixtral-8x7b", "nvfp4", 60), ("mixtral-8x7b", "nvfp4", 80),
     # and Qwen3 bf16's 8-row transposed tiles at keys 32, 48 and 64 (the same session)
     ("qwen3-30b-a3b", "bf16", 32), ("qwen3-30b-a3b", "bf16", 48), ("qwen3-30b-a3b", "bf16", 60),
+    # Mixtral bf16's first H200 files (2026-12-03, seventh session): 8-row transposed tiles at T = 1 and 4 (GEMM 2's
+    # 64 columns wide), 32 rows at key 64; the fallback's regimes written out from key 65
+    ("mixtral-8x7b", "bf16", 1), ("mixtral-8x7b", "bf16", 4), ("mixtral-8x7b", "bf16", 64),
+    ("mixtral-8x7b", "bf16", 2048),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
