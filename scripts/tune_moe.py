@@ -10,7 +10,9 @@ replayed in a CUDA graph that holds several calls over rotating random inputs (m
 L2 cache holds, never zeros), median of several replays. The BLOCK_M with the smallest GEMM 1 + GEMM 2 time
 wins, with each GEMM's best config for it (MXFP4 tiles of 8-64 rows on Hopper: or that config's
 `register_operand` twin where it is faster, `register_twin`; where those kernels can run a 32-row tile is among the
-candidates from 4 assignments an expert on, `block_m_candidates`), unless the pair the engine reads at T now
+candidates from 4 assignments an expert on, `block_m_candidates`; a tile none of whose candidates ran is left out),
+or the fallback configs (`moe_configs._fallback`, timed too) where they beat every candidate, unless the pair the
+engine reads at T now
 (`in_use_pair`: the nearest entries of the files in kernels/configs/ as the run starts, timed the same way) was within
 `--min-gain` (default 2%) of its time, which is then written instead (`pick`). One file per GEMM shape is written
 (named by `moe_configs.config_file_name`: shape, format ("dense" for bf16 experts), projection, device), mapping T to
@@ -308,10 +310,17 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, g
     ref1, ref2 = fb1(0, fallback).clone(), fb2(0, fallback).clone()  # rows by assignment: any tile writes the same
     results = []
     register = register_problems(ex, REGISTER_TILE) == ("", "")
-    for block_m in block_ms or block_m_candidates(tokens, top_k, shape.experts, register):
+    tiles = block_ms or block_m_candidates(tokens, top_k, shape.experts, register)
+    for block_m in tiles:
         gemm1, gemm2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, block_m) for ids in ids_sets])
-        t1, c1 = best_of(with_parts(gemm1_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm1, ref1)
-        t2, c2 = best_of(with_parts(gemm2_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm2, ref2)
+        try:
+            t1, c1 = best_of(with_parts(gemm1_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm1,
+                             ref1)
+            t2, c2 = best_of(with_parts(gemm2_candidates(block_m, ex.fmt, grid=grid, quick=quick), tokens), gemm2,
+                             ref2)
+        except RuntimeError as exc:  # no candidate of this tile ran (Mixtral bf16 at T = 512 on the H200: 256 rows
+            print(f"  block_m {block_m}: left out ({exc})")  # of 128-deep K steps need more shared memory)
+            continue
         problem1, problem2 = register_problems(ex, block_m)
         t1, c1 = register_twin((t1, c1), gemm1, ref1, problem1)
         t2, c2 = register_twin((t2, c2), gemm2, ref2, problem2)
@@ -327,6 +336,8 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, g
             used = (t1 + t2, t1, t2, u1, u2)
         except RuntimeError as exc:  # it did not run or did not match the fallback config's output
             print(f"  the entry in use ({u1}, {u2}): not timed ({exc})")
+    if not results:
+        raise RuntimeError(f"T={tokens}: no tile of {tiles} had a candidate that ran and matched the fallback config")
     return min(results, key=lambda r: r[0]), (f1, f2), used
 
 
@@ -343,8 +354,10 @@ def in_use_pair(shape: str, fmt: str, device_name: str, arch: str | None, config
 
 
 def pick(tuned: tuple, used: tuple | None, min_gain: float = 0.0) -> tuple:
-    """What to write at T: the tuned winner, or the pair in use where the winner is not faster than it by more than
-    `min_gain` (a fraction of the winner's time). A key whose T took the untuned fallback's middle config wins big when
+    """What to write at T: the tuned winner (`tune_shape` passes the fallback pair instead where it was faster than
+    every candidate: Mixtral bf16's T = 128 on the H200, whose winner against key 64's tiles in use was 2% slower than
+    the fallback), or the pair in use where the winner is not faster than it by more than `min_gain` (a fraction of
+    the winner's time). A key whose T took the untuned fallback's middle config wins big when
     tuned (Qwen3-30B-A3B FP8 at T = 256: the model's batch-256 step -5.7%), but the small grid need not hold what is
     in use: Qwen3's bf16 experts at T = 256 had their winner 5% slower than it (docs/benchmarks.md, 2026-12-03 fourth
     session), and writing that would have slowed the model. Winners 0.4-1% faster alone (Mixtral FP8 at T = 32, Qwen3
@@ -424,10 +437,13 @@ def tune_shape(shape: str, args: argparse.Namespace, device: torch.device, name:
     for tokens in args.tokens:
         tuned, (f1, f2), used = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
                                             block_ms=args.block_m, in_use=in_use[tokens])
-        total, t1, t2, c1, c2 = pick(tuned, used, args.min_gain)
+        fallback = moe_configs._fallback(tokens)
+        best = min(tuned, (f1 + f2, f1, f2, fallback, fallback), key=lambda r: r[0])
+        total, t1, t2, c1, c2 = pick(best, used, args.min_gain)
         table1[str(tokens)], table2[str(tokens)] = _as_dict(c1), _as_dict(c2)
         kept = (f" (the entry in use: no candidate was more than {args.min_gain:.0%} faster)"
-                if (c1, c2) != tuned[3:] else "")
+                if (c1, c2) != best[3:] else " (the fallback: faster than every candidate)" if best is not tuned
+                else "")
         in_use_text = f" | in use {used[1] * 1e6:.1f} + {used[2] * 1e6:.1f} us" if used is not None else ""
         print(f"{shape} {fmt} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
               f"{_as_dict(c2)}{kept}{in_use_text} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)

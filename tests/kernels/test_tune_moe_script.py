@@ -227,9 +227,12 @@ def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp
 
     def fake_tune_tokens(ex, top_k, tokens, g, *, grid, quick, block_ms, in_use):
         seen.append((tokens, in_use))
-        # T = 256: the pair in use faster; T = 128: the winner; T = 192: the winner 1% faster (under --min-gain)
-        used_seconds = {256: 1.0e-4, 128: 3.0e-4, 192: 2.02e-4}[tokens]
-        return ((2.0e-4, 1.2e-4, 0.8e-4, tuned, tuned), (5e-4, 5e-4),
+        # T = 256: the pair in use faster; T = 128: the winner; T = 192: the winner 1% faster (under --min-gain);
+        # T = 320: the fallback faster than the winner, which beat the pair in use (Mixtral bf16 at T = 128 on the
+        # H200, 2026-12-03 seventh session)
+        used_seconds = {256: 1.0e-4, 128: 3.0e-4, 192: 2.02e-4, 320: 3.0e-4}[tokens]
+        fallback_seconds = (0.9e-4, 0.9e-4) if tokens == 320 else (5e-4, 5e-4)
+        return ((2.0e-4, 1.2e-4, 0.8e-4, tuned, tuned), fallback_seconds,
                 (used_seconds, used_seconds / 2, used_seconds / 2, *in_use))
 
     monkeypatch.setattr(tuner, "tune_tokens", fake_tune_tokens)
@@ -237,16 +240,18 @@ def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp
     monkeypatch.setattr(tuner, "make_experts", lambda spec, fmt, device, g: None)
     out = tmp_path / "out"
     out.mkdir()
-    args = argparse_namespace(tokens=[128, 256, 192], out=str(out), grid="small", quick=False, block_m=None,
+    args = argparse_namespace(tokens=[128, 256, 192, 320], out=str(out), grid="small", quick=False, block_m=None,
                               format="fp8", min_gain=tuner.MIN_GAIN)
     tuner.tune_shape("qwen3-30b-a3b", args, torch.device("cpu"), "CPU-test")
     # the engine's files, read before anything was written
-    assert seen == [(128, (middle, middle)), (256, (middle, middle)), (192, (middle, middle))]
+    assert seen == [(128, (middle, middle)), (256, (middle, middle)), (192, (middle, middle)),
+                    (320, (middle, middle))]
     for n, k, proj in ((1536, 2048, "gate_up"), (2048, 768, "down")):
         table = json.loads((out / config_file_name(128, n, k, "fp8", "CPU-test", proj)).read_text())
         assert MoEKernelConfig(**table["256"]) == middle and MoEKernelConfig(**table["128"]) == tuned
         assert MoEKernelConfig(**table["192"]) == middle
-        assert set(table) == {"128", "192", "256"}
+        assert MoEKernelConfig(**table["320"]) == tuner.moe_configs._fallback(320) != tuned
+        assert set(table) == {"128", "192", "256", "320"}
     assert tuner.pick((2.0, 1.0, 1.0, tuned, tuned), None)[3] == tuned
     assert tuner.MIN_GAIN == 0.02
     assert tuner.pick((2.0, 1.0, 1.0, tuned, tuned), (2.05, 1.0, 1.05, middle, middle), 0.02)[3] == tuned
@@ -293,6 +298,21 @@ def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
     best, fallback, used = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[16], in_use=in_use)
     assert used is not None and used[3:] == in_use and used[0] == pytest.approx(used[1] + used[2]) and used[0] > 0
     assert best[3].block_m == 16 and aligned[-tuner.SETS:] == [8] * tuner.SETS
+
+    # a tile none of whose candidates runs (Mixtral bf16's 256 rows at T = 512 on the H200: too much shared memory)
+    # is left out; the others still win; with no tile left, the error names T and the tiles
+    real_best_of = tuner.best_of
+
+    def no_32_row_tile(candidates, run, reference=None):
+        if candidates[0].block_m == 32:
+            raise RuntimeError(f"no candidate of {len(candidates)} ran and matched the fallback config's output")
+        return real_best_of(candidates, run, reference)
+
+    monkeypatch.setattr(tuner, "best_of", no_32_row_tile)
+    best, _, _ = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[32, 16])
+    assert best[3].block_m == 16 and best[4].block_m == 16
+    with pytest.raises(RuntimeError, match=r"T=4: no tile of \[32\] had a candidate"):
+        tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[32])
 
 
 def test_untuned_runs_are_the_ts_that_read_entries_equal_to_the_fallback(tmp_path):
