@@ -141,7 +141,7 @@ def test_a_cpu_engines_idle_work_ends_with_the_freeze_where_armed():
         gc.unfreeze()
 
 
-@pytest.mark.parametrize("value,frozen", [(None, False), ("normal", False), ("frozen", True)])
+@pytest.mark.parametrize("value,frozen", [(None, True), ("normal", False), ("frozen", True)])
 def test_the_serving_switch(monkeypatch, value, frozen):
     if value is None:
         monkeypatch.delenv("QUICKMOE_SERVING_GC", raising=False)
@@ -149,5 +149,5 @@ def test_the_serving_switch(monkeypatch, value, frozen):
         monkeypatch.setenv("QUICKMOE_SERVING_GC", value)
     assert serving_gc_frozen() is frozen
     monkeypatch.setenv("QUICKMOE_SERVING_GC", "off")
-    with pytest.raises(ConfigError, match=r"QUICKMOE_SERVING_GC='off': expected 'normal' \(the default\) or 'frozen'"):
+    with pytest.raises(ConfigError, match=r"QUICKMOE_SERVING_GC='off': expected 'frozen' \(the default\) or 'normal'"):
         serving_gc_frozen()
