@@ -27,7 +27,8 @@ def _on_collection(phase: str, info: dict) -> None:
     if info["generation"] != 2:
         return
     if phase == "start":
-        if gc.get_freeze_count() != _freeze_seen[0]:  # the first full pass after a freeze: what it scans
+        if gc.get_freeze_count() > _freeze_seen[0]:  # the first full pass after a freeze (frozen objects that die
+            # lower the count): what it scans
             _freeze_seen[0] = gc.get_freeze_count()
             types = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
             first_after_freeze[:] = [(len(gc.get_objects()), round(time.perf_counter() - T0, 2)), *types.most_common(8)]
