@@ -194,6 +194,19 @@ def test_random_token_streams_equal_one_shot_decode(tok, hf_tok, seed):
         assert "".join(pieces) == detok.text == tokenizer.decode(plain)
 
 
+def test_a_long_stream_keeps_few_pieces(tok):
+    """The emitted text is joined every JOIN_AT pieces while it streams (the collector scans a long list element by
+    element: test_gc_pause.py), and the text stays exact; read `text` only at the end."""
+    rng = random.Random()
+    ids = [rng.randrange(1000, 150000) for _ in range(300)]
+    detok = IncrementalDetokenizer(tok, SamplingParams())
+    emitted = [detok.add([t]) for t in ids]
+    assert sum(1 for e in emitted if e) > 3 * IncrementalDetokenizer.JOIN_AT  # many pieces were emitted
+    assert len(detok._pieces) < IncrementalDetokenizer.JOIN_AT  # what the list holds while the request runs
+    emitted.append(detok.finish())
+    assert "".join(emitted) == detok.text == tok.decode(ids)
+
+
 def _valid_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")

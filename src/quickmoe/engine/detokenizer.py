@@ -77,12 +77,17 @@ class IncrementalDetokenizer:
     `stop_string` names it and nothing more is emitted. Stop token ids (EOS, ...) are not passed here.
     """
 
+    # The emitted pieces are joined every JOIN_AT of them: a list of one piece per token would be scanned element by
+    # element by every full pass of the cyclic collector while the request runs (strings are not tracked; the list
+    # is); a join copies the text so far, once every 32 pieces.
+    JOIN_AT = 32
+
     def __init__(self, tokenizer: Tokenizer, params: SamplingParams) -> None:
         self._tokenizer = tokenizer
         self._skip_ids = tokenizer.special_token_ids if params.skip_special_tokens else frozenset()
         self._stop = StopMatcher(params.stop, params.include_stop_str_in_output)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pieces: list[str] = []  # emitted text (joined lazily: appending stays O(1))
+        self._pieces: list[str] = []  # emitted text, joined every JOIN_AT pieces
         self._finished = False
 
     @property
@@ -124,4 +129,6 @@ class IncrementalDetokenizer:
         emitted = self._stop.add(new_text) + (self._stop.finish() if final else "")
         if emitted:
             self._pieces.append(emitted)
+            if len(self._pieces) >= self.JOIN_AT:
+                self._pieces = ["".join(self._pieces)]
         return emitted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence as SeqOf
 from dataclasses import dataclass, field
 
 import torch
@@ -32,7 +33,7 @@ class Sequence:
 
     seq_id: int
     request_id: str
-    prompt_ids: list[int]
+    prompt_ids: tuple[int, ...]  # immutable; the cyclic collector stops tracking a tuple of ints
     params: SamplingParams
     stop_ids: frozenset[int]  # EOS (unless ignore_eos) and the request's stop_token_ids
     max_total_tokens: int  # prompt + outputs end here at the latest ("length")
@@ -70,14 +71,14 @@ class Sequence:
     def num_uncomputed(self) -> int:
         return self.num_tokens - self.num_computed
 
-    def token_ids(self, start: int, end: int) -> list[int]:
+    def token_ids(self, start: int, end: int) -> SeqOf[int]:
         """Tokens [start, end) of prompt + outputs."""
         n = len(self.prompt_ids)
         if end <= n:
             return self.prompt_ids[start:end]
         if start >= n:
             return self.output_ids[start - n:end - n]
-        return self.prompt_ids[start:] + self.output_ids[:end - n]
+        return [*self.prompt_ids[start:], *self.output_ids[:end - n]]
 
     @property
     def finished(self) -> bool:
