@@ -19,6 +19,7 @@ exits 1; if the parent dies, the frontend's pipe closes: its requests fail, /hea
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -146,7 +147,10 @@ def _frontend_main(conn, sock: socket.socket, model_hint: str | None, log_level:
     os.setpgrp()  # SIGINT from a terminal reaches the parent only, which passes it on once
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
+    from quickmoe.startup.gc_pause import collect_and_freeze, serving_gc_frozen
     from quickmoe.tokenizer import load_tokenizer
+
+    freeze_heap = serving_gc_frozen()  # the parent checked the switch's value before it started this process
 
     def load_for_encoding(model_dir: Path):  # -> Tokenizer, ready to encode (this process tokenizes every prompt)
         tokenizer = load_tokenizer(model_dir)
@@ -158,6 +162,8 @@ def _frontend_main(conn, sock: socket.socket, model_hint: str | None, log_level:
         from quickmoe.server.app import create_app  # imported while the tokenizer (and the model) load
         from quickmoe.server.serve import run_server
 
+        if freeze_heap:  # while the engine loads: the full passes while serving skip the imports' objects
+            collect_and_freeze("in the frontend, while the engine loads")
         try:
             info = conn.recv()
         except (EOFError, OSError):  # the engine failed to start (it reports why) or was stopped
@@ -172,6 +178,8 @@ def _frontend_main(conn, sock: socket.socket, model_hint: str | None, log_level:
     core = RemoteCore(conn, info, tokenizer)
     core.on_engine_gone = lambda: os.kill(os.getpid(), signal.SIGTERM)  # drain (nothing is left) and exit
     app = create_app(core, info.server_config, startup_report=info.startup_report, model_dir=info.model_dir)
+    if freeze_heap:
+        gc.freeze()  # the tokenizer's and the app's objects too (no collection: O(1), nothing on the way to ready)
     run_server(app, info.server_config, sock)
 
 
