@@ -2,15 +2,22 @@
 # QUICKMOE_SERVING_GC=normal against =frozen in `bench generate`, in turns, under scripts/probes/gc_pauses.py (from
 # the repository root; carry .whl). Each case is PRESET:WEIGHTS:LAYERS:PROMPTS:OUTPUT_LEN (LAYERS 0 = the preset's):
 #   CASES="mixtral-8x7b:nvfp4:16:64:500 gpt-oss-20b:mxfp4:0:256:1000" ROUNDS=3 bash scripts/device/gc_ab.sh
-# A round runs every case with both settings (the order flips each round); a round starts only before ROUNDS_S
+# VARIANTS (default "normal frozen"): each a setting, or SETTING@TREE to run the tree in .ab/TREE (carry .ab), e.g.
+#   VARIANTS="frozen frozen@main" compares this tree with .ab/main, both frozen.
+# A round runs every case with every variant (the order flips each round); a round starts only before ROUNDS_S
 # seconds (default 430). Per run: output tok/s, the decode step's GPU median, the GPU idle between steps in total
-# (`steps.idle_ms_total`) and the collector's full passes (when, ms, collected) with the frozen object count.
+# (`steps.idle_ms_total`) and the collector's full passes (when, ms, collected).
 # PYTEST_K="..." runs that selection (pytest -k) of tests/kernels/test_fused_moe_quantized.py first, while the
 # checkpoints are made (e.g. "shipped and qwen3 and bf16": a new tuned table against the float64 reference).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 trap 'cd "$OUT" && tar czf all_logs.tgz --exclude=all_logs.tgz . 2>/dev/null' EXIT
 CASES=${CASES:-"mixtral-8x7b:nvfp4:16:64:500 gpt-oss-20b:mxfp4:0:256:1000"}
+VARIANTS=${VARIANTS:-normal frozen}
+for variant in $VARIANTS; do
+  tree=${variant#*@}
+  [ "$tree" = "$variant" ] || [ -d ".ab/$tree/src" ] || { echo "$variant: no .ab/$tree/src (carry .ab)"; exit 2; }
+done
 ckpt() { echo "/tmp/gc-ab-$1-$2-$3"; }
 for case in $CASES; do  # the checkpoints, in the background
   IFS=: read -r preset weights layers _ _ <<< "$case"
@@ -26,11 +33,14 @@ if [ -n "${PYTEST_K:-}" ]; then
   echo "pytest rc $? ($SECONDS s): $(tail -1 "$OUT/pytest.log")"
 fi
 wait
-tail -qn1 "$OUT"/make_*.log
-run() {  # CASE GC TAG
+ls "$OUT"/make_*.log > /dev/null 2>&1 && tail -qn1 "$OUT"/make_*.log
+run() {  # CASE VARIANT TAG
   IFS=: read -r preset weights layers prompts output_len <<< "$1"
-  local name=$OUT/gen_${preset}_${weights}_$3_$2
-  QUICKMOE_SERVING_GC=$2 timeout 150 python3 scripts/probes/gc_pauses.py bench generate \
+  local setting=${2%@*} tree=${2#*@} root=$PWD
+  [ "$tree" = "$2" ] || root=$PWD/.ab/$tree
+  local name=$OUT/gen_${preset}_${weights}_$3_${2/@/_}
+  PYTHONPATH=/tmp/site:$root/src QUICKMOE_SERVING_GC=$setting timeout 150 python3 scripts/probes/gc_pauses.py \
+    bench generate \
     "$(ckpt "$preset" "$weights" "$layers")" --num-prompts "$prompts" --input-len 1000 --output-len "$output_len" \
     --json "$name.json" > "$name.log" 2>&1
   local rc=$?
@@ -43,17 +53,18 @@ try:
     decode_ms = q["steps"]["by_kind"]["decode"]["gpu_ms_median"]
     figures = (f"{q['output_tokens_per_s']:8.1f} tok/s, decode {decode_ms:.3f} ms,"
                f" idle total {q['steps']['idle_ms_total']:7.1f} ms")
-except (OSError, KeyError, ValueError) as e:
+except (OSError, KeyError, TypeError, ValueError) as e:
     figures = f"no figures ({e})"
-passes = re.findall(r"full collector passes.*", open(name + ".log").read())
+passes = re.findall(r"full collector passes[^;]*", open(name + ".log").read())
 print(f"{tag:<28} rc {rc} ({seconds} s): {figures}; {passes[-1] if passes else 'no gc line'}")
 PY
 }
 round=0
 while [ "$SECONDS" -lt "${ROUNDS_S:-430}" ] && [ $round -lt "${ROUNDS:-3}" ]; do
   round=$((round + 1))
+  order=$VARIANTS
+  [ $((round % 2)) = 1 ] || order=$(echo "$VARIANTS" | tr ' ' '\n' | tac | tr '\n' ' ')
   for case in $CASES; do
-    if [ $((round % 2)) = 1 ]; then run "$case" normal "r$round"; run "$case" frozen "r$round"
-    else run "$case" frozen "r$round"; run "$case" normal "r$round"; fi
+    for variant in $order; do run "$case" "$variant" "r$round"; done
   done
 done
