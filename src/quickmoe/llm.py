@@ -168,16 +168,16 @@ class LLM:
         if any(p.n != 1 for p in params):
             raise RequestError("sampling parameter 'n' > 1 is served by the HTTP API and Engine; LLM.generate "
                                "returns one output per prompt (pass a prompt several times, with different seeds)")
-        prompt_ids = []
+        prompt_ids = []  # tuples while the requests run (the collector stops tracking them), lists in the outputs
         for i, prompt in enumerate(prompts):
             try:
-                prompt_ids.append(self.engine.prompt_ids(prompt))
+                prompt_ids.append(tuple(self.engine.prompt_ids(prompt)))
             except RequestError as exc:
                 raise RequestError(f"prompt {i}: {exc}") from None
         ids = [f"llm-{next(self._request_ids)}" for _ in prompts]
-        results = {rid: RequestOutput(prompt=p if isinstance(p, str) else None, prompt_token_ids=pids, token_ids=[],
+        results = {rid: RequestOutput(prompt=p if isinstance(p, str) else None, prompt_token_ids=[], token_ids=[],
                                       text="", finish_reason="length")
-                   for rid, p, pids in zip(ids, prompts, prompt_ids)}
+                   for rid, p in zip(ids, prompts)}
         if self.startup_report.phases["first_token"] is None:
             self.startup_report.skip()  # the first-token phase starts with the first request
         for rid, pids, p in zip(ids, prompt_ids, params):
@@ -201,6 +201,8 @@ class LLM:
                 if out.finished:
                     result.finish_reason, result.stop_reason = out.finish_reason, out.stop_reason
                     pending.discard(out.request_id)
+        for rid, pids in zip(ids, prompt_ids):
+            results[rid].prompt_token_ids = list(pids)
         return [results[rid] for rid in ids]
 
     def chat(self, messages: Sequence[dict], sampling_params: SamplingParams | None = None) -> RequestOutput:

@@ -185,3 +185,42 @@ def test_a_full_pass_while_serving_scans_no_prompt_tokens():
         assert visited < prompt_len * requests / 2
     finally:
         gc.unfreeze()
+
+
+def test_llm_generate_keeps_its_prompts_out_of_the_full_passes():
+    """`LLM.generate` (what `bench generate` times) holds each prompt as a tuple while the requests run and gives
+    lists back: mid-run, with the heap frozen, the tracked containers hold no prompt's tokens (a list per prompt
+    before, 2,400 elements for six prompts of 400 tokens)."""
+    import random
+
+    from quickmoe.engine.sampling_params import SamplingParams
+    from quickmoe.llm import LLM
+
+    gc.unfreeze()
+    try:
+        llm = LLM(None, device="cpu", max_model_len=512)  # the embedded model
+        while llm.engine.idle_work():
+            pass
+        rng = random.Random()
+        prompt_len, requests = 400, 6
+        prompts = [tuple(rng.randrange(100, 4000) for _ in range(prompt_len)) for _ in range(requests)]
+        visited = []
+        step = llm.engine.step
+
+        def counting_step():
+            if len(visited) < 40:
+                visited.append(None)
+            elif len(visited) == 40:  # mid-run: every request has its prompt computed and some outputs
+                gc.collect()
+                visited.append(sum(len(o) for o in gc.get_objects() if isinstance(o, (list, tuple, dict, set))))
+            return step()
+
+        gc.collect()
+        gc.freeze()  # as HeapFreeze does
+        llm.engine.step = counting_step
+        outs = llm.generate(prompts, SamplingParams(max_tokens=60, temperature=0, ignore_eos=True))
+        assert visited[-1] is not None and visited[-1] < prompt_len * requests / 2
+        assert [o.prompt_token_ids for o in outs] == [list(p) for p in prompts]  # lists, as before
+        assert all(len(o.token_ids) == 60 for o in outs)
+    finally:
+        gc.unfreeze()
