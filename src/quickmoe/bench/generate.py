@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -180,7 +181,7 @@ def run_generate_bench(opts: GenerateBenchOptions) -> dict:
     return doc
 
 
-def _decode_batch1(llm, prompt: list[int], opts: GenerateBenchOptions) -> dict:
+def _decode_batch1(llm, prompt: Sequence[int], opts: GenerateBenchOptions) -> dict:
     """Median time between one request's successive tokens (each an engine step), its GPU time and exposed host
     time per step, and its roofline at the mean context."""
     from quickmoe.engine.sampling_params import SamplingParams
@@ -209,7 +210,7 @@ def _decode_batch1(llm, prompt: list[int], opts: GenerateBenchOptions) -> dict:
             "gpu": timer.summary()}
 
 
-def _transformers_baseline(opts: GenerateBenchOptions, prompts: list[list[int]], device: str) -> dict:
+def _transformers_baseline(opts: GenerateBenchOptions, prompts: Sequence[Sequence[int]], device: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         prompts_file, out_file = Path(tmp) / "prompts.json", Path(tmp) / "out.json"
         prompts_file.write_text(json.dumps(prompts))

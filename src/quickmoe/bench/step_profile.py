@@ -12,11 +12,13 @@ the GPU time per step, so the next bottleneck shows without opening a trace.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from quickmoe.engine.step_profile import EngineStepProfile
 
 __all__ = ["family_shares_line", "profile_decode", "profile_mixed", "start_decoding", "start_mixing"]
 
-def start_decoding(engine, prompts: list[list[int]]) -> list[str]:
+def start_decoding(engine, prompts: Sequence[Sequence[int]]) -> list[str]:
     """Start `prompts` as requests and step until every one has its first token (the prefills, chunked or not, are
     done) and the step in flight is a decode; returns their ids (abort them when done). Their max_tokens is as
     large as the context allows: with 512 prompts of 1,000 tokens the prefills take 64 steps, and requests that
@@ -36,7 +38,7 @@ def start_decoding(engine, prompts: list[list[int]]) -> list[str]:
     return ids
 
 
-def start_mixing(engine, prompts: list[list[int]]) -> list[str]:
+def start_mixing(engine, prompts: Sequence[Sequence[int]]) -> list[str]:
     """Start `prompts` as requests and step until the first of them has its first token (its prefill is done, so
     it decodes from then on); returns their ids (abort them when done). While prompt tokens are left after the next
     steps' chunks, each of those steps is mixed: the rows that have their first token decode beside the next chunk
@@ -53,7 +55,7 @@ def start_mixing(engine, prompts: list[list[int]]) -> list[str]:
     return ids
 
 
-def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict | None:
+def profile_decode(llm, prompts: Sequence[Sequence[int]], steps: int) -> dict | None:
     """Profile `steps` decode steps of `len(prompts)` requests decoding together (see the module docstring).
     Returns {"kind": "decode", "batch_size" (the sequences running when the profile started), "steps",
     "gpu_ms_per_step", "shares": {family: fraction}, "ms_per_step": {family: ms}, "kernels_per_step", "top":
@@ -66,7 +68,7 @@ def profile_decode(llm, prompts: list[list[int]], steps: int) -> dict | None:
     return {"kind": "decode", "batch_size": batch, **doc}
 
 
-def profile_mixed(llm, prompts: list[list[int]], steps: int) -> dict | None:
+def profile_mixed(llm, prompts: Sequence[Sequence[int]], steps: int) -> dict | None:
     """Profile `steps` steps that carry prompt tokens beside decode rows (see the module docstring). Returns
     `profile_decode`'s keys with "kind": "mixed", "batch_size": the requests started, and "step_kinds": {kind:
     {"steps", "tokens"}} of the profiled steps (by the step timer: "mixed" only, unless the prompts ran out of
