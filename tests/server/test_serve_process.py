@@ -116,7 +116,7 @@ def test_both_processes_freeze_their_heaps():
     """With the defaults (QUICKMOE_SERVING_GC=frozen) the HTTP frontend collects and freezes its heap while the
     engine loads, before the server is ready, and the engine once its idle work is done; requests are then served.
     (Each process's full collector passes would otherwise scan its start-up's objects: ~56,000 in the frontend,
-    41-46 ms a pass on the development machine.)"""
+    30-54 ms a pass on the development machine.)"""
     proc, lines = _start("--port", "0", "--max-model-len", "128", "--kv-cache-memory", "128MiB")
     seen: list[str] = []
     frontend = re.compile(r"heap frozen in the frontend, while the engine loads: (\d+) objects")

@@ -106,7 +106,7 @@ class HeapFreeze:
 
 def collect_and_freeze(when: str) -> None:
     """`gc.collect()`, then `gc.freeze()`, logged with `when`. `serve`'s HTTP frontend process (its own heap: the
-    server's imports and the tokenizer, ~56,000 tracked objects, a full pass 41-46 ms on the development machine)
+    server's imports and the tokenizer, ~56,000 tracked objects, a full pass 30-54 ms on the development machine)
     calls it while the engine loads, then `gc.freeze()` alone once its app exists (a freeze without a collection is
     O(1): it moves the generations' lists)."""
     t0 = time.perf_counter()
