@@ -450,26 +450,31 @@ print(d['kernels_per_step'], 'kernels a step;', '; '.join(f'{ms * 1e3:.1f} {k[:4
     serve-variants)
       # SERVE_VARIANTS="NAME:TREE:PYFLAGS ...": TREE "new" (the work tree) or a tree under .ab/; PYFLAGS "slow" runs
       # the server with uvloop and httptools unimportable (uvicorn then takes asyncio and h11), "switchN" sets
-      # sys.setswitchinterval(N ms / 1000). Each: quickmoe serve, bench serve at concurrency 1 and 128
-      # (1000 -> 256; 8 prompts at 1, 384 at 128), the overview rows and the server's steps line (serve_variants.txt)
+      # sys.setswitchinterval(N ms / 1000), "gc-SETTING" sets QUICKMOE_SERVING_GC=SETTING for both processes. Each:
+      # quickmoe serve, bench serve at each CONCURRENCY:PROMPTS of SERVE_VARIANT_CONCS (default "1:8 128:384";
+      # 1000 -> 256), the overview rows and the server's steps line (serve_variants.txt)
       make_20b
       for variant in ${SERVE_VARIANTS:-base:base:slow new-slow:new:slow new:new:}; do
         IFS=: read -r label tree flags <<< "$variant"
         root=$PWD; [ "$tree" != new ] && root=$PWD/.ab/$tree
         pre="import sys"
+        gc_env=()
         case "$flags" in
           slow) pre="$pre; sys.modules['uvloop'] = None; sys.modules['httptools'] = None" ;;
           switch*) pre="$pre; sys.setswitchinterval(${flags#switch} / 1000)" ;;
+          gc-*) gc_env=("QUICKMOE_SERVING_GC=${flags#gc-}") ;;
         esac
-        PYTHONPATH=/tmp/site:$root/src python3 -c "$pre; from quickmoe.cli import main; sys.exit(main(sys.argv[1:]))" \
+        env "${gc_env[@]}" PYTHONPATH=/tmp/site:$root/src python3 -c \
+          "$pre; from quickmoe.cli import main; sys.exit(main(sys.argv[1:]))" \
           serve "$CKPT" --port 8011 -q > "/tmp/serve_var_$label.log" 2>&1 &
         server=$!
         for _ in $(seq 240); do curl -sf localhost:8011/health > /dev/null && break; sleep 1; done
-        for conc in 1:8 128:384; do
+        : > "/tmp/serve_var_$label.txt"
+        for conc in ${SERVE_VARIANT_CONCS:-1:8 128:384}; do
           python3 -m quickmoe bench serve --base-url http://127.0.0.1:8011 --concurrency "${conc%%:*}" --input-len 1000 \
             --output-len 256 --num-prompts "${conc#*:}" > "/tmp/serve_var_${label}_${conc%%:*}.txt" 2>&1
+          cat "/tmp/serve_var_${label}_${conc%%:*}.txt" >> "/tmp/serve_var_$label.txt"
         done
-        cat "/tmp/serve_var_${label}_1.txt" "/tmp/serve_var_${label}_128.txt" > "/tmp/serve_var_$label.txt"
         { echo "-- $label (tree $tree, $flags)"; grep -h -A1 "conc    ok" "/tmp/serve_var_$label.txt"
           grep -E "server steps|client used" "/tmp/serve_var_$label.txt" | tail -2; } | tee -a "$OUT/serve_variants.txt"
         kill -TERM "$server"; wait "$server"
