@@ -93,3 +93,24 @@ def test_stop_token_ids_and_logit_bias_outside_the_vocabulary_are_refused():
                               ("logit_bias", {"logit_bias": {**{t: 1.0 for t in inside}, outside: -1.0}})):
             with pytest.raises(RequestError, match=f"'{field}': token id {outside} is outside the model's vocabulary"):
                 checker.params("r", SamplingParams(**kwargs))
+
+
+def test_list_and_tuple_prompts_of_plain_ints_take_the_fast_path():
+    """LLM.generate and bench generate pass tuples: a tuple of plain ints is checked as fast as a list (in C), not id
+    by id through the ABC checks (0.4 s of 256 x 1,000 ids outside the steps of `bench generate` on the H200, about
+    ten times the list's time here). The tuple's check may take at most three times the list's (best of three)."""
+    import time
+
+    checker = RequestChecker(tokenizer=None, vocab_size=200_000, max_model_len=10**7)
+    rng = random.Random()
+    ids = [rng.randrange(0, 200_000) for _ in range(200_000)]
+    best = {}
+    for prompt in (ids, tuple(ids)):
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            got = checker.prompt_ids(prompt)
+            times.append(time.perf_counter() - start)
+            assert got == ids
+        best[type(prompt).__name__] = min(times)
+    assert best["tuple"] <= 3 * best["list"], best
