@@ -267,8 +267,9 @@ def argparse_namespace(**kw):
 
 
 def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
-    """`tune_tokens` runs the pair in use through the same checks and timing as the candidates (here in Triton's
-    interpreter, the CUDA-graph timing replaced by one timed call), on an alignment of its own GEMM 1 tile."""
+    """`tune_tokens` runs the pair in use through the same checks and timing as the candidates (the CUDA-graph timing
+    replaced by one timed call), on an alignment of its own GEMM 1 tile. On the GPU where there is one, else in
+    Triton's interpreter (CPU tensors reach a compiled kernel as bad pointers: this failed on the H200, 2026-12-04)."""
     import time
 
     import torch
@@ -291,8 +292,8 @@ def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
 
     monkeypatch.setattr(tuner, "graph_seconds", one_call_seconds)
     g = torch.Generator().manual_seed(5)
-    ex = make_experts(MoEShape(hidden=256, inter=128, experts=4, top_k=2, activation="silu"), "fp8",
-                      torch.device("cpu"), g)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    ex = make_experts(MoEShape(hidden=256, inter=128, experts=4, top_k=2, activation="silu"), "fp8", device, g)
     in_use = (MoEKernelConfig(block_m=8, block_n=32, block_k=128, num_warps=2, num_stages=3, swap_ab=True),
               MoEKernelConfig(block_m=8, block_n=64, block_k=128, num_warps=2, num_stages=3, swap_ab=True))
     best, fallback, used = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[16], in_use=in_use)
