@@ -315,6 +315,8 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     # 64 columns wide), 32 rows at key 64; the fallback's regimes written out from key 65
     ("mixtral-8x7b", "bf16", 1), ("mixtral-8x7b", "bf16", 4), ("mixtral-8x7b", "bf16", 64),
     ("mixtral-8x7b", "bf16", 2048),
+    # and its 128-row keys 256, 384 and 512 (2026-12-04, second session; GEMM 1 in one dot at 256 and 512)
+    ("mixtral-8x7b", "bf16", 256), ("mixtral-8x7b", "bf16", 384), ("mixtral-8x7b", "bf16", 480),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
