@@ -107,6 +107,9 @@ for stage in "$@"; do
       [ "$listed" = "$known" ] || echo "warning: tests/kernels has files neither kernel part lists: $listed"
       logs=""
       workers=${TEST_WORKERS:-5}
+      # the slowest tests of each part in its log: the call took 317 s on 2026-12-03, 446 s on 2026-12-04 (each part
+      # 25-40% slower) and has a 600 s limit
+      export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} --durations=8"
       by_test="" by_file="" by_file_engine=""
       if [ "$workers" -gt 0 ]; then
         by_test="-n $workers --dist load" by_file="-n 3 --dist loadfile" by_file_engine="-n 2 --dist loadfile"
