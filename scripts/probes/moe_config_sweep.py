@@ -81,8 +81,8 @@ def main() -> None:
     ap.add_argument("--weight-tma", default="0",
                     help="weight_tma values (0, 1): weight tiles by TMA (one dot in GEMM 1: whole gate/up groups only)")
     ap.add_argument("--split", default="1", help="split_k values: programs per output tile over parts of K")
-    ap.add_argument("--maxnreg", default="0", help="register caps per thread (0: none); with --tuned-only, each "
-                    "cap on the tuned config")
+    ap.add_argument("--maxnreg", default="0", help="register caps per thread (0: none): a dimension of the grid; "
+                    "with --tuned-only or --around-tuned, each cap on the tuned config")
     ap.add_argument("--around-tuned", action="store_true",
                     help="the tuned config of each GEMM with gate_up_one_dot and warps (4 <-> 8) varied, the stages "
                          "of --stages-around (default: the tuned) and the --split values; the other grid options are "
@@ -101,6 +101,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--time-tuned", action="store_true",
                     help="time the committed configs with their own tile's alignment even where --block-m differs")
+    ap.add_argument("--registers", action="store_true",
+                    help="print each compiled GEMM kernel's registers, spills, shared memory and occupancy by them")
     ap.add_argument("--json")
     args = ap.parse_args()
     device = torch.device("cuda")
@@ -182,11 +184,11 @@ def main() -> None:
                 else:
                     grid = [MoEKernelConfig(block_m=block_m, block_n=n, block_k=k, num_warps=w, num_stages=s,
                                             swap_ab=bool(sw), group_m=gm, gate_up_one_dot=bool(od),
-                                            weight_tma=bool(tma), split_k=sk)
-                            for n, k, w, s, sw, gm, od, tma, sk in itertools.product(
+                                            weight_tma=bool(tma), split_k=sk, maxnreg=mr)
+                            for n, k, w, s, sw, gm, od, tma, sk, mr in itertools.product(
                                 ints(n_list), ints(args.block_k), ints(args.warps), ints(args.stages),
                                 ints(args.swap), ints(args.group_m), ints(args.one_dot) if which == 1 else [0],
-                                ints(args.weight_tma), ints(args.split))
+                                ints(args.weight_tma), ints(args.split), ints(args.maxnreg))
                             if sw or block_m >= 16]  # 8-row tiles: the transposed orientation only
                 timed = []
                 for config in grid:
@@ -221,8 +223,37 @@ def main() -> None:
                                 "proxy": args.proxy_half_k, "layers": args.layers,
                                 "tuned_us": None if ref is None else ref * 1e6,
                                 "timed": [{"us": sec * 1e6, **{k: getattr(c, k) for k in fields}} for sec, c in timed]})
+    if args.registers:
+        print_registers()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def print_registers() -> None:
+    """Each compiled variant of the two GEMM kernels: its tile, registers, spills and shared memory, and the
+    programs an SM those allow (65,536 registers and 228 KiB of shared memory an SM on Hopper, 1 KiB reserved a
+    program), so a register cap's effect on occupancy is read beside its time."""
+    from quickmoe.kernels import moe_gemm1_kernel, moe_gemm2_kernel
+
+    for name, fn in (("gemm1", moe_gemm1_kernel._gemm1_swiglu_kernel), ("gemm2", moe_gemm2_kernel._gemm2_kernel)):
+        for cache in fn.device_caches.values():
+            for kernel in cache[0].values():
+                try:
+                    consts = {}
+                    for key, value in getattr(kernel.src, "constants", {}).items():  # keys: (argument index,)
+                        index = key[0] if isinstance(key, tuple) else key
+                        consts[fn.arg_names[index] if isinstance(index, int) else index] = value
+                    meta = kernel.metadata
+                    by_regs = 65536 // max(1, kernel.n_regs * 32 * meta.num_warps)
+                    by_smem = (228 * 1024) // (meta.shared + 1024)
+                    tile = " ".join(f"{k}={consts[k]}" for k in ("BLOCK_M", "BLOCK_N", "SWAP_AB", "ONE_DOT", "W_TMA")
+                                    if k in consts)
+                    print(f"{name}: {tile} warps {meta.num_warps} stages {meta.num_stages} maxnreg "
+                          f"{getattr(meta, 'maxnreg', None)}: {kernel.n_regs} registers, {kernel.n_spills} spilled, "
+                          f"{meta.shared} B shared -> {min(by_regs, by_smem)} programs an SM "
+                          f"(registers {by_regs}, shared memory {by_smem})", flush=True)
+                except Exception as exc:  # noqa: BLE001 - a probe's report: one unreadable kernel skips its line
+                    print(f"{name}: unreadable ({type(exc).__name__}: {exc})", flush=True)
 
 
 if __name__ == "__main__":

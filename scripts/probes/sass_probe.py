@@ -13,7 +13,9 @@ Triton compiles the kernel with the same specialization its JIT gives the real l
 stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations), ptxas (shipped in
 Triton's wheel) assembles it, nvdisasm lists the SASS; the loop is the code between the K loop's label and its
 backward branch. Instructions per weight element = loop instructions x threads / (2 x BLOCK_N x BLOCK_K). Nothing
-runs: it reads what the compiler made (METHOD.md: "read what costs no device time").
+runs: it reads what the compiler made (METHOD.md: "read what costs no device time"). The weights are loaded by
+pointers (W_TMA off): a tile launched with `weight_tma` compiles to other register counts (Qwen3's FP8 64 x 64 tile:
+176 here, 168 as launched on the H200, 2026-12-04), which `moe_config_sweep.py --registers` prints from the GPU.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def compile_gemm1(block_n: int, block_k: int, warps: int, stages: int, block_m: 
                      **{name: "constexpr" for name in constexprs})
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in ALIGNED}
     source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages, "maxnreg": maxnreg})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages,
+                                                                       **({"maxnreg": maxnreg} if maxnreg else {})})
 
 
 OPCODE = re.compile(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*)")  # an SASS line's opcode
