@@ -13,6 +13,7 @@ try:  # CPU installs without triton keep the torch references
     import triton.language as tl
 
     from quickmoe.kernels.moe_tiles import (
+        FP8_FACTORS_AHEAD_BLOCK_M,
         NVFP4_ACC,
         PAIRS_ACC,
         SCALES_AHEAD_BLOCK_M,
@@ -88,6 +89,16 @@ if triton is not None:
         float32 sums (gate, up), [BM, BN] each."""
         acc_gate = zeros(BLOCK_N, BM, SWAP_AB)
         acc_up = zeros(BLOCK_N, BM, SWAP_AB)
+        one_scale: tl.constexpr = FP8_SCALE_ROWS % BLOCK_N == 0 and I % BLOCK_N == 0  # one weight scale a tile
+        fp8_ahead: tl.constexpr = FP8_SCALE_ROWS > 0 and one_scale and BM >= FP8_FACTORS_AHEAD_BLOCK_M
+        if fp8_ahead:  # the first step's factors (see FP8_FACTORS_AHEAD_BLOCK_M)
+            f_gate_next = fp8_step_scales(xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, gate_row0, k_lo, 2 * I,
+                                          H, stride_xs, FP8_SCALE_ROWS, one_scale, SWAP_AB)
+            f_up_next = fp8_step_scales(xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, up_row0, k_lo, 2 * I, H,
+                                        stride_xs, FP8_SCALE_ROWS, one_scale, SWAP_AB)
+        else:
+            f_gate_next = 0
+            f_up_next = 0
         if (MXFP4_PTX or (PTX and NVFP4)) and BM >= SCALES_AHEAD_BLOCK_M:  # see SCALES_AHEAD_BLOCK_M
             s_gate_next = step_scales(s_ptr, expert, gate_rows, n_ok, k_lo, 2 * I, H, NVFP4, BLOCK_K)
             s_up_next = step_scales(s_ptr, expert, up_rows, n_ok, k_lo, 2 * I, H, NVFP4, BLOCK_K)
@@ -113,12 +124,21 @@ if triton is not None:
                 s_gate_next = step_scales(s_ptr, expert, gate_rows, n_ok, k0 + BLOCK_K, 2 * I, H, NVFP4, BLOCK_K)
                 s_up_next = step_scales(s_ptr, expert, up_rows, n_ok, k0 + BLOCK_K, 2 * I, H, NVFP4, BLOCK_K)
             if FP8_SCALE_ROWS:  # one 128-column step: its dots in float32, scaled, then added
-                acc_gate += mma(zeros(BLOCK_N, BM, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * fp8_step_scales(
-                    xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, gate_row0, k0, 2 * I, H, stride_xs,
-                    FP8_SCALE_ROWS, FP8_SCALE_ROWS % BLOCK_N == 0 and I % BLOCK_N == 0, SWAP_AB)
-                acc_up += mma(zeros(BLOCK_N, BM, SWAP_AB), w_up, a, PRECISION, SWAP_AB) * fp8_step_scales(
-                    xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, up_row0, k0, 2 * I, H, stride_xs,
-                    FP8_SCALE_ROWS, FP8_SCALE_ROWS % BLOCK_N == 0 and I % BLOCK_N == 0, SWAP_AB)
+                if fp8_ahead:
+                    f_gate = f_gate_next
+                    f_up = f_up_next
+                    k_next = tl.minimum(k0 + BLOCK_K, H - BLOCK_K)  # after the last step: any step's, unused
+                    f_gate_next = fp8_step_scales(xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, gate_row0,
+                                                  k_next, 2 * I, H, stride_xs, FP8_SCALE_ROWS, one_scale, SWAP_AB)
+                    f_up_next = fp8_step_scales(xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, up_row0, k_next,
+                                                2 * I, H, stride_xs, FP8_SCALE_ROWS, one_scale, SWAP_AB)
+                else:
+                    f_gate = fp8_step_scales(xs_ptr, s_ptr, expert, token, m_ok, gate_rows, n_ok, gate_row0, k0,
+                                             2 * I, H, stride_xs, FP8_SCALE_ROWS, one_scale, SWAP_AB)
+                    f_up = fp8_step_scales(xs_ptr, s_ptr, expert, token, m_ok, up_rows, n_ok, up_row0, k0, 2 * I, H,
+                                           stride_xs, FP8_SCALE_ROWS, one_scale, SWAP_AB)
+                acc_gate += mma(zeros(BLOCK_N, BM, SWAP_AB), w_gate, a, PRECISION, SWAP_AB) * f_gate
+                acc_up += mma(zeros(BLOCK_N, BM, SWAP_AB), w_up, a, PRECISION, SWAP_AB) * f_up
             else:
                 acc_gate = mma(acc_gate, w_gate, a, PRECISION, SWAP_AB)
                 acc_up = mma(acc_up, w_up, a, PRECISION, SWAP_AB)
@@ -155,10 +175,10 @@ if triton is not None:
                              NVFP4 and BM >= SCALES_AHEAD_BLOCK_M)  # [2BN, BK]
             if (MXFP4_PTX or (PTX and NVFP4)) and BM >= SCALES_AHEAD_BLOCK_M:
                 s_next = step_scales(s_ptr, expert, both_rows, both_ok, k0 + BLOCK_K, 2 * I, H, NVFP4, BLOCK_K)
-            if FP8_SCALE_ROWS:
+            if FP8_SCALE_ROWS:  # gate and up rows: two scales, a [BM, 2 BN] factor loaded in the step
                 acc += mma(zeros(2 * BLOCK_N, BM, SWAP_AB), w, a, PRECISION, SWAP_AB) * fp8_step_scales(
                     xs_ptr, s_ptr, expert, token, m_ok, both_rows, both_ok, 0, k0, 2 * I, H, stride_xs,
-                    FP8_SCALE_ROWS, False, SWAP_AB)  # gate and up rows: two scales
+                    FP8_SCALE_ROWS, False, SWAP_AB)
             else:
                 acc = mma(acc, w, a, PRECISION, SWAP_AB)
         both = tl.permute(tl.reshape(rows_last(acc, SWAP_AB), (BM, 2, BLOCK_N)), (0, 2, 1))  # [BM, BN, 2]

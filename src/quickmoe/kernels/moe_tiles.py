@@ -303,3 +303,11 @@ if triton is not None:
     # session; one step ahead took Mixtral-8x7B's layer at T = 4,096 and 8,192 from 6.93 to 5.56 and from 13.34 to
     # 10.64 ms on the H200, with the same bits.
     SCALES_AHEAD_BLOCK_M = tl.constexpr(64)
+    # GEMM 1's FP8 step factors (activation scale x weight scale, `fp8_step_scales`) in tiles of this many rows or
+    # more whose weight rows share one scale (a [BM, 1] factor each for the gate and up rows; the one-dot tiles'
+    # [BM, 2 BN] factors stay in the step) are loaded one K step ahead into registers, so that the loads' latency
+    # overlaps the step before instead of stalling the promotion after its dot: the same factors, the same bits.
+    # H200, each GEMM alone (docs/benchmarks.md, 2026-12-04 third session): Qwen3-30B-A3B's GEMM 1 at T = 2,048 /
+    # 4,096 / 8,192 -2.2 / -4.0 / -2.6%, Mixtral-8x7B's at 2,048 -5.7%. GEMM 2 the same way lost 3-19% (173 registers
+    # where its tile had 168: two programs an SM instead of three) and loads them in the step.
+    FP8_FACTORS_AHEAD_BLOCK_M = tl.constexpr(64)
