@@ -1,8 +1,8 @@
 """The MoE GEMM 1 kernel compiled for Hopper (sm_90) on a machine without a GPU: registers, spills, shared memory,
 and the SASS instruction mix of its K loop per MXFP4 weight element (what bounds the decode-sized MoE).
 
-PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-m 16] [--block-n 32] [--block-k 256] [--warps 4] [--stages 3]
-                                                  [--swap-ab] [--one-dot] [--format mxfp4|fp8|nvfp4] [--fp8-scale-rows 64]
+PYTHONPATH=src python3 scripts/probes/sass_probe.py [--block-m 16] [--block-n 32] [--block-k 256] [--warps 4]
+    [--stages 3] [--swap-ab] [--one-dot] [--format mxfp4|fp8|nvfp4] [--fp8-scale-rows 64] [--maxnreg N]
 
 `--format fp8`: Qwen3-30B-A3B's FP8 block-scaled experts instead (FP8 x FP8 dots, each 128-column step's product
 scaled by activation scale x weight scale and added in float32): which tensor-core instructions the loop uses, its
@@ -10,8 +10,8 @@ registers and spills, and the CUDA-core work of the scaling. `--format nvfp4`: M
 I 14336, E4M3 scales per 16 values, bf16 activations, the per-row global scale after the loop, SiLU).
 
 Triton compiles the kernel with the same specialization its JIT gives the real launch (pointers and the activation
-stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations), ptxas (shipped in
-Triton's wheel) assembles it, nvdisasm lists the SASS; the loop is the code between the K loop's label and its
+stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations),
+ptxas (shipped in Triton's wheel) assembles it, nvdisasm lists the SASS; the loop is the code between the K loop's label and its
 backward branch. Instructions per weight element = loop instructions x threads / (2 x BLOCK_N x BLOCK_K). Nothing
 runs: it reads what the compiler made (METHOD.md: "read what costs no device time"). The weights are loaded by
 pointers (W_TMA off): a tile launched with `weight_tma` compiles to other register counts (Qwen3's FP8 64 x 64 tile:
