@@ -10,9 +10,9 @@ registers and spills, and the CUDA-core work of the scaling. `--format nvfp4`: M
 I 14336, E4M3 scales per 16 values, bf16 activations, the per-row global scale after the loop, SiLU).
 
 Triton compiles the kernel with the same specialization its JIT gives the real launch (pointers and the activation
-stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations),
-ptxas (shipped in Triton's wheel) assembles it, nvdisasm lists the SASS; the loop is the code between the K loop's label and its
-backward branch. Instructions per weight element = loop instructions x threads / (2 x BLOCK_N x BLOCK_K). Nothing
+stride 16-byte aligned; gpt-oss-20b shapes H = I = 2880, group 64, BLOCK_M 16 unless given, bf16 activations), ptxas
+(shipped in Triton's wheel) assembles it, nvdisasm lists the SASS; the loop is the code between the K loop's label and
+its backward branch. Instructions per weight element = loop instructions x threads / (2 x BLOCK_N x BLOCK_K). Nothing
 runs: it reads what the compiler made (METHOD.md: "read what costs no device time"). The weights are loaded by
 pointers (W_TMA off): a tile launched with `weight_tma` compiles to other register counts (Qwen3's FP8 64 x 64 tile:
 176 here, 168 as launched on the H200, 2026-12-04), which `moe_config_sweep.py --registers` prints from the GPU.
