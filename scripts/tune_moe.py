@@ -2,7 +2,7 @@
 
 PYTHONPATH=src python3 scripts/tune_moe.py [--shapes gpt-oss-20b,gpt-oss-120b] [--format FMT] [--tokens 1,4,...]
                                            [--out DIR] [--grid small|full] [--block-m 16,64] [--quick]
-                                           [--min-gain 0.02]
+                                           [--min-gain 0.02] [--no-span]
 
 For each shape and token count T, each candidate BLOCK_M (the alignment's tile, shared by both GEMMs) gets
 its own alignment; then every candidate of GEMM 1 (gate_up + SwiGLU) and of GEMM 2 (down) is timed alone,
@@ -29,6 +29,10 @@ in the committed files. `--grid full`: the grid the gpt-oss MXFP4 files were tun
 GEMM 1 and GEMM 2 per decode-sized tile, 16 each per prefill tile). `--quick` (either grid): the column tile only,
 at the decode settings.
 `--block-m`: these tiles instead of the ones chosen from T.
+`--span` (default; `--no-span`: at T alone): every time is the mean of a call at T and one at the last T that will
+read T's key (`span_end`; the file's keys and the tuned ones), where that is above T, because a winner at T alone can
+lose over the key's range (Mixtral-8x7B NVFP4's key 65 on the H200, 2026-12-04 fourth session: the winner at T = 65
+alone made the 72-sequence decode step 0.5% slower, the winner over T = 65 and 72 made it 8.8% faster).
 Prints one line per (shape, format, T): the winning configs and their times, and the measured times of the pair in
 use and of the fallback configs for comparison.
 """
@@ -217,18 +221,35 @@ def _activations(x: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tensor 
     return quantize_fp8_per_token_group(x) if fmt == "fp8" else (x, None)
 
 
-def make_inputs(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator):
+def make_inputs(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, span_end: int | None = None):
     """SETS input sets: GEMM 1's activations [T, H], the routing (weights, ids) [T, k], GEMM 2's activations
     [T*k, I], each activation as (values, scales or None). Drawn in the order of before the formats, so a format
-    tuned then gets the same inputs."""
+    tuned then gets the same inputs. `span_end`: the second half of the sets has that many tokens instead (`--span`),
+    so that a graph replay's time is the mean of a call at T and one at span_end."""
     device, shape = ex.w1.device, ex.shape
+    counts = [tokens] * SETS if span_end is None else [tokens] * (SETS // 2) + [span_end] * (SETS - SETS // 2)
     xs, routes = [], []
-    for _ in range(SETS):
-        xs.append(_activations(torch.randn(tokens, shape.hidden, generator=g).to(torch.bfloat16).to(device), ex.fmt))
-        routes.append(route_ref(torch.randn(tokens, shape.experts, generator=g).to(device), top_k))
-    inter = [_activations(torch.randn(tokens * top_k, shape.inter, generator=g).to(torch.bfloat16).to(device), ex.fmt)
-             for _ in range(SETS)]
+    for t in counts:
+        xs.append(_activations(torch.randn(t, shape.hidden, generator=g).to(torch.bfloat16).to(device), ex.fmt))
+        routes.append(route_ref(torch.randn(t, shape.experts, generator=g).to(device), top_k))
+    inter = [_activations(torch.randn(t * top_k, shape.inter, generator=g).to(torch.bfloat16).to(device), ex.fmt)
+             for t in counts]
     return xs, routes, inter
+
+
+def span_end(tokens: int, keys) -> int | None:
+    """The last token count that reads key `tokens` of a table with these keys (`tokens` among them) under
+    `moe_kernel_config`'s nearest-key rule, where that is above `tokens`; None where the key serves no larger T or
+    is the table's last (which serves every larger T). `--span` times each T's candidates there too: Mixtral-8x7B
+    NVFP4's key 65 serves T = 65-72 on the H200, and its winner at T = 65 alone (16-row tiles, 13% faster than the
+    pair in use) made the model's 72-sequence decode step 0.5% slower (2026-12-04 fourth session)."""
+    keys = sorted(set(keys) | {tokens})
+    starts = moe_configs.nearest_key_starts(keys)
+    i = keys.index(tokens)
+    if i + 1 == len(keys):
+        return None
+    end = starts[i + 1] - 1
+    return end if end > tokens else None
 
 
 def gemm_runs(ex: ExpertSet, top_k: int, inputs, aligns):
@@ -297,13 +318,14 @@ def register_problems(ex: ExpertSet, block_m: int) -> tuple[str, str]:
 
 def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, grid: str = "small",
                 quick: bool = False, block_ms: list[int] | None = None,
-                in_use: tuple[MoEKernelConfig, MoEKernelConfig] | None = None):
+                in_use: tuple[MoEKernelConfig, MoEKernelConfig] | None = None, span_end: int | None = None):
     """The best (GEMM 1 + GEMM 2 seconds, GEMM 1 s, GEMM 2 s, config 1, config 2) over the tiles `block_ms`
     (default: `block_m_candidates`), the fallback configs' (GEMM 1 s, GEMM 2 s), and the same tuple as the best's for
     `in_use` (the pair the engine reads at T now, `in_use_pair`; GEMM 2 on GEMM 1's alignment, as `fused_moe` runs
-    them), or None where it was not given or did not run."""
+    them), or None where it was not given or did not run. `span_end`: every time is the mean of calls at T and at
+    span_end tokens (`make_inputs`); the tiles tried are T's."""
     shape = ex.shape
-    inputs = make_inputs(ex, top_k, tokens, g)
+    inputs = make_inputs(ex, top_k, tokens, g, span_end)
     ids_sets = [ids for _, ids in inputs[1]]
     fallback = moe_configs._fallback(tokens)
     fb1, fb2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, shape.experts, fallback.block_m) for ids in ids_sets])
@@ -391,6 +413,9 @@ def _parse_args() -> argparse.Namespace:
                         help="write a winner only where it beats the pair in use at T by more than this fraction "
                              f"(default {MIN_GAIN}: smaller gains did not show in the model)")
     parser.add_argument("--block-m", default=None, help="comma list of tiles to try at every T (default: from T)")
+    parser.add_argument("--span", action=argparse.BooleanOptionalAction, default=True,
+                        help="time each T's candidates, the pair in use and the fallback at T and at the last T that "
+                             "will read its key (the mean of the two; default), or at T alone (--no-span)")
     parser.add_argument("--quick", action="store_true",
                         help="few candidates: the column tile at the decode settings (with --tokens up to 64)")
     args = parser.parse_args()
@@ -434,9 +459,14 @@ def tune_shape(shape: str, args: argparse.Namespace, device: torch.device, name:
     arch = device_arch(device)
     # what the engine reads at each T (its files, not --out, which may be a copy or empty), before anything is written
     in_use = {tokens: in_use_pair(shape, fmt, name, arch, moe_configs.CONFIG_DIR, tokens) for tokens in args.tokens}
+    keys = set(args.tokens) | set(moe_configs.tuned_token_counts(spec.experts, 2 * spec.inter, spec.hidden, weights,
+                                                                 name, moe_configs.CONFIG_DIR, arch, proj="gate_up"))
     for tokens in args.tokens:
+        end = span_end(tokens, keys) if args.span else None
+        if end is not None:
+            print(f"{shape} {fmt} T={tokens}: each time the mean of T and T={end}, the last T its key serves")
         tuned, (f1, f2), used = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
-                                            block_ms=args.block_m, in_use=in_use[tokens])
+                                            block_ms=args.block_m, in_use=in_use[tokens], span_end=end)
         fallback = moe_configs._fallback(tokens)
         best = min(tuned, (f1 + f2, f1, f2, fallback, fallback), key=lambda r: r[0])
         total, t1, t2, c1, c2 = pick(best, used, args.min_gain)

@@ -7,7 +7,8 @@
 # 1. `make-checkpoint --preset PRESET --weights FMT --layers LAYERS` in the background (LAYERS: part of the model, so
 #    that it fits the 64 GB disk; the MoE's share of a step is a layer's, so a step's ratio carries over);
 # 2. `scripts/tune_moe.py --shapes PRESET --format FMT --tokens TOKENS` (a winner is written only where > 2% faster
-#    than the pair in use), the files into the tree;
+#    than the pair in use; each key over its range, `--span`; TUNE_ARGS adds options, e.g. "--no-span"), the files
+#    into the tree;
 # 3. `bench generate --num-prompts N --input-len 1000 --output-len 500` for each N of PROMPTS, the tuned tree and
 #    .ab/main in turns, up to 3 rounds, each started before ROUNDS_S seconds (default 420); the decode step's GPU
 #    median beside the tok/s.
@@ -31,6 +32,7 @@ rm -rf /tmp/moe-keys-* /tmp/gc-ab-*  # the disk holds 64 GB: the other device sc
   --overwrite > "$OUT/make.log" 2>&1; echo "checkpoint rc $?" >> "$OUT/make.log") &
 mkdir -p "$OUT/cfg" && cp src/quickmoe/kernels/configs/*.json "$OUT/cfg/"
 PYTHONPATH=src python3 scripts/tune_moe.py --shapes "$PRESET" --format "$FMT" --tokens "$TOKENS" --out "$OUT/cfg" \
+  ${TUNE_ARGS:-} \
   > "$OUT/tune.log" 2>&1
 echo "tune rc $? ($SECONDS s)"
 grep -o 'T=[0-9]*: gemm1 [0-9.]* us\|gemm2 [0-9.]* us\|in use [0-9. +]*us' "$OUT/tune.log"

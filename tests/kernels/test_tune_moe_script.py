@@ -126,6 +126,9 @@ def test_the_tile_option_takes_eight_rows_and_names_a_bad_tile(monkeypatch, caps
     monkeypatch.setattr("sys.argv", ["tune_moe.py", "--shapes", "gpt-oss-20b", "--tokens", "1,2", "--block-m", "8,16"])
     args = tuner._parse_args()
     assert args.block_m == [8, 16] and args.tokens == [1, 2]
+    assert args.span  # each key over its range by default (Mixtral NVFP4's H200 key 65: see `span_end`)
+    monkeypatch.setattr("sys.argv", ["tune_moe.py", "--shapes", "gpt-oss-20b", "--no-span"])
+    assert not tuner._parse_args().span
     monkeypatch.setattr("sys.argv", ["tune_moe.py", "--shapes", "gpt-oss-20b", "--block-m", "12"])
     with pytest.raises(SystemExit):
         tuner._parse_args()
@@ -225,7 +228,8 @@ def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp
     tuned = MoEKernelConfig(block_m=32, block_n=64, block_k=128, num_warps=4, num_stages=3)
     seen = []
 
-    def fake_tune_tokens(ex, top_k, tokens, g, *, grid, quick, block_ms, in_use):
+    def fake_tune_tokens(ex, top_k, tokens, g, *, grid, quick, block_ms, in_use, span_end):
+        assert span_end is None  # without --span
         seen.append((tokens, in_use))
         # T = 256: the pair in use faster; T = 128: the winner; T = 192: the winner 1% faster (under --min-gain);
         # T = 320: the fallback faster than the winner, which beat the pair in use (Mixtral bf16 at T = 128 on the
@@ -241,7 +245,7 @@ def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp
     out = tmp_path / "out"
     out.mkdir()
     args = argparse_namespace(tokens=[128, 256, 192, 320], out=str(out), grid="small", quick=False, block_m=None,
-                              format="fp8", min_gain=tuner.MIN_GAIN)
+                              format="fp8", min_gain=tuner.MIN_GAIN, span=False)
     tuner.tune_shape("qwen3-30b-a3b", args, torch.device("cpu"), "CPU-test")
     # the engine's files, read before anything was written
     assert seen == [(128, (middle, middle)), (256, (middle, middle)), (192, (middle, middle)),
@@ -264,6 +268,66 @@ def argparse_namespace(**kw):
     import argparse
 
     return argparse.Namespace(**kw)
+
+
+def test_span_end_is_the_last_t_that_reads_the_key():
+    """`span_end` against a naive loop over T with `moe_kernel_config`'s rule (the nearest key, ties to the smaller),
+    on random tables; Mixtral NVFP4's H200 key 65 serves T = 65-72 (key 80 next)."""
+    import random
+
+    tuner = _tuner()
+    rng = random.Random(11)
+    for _ in range(200):
+        keys = sorted(rng.sample(range(1, 300), rng.randint(1, 8)))
+        for key in keys:
+            readers = [t for t in range(1, 700) if min(keys, key=lambda k: (abs(k - t), k)) == key]
+            want = max(readers) if readers and key != keys[-1] and max(readers) > key else None
+            assert tuner.span_end(key, keys) == want, (keys, key)
+    assert tuner.span_end(65, [1, 16, 64, 80, 128]) == 72  # the key joins the table's keys
+    assert tuner.span_end(64, [1, 16, 64, 65, 80]) is None and tuner.span_end(8192, [1024, 8192]) is None
+
+
+def test_span_tunes_over_both_ends_of_the_key(monkeypatch, tmp_path):
+    """With --span, `tune_shape` hands `tune_tokens` the last T of each key (the engine's file's keys and the tuned
+    ones), and `make_inputs` draws half the input sets at T and half there; without it, every set at T. On the GPU
+    where there is one (the quantizer's CPU tensors failed there, 2026-12-04 fourth session)."""
+    import torch
+
+    from quickmoe.bench.moe_experts import MoEShape, make_experts
+
+    tuner = _tuner()
+    from quickmoe.kernels.moe_configs import config_file_name
+
+    config = MoEKernelConfig(block_m=64, block_n=128, block_k=128, num_warps=8, num_stages=3, group_m=8)
+    for n, k, proj in ((1536, 2048, "gate_up"), (2048, 768, "down")):
+        (tmp_path / config_file_name(128, n, k, "fp8", "CPU-test", proj)).write_text(json.dumps(
+            {"65": tuner._as_dict(config), "1024": tuner._as_dict(config)}))
+    ends = {}
+
+    def fake_tune_tokens(ex, top_k, tokens, g, *, grid, quick, block_ms, in_use, span_end):
+        ends[tokens] = span_end
+        return (2e-4, 1e-4, 1e-4, config, config), (5e-4, 5e-4), None
+
+    monkeypatch.setattr(tuner, "tune_tokens", fake_tune_tokens)
+    monkeypatch.setattr(tuner.moe_configs, "CONFIG_DIR", tmp_path)
+    monkeypatch.setattr(tuner, "make_experts", lambda spec, fmt, device, g: None)
+    for span, want in ((True, {128: 192, 256: 640, 1024: None}), (False, {128: None, 256: None, 1024: None})):
+        args = argparse_namespace(tokens=[128, 256, 1024], out=str(tmp_path / "out"), grid="small", quick=False,
+                                  block_m=None, format="fp8", min_gain=tuner.MIN_GAIN, span=span)
+        (tmp_path / "out").mkdir(exist_ok=True)
+        tuner.tune_shape("qwen3-30b-a3b", args, torch.device("cpu"), "CPU-test")
+        assert ends == want
+
+    g = torch.Generator().manual_seed(3)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # FP8 activations: a Triton quantizer
+    ex = make_experts(MoEShape(hidden=256, inter=128, experts=4, top_k=2, activation="silu"), "fp8", device, g)
+    xs, routes, inter = tuner.make_inputs(ex, 2, 5, g, span_end=9)
+    half = tuner.SETS // 2
+    assert [x.shape[0] for x, _ in xs] == [5] * half + [9] * (tuner.SETS - half)
+    assert [ids.shape for _, ids in routes] == [(5, 2)] * half + [(9, 2)] * (tuner.SETS - half)
+    assert [a.shape[0] for a, _ in inter] == [10] * half + [18] * (tuner.SETS - half)
+    xs, _, _ = tuner.make_inputs(ex, 2, 5, g)
+    assert [x.shape[0] for x, _ in xs] == [5] * tuner.SETS
 
 
 def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
