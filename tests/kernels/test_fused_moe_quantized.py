@@ -355,6 +355,9 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     # 2026-12-04 (third session): Qwen3 NVFP4's key 8,192 (256-row transposed tiles on 8 warps; T = 5,121-8,192) and
     # Mixtral FP8's key 65 (32-row tiles, GEMM 2 transposed; T = 65-72)
     ("qwen3-30b-a3b", "nvfp4", 6000), ("mixtral-8x7b", "fp8", 70),
+    # 2026-12-04 (fourth session): Mixtral NVFP4's key 65 (32-row transposed tiles on 2 warps, K steps of 256;
+    # T = 65-72), tuned over its range (`tune_moe.py --span`)
+    ("mixtral-8x7b", "nvfp4", 72),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
