@@ -407,6 +407,37 @@ def test_untuned_runs_are_the_ts_that_read_entries_equal_to_the_fallback(tmp_pat
     assert script.untuned_runs(8, 64, 32, "fp8", "test GPU", "gate_up", 50, tmp_path) == [(13, 44, 24), (45, 50, 64)]
 
 
+def test_outgrown_runs_are_the_keys_whose_run_ends_in_more_tiles_an_expert(tmp_path):
+    """scripts/untuned_moe_keys.py --outgrown: a key is listed where an expert's mean rows fit its entry's tile at
+    the key and not at the last T that reads it (moe_kernel_config's choice, checked at every T). Mixtral NVFP4's
+    H200 key 65 as it was (16-row tiles, T = 65-72, 8 experts top-2: 16.2 -> 18 rows) is not: its mean was past the
+    tile at the key already."""
+    from quickmoe.kernels.moe_configs import config_file_name, moe_kernel_config
+
+    script = _script("untuned_moe_keys")
+    tile = {m: MoEKernelConfig(block_m=m, block_n=32, block_k=128, num_warps=2, num_stages=3, swap_ab=m < 16)
+            for m in (8, 16, 32, 64, 128)}
+    table = {1: tile[8], 16: tile[8], 64: tile[16], 65: tile[16], 80: tile[32], 256: tile[64], 512: tile[128]}
+    name = config_file_name(8, 64, 32, "nvfp4", "test GPU", "gate_up")
+    (tmp_path / name).write_text(json.dumps({str(t): dataclasses.asdict(c) for t, c in table.items()}))
+    runs = script.outgrown_runs(8, 2, 64, 32, "nvfp4", "test GPU", "gate_up", 700, tmp_path)
+    want = []
+    readers = {}
+    for t in range(1, 701):  # the naive loop: which key each T reads, then each key's last reader
+        key = min(table, key=lambda k: (abs(k - t), k))
+        assert moe_kernel_config(8, 64, 32, "nvfp4", "test GPU", t, tmp_path, proj="gate_up") == table[key]
+        readers.setdefault(key, []).append(t)
+    for key, ts in sorted(readers.items()):
+        rows = [t * 2 / min(8, t * 2) for t in (key, ts[-1])]
+        if rows[0] <= table[key].block_m < rows[1]:
+            want.append((ts[0], ts[-1], key, table[key].block_m))
+    assert runs == want and (9, 40, 16, 8) in runs and (385, 700, 512, 128) in runs  # 128 -> 175 rows (cut at 700)
+    assert all(r[2] not in (1, 64, 65) for r in runs)  # key 64's run ends at 64; key 65's 16.2 rows are past 16
+    assert script.outgrown_runs(8, 2, 64, 32, "nvfp4", "test GPU", "down", 700, tmp_path) == []  # no table
+    assert script.tokens_to_tune([r[:3] for r in runs]) == sorted({r[2] for r in runs} | {
+        1 << i for a, b, _, _ in runs for i in range(11) if a <= 1 << i <= b})
+
+
 def test_the_tokens_to_tune_cover_each_untuned_run():
     """Each run's key, and the powers of two inside the run; a shape with no table gets every power of two up to the
     largest size."""
