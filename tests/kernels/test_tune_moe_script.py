@@ -84,6 +84,17 @@ def test_a_candidate_whose_output_is_wrong_is_never_chosen(monkeypatch):
     monkeypatch.setattr(tuner, "graph_seconds", fake_graph_seconds)
     assert tuner.best_of([fast_wrong, slow_right], run, reference) == (2e-6, slow_right)
     assert tuner.best_of([fast_wrong, slow_right], run, None) == (1e-6, fast_wrong)  # no reference: time only
+    # --span checks the input sets at both T: a tile right at T and wrong at the run's end loses
+    at_end = torch.randn(24, 40, generator=g)
+    by_set = {(fast_wrong, 0): reference, (fast_wrong, 7): at_end + torch.randn(24, 40, generator=g),
+              (slow_right, 0): reference, (slow_right, 7): at_end}
+
+    def run_by_set(i, config):
+        timed_configs.append(config)
+        return by_set[(config, i)]
+
+    assert tuner.best_of([fast_wrong, slow_right], run_by_set, {0: reference, 7: at_end}) == (2e-6, slow_right)
+    assert tuner.best_of([fast_wrong, slow_right], run_by_set, {0: reference}) == (1e-6, fast_wrong)
     outputs[slow_right] = torch.full_like(reference, float("nan"))
     with pytest.raises(RuntimeError, match="matched the fallback"):
         tuner.best_of([fast_wrong, slow_right], run, reference)
