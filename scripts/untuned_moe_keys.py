@@ -34,27 +34,34 @@ SERVED = ("gpt-oss-20b", "gpt-oss-120b", "gpt-oss-20b-tp2", "gpt-oss-120b-tp2", 
 KERNEL_WEIGHTS = {"mxfp4": "mxfp4", "bf16": "dense", "fp8": "fp8", "nvfp4": "nvfp4"}  # format -> the files' name
 
 
-def untuned_runs(experts: int, n: int, k: int, weights: str, device: str, proj: str, max_tokens: int,
-                 config_dir: Path = moe_configs.CONFIG_DIR) -> list[tuple[int, int, int | None]]:
-    """(first T, last T, key) for each run of T in 1..max_tokens whose GEMM reads an untuned entry: key None where
-    no table serves the shape (the fallback at every T)."""
+def key_runs(experts: int, n: int, k: int, weights: str, device: str, proj: str, max_tokens: int,
+             config_dir: Path = moe_configs.CONFIG_DIR):
+    """(key, its entry, first T, last T) for each key of the table `moe_kernel_config` reads for this GEMM, whose run
+    of T in 1..max_tokens is not empty; None where no table serves the shape."""
     arch = moe_configs.TUNED_DEVICE_ARCH.get(device)
     path = moe_configs._config_file(experts, n, k, weights, device, arch, config_dir, proj)
     table = moe_configs._load(path) if path is not None else None
     if not table:
-        return [(1, max_tokens, None)]
+        return None
     keys = sorted(table)
     starts = moe_configs.nearest_key_starts(keys)
-    runs = []
-    for i, (key, start) in enumerate(zip(keys, starts)):
-        end = min(starts[i + 1] - 1 if i + 1 < len(keys) else max_tokens, max_tokens)
-        if start <= end and _untuned(table[key], key, proj):
-            runs.append((start, end, key))
-    return runs
+    ends = [min(start - 1, max_tokens) for start in starts[1:]] + [max_tokens]
+    return [(key, table[key], start, end) for key, start, end in zip(keys, starts, ends) if start <= end]
+
+
+def untuned_runs(experts: int, n: int, k: int, weights: str, device: str, proj: str, max_tokens: int,
+                 config_dir: Path = moe_configs.CONFIG_DIR) -> list[tuple[int, int, int | None]]:
+    """(first T, last T, key) for each run of T in 1..max_tokens whose GEMM reads an untuned entry: key None where
+    no table serves the shape (the fallback at every T)."""
+    runs = key_runs(experts, n, k, weights, device, proj, max_tokens, config_dir)
+    if runs is None:
+        return [(1, max_tokens, None)]
+    return [(start, end, key) for key, config, start, end in runs if _untuned(config, key, proj)]
 
 
 def mean_rows(tokens: int, top_k: int, experts: int) -> float:
-    """Rows an expert that gets any takes on average at T tokens (random routing): T * k over the experts hit."""
+    """Rows an expert that gets any takes on average at T tokens (random routing): T * k over the experts hit (the
+    same estimate as `tune_moe.block_m_candidates`)."""
     return tokens * top_k / min(experts, tokens * top_k)
 
 
@@ -68,20 +75,9 @@ def outgrown_runs(experts: int, top_k: int, n: int, k: int, weights: str, device
     not catch every trap: Mixtral-8x7B NVFP4's H200 key 65 held a 16-row tile for T = 65-72, already past the mean
     at the key (16.2 rows; 18 at T = 72), and the 72-sequence decode step was 0.5% slower with it; re-tuned over
     the run the key was 8.8% faster (2026-12-04 fourth session)."""
-    arch = moe_configs.TUNED_DEVICE_ARCH.get(device)
-    path = moe_configs._config_file(experts, n, k, weights, device, arch, config_dir, proj)
-    table = moe_configs._load(path) if path is not None else None
-    if not table:
-        return []
-    keys = sorted(table)
-    starts = moe_configs.nearest_key_starts(keys)
-    runs = []
-    for i, (key, start) in enumerate(zip(keys, starts)):
-        last = min(starts[i + 1] - 1 if i + 1 < len(keys) else max_tokens, max_tokens)
-        block_m = table[key].block_m
-        if start <= last and mean_rows(key, top_k, experts) <= block_m < mean_rows(last, top_k, experts):
-            runs.append((start, last, key, block_m))
-    return runs
+    runs = key_runs(experts, n, k, weights, device, proj, max_tokens, config_dir) or []
+    return [(start, end, key, config.block_m) for key, config, start, end in runs
+            if mean_rows(key, top_k, experts) <= config.block_m < mean_rows(end, top_k, experts)]
 
 
 def _untuned(config: moe_configs.MoEKernelConfig, key: int, proj: str) -> bool:
