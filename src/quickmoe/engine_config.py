@@ -49,7 +49,7 @@ class EngineConfig:
     every decode step has a graph). The buckets up to `cuda_graphs_startup_max` (8) are captured at start-up, larger
     ones when a step first needs them or while the server is idle (max_num_seqs or more: all at start-up).
     With graphs on, steps that carry prompt tokens (prefills, and prompt chunks beside decode rows) of up to
-    `cuda_graphs_prefill_tokens` tokens (2048; 0: none) over any number of sequences replay graphs too, of
+    `cuda_graphs_prefill_tokens` tokens (8192; 0: none) over any number of sequences replay graphs too, of
     token-count and sequence-count buckets, captured only while the server is idle (executor/prefill_graphs.py):
     run eagerly, such a step is bound by the host's kernel launches, not by the GPU.
     `kernel_precompile`: "auto" (the default) compiles the Triton kernels that start-up and the idle work will launch
@@ -85,7 +85,7 @@ class EngineConfig:
     cuda_graphs: str = "auto"
     cuda_graph_sizes: tuple[int, ...] | None = None
     cuda_graphs_startup_max: int = 8
-    cuda_graphs_prefill_tokens: int = 2048
+    cuda_graphs_prefill_tokens: int = 8192
     kernel_precompile: str = "auto"
     block_size: int = 16
     kv_cache_layout: str = "head-major"

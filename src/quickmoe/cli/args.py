@@ -94,10 +94,10 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda-graphs-startup-max", type=int, default=8, metavar="N",
                    help="capture the buckets up to N at start-up, the larger ones when a step first needs them or "
                    "while the server is idle (default 8; --max-num-seqs or more: all at start-up)")
-    g.add_argument("--cuda-graphs-prefill-tokens", type=int, default=2048, metavar="N",
+    g.add_argument("--cuda-graphs-prefill-tokens", type=int, default=8192, metavar="N",
                    help="with CUDA graphs, steps with prompt tokens (up to N tokens, any number of sequences) replay "
-                   "graphs too, captured while the server is idle; they run eagerly until then (default 2048; "
-                   "0: prompt steps always run eagerly)")
+                   "graphs too, captured while the server is idle; they run eagerly until then (default 8192, "
+                   "at most --max-num-batched-tokens; 0: prompt steps always run eagerly)")
     g.add_argument("--kernel-precompile", default="auto", choices=("auto", "off"),
                    help="auto (the default): on an empty or stale kernel cache, compile the Triton kernels that "
                    "start-up and the warm-up will launch in worker processes side by side first (as many as the "
