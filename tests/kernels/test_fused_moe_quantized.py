@@ -358,6 +358,9 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     # 2026-12-04 (fourth session): Mixtral NVFP4's key 65 (32-row transposed tiles on 2 warps, K steps of 256;
     # T = 65-72), tuned over its range (`tune_moe.py --span`)
     ("mixtral-8x7b", "nvfp4", 72),
+    # 2026-12-04 (fifth session): Qwen3's key 512 (T = 321-768 for NVFP4, 385-768 for FP8): the fallback's 64-row
+    # tiles for NVFP4, 64-row tiles with the weights by TMA for FP8
+    ("qwen3-30b-a3b", "nvfp4", 500), ("qwen3-30b-a3b", "fp8", 500),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
