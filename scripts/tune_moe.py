@@ -32,7 +32,10 @@ at the decode settings.
 `--span` (default; `--no-span`: at T alone): every time is the mean of a call at T and one at the last T that will
 read T's key (`span_end`; the file's keys and the tuned ones), where that is above T, because a winner at T alone can
 lose over the key's range (Mixtral-8x7B NVFP4's key 65 on the H200, 2026-12-04 fourth session: the winner at T = 65
-alone made the 72-sequence decode step 0.5% slower, the winner over T = 65 and 72 made it 8.8% faster).
+alone made the 72-sequence decode step 0.5% slower, the winner over T = 65 and 72 made it 8.8% faster). The finalists
+(the winner, the fallback, the pair in use) are then timed at each end apart, and a winner more than 1% slower than
+the pair in use at T itself is not written (`guard_key`: the mean hid such a loss at Qwen3 NVFP4's key 256 on the
+H200, 2026-12-04 fifth session); the line names both ends' times.
 Prints one line per (shape, format, T): the winning configs and their times, and the measured times of the pair in
 use and of the fallback configs for comparison.
 """
@@ -65,6 +68,7 @@ CALLS = 16  # calls per graph replay
 GRIDS = ("small", "full")
 FOUR_BIT = ("mxfp4", "nvfp4")  # two weights per byte: K steps of 64 won at prefill tiles
 MIN_GAIN = 0.02  # `pick`: a winner must beat the pair in use by more than this fraction of its time
+KEY_TOLERANCE = 0.01  # `--span`: a winner may be at most this fraction slower than the pair in use at T itself
 DECODE_K = 256  # deep K steps for decode-sized tiles: 256 won in every committed file (FP8: see `_configs`)
 # K in parts (`MoEKernelConfig.split_k`) is tried up to this token count, in these part counts: on the H200 2 parts
 # won at T = 1 (gpt-oss's GEMMs 9-11%), 4 parts Mixtral's GEMM 2 (K = 14,336) at T = 1 and 2 (10-35%); from T = 2 on
@@ -367,7 +371,26 @@ def tune_tokens(ex: ExpertSet, top_k: int, tokens: int, g: torch.Generator, *, g
             print(f"  the entry in use ({u1}, {u2}): not timed ({exc})")
     if not results:
         raise RuntimeError(f"T={tokens}: no tile of {tiles} had a candidate that ran and matched the fallback config")
-    return min(results, key=lambda r: r[0]), (f1, f2), used
+    best = min(results, key=lambda r: r[0])
+    ends = None
+    if span_end is not None:  # the finalists at each end apart (`guard_key`); all of them ran and matched above
+        pairs = [best[3:], (fallback, fallback)] + ([used[3:]] if used is not None else [])
+        ends = {pair: pair_seconds_at_ends(ex, top_k, inputs, ids_sets, *pair) for pair in dict.fromkeys(pairs)}
+    return best, (f1, f2), used, ends
+
+
+def pair_seconds_at_ends(ex: ExpertSet, top_k: int, inputs, ids_sets, c1: MoEKernelConfig, c2: MoEKernelConfig
+                         ) -> tuple[float, float]:
+    """GEMM 1 + GEMM 2 seconds of the pair (GEMM 2 on GEMM 1's alignment) over the input sets at T (the first half,
+    `make_inputs`) and over those at span_end (the second half), each timed apart."""
+    gemm1, gemm2 = gemm_runs(ex, top_k, inputs, [moe_align(ids, ex.shape.experts, c1.block_m) for ids in ids_sets])
+    half = SETS // 2
+
+    def seconds(first: int, count: int) -> float:
+        return (graph_seconds(lambda i: gemm1(first + i, c1), count)
+                + graph_seconds(lambda i: gemm2(first + i, c2), count))
+
+    return seconds(0, half), seconds(half, SETS - half)
 
 
 def in_use_pair(shape: str, fmt: str, device_name: str, arch: str | None, config_dir: Path,
@@ -392,6 +415,24 @@ def pick(tuned: tuple, used: tuple | None, min_gain: float = 0.0) -> tuple:
     session), and writing that would have slowed the model. Winners 0.4-1% faster alone (Mixtral FP8 at T = 32, Qwen3
     bf16 at 96 and 128; fifth session) ran level in the model: a gain that small is the timing's noise."""
     return used if used is not None and used[0] <= tuned[0] * (1.0 + min_gain) else tuned
+
+
+def guard_key(chosen: tuple, used: tuple | None, ends: dict | None, tolerance: float = KEY_TOLERANCE
+              ) -> tuple[tuple, str]:
+    """(what to write, why it is the pair in use or ""): with `--span` (`ends`: each finalist pair's seconds at T and
+    at span_end, `pair_seconds_at_ends`) a winner over the mean of both ends is written only where it is at most
+    `tolerance` slower than the pair in use at T itself. A key's T is a size steps hit exactly (decode batches of
+    powers of two and of the graph buckets), and the mean can hide a loss there: Qwen3-30B-A3B NVFP4's key 256 on
+    the H200 took the fallback's 64-row tiles over T = 256 and 384 (7% faster on the mean than key 128's 16-row
+    pair), and the 256-sequence decode step got 2.4-3.6% slower (2026-12-04 fifth session). Such a key wants two
+    entries: the hint names the end where the winner gains, to tune as a key of its own."""
+    if ends is None or used is None or chosen[3:] == used[3:]:
+        return chosen, ""
+    (won_at_t, won_at_end), (used_at_t, used_at_end) = ends[chosen[3:]], ends[used[3:]]
+    if won_at_t <= used_at_t * (1.0 + tolerance):
+        return chosen, ""
+    return used, (f" (the entry in use: the winner was {won_at_t / used_at_t - 1:.1%} slower at T itself and "
+                  f"{1 - won_at_end / used_at_end:.1%} faster at the key's last T; tune a key between them)")
 
 
 def _as_dict(config: MoEKernelConfig) -> dict:
@@ -473,18 +514,22 @@ def tune_shape(shape: str, args: argparse.Namespace, device: torch.device, name:
         end = span_end(tokens, keys) if args.span else None
         if end is not None:
             print(f"{shape} {fmt} T={tokens}: each time the mean of T and T={end}, the last T its key serves")
-        tuned, (f1, f2), used = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
-                                            block_ms=args.block_m, in_use=in_use[tokens], span_end=end)
+        tuned, (f1, f2), used, ends = tune_tokens(ex, spec.top_k, tokens, g, grid=args.grid, quick=args.quick,
+                                                  block_ms=args.block_m, in_use=in_use[tokens], span_end=end)
         fallback = moe_configs._fallback(tokens)
         best = min(tuned, (f1 + f2, f1, f2, fallback, fallback), key=lambda r: r[0])
-        total, t1, t2, c1, c2 = pick(best, used, args.min_gain)
+        picked = pick(best, used, args.min_gain)
+        (total, t1, t2, c1, c2), guarded = guard_key(picked, used, ends)
         table1[str(tokens)], table2[str(tokens)] = _as_dict(c1), _as_dict(c2)
-        kept = (f" (the entry in use: no candidate was more than {args.min_gain:.0%} faster)"
+        kept = (guarded or f" (the entry in use: no candidate was more than {args.min_gain:.0%} faster)"
                 if (c1, c2) != best[3:] else " (the fallback: faster than every candidate)" if best is not tuned
                 else "")
         in_use_text = f" | in use {used[1] * 1e6:.1f} + {used[2] * 1e6:.1f} us" if used is not None else ""
+        ends_text = "".join(f" | {label} at T / T={end}: {ends[pair][0] * 1e6:.1f} / {ends[pair][1] * 1e6:.1f} us"
+                            for label, pair in (("winner", best[3:]), ("in use", used[3:] if used else None))
+                            if ends is not None and pair in ends)
         print(f"{shape} {fmt} T={tokens}: gemm1 {t1 * 1e6:.1f} us {_as_dict(c1)} | gemm2 {t2 * 1e6:.1f} us "
-              f"{_as_dict(c2)}{kept}{in_use_text} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us", flush=True)
+              f"{_as_dict(c2)}{kept}{in_use_text} | fallback {f1 * 1e6:.1f} + {f2 * 1e6:.1f} us{ends_text}", flush=True)
         for (n, k, proj), table in (((2 * spec.inter, spec.hidden, "gate_up"), table1),
                                     ((spec.hidden, spec.inter, "down"), table2)):
             _write(Path(args.out) / config_file_name(spec.experts, n, k, weights, name, proj), table)

@@ -248,7 +248,7 @@ def test_the_pair_in_use_is_written_where_no_candidate_beats_it(monkeypatch, tmp
         used_seconds = {256: 1.0e-4, 128: 3.0e-4, 192: 2.02e-4, 320: 3.0e-4}[tokens]
         fallback_seconds = (0.9e-4, 0.9e-4) if tokens == 320 else (5e-4, 5e-4)
         return ((2.0e-4, 1.2e-4, 0.8e-4, tuned, tuned), fallback_seconds,
-                (used_seconds, used_seconds / 2, used_seconds / 2, *in_use))
+                (used_seconds, used_seconds / 2, used_seconds / 2, *in_use), None)
 
     monkeypatch.setattr(tuner, "tune_tokens", fake_tune_tokens)
     monkeypatch.setattr(tuner.moe_configs, "CONFIG_DIR", tmp_path)  # the engine's files; --out is elsewhere, empty
@@ -317,7 +317,7 @@ def test_span_tunes_over_both_ends_of_the_key(monkeypatch, tmp_path):
 
     def fake_tune_tokens(ex, top_k, tokens, g, *, grid, quick, block_ms, in_use, span_end):
         ends[tokens] = span_end
-        return (2e-4, 1e-4, 1e-4, config, config), (5e-4, 5e-4), None
+        return (2e-4, 1e-4, 1e-4, config, config), (5e-4, 5e-4), None, None
 
     monkeypatch.setattr(tuner, "tune_tokens", fake_tune_tokens)
     monkeypatch.setattr(tuner.moe_configs, "CONFIG_DIR", tmp_path)
@@ -371,8 +371,9 @@ def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
     ex = make_experts(MoEShape(hidden=256, inter=128, experts=4, top_k=2, activation="silu"), "fp8", device, g)
     in_use = (MoEKernelConfig(block_m=8, block_n=32, block_k=128, num_warps=2, num_stages=3, swap_ab=True),
               MoEKernelConfig(block_m=8, block_n=64, block_k=128, num_warps=2, num_stages=3, swap_ab=True))
-    best, fallback, used = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[16], in_use=in_use)
+    best, fallback, used, ends = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[16], in_use=in_use)
     assert used is not None and used[3:] == in_use and used[0] == pytest.approx(used[1] + used[2]) and used[0] > 0
+    assert ends is None  # without span_end
     assert best[3].block_m == 16 and aligned[-tuner.SETS:] == [8] * tuner.SETS
 
     # a tile none of whose candidates runs (Mixtral bf16's 256 rows at T = 512 on the H200: too much shared memory)
@@ -385,7 +386,7 @@ def test_tune_tokens_times_the_pair_in_use_on_its_own_alignment(monkeypatch):
         return real_best_of(candidates, run, reference)
 
     monkeypatch.setattr(tuner, "best_of", no_32_row_tile)
-    best, _, _ = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[32, 16])
+    best, _, _, _ = tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[32, 16])
     assert best[3].block_m == 16 and best[4].block_m == 16
     with pytest.raises(RuntimeError, match=r"T=4: no tile of \[32\] had a candidate"):
         tuner.tune_tokens(ex, 2, 4, g, quick=True, block_ms=[32])
@@ -458,3 +459,96 @@ def test_the_tokens_to_tune_cover_each_untuned_run():
     assert script.tokens_to_tune([(1, 100, None)]) == [1, 2, 4, 8, 16, 32, 64]
     assert script.tokens_to_tune([(3073, 4000, 4096)]) == [4096]  # a run cut by --max-tokens: its key still
     assert script.tokens_to_tune([]) == []
+
+
+def test_span_times_the_finalists_at_each_end_apart(monkeypatch):
+    """With span_end, `tune_tokens` times the winner, the fallback pair and the pair in use over the input sets at T
+    (the first half) and over those at span_end (the second half) apart: a stand-in timing that charges 1 for a set at
+    T and 3 for one at span_end must read 2 and 6 for each pair (two GEMMs); a timing of both from the first half (a
+    planted slip) reads 2 and 2."""
+    import statistics
+
+    import torch
+
+    from quickmoe.bench.moe_experts import MoEShape, make_experts
+
+    tuner = _tuner()
+    half = tuner.SETS // 2
+    seen: list[int] = []
+    out = torch.linspace(1.0, 2.0, 12)
+
+    def fake_gemm_runs(ex, top_k, inputs, aligns):
+        assert [x.shape[0] for x, _ in inputs[0]] == [5] * half + [9] * (tuner.SETS - half)
+
+        def run(i, config):
+            seen.append(i)
+            return out
+        return run, run
+
+    def charged_seconds(fn, sets):
+        seen.clear()
+        for i in range(sets):
+            fn(i)
+        return statistics.mean(1.0 if i < half else 3.0 for i in seen)
+
+    monkeypatch.setattr(tuner, "gemm_runs", fake_gemm_runs)
+    monkeypatch.setattr(tuner, "moe_align", lambda ids, experts, block_m: None)
+    monkeypatch.setattr(tuner, "graph_seconds", charged_seconds)
+    g = torch.Generator().manual_seed(7)
+    ex = make_experts(MoEShape(hidden=256, inter=128, experts=4, top_k=2, activation="silu"), "bf16",
+                      torch.device("cpu"), g)
+    in_use = (MoEKernelConfig(block_m=16, block_n=32, block_k=64, num_warps=2, num_stages=3),) * 2
+    best, _, used, ends = tuner.tune_tokens(ex, 2, 5, g, quick=True, block_ms=[16], in_use=in_use, span_end=9)
+    fallback = tuner.moe_configs._fallback(5)
+    assert set(ends) == {best[3:], (fallback, fallback), in_use}
+    assert all(times == (2.0, 6.0) for times in ends.values()), ends
+
+
+def test_a_span_winner_slower_at_the_key_itself_is_not_written(monkeypatch, tmp_path, capsys):
+    """`guard_key`: a winner over the mean of T and the key's last T that is more than 1% slower than the pair in use
+    at T itself is not written (Qwen3 NVFP4's key 256 on the H200: 7% faster on the mean, its 256-sequence decode step
+    2.4-3.6% slower); one within 1% is. Through `tune_shape` with `tune_tokens` stubbed: T = 256's winner is 10% slower
+    at T and 31% faster at its last T, so the pair in use is written and the line says why; T = 128's is 0.5% slower
+    at T, so it is written."""
+    import torch
+
+    tuner = _tuner()
+    from quickmoe.kernels.moe_configs import config_file_name
+
+    middle = MoEKernelConfig(block_m=16, block_n=32, block_k=256, num_warps=2, num_stages=3, swap_ab=True)
+    tuned = MoEKernelConfig(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=3, group_m=8)
+    for n, k, proj in ((1536, 2048, "gate_up"), (2048, 768, "down")):
+        (tmp_path / config_file_name(128, n, k, "nvfp4", "CPU-test", proj)).write_text(json.dumps(
+            {"128": tuner._as_dict(middle), "1024": tuner._as_dict(tuned)}))
+
+    def fake_tune_tokens(ex, top_k, tokens, g, *, grid, quick, block_ms, in_use, span_end):
+        assert span_end is not None and in_use == (middle, middle)
+        won_at_t = {256: 1.1e-4, 128: 1.005e-4}[tokens]
+        ends = {(tuned, tuned): (won_at_t, 0.9e-4), in_use: (1.0e-4, 1.3e-4)}
+        return ((2.0e-4, 1.2e-4, 0.8e-4, tuned, tuned), (5e-4, 5e-4), (2.3e-4, 1.2e-4, 1.1e-4, *in_use), ends)
+
+    monkeypatch.setattr(tuner, "tune_tokens", fake_tune_tokens)
+    monkeypatch.setattr(tuner.moe_configs, "CONFIG_DIR", tmp_path)
+    monkeypatch.setattr(tuner, "make_experts", lambda spec, fmt, device, g: None)
+    out = tmp_path / "out"
+    out.mkdir()
+    args = argparse_namespace(tokens=[256, 128], out=str(out), grid="small", quick=False, block_m=None,
+                              format="nvfp4", min_gain=tuner.MIN_GAIN, span=True)
+    tuner.tune_shape("qwen3-30b-a3b", args, torch.device("cpu"), "CPU-test")
+    for n, k, proj in ((1536, 2048, "gate_up"), (2048, 768, "down")):
+        table = json.loads((out / config_file_name(128, n, k, "nvfp4", "CPU-test", proj)).read_text())
+        assert MoEKernelConfig(**table["256"]) == middle and MoEKernelConfig(**table["128"]) == tuned
+    printed = capsys.readouterr().out
+    line = next(text for text in printed.splitlines() if "T=256: gemm1" in text)
+    assert "10.0% slower at T itself and 30.8% faster" in line and "in use at T / T=" in line
+
+    chosen = (2.0, 1.0, 1.0, tuned, tuned)
+    used = (2.3, 1.2, 1.1, middle, middle)
+    ends = {(tuned, tuned): (1.0, 0.8), (middle, middle): (0.98, 1.5)}
+    kept, why = tuner.guard_key(chosen, used, ends)  # 2.0% slower at T: over the 1% tolerance
+    assert kept == used and "2.0% slower at T itself and 46.7% faster" in why
+    assert tuner.guard_key(chosen, used, ends, tolerance=0.03) == (chosen, "")
+    ends[(middle, middle)] = (0.995, 1.5)
+    assert tuner.guard_key(chosen, used, ends) == (chosen, "")
+    assert tuner.guard_key(chosen, None, ends) == (chosen, "") and tuner.guard_key(chosen, used, None) == (chosen, "")
+    assert tuner.guard_key(used, used, ends) == (used, "")
