@@ -361,6 +361,12 @@ def test_quantized_experts_bf16_on_the_gpu(fmt):
     # 2026-12-04 (fifth session): Qwen3's key 512 (T = 321-768 for NVFP4, 385-768 for FP8): the fallback's 64-row
     # tiles for NVFP4, 64-row tiles with the weights by TMA for FP8
     ("qwen3-30b-a3b", "nvfp4", 500), ("qwen3-30b-a3b", "fp8", 500),
+    # 2026-12-05 (second session): the H100's gpt-oss files tuned on the H100 for the first time since 2026-11-24:
+    # 8-row transposed tiles at T = 1-16 (K in 2 parts at T = 1), register-operand tiles at keys 64-512 (20b)
+    ("gpt-oss-20b", "mxfp4", 1), ("gpt-oss-20b", "mxfp4", 2), ("gpt-oss-20b", "mxfp4", 4),
+    ("gpt-oss-20b", "mxfp4", 8), ("gpt-oss-20b", "mxfp4", 16), ("gpt-oss-20b", "mxfp4", 32),
+    ("gpt-oss-20b", "mxfp4", 64), ("gpt-oss-20b", "mxfp4", 128), ("gpt-oss-20b", "mxfp4", 200),
+    ("gpt-oss-20b", "mxfp4", 500), ("gpt-oss-120b", "mxfp4", 2), ("gpt-oss-120b", "mxfp4", 16),
 ])
 def test_the_shipped_tuned_configs_compute_the_reference(shape, fmt, num_tokens):
     """The device's tuned tables for these shapes (kernels/configs/: BLOCK_M 128 with one warpgroup for FP8's GEMM 1,
