@@ -116,8 +116,9 @@ def test_the_launch_policy_keeps_a_rows_tiles_at_every_batch_size():
 
 def test_the_h200_takes_two_warps_for_a_full_layer_at_every_batch_size():
     """gpt-oss's 8 KV heads on the H200's full layers: 2 warps, 4 stages at batch 1 and beyond 64 sequences, 6 at 2-64
-    but 8 at 32-47 (one split of 256-383 programs); the H100's rule (any other GPU's too): 4 warps, 2 stages at
-    batch 1, 3 stages with the KV heads on the fastest axis at 2-64 sequences, 2 warps and 4 stages beyond; a
+    but 8 at 32-47 (one split of 256-383 programs); the H100's rule (any other GPU's too, since 2026-12-05): 2
+    warps with the KV heads on the fastest axis at every batch size, 4 stages up to 23 sequences, 8 at 24-31 (one
+    split of 192-255 programs), 6 at 32-64, 4 beyond; a
     sliding layer on the H200 2 warps with the KV heads on the fastest axis, 6 stages up to 32 sequences (256
     programs), 4 beyond. Heads of 128 (Qwen3, Mixtral) on the H200: the H100's 4 warps with 4
     stages and the KV heads on the fastest axis above 8 programs (no bit changes); the H100's rule 4 warps, 2
@@ -129,8 +130,11 @@ def test_the_h200_takes_two_warps_for_a_full_layer_at_every_batch_size():
                         (64, DecodeLaunchConfig(64, 2, 6, True)), (65, DecodeLaunchConfig(64, 2, 4, True)),
                         (256, DecodeLaunchConfig(64, 2, 4, True))):
         assert decode_launch_config(batch, 8, 64, 0, h200) == want, batch
-    for batch, want in ((1, DecodeLaunchConfig()), (2, DecodeLaunchConfig(64, 4, 3, True)),
-                        (64, DecodeLaunchConfig(64, 4, 3, True)), (65, DecodeLaunchConfig(64, 2, 4, True))):
+    for batch, want in ((1, DecodeLaunchConfig(64, 2, 4, True)), (2, DecodeLaunchConfig(64, 2, 4, True)),
+                        (23, DecodeLaunchConfig(64, 2, 4, True)), (24, DecodeLaunchConfig(64, 2, 8, True)),
+                        (31, DecodeLaunchConfig(64, 2, 8, True)), (32, DecodeLaunchConfig(64, 2, 6, True)),
+                        (64, DecodeLaunchConfig(64, 2, 6, True)), (65, DecodeLaunchConfig(64, 2, 4, True)),
+                        (256, DecodeLaunchConfig(64, 2, 4, True))):
         assert decode_launch_config(batch, 8, 64, 0, h100) == decode_launch_config(batch, 8, 64, 0) == want, batch
     for batch in (1, 8, 32, 33, 64, 65, 256):  # sliding layers: 6 stages up to 256 programs, 4 beyond
         want = DecodeLaunchConfig(64, 2, 6 if batch <= 32 else 4, True)
@@ -189,15 +193,20 @@ def test_a_sliding_window_is_split_in_spans_of_enough_keys():
 def test_the_split_count_on_an_h100_sized_device(monkeypatch):
     """A full layer's splits on 132 multiprocessors with gpt-oss's 8 KV heads: about two programs per
     multiprocessor, up to 64 (a lone sequence: 16k keys in 16.9-18.6 against 20.9-21.9 us with 32 on the H100), a
-    power of two, one from batch 33 on; a 128-key window one at every batch size."""
+    power of two, one from batch 24 on (192 programs: 1 split 21.2 us against 2 splits' 23.7 at 24 x 1k, H100
+    2026-12-05); a 128-key window one at every batch size. Another GPU of as many multiprocessors keeps two splits
+    up to batch 32."""
     from quickmoe.kernels import decode_launch
 
     monkeypatch.setattr(decode_launch, "_num_sms", lambda device: 132)
     monkeypatch.setattr(decode_launch, "gpu_name", lambda device: "NVIDIA H100 80GB HBM3")
     device = torch.device("cuda")
-    got = {batch: decode_num_splits(batch, 8, device) for batch in (1, 2, 4, 8, 16, 32, 33, 256)}
-    assert got == {1: 64, 2: 32, 4: 16, 8: 8, 16: 4, 32: 2, 33: 1, 256: 1}
+    got = {batch: decode_num_splits(batch, 8, device) for batch in (1, 2, 4, 8, 16, 23, 24, 32, 33, 256)}
+    assert got == {1: 64, 2: 32, 4: 16, 8: 8, 16: 4, 23: 2, 24: 1, 32: 1, 33: 1, 256: 1}
     assert all(decode_num_splits(batch, 8, device, window=128) == 1 for batch in got)
+    assert decode_num_splits(24, 8, device, head_dim=128) == 2  # heads of 128 keep the rule (not measured)
+    other = {batch: decode_num_splits(batch, 8, device, device_name="NVIDIA A100") for batch in (23, 24, 32, 33)}
+    assert other == {23: 2, 24: 2, 32: 2, 33: 1}
 
 
 def test_the_h200_takes_one_split_from_256_programs(monkeypatch):
@@ -213,7 +222,8 @@ def test_the_h200_takes_one_split_from_256_programs(monkeypatch):
     got = {batch: decode_num_splits(batch, 8, device) for batch in (1, 8, 16, 24, 31, 32, 33, 64)}
     assert got == {1: 64, 8: 8, 16: 4, 24: 2, 31: 2, 32: 1, 33: 1, 64: 1}
     assert decode_num_splits(64, 4, device) == 1 and decode_num_splits(63, 4, device) == 2  # 4 KV heads: batch 64
-    assert decode_num_splits(32, 8, device, device_name="NVIDIA H100 80GB HBM3") == 2
+    assert decode_num_splits(32, 8, device, device_name="NVIDIA A100-SXM4-80GB") == 2  # neither H100 nor H200
+    assert decode_num_splits(24, 8, device, device_name="NVIDIA H100 80GB HBM3") == 1  # the H100's own threshold
     assert decode_num_splits(32, 8, device, window=4096) == 2  # a sliding layer: the H100's rule
     assert decode_num_splits(32, 8, device, window=128) == 1
     assert decode_num_splits(64, 4, device, head_dim=128) == 2  # Qwen3's heads of 128: not measured, the H100's rule

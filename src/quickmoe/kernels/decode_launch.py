@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["H200_ONE_SPLIT_PROGRAMS", "WINDOW_KEYS_PER_SPLIT", "DecodeLaunchConfig", "decode_launch_config",
-           "decode_num_splits", "gpu_name"]
+__all__ = ["H100_ONE_SPLIT_PROGRAMS", "H200_ONE_SPLIT_PROGRAMS", "WINDOW_KEYS_PER_SPLIT", "DecodeLaunchConfig",
+           "decode_launch_config", "decode_num_splits", "gpu_name"]
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,21 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
     against 519.1 us, Mixtral 968.9 against 1,049.1; 256 x 1k 129.4 against 134.3 and 248.7 against 270.3). 2 warps
     with 4 stages read as fast (490.7, 980.5), but in Qwen3's model (12 layers, `bench generate`) the batch-1 step's
     attention, with RoPE and the KV write, took 0.104 against 0.096 ms, and 2 warps at every batch size would
-    change a row's bits against the 4 warps of batch 1. The H100 was not measured; sliding layers keep its rule."""
+    change a row's bits against the 4 warps of batch 1. The H100 was not measured; sliding layers keep its rule.
+
+    The H100's full layers of heads up to 64 wide (and any other GPU's but the H200's) take 2 warps at every batch
+    size since 2026-12-05 (third session), with the KV heads on the fastest axis: 4 stages up to 191 programs, 8
+    where one split runs 192-255 (`decode_num_splits`: gpt-oss at 24-31 sequences), 6 at 256-512, 4 beyond. In the
+    H100 sweep (`decode_attention_sweep.py`, two runs, gpt-oss shapes, 1-256 sequences of 1k-16k keys,
+    `docs/runs/2026-12-05c-session/call2_h100/`) 2 warps and 4 stages read level with the former rule or faster
+    everywhere (batch 1: 4.70-5.13 against 4.83-5.12 us at 1k, 7.19-7.44 against 7.39-7.59 at 4k, 16.2 against
+    16.7-16.8 at 16k); one split with 8 stages at 24 sequences 21.2 against 23.7 us at 1k, 71.9 against 76.2 at 4k;
+    with 6 stages at 32 sequences 26.5 against 29.3 at 1k (SDPA 26.1-26.7), 93.2 against 95.7 at 4k; 6 stages at
+    48 sequences 37.8-38.1 against 39.0-40.0 at 1k, 137.8-137.9 against 144.4-144.7 at 4k, 536.6-537.8 against
+    562.6-563.0 at 16k. `bench attention` (call 3 there): 32 x 1k 26.3 against 29.3 us, 32-64 sequences 1-3% faster
+    at 4k-16k, the rest level. One warp count at every batch size also keeps a row's bits from moving with the
+    batch: the bf16 invariance test (alone against a batch of 64) read 99.15% against the former rule's 98.38%
+    (4 warps at batch 1, 2 from 65 programs on; bar 99%)."""
     block_n = 64 if head_dim <= 128 else 32
     programs = batch * num_kv_heads
     if 64 < head_dim <= 128 and window == 0 and "H200" in device_name and programs > 8:  # Qwen3's, Mixtral's heads
@@ -110,6 +124,9 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
     if head_dim <= 64 and window == 0 and "H200" in device_name:  # 2 warps at every batch size
         one_split_few = H200_ONE_SPLIT_PROGRAMS <= programs < 3 * H200_ONE_SPLIT_PROGRAMS // 2  # 1.9-2.9 an SM
         stages = 4 if programs <= 8 or programs > 512 else 8 if one_split_few else 6
+        return DecodeLaunchConfig(block_n, 2, stages, True)
+    if head_dim <= 64 and window == 0:  # the H100's full layers: 2 warps at every batch size
+        stages = 8 if H100_ONE_SPLIT_PROGRAMS <= programs < 256 else 6 if 256 <= programs <= 512 else 4
         return DecodeLaunchConfig(block_n, 2, stages, True)
     if head_dim > 64 or programs <= 8 or (window > 0 and programs <= 256):
         return DecodeLaunchConfig(block_n=block_n)
@@ -133,6 +150,7 @@ WINDOW_KEYS_PER_SPLIT = 128  # a sliding layer splits its window only in spans o
 
 
 H200_ONE_SPLIT_PROGRAMS = 256  # on the H200 a full layer takes one split from this many programs on
+H100_ONE_SPLIT_PROGRAMS = 192  # on the H100 from this many (1.45 a multiprocessor)
 
 
 def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_splits: int = 64,
@@ -161,10 +179,17 @@ def decode_num_splits(batch: int, num_kv_heads: int, device: torch.device, max_s
     of 1k, 4k and 16k keys read them in 20.4, 66.6-67.3 and 250.0-250.2 us with one split (and 8 stages), 22.7,
     68.8-69.2 and 251.4-251.8 with two and their combine (SDPA 19.5, 64.4 and 235-243; eighteenth session,
     `docs/runs/2026-11-30r-session/call3_h200/`). At 24 sequences (192 programs, 60 multiprocessors with two) one
-    split was 5% slower than two (19.3 against 18.3 us at 1k)."""
+    split was 5% slower than two (19.3 against 18.3 us at 1k).
+
+    On the H100 from H100_ONE_SPLIT_PROGRAMS on (2026-12-05 third session, `decode_attention_sweep.py --splits 1,2`,
+    2 warps): gpt-oss at 24 sequences read 1k, 4k and 16k keys in 21.2, 71.9 and 273.9 us with one split and 8
+    stages against 23.7, 76.2 and 284.8 with the former two splits and 4 warps (272.5 with two splits, 2 warps and
+    6 stages at 16k); at 32 sequences 26.5, 93.2 and 360.4 us with one split and 6 stages against 29.3, 95.7 and
+    362.1 (SDPA 26.1-26.7 at 1k)."""
     programs = batch * num_kv_heads
-    if window == 0 and head_dim <= 64 and programs >= H200_ONE_SPLIT_PROGRAMS:
-        if "H200" in (device_name if device_name is not None else gpu_name(device)):
+    if window == 0 and head_dim <= 64 and programs >= H100_ONE_SPLIT_PROGRAMS:
+        name = device_name if device_name is not None else gpu_name(device)
+        if ("H200" in name and programs >= H200_ONE_SPLIT_PROGRAMS) or "H100" in name:
             return 1
     want = -(-2 * _num_sms(device) // max(programs, 1))
     splits = min(max_splits, 1 << (want - 1).bit_length()) if want > 1 else 1  # next power of two
