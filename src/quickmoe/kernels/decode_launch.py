@@ -104,7 +104,8 @@ def decode_launch_config(batch: int, num_kv_heads: int, head_dim: int, window: i
 
     The H100's full layers of heads up to 64 wide (and any other GPU's but the H200's) take 2 warps at every batch
     size since 2026-12-05 (third session), with the KV heads on the fastest axis: 4 stages up to 191 programs, 8
-    where one split runs 192-255 (`decode_num_splits`: gpt-oss at 24-31 sequences), 6 at 256-512, 4 beyond. In the
+    where one split runs 192-255 (`decode_num_splits`: gpt-oss at 24-31 sequences), 6 at 256-512, 4 beyond. Other
+    GPUs take these configs unmeasured, while their split count keeps the multiprocessor rule. In the
     H100 sweep (`decode_attention_sweep.py`, two runs, gpt-oss shapes, 1-256 sequences of 1k-16k keys,
     `docs/runs/2026-12-05c-session/call2_h100/`) 2 warps and 4 stages read level with the former rule or faster
     everywhere (batch 1: 4.70-5.13 against 4.83-5.12 us at 1k, 7.19-7.44 against 7.39-7.59 at 4k, 16.2 against
