@@ -21,7 +21,7 @@ __all__ = ["add_bench_parser"]
 
 def add_bench_parser(sub) -> None:
     """`quickmoe bench` and its subcommands, on the top-level subparsers `sub`."""
-    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe, generate, serve, quality)",
+    bench = sub.add_parser("bench", help="benchmarks (coldstart, moe, attention, generate, serve, quality)",
                            description="Benchmarks; see each subcommand.")
     bench_sub = bench.add_subparsers(dest="bench", metavar="BENCH", required=True)
     cold = bench_sub.add_parser(
