@@ -14,6 +14,10 @@
 #   quick         bench coldstart 20b with the serving defaults alone (no baselines): the phases after a change
 #   capture       the capture strategy: buckets 1-8 at start-up (default) vs all 9 (--cuda-graphs-startup-max 256)
 #                 vs no graphs: the capture phase and total of each
+#   capture-ab    the capture warm-ups over the layer prefix (executor/capture_warmup.py): the graphs' GPU tests, then
+#                 bench coldstart -n 3 (serving defaults) with QUICKMOE_CAPTURE_WARMUP=prefix and =all in turns, twice:
+#                 the capture phase, each bucket's warm-up and capture seconds and layers, and any capture retried
+#                 after its prefix warm-up (capture_ab.txt; goal capture <= 0.5 s)
 #   imports       import_probe (bare torch, torch + triton, the issue's import line, generate/serve imports) and
 #                 bench coldstart with QUICKMOE_CUDA_PREINIT=context (ring pinned after the imports) and =0:
 #                 does the early start slow the imports; goal weights_ready <= import torch + 1 s
@@ -114,6 +118,31 @@ stage_capture() {
   make_20b
   bench cold2_20b_all_buckets "$CKPT" -n 3 --device cuda --generate-args="--cuda-graphs-startup-max 256"
   bench cold2_20b_no_graphs "$CKPT" -n 3 --device cuda --no-cuda-graphs
+}
+stage_capture_ab() {
+  make_20b
+  timeout 240 python3 -m pytest -q -m gpu tests/models/test_capture_warmup.py tests/models/test_cuda_graphs.py \
+    tests/models/test_prefill_graphs.py -p no:cacheprovider 2>&1 | tail -4 | tee "$OUT/capture_ab.txt"
+  QUICKMOE_CAPTURE_WARMUP=prefix timeout 240 python3 -m pytest -q -m gpu tests/models/test_cuda_graphs.py \
+    tests/models/test_prefill_graphs.py tests/models/test_kernel_precompile.py -p no:cacheprovider 2>&1 | tail -4 \
+    | tee -a "$OUT/capture_ab.txt"
+  local run i=0
+  for run in prefix all prefix all; do
+    i=$((i + 1))
+    QUICKMOE_CAPTURE_WARMUP=$run bench "cold2_capture_${i}_$run" "$CKPT" -n 3 --device cuda > /dev/null
+    python3 - "$OUT/cold2_capture_${i}_$run.json" "$i $run" <<'PY' | tee -a "$OUT/capture_ab.txt"
+import json, statistics, sys
+doc = json.load(open(sys.argv[1]))
+reports = doc["reports"]["quickmoe"]
+phase = lambda name: statistics.median(r["phases"][name] for r in reports)
+print(f"-- {sys.argv[2]}: capture {phase('capture'):.3f} s, first_token {phase('first_token'):.3f} s, "
+      f"total {statistics.median(r['total'] for r in reports):.3f} s")
+for r in reports:
+    caps = r["info"]["cuda_graphs"]["captures"]
+    print("   ", [(c["batch_size"], c["warmup_s"], c["capture_s"], c.get("warmup_layers"), c.get("prefix_retry"))
+                  for c in caps])
+PY
+  done
 }
 stage_imports() {
   make_20b
@@ -304,7 +333,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 for stage in "$@"; do
   run="stage_${stage//-/_}"
   declare -F "$run" > /dev/null || { echo "unknown stage $stage (expected tests, equality, coldstart, capture," \
-    "quick, imports, compile, compile-ab, aot, compile-ratio, serve, tokenizer, load-plan, start-threads, bytecode," \
+    "quick, capture-ab, imports, compile, compile-ab, aot, compile-ratio, serve, tokenizer, load-plan, start-threads, bytecode," \
     "first-token, 120b, 120b-serve, precompile)"; exit 2; }
   echo "== $stage ($(date +%T))"
   "$run"

@@ -42,6 +42,7 @@ from collections import Counter
 import numpy as np
 import torch
 
+from quickmoe.executor.capture_warmup import warm_up_then_capture
 from quickmoe.executor.step_metadata import HostMetadata, host_array, to_device
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
@@ -153,22 +154,13 @@ class DecodeGraphs:
     @torch.inference_mode()
     def _capture(self, size: int, when: str) -> None:
         """Capture bucket `size` ("startup", "step": a step needs it now, "idle": the engine had nothing to run):
-        its static inputs reset to padding, an eager warm-up (kernels compiled or loaded, workspaces allocated),
-        then the capture into the shared pool. Recorded in `info`."""
+        its static inputs reset to padding, an eager warm-up over the layer prefix that loads every kernel variant
+        (executor/capture_warmup.py: kernels compiled or loaded, workspaces allocated), then the capture into the
+        shared pool. Recorded in `info`."""
         self._reset_to_padding()  # the warm-up runs: on a previous step's inputs it would overwrite cache entries
-        t0 = t1 = time.perf_counter()
-        record = {"batch_size": size, "when": when}
+        record: dict = {"batch_size": size, "when": when}
         try:
-            self._forward(size)
-            self._synchronize()
-            t1 = time.perf_counter()
-            if self.capture_enabled:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=self.pool):
-                    self.outputs[size] = self._forward(size)  # [size, V]: a view of self.logits
-                self._synchronize()
-            else:
-                graph = _EagerReplay(self, size)
+            graph = warm_up_then_capture(self.runner, lambda: self._forward(size), lambda: self._record(size), record)
         except torch.OutOfMemoryError as exc:
             if when == "startup":
                 raise
@@ -176,13 +168,23 @@ class DecodeGraphs:
                            size, str(exc).splitlines()[0][:200])
             graph, record["failed"] = _EagerReplay(self, size), "out of memory"
         self.graphs[size] = graph
-        t2 = time.perf_counter()
         if size in self.info["deferred"]:
             self.info["deferred"].remove(size)
-        self.info["captures"].append({**record, "warmup_s": round(t1 - t0, 4), "capture_s": round(t2 - t1, 4)})
+        self.info["captures"].append(record)
         if when != "startup":
-            logger.info("captured the decode CUDA graph of batch size %d (%s) in %.3f s (warm-up %.3f s)", size,
-                        "a step needed it" if when == "step" else "while idle", t2 - t0, t1 - t0)
+            logger.info("captured the decode CUDA graph of batch size %d (%s) in %.3f s (warm-up %.3f s over %s "
+                        "layers)", size, "a step needed it" if when == "step" else "while idle",
+                        record["warmup_s"] + record["capture_s"], record["warmup_s"], record.get("warmup_layers"))
+
+    def _record(self, size: int) -> torch.cuda.CUDAGraph | _EagerReplay:
+        """The capture of bucket `size` over every layer into the shared pool (its eager stand-in without capture)."""
+        if not self.capture_enabled:
+            return _EagerReplay(self, size)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            self.outputs[size] = self._forward(size)  # [size, V]: a view of self.logits
+        self._synchronize()
+        return graph
 
     def capture_startup(self) -> float:
         """Capture the start-up buckets, largest first (the smaller graphs reuse the larger ones' transient memory

@@ -36,13 +36,13 @@ pool: replays never overlap, and each replay's logits are sampled before the nex
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+from quickmoe.executor.capture_warmup import warm_up_then_capture
 from quickmoe.executor.step_metadata import build_host_metadata, host_array, to_device
 from quickmoe.forward.forward_batch import AttentionMetadata, ForwardBatch, KVGroupMetadata
 
@@ -161,32 +161,33 @@ class PrefillGraphs:
     @torch.inference_mode()
     def _capture(self, key: tuple[int, int]) -> None:
         """Capture bucket `key` (tokens, sequences): static inputs reset to padding (the warm-up writes no cache
-        entry), an eager warm-up (kernels compiled or loaded, workspaces allocated), then the capture."""
+        entry), an eager warm-up over the layer prefix that loads every kernel variant (executor/capture_warmup.py:
+        kernels compiled or loaded, workspaces allocated), then the capture."""
         self._reset_to_padding()
-        t0 = t1 = time.perf_counter()
         record: dict = {"tokens": key[0], "seqs": key[1]}
         try:
-            self._forward(*key)
-            self._synchronize()
-            t1 = time.perf_counter()
-            if self.capture_enabled:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=self.pool):
-                    self.outputs[key] = self._forward(*key)  # [seqs, V]: a view of self.logits
-                self._synchronize()
-            else:
-                graph = _EagerReplay(self, key)
-            self.graphs[key] = graph
+            self.graphs[key] = warm_up_then_capture(self.runner, lambda: self._forward(*key),
+                                                    lambda: self._record(key), record)
         except (torch.OutOfMemoryError, RuntimeError) as exc:  # that bucket's steps run eagerly
             self.failed.add(key)
             self._synchronize()
             record["failed"] = str(exc).splitlines()[0][:200]
             logger.warning("could not capture the CUDA graph of prompt steps of %d tokens over %d sequences; they run "
                            "eagerly (%s)", key[0], key[1], record["failed"])
-        t2 = time.perf_counter()
-        self.info["captures"].append({**record, "warmup_s": round(t1 - t0, 4), "capture_s": round(t2 - t1, 4)})
-        logger.debug("captured the prompt-step CUDA graph of %d tokens over %d sequences in %.3f s (warm-up %.3f s)",
-                     key[0], key[1], t2 - t0, t1 - t0)
+        self.info["captures"].append(record)
+        logger.debug("captured the prompt-step CUDA graph of %d tokens over %d sequences in %.3f s (warm-up %.3f s "
+                     "over %s layers)", key[0], key[1], record["warmup_s"] + record["capture_s"], record["warmup_s"],
+                     record.get("warmup_layers"))
+
+    def _record(self, key: tuple[int, int]) -> torch.cuda.CUDAGraph | _EagerReplay:
+        """The capture of bucket `key` over every layer into the shared pool (its eager stand-in without capture)."""
+        if not self.capture_enabled:
+            return _EagerReplay(self, key)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            self.outputs[key] = self._forward(*key)  # [seqs, V]: a view of self.logits
+        self._synchronize()
+        return graph
 
     def capture_next_deferred(self) -> bool:
         """Capture the next bucket not captured yet (call on the step thread while nothing runs); False when every
