@@ -154,9 +154,9 @@ class DecodeGraphs:
     @torch.inference_mode()
     def _capture(self, size: int, when: str) -> None:
         """Capture bucket `size` ("startup", "step": a step needs it now, "idle": the engine had nothing to run):
-        its static inputs reset to padding, an eager warm-up over the layer prefix that loads every kernel variant
-        (executor/capture_warmup.py: kernels compiled or loaded, workspaces allocated), then the capture into the
-        shared pool. Recorded in `info`."""
+        its static inputs reset to padding, an eager warm-up (kernels compiled or loaded, workspaces allocated; over
+        the layer prefix with `QUICKMOE_CAPTURE_WARMUP=prefix`, executor/capture_warmup.py), then the capture into
+        the shared pool. Recorded in `info`."""
         self._reset_to_padding()  # the warm-up runs: on a previous step's inputs it would overwrite cache entries
         record: dict = {"batch_size": size, "when": when}
         try:

@@ -161,8 +161,8 @@ class PrefillGraphs:
     @torch.inference_mode()
     def _capture(self, key: tuple[int, int]) -> None:
         """Capture bucket `key` (tokens, sequences): static inputs reset to padding (the warm-up writes no cache
-        entry), an eager warm-up over the layer prefix that loads every kernel variant (executor/capture_warmup.py:
-        kernels compiled or loaded, workspaces allocated), then the capture."""
+        entry), an eager warm-up (kernels compiled or loaded, workspaces allocated; over the layer prefix with
+        `QUICKMOE_CAPTURE_WARMUP=prefix`, executor/capture_warmup.py), then the capture."""
         self._reset_to_padding()
         record: dict = {"tokens": key[0], "seqs": key[1]}
         try:
