@@ -66,11 +66,11 @@ def warm_up_then_capture(runner, forward: Callable[[], object], capture: Callabl
     step, or its eager stand-in); returns what `capture` returns. `record` gets `warmup_s`, `capture_s` (both
     attempts' when retried), `warmup_layers` (the layers the last warm-up ran) and, after a retry, `prefix_retry`
     (the first capture's error)."""
+    record.setdefault("warmup_s", 0.0)  # (first: a caller that logs a failure reads them)
+    record.setdefault("capture_s", 0.0)
     total = len(runner.model.model.layers)
     use_prefix = prefix_warmup_enabled() and not runner.layers_compiled and not runner.parallel.sharded
     attempts = (True, False) if use_prefix else (False,)
-    record.setdefault("warmup_s", 0.0)
-    record.setdefault("capture_s", 0.0)
     for over_prefix in attempts:
         t0 = time.perf_counter()
         group = runner.kv_cache.layer_group
