@@ -111,7 +111,12 @@ def test_prompt_logprobs_equal_transformers(engine_model_dir, llm, hf, chunked):
             expected = want[position - 1]
             assert lp.token_id == prompt[position]
             assert abs(lp.logprob - expected[prompt[position]].item()) < 1e-4
-            assert [t for t, _ in lp.top] == expected.topk(3).indices.tolist()
+            tops = [t for t, _ in lp.top]
+            top4 = expected.topk(4).values.tolist()
+            if min(a - b for a, b in zip(top4, top4[1:])) > 1e-4:  # no near-tie: the exact top 3 in order
+                assert tops == expected.topk(3).indices.tolist()
+            else:  # float32 against float64 may order a near-tie either way: a top 3 up to the tolerance
+                assert len(set(tops)) == 3 and all(expected[t].item() >= top4[2] - 1e-4 for t in tops)
             assert all(abs(v - expected[t].item()) < 1e-4 for t, v in lp.top)
 
 
